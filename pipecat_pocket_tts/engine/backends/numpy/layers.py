@@ -1,0 +1,79 @@
+"""NumPy building blocks shared by FlowLM and Mimi (picoGPT style: plain functions on arrays).
+
+All arrays are float32. ``T`` is time, ``D`` a feature width, ``H`` heads, ``Dh`` head width.
+Linear weights keep PyTorch's [out, in] layout; ``x @ w.T`` is a BLAS call on a transposed view.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+def linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    """x [..., in] · weight [out, in]ᵀ (+ bias [out]) → [..., out]."""
+    out = x @ weight.T
+    if bias is not None:
+        out += bias
+    return out
+
+
+def layer_norm(
+    x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None, eps: float
+) -> np.ndarray:
+    """LayerNorm over the last axis of x [..., D] (biased variance, like torch)."""
+    mean = x.mean(axis=-1, keepdims=True)
+    centered = x - mean
+    var = np.mean(centered * centered, axis=-1, keepdims=True)
+    out = centered / np.sqrt(var + eps)
+    if weight is not None:
+        out *= weight
+    if bias is not None:
+        out += bias
+    return out
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """GELU, tanh approximation."""
+    return 0.5 * x * (1.0 + np.tanh(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    return x / (1.0 + np.exp(-x))
+
+
+def elu(x: np.ndarray, alpha: float = 1.0) -> np.ndarray:
+    return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0)))
+
+
+def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    shifted = x - x.max(axis=axis, keepdims=True)
+    e = np.exp(shifted)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def rope_tables(
+    positions: np.ndarray, head_dim: int, max_period: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin [T, Dh/2] for absolute positions [T] (frequency max_period^(-2i/Dh))."""
+    freqs = np.exp(
+        np.arange(head_dim // 2, dtype=np.float32)
+        * np.float32(-math.log(max_period) * 2 / head_dim)
+    )
+    angles = positions.astype(np.float32)[:, None] * freqs[None, :]
+    return np.cos(angles), np.sin(angles)
+
+
+def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """Rotate interleaved pairs (x[2i], x[2i+1]) of x [T, H, Dh] by tables [T, Dh/2]."""
+    t, h, d = x.shape
+    pairs = x.reshape(t, h, d // 2, 2)
+    real, imag = pairs[..., 0], pairs[..., 1]
+    c, s = cos[:, None, :], sin[:, None, :]
+    out = np.empty_like(pairs)
+    out[..., 0] = real * c - imag * s
+    out[..., 1] = real * s + imag * c
+    return out.reshape(t, h, d)

@@ -1,0 +1,55 @@
+"""Exception types of the engine. Every message says what to do next."""
+
+from __future__ import annotations
+
+
+class PocketTTSError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class UnknownLanguageError(PocketTTSError, ValueError):
+    """A language or model config name that no pack provides."""
+
+
+class UnknownVoiceError(PocketTTSError, ValueError):
+    """A voice name that the loaded pack does not ship."""
+
+
+class UnknownBackendError(PocketTTSError, ValueError):
+    """A backend name other than numpy, coreml or auto."""
+
+
+class BackendUnavailableError(PocketTTSError, RuntimeError):
+    """The requested backend cannot run on this machine (e.g. CoreML off Apple)."""
+
+
+class PackFilesMissingError(PocketTTSError, FileNotFoundError):
+    """Files of a language pack are neither on disk nor downloadable (offline, empty cache)."""
+
+
+class GatedRepoError(PocketTTSError, PermissionError):
+    """A Hugging Face repository needs accepted terms and a token."""
+
+
+class WeightsMismatchError(PocketTTSError, ValueError):
+    """A checkpoint whose keys or shapes do not match the model config."""
+
+
+class VoiceFileError(PocketTTSError, ValueError):
+    """A voice-state file that is corrupt, of another layout, or made for another pack."""
+
+
+class CloneAudioError(PocketTTSError, ValueError):
+    """Audio that cannot be used to clone a voice (too short, silent, unreadable)."""
+
+
+class CloningUnavailableError(PocketTTSError, RuntimeError):
+    """The loaded pack has no voice-cloning weights."""
+
+
+class ContextOverflowError(PocketTTSError, RuntimeError):
+    """A sequence ran past the FlowLM KV-cache capacity."""
+
+
+class SessionClosedError(PocketTTSError, RuntimeError):
+    """Text enqueued on a session that was cancelled or finished."""
