@@ -1,0 +1,361 @@
+"""Mimi codec in NumPy: a streaming decoder (latent → 1920 samples) and the cloning encoder.
+
+Decoder, per 80 ms frame (shapes for the full-size English model):
+
+    latent [32] ─ quantizer.output_proj (1x1 conv) ─▶ [512]
+      ─ upsample: depthwise ConvTranspose1d k32 s16 ─▶ [16, 512] at 200 Hz
+      ─ decoder transformer (sliding-window causal attention, RoPE, layer scale) ─▶ [16, 512]
+      ─ SEANet decoder (convs + transposed convs, strides 6·5·4) ─▶ [1920] at 24 kHz
+
+Encoder (voice cloning), on whole clips, run internally in chunks with the same streaming
+machinery: SEANet encoder (strides 4·5·6) → encoder transformer → downsample Conv1d k32 s16
+(replicate left pad) → latents [T, inner_dim] at 12.5 Hz.
+
+Everything is time-major ``[T, C]`` float32. Weights are shared and read-only; all
+per-sequence data lives in ``MimiDecoderState`` (plain arrays, cheap to copy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...config import MimiConfig, MimiTransformerConfig
+from ...errors import CloneAudioError, CloningUnavailableError, WeightsMismatchError
+from .layers import apply_rope, gelu_tanh, layer_norm, rope_tables
+from .seanet import ResidualBlock, SEANet, ShapeRecorder, fetch_weight
+from .streaming_conv import StreamingConv1d, StreamingConvTranspose1d
+
+LAYER_NORM_EPS = 1e-5
+ENCODE_CHUNK_FRAMES = 8  # latent frames per encoder chunk: bounds memory on long clips
+
+
+# -- transformer ------------------------------------------------------------------------------
+
+
+@dataclass
+class AttentionCache:
+    """Keys/values of the last positions of every layer, in a ring of ``slots`` entries.
+
+    ``keys``/``values`` [L, H, slots, Dh] hold RoPE-rotated keys and values; ``slot_positions``
+    [slots] the absolute position stored in each slot (-1: empty); ``position`` is the next
+    absolute position (also the RoPE offset).
+    """
+
+    keys: np.ndarray
+    values: np.ndarray
+    slot_positions: np.ndarray
+    position: int = 0
+
+    def copy(self) -> AttentionCache:
+        return AttentionCache(
+            self.keys.copy(), self.values.copy(), self.slot_positions.copy(), self.position
+        )
+
+
+@dataclass(frozen=True)
+class _TransformerLayer:
+    norm1: tuple[np.ndarray, np.ndarray]
+    norm2: tuple[np.ndarray, np.ndarray]
+    in_proj: np.ndarray  # [3D, D]
+    out_proj: np.ndarray  # [D, D], layer_scale_1 folded into its rows
+    linear1: np.ndarray  # [F, D]
+    linear2: np.ndarray  # [D, F], layer_scale_2 folded into its rows
+
+
+class MimiTransformer:
+    """Mimi's ProjectedTransformer: causal attention over the last ``context`` positions."""
+
+    def __init__(
+        self, config: MimiTransformerConfig, weights: Mapping[str, np.ndarray], prefix: str
+    ) -> None:
+        d, ff = config.d_model, config.dim_feedforward
+        if len(config.output_dimensions) != 1:
+            raise NotImplementedError(f"{prefix}: more than one output projection")
+        self.d_model = d
+        self.num_heads = config.num_heads
+        self.head_dim = config.head_dim
+        self.context = config.context
+        self.max_period = config.max_period
+        self.input_dim = config.input_dimension
+        self.output_dim = config.output_dimensions[0]
+        self.input_proj = (
+            None
+            if d == self.input_dim
+            else fetch_weight(weights, f"{prefix}.input_proj.weight", (d, self.input_dim))
+        )
+        self.output_proj = (
+            None
+            if d == self.output_dim
+            else fetch_weight(weights, f"{prefix}.output_projs.0.weight", (self.output_dim, d))
+        )
+        self.layers: list[_TransformerLayer] = []
+        for i in range(config.num_layers):
+            name = f"{prefix}.transformer.layers.{i}"
+
+            def get(key: str, shape: tuple[int, ...], name: str = name) -> np.ndarray:
+                return fetch_weight(weights, f"{name}.{key}", shape)
+
+            scale_1 = get("layer_scale_1.scale", (d,))
+            scale_2 = get("layer_scale_2.scale", (d,))
+            self.layers.append(
+                _TransformerLayer(
+                    norm1=(get("norm1.weight", (d,)), get("norm1.bias", (d,))),
+                    norm2=(get("norm2.weight", (d,)), get("norm2.bias", (d,))),
+                    in_proj=get("self_attn.in_proj.weight", (3 * d, d)),
+                    out_proj=get("self_attn.out_proj.weight", (d, d)) * scale_1[:, None],
+                    linear1=get("linear1.weight", (ff, d)),
+                    linear2=get("linear2.weight", (d, ff)) * scale_2[:, None],
+                )
+            )
+
+    def new_cache(self, max_steps: int) -> AttentionCache:
+        """An empty cache for calls of at most ``max_steps`` positions each."""
+        slots = self.context - 1 + max_steps
+        shape = (len(self.layers), self.num_heads, slots, self.head_dim)
+        return AttentionCache(
+            keys=np.zeros(shape, dtype=np.float32),
+            values=np.zeros(shape, dtype=np.float32),
+            slot_positions=np.full(slots, -1, dtype=np.int64),
+        )
+
+    def __call__(self, x: np.ndarray, cache: AttentionCache) -> np.ndarray:
+        """x [T, input_dim] at positions cache.position … +T-1 → [T, output_dim]; fills cache."""
+        t = x.shape[0]
+        slots = cache.slot_positions.shape[0]
+        if t > slots - (self.context - 1):
+            raise ValueError(f"{t} steps in one call exceed the attention cache")
+        positions = cache.position + np.arange(t)
+        cos, sin = rope_tables(positions, self.head_dim, self.max_period)
+        ring = positions % slots
+        cache.slot_positions[ring] = positions
+        delta = positions[:, None] - cache.slot_positions[None, :]  # [T, slots]
+        visible = (cache.slot_positions[None, :] >= 0) & (delta >= 0) & (delta < self.context)
+        mask = np.where(visible, np.float32(0.0), np.float32(-np.inf))
+
+        if self.input_proj is not None:
+            x = x @ self.input_proj.T
+        for index, layer in enumerate(self.layers):
+            x = self._layer(x, layer, cache, index, ring, cos, sin, mask)
+        cache.position += t
+        if self.output_proj is not None:
+            x = x @ self.output_proj.T
+        return x
+
+    def _layer(
+        self,
+        x: np.ndarray,
+        layer: _TransformerLayer,
+        cache: AttentionCache,
+        index: int,
+        ring: np.ndarray,
+        cos: np.ndarray,
+        sin: np.ndarray,
+        mask: np.ndarray,
+    ) -> np.ndarray:
+        """One pre-norm block on x [T, D]; writes this layer's K/V into the ring slots."""
+        t, d = x.shape
+        h, dh = self.num_heads, self.head_dim
+        qkv = layer_norm(x, *layer.norm1, LAYER_NORM_EPS) @ layer.in_proj.T  # [T, 3D]
+        q = apply_rope(qkv[:, :d].reshape(t, h, dh), cos, sin)
+        k = apply_rope(qkv[:, d : 2 * d].reshape(t, h, dh), cos, sin)
+        keys, values = cache.keys[index], cache.values[index]  # [H, slots, Dh]
+        keys[:, ring] = k.transpose(1, 0, 2)
+        values[:, ring] = qkv[:, 2 * d :].reshape(t, h, dh).transpose(1, 0, 2)
+
+        q = q.transpose(1, 0, 2) * np.float32(1.0 / np.sqrt(dh))  # [H, T, Dh]
+        scores = q @ keys.transpose(0, 2, 1)  # [H, T, slots]
+        scores += mask
+        scores -= scores.max(axis=-1, keepdims=True)
+        np.exp(scores, out=scores)
+        scores /= scores.sum(axis=-1, keepdims=True)
+        attended = (scores @ values).transpose(1, 0, 2).reshape(t, d)  # [T, D]
+        x = x + attended @ layer.out_proj.T
+
+        hidden = gelu_tanh(layer_norm(x, *layer.norm2, LAYER_NORM_EPS) @ layer.linear1.T)
+        x += hidden @ layer.linear2.T
+        return x
+
+
+# -- codec ------------------------------------------------------------------------------------
+
+
+@dataclass
+class MimiDecoderState:
+    """Streaming state of one decoded sequence: every array is owned by this state."""
+
+    upsample_partial: np.ndarray  # [K - stride, outer_dim]
+    attention: AttentionCache
+    seanet: list[np.ndarray]  # conv left contexts / transposed-conv partials, in layer order
+
+    def copy(self) -> MimiDecoderState:
+        """A deep, independent copy (about 2 MB for the full-size model)."""
+        return MimiDecoderState(
+            self.upsample_partial.copy(),
+            self.attention.copy(),
+            [array.copy() for array in self.seanet],
+        )
+
+
+class Mimi:
+    """Mimi decoder (streaming, one latent frame per call) and encoder (whole clips)."""
+
+    def __init__(self, config: MimiConfig, weights: dict[str, np.ndarray]) -> None:
+        """``weights``: Mimi tensors in upstream names without the ``mimi.`` prefix."""
+        self.config = config
+        self.frame_size = config.frame_size
+        encoder_seanet, decoder_seanet = config.seanet, config.decoder_seanet
+        if encoder_seanet.hop_length != decoder_seanet.hop_length:
+            raise NotImplementedError("encoder and decoder SEANet with different hop lengths")
+        self.hop_length = decoder_seanet.hop_length
+        self.resample_stride, rest = divmod(self.frame_size, self.hop_length)
+        if rest:
+            raise NotImplementedError(
+                f"frame size {self.frame_size} is not a multiple of the SEANet hop length"
+            )
+
+        # Decoder side.
+        latent_dim = config.quantizer_dimension
+        outer_dim = config.outer_dim or decoder_seanet.dimension
+        if config.quantizer_output_dimension != outer_dim:
+            raise WeightsMismatchError(
+                f"quantizer output dimension {config.quantizer_output_dimension} differs from "
+                f"outer_dim {outer_dim}: the config is inconsistent"
+            )
+        self.latent_dim = latent_dim
+        self.latent_projection = fetch_weight(
+            weights, "quantizer.output_proj.weight", (outer_dim, latent_dim, 1)
+        )[:, :, 0]  # [outer_dim, latent_dim]
+        self.upsample: StreamingConvTranspose1d | None = None
+        if self.resample_stride > 1:
+            if outer_dim != decoder_seanet.dimension:
+                raise NotImplementedError("non-depthwise Mimi upsampling (outer_dim ≠ dimension)")
+            kernel = 2 * self.resample_stride
+            self.upsample = StreamingConvTranspose1d(
+                fetch_weight(weights, "upsample.convtr.convtr.weight", (outer_dim, 1, kernel)),
+                None,
+                stride=self.resample_stride,
+                groups=outer_dim,
+            )
+        self.decoder_transformer = MimiTransformer(
+            config.decoder_transformer, weights, "decoder_transformer"
+        )
+        self.decoder = SEANet(decoder_seanet, weights, "decoder", decoder=True)
+
+        # Encoder side (voice cloning); absent or zeroed in packs without cloning.
+        self.has_encoder = False
+        try:
+            self._build_encoder(config, weights)
+        except WeightsMismatchError:
+            encoder_prefixes = ("encoder.", "encoder_transformer.", "downsample.")
+            if any(key.startswith(encoder_prefixes) for key in weights):
+                raise
+        else:
+            self.has_encoder = not self._encoder_is_zeroed()
+
+    def _build_encoder(self, config: MimiConfig, weights: Mapping[str, np.ndarray]) -> None:
+        self.encoder = SEANet(config.seanet, weights, "encoder", decoder=False)
+        self.encoder_transformer = MimiTransformer(
+            config.transformer, weights, "encoder_transformer"
+        )
+        dimension = config.seanet.dimension
+        self.encoded_dim = config.inner_dim or dimension
+        self.downsample: StreamingConv1d | None = None
+        if self.resample_stride > 1:
+            kernel = 2 * self.resample_stride
+            self.downsample = StreamingConv1d(
+                fetch_weight(
+                    weights, "downsample.conv.conv.weight", (self.encoded_dim, dimension, kernel)
+                ),
+                None,
+                stride=self.resample_stride,
+                pad_mode="replicate",
+            )
+
+    def _encoder_is_zeroed(self) -> bool:
+        """True when any encoder-side weight matrix is all zeros (a pack without cloning)."""
+        matrices = [layer.in_proj for layer in self.encoder_transformer.layers]
+        for _, layer in self.encoder.steps:
+            convs = [layer.conv_in, layer.conv_out] if isinstance(layer, ResidualBlock) else [layer]
+            matrices += [conv.matrix for conv in convs]
+        if self.downsample is not None:
+            matrices.append(self.downsample.matrix)
+        return any(not np.any(matrix) for matrix in matrices)
+
+    # -- decoder ------------------------------------------------------------------------------
+
+    def new_state(self) -> MimiDecoderState:
+        """A fresh decoder state (silence before the first frame)."""
+        partial = (
+            self.upsample.initial_partial()
+            if self.upsample is not None
+            else np.zeros((0, self.latent_projection.shape[0]), dtype=np.float32)
+        )
+        return MimiDecoderState(
+            upsample_partial=partial,
+            attention=self.decoder_transformer.new_cache(self.resample_stride),
+            seanet=self.decoder.initial_state(),
+        )
+
+    def decode(self, state: MimiDecoderState, latent: np.ndarray) -> np.ndarray:
+        """Denormalized latent [latent_dim] → audio [frame_size] float32; advances ``state``."""
+        latent = np.asarray(latent, dtype=np.float32)
+        if latent.shape != (self.latent_dim,):
+            raise ValueError(
+                f"Mimi decode takes one latent [{self.latent_dim}], got {latent.shape}"
+            )
+        x = (self.latent_projection @ latent)[None, :]  # [1, outer_dim]
+        if self.upsample is not None:
+            x, state.upsample_partial = self.upsample(x, state.upsample_partial)  # [16, D]
+        x = self.decoder_transformer(x, state.attention)  # [16, D]
+        audio = self.decoder(x, state.seanet)  # [frame_size, 1]
+        return audio.reshape(-1)
+
+    # -- encoder ------------------------------------------------------------------------------
+
+    def encode(self, audio: np.ndarray) -> np.ndarray:
+        """24 kHz mono audio [n] → latents [ceil(n / frame_size), inner_dim] at 12.5 Hz.
+
+        Audio whose length is not a multiple of the frame size is right-padded with zeros
+        (as upstream does). Raises ``CloningUnavailableError`` when the weights have no
+        encoder and ``CloneAudioError`` for empty or non-finite audio.
+        """
+        if not self.has_encoder:
+            raise CloningUnavailableError(
+                "these Mimi weights have no voice-cloning encoder: use a predefined voice, or "
+                "load the pack with voice cloning (accept the model terms on Hugging Face and "
+                "set HF_TOKEN)"
+            )
+        audio = np.asarray(audio, dtype=np.float32)
+        if audio.ndim != 1 or audio.size == 0:
+            raise CloneAudioError(
+                f"clone audio must be non-empty 1-D mono samples, got shape {audio.shape}"
+            )
+        if not np.all(np.isfinite(audio)):
+            raise CloneAudioError("clone audio contains NaN or infinite samples: clean it first")
+        frames = -(-audio.size // self.frame_size)
+        padded = np.zeros(frames * self.frame_size, dtype=np.float32)
+        padded[: audio.size] = audio
+
+        seanet_state = self.encoder.initial_state()
+        chunk_steps = ENCODE_CHUNK_FRAMES * self.resample_stride
+        cache = self.encoder_transformer.new_cache(chunk_steps)
+        history = self.downsample.initial_history() if self.downsample is not None else None
+        chunk = ENCODE_CHUNK_FRAMES * self.frame_size
+        outputs = []
+        for start in range(0, padded.size, chunk):
+            x = self.encoder(padded[start : start + chunk, None], seanet_state)  # [steps, 512]
+            x = self.encoder_transformer(x, cache)
+            if self.downsample is not None:
+                x, history = self.downsample(x, history, first=start == 0)  # [frames, inner]
+            outputs.append(x)
+        return np.concatenate(outputs, axis=0)
+
+
+def mimi_weight_shapes(config: MimiConfig) -> dict[str, tuple[int, ...]]:
+    """Every Mimi weight name (upstream names, no ``mimi.`` prefix) → shape, for ``config``."""
+    recorder = ShapeRecorder()
+    Mimi(config, recorder)
+    return dict(recorder)

@@ -1,0 +1,193 @@
+"""Causal streaming 1-D convolutions on time-major arrays, one matmul per call.
+
+Signals are ``[T, C]`` float32 (time first, channels last), so a convolution is an im2col of
+the few frames of one call followed by a single BLAS matmul against weights reshaped once at
+construction. Streaming state lives outside the layer objects (plain arrays handed in and
+returned), so one set of weights serves any number of sequences:
+
+- ``StreamingConv1d``: left context of ``(K-1)·dilation + 1 - stride`` input frames, zeros at
+  the start (or the first frame repeated, ``pad_mode="replicate"``). Calling it chunk by chunk
+  equals calling it once on the concatenation.
+- ``StreamingConvTranspose1d``: overlap-add; the ``K - stride`` output frames that the next
+  input still adds to are carried as a bias-free "partial" buffer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+TAPS_MIN_FRAMES = 64  # from this many output frames, per-tap matmuls beat im2col
+
+
+def elu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """ELU (alpha 1) as expm1(min(x, 0)) + max(x, 0), written into ``out`` when given."""
+    out = np.minimum(x, 0.0, out=out)
+    np.expm1(out, out=out)
+    out += np.maximum(x, 0.0)
+    return out
+
+
+class StreamingConv1d:
+    """Causal Conv1d: input [T, C_in] (T a multiple of stride) → output [T/stride, C_out]."""
+
+    def __init__(
+        self,
+        weight: np.ndarray,
+        bias: np.ndarray | None,
+        stride: int = 1,
+        dilation: int = 1,
+        pad_mode: str = "constant",
+    ) -> None:
+        """``weight`` [C_out, C_in, K] and ``bias`` [C_out] in PyTorch's Conv1d layout."""
+        if pad_mode not in ("constant", "replicate"):
+            raise NotImplementedError(f"conv pad_mode {pad_mode!r} (only constant or replicate)")
+        c_out, c_in, kernel = weight.shape
+        self.in_channels = c_in
+        self.out_channels = c_out
+        self.kernel_size = kernel
+        self.stride = stride
+        self.dilation = dilation
+        self.pad_mode = pad_mode
+        self.history = (kernel - 1) * dilation + 1 - stride  # left-context frames carried
+        if self.history < 0:
+            raise NotImplementedError("conv with stride larger than its receptive field")
+        # [K·C_in, C_out]; row k·C_in + c multiplies input channel c at tap k.
+        self.matrix = np.ascontiguousarray(
+            weight.astype(np.float32).transpose(2, 1, 0).reshape(kernel * c_in, c_out)
+        )
+        self.bias = None if bias is None else bias.astype(np.float32)
+
+    def initial_history(self) -> np.ndarray:
+        """Zero left context [history, C_in] for a fresh stream."""
+        return np.zeros((self.history, self.in_channels), dtype=np.float32)
+
+    def __call__(
+        self, x: np.ndarray, history: np.ndarray, first: bool = False, activate: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """x [T, C_in], history [history, C_in] → (y [T/stride, C_out], next history).
+
+        ``activate`` convolves ELU(x) instead of x (the ELU is written straight into the
+        padded input). ``first`` marks the first call of a stream: with
+        ``pad_mode="replicate"`` the left context is then the first input frame repeated.
+        """
+        t, hist = x.shape[0], self.history
+        if t % self.stride:
+            raise ValueError(f"conv input length {t} is not a multiple of stride {self.stride}")
+        if hist == 0:
+            padded = elu(x) if activate else np.ascontiguousarray(x)
+            next_history = history
+        else:
+            padded = np.empty((hist + t, self.in_channels), dtype=np.float32)
+            if activate:
+                elu(x, out=padded[hist:])
+            else:
+                padded[hist:] = x
+            if first and self.pad_mode == "replicate":
+                padded[:hist] = padded[hist]
+            else:
+                padded[:hist] = history
+            next_history = padded[t:].copy()
+        return self._apply(padded, t // self.stride), next_history
+
+    def _apply(self, padded: np.ndarray, n_out: int) -> np.ndarray:
+        """padded [n_out·stride + history, C_in] (C-contiguous) → [n_out, C_out]."""
+        c_in, kernel, stride, dilation = (
+            self.in_channels,
+            self.kernel_size,
+            self.stride,
+            self.dilation,
+        )
+        if kernel == 1 and stride == 1:
+            out = padded @ self.matrix
+        elif n_out >= TAPS_MIN_FRAMES:
+            # Long inputs: one matmul per tap on strided views (no im2col copy).
+            span = stride * (n_out - 1) + 1
+            out = padded[0:span:stride] @ self.matrix[:c_in]
+            for k in range(1, kernel):
+                start = k * dilation
+                out += (
+                    padded[start : start + span : stride] @ self.matrix[k * c_in : (k + 1) * c_in]
+                )
+        else:
+            # Short inputs (a frame at 200 Hz): im2col, then one larger matmul.
+            row, item = padded.strides
+            windows = as_strided(
+                padded,
+                shape=(n_out, kernel, c_in),
+                strides=(row * stride, row * dilation, item),
+                writeable=False,
+            )
+            out = windows.reshape(n_out, kernel * c_in) @ self.matrix
+        if self.bias is not None:
+            out += self.bias
+        return out
+
+
+class StreamingConvTranspose1d:
+    """Streaming ConvTranspose1d: input [T, C_in] → output [T·stride, C_out].
+
+    Dense (groups=1) or depthwise (groups = C_in = C_out) weights are supported.
+    """
+
+    def __init__(self, weight: np.ndarray, bias: np.ndarray | None, stride: int, groups: int = 1):
+        """``weight`` [C_in, C_out/groups, K] and ``bias`` [C_out] in PyTorch's layout."""
+        c_in, c_out_per_group, kernel = weight.shape
+        self.stride = stride
+        self.kernel_size = kernel
+        self.depthwise = groups > 1
+        if self.depthwise and not (groups == c_in and c_out_per_group == 1):
+            raise NotImplementedError("grouped ConvTranspose1d other than depthwise")
+        self.in_channels = c_in
+        self.out_channels = c_in if self.depthwise else c_out_per_group
+        self.carried = kernel - stride  # output frames that overlap the next call
+        if self.carried < 0:
+            raise NotImplementedError("ConvTranspose1d with kernel smaller than stride")
+        # Taps padded up to a multiple of the stride and cut in blocks of `stride` taps: block j
+        # of input frame i lands on output frames (i + j)·stride … (i + j)·stride + stride - 1.
+        self.blocks = -(-kernel // stride)
+        padded_kernel = self.blocks * stride
+        w = np.zeros((c_in, c_out_per_group, padded_kernel), dtype=np.float32)
+        w[:, :, :kernel] = weight
+        blocks = w.reshape(c_in, c_out_per_group, self.blocks, stride).transpose(2, 0, 3, 1)
+        if self.depthwise:
+            # [blocks, stride, C]: multiplied with x [T, 1, C].
+            self.block_weights = [np.ascontiguousarray(b[:, :, 0].T) for b in blocks]
+        else:
+            # [blocks][C_in, stride·C_out]; column s·C_out + o.
+            self.block_weights = [
+                np.ascontiguousarray(b.reshape(c_in, stride * self.out_channels)) for b in blocks
+            ]
+        self.bias = None if bias is None else bias.astype(np.float32)
+
+    def initial_partial(self) -> np.ndarray:
+        """Empty overlap buffer [K - stride, C_out] for a fresh stream."""
+        return np.zeros((self.carried, self.out_channels), dtype=np.float32)
+
+    def __call__(self, x: np.ndarray, partial: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """x [T, C_in], partial [K - stride, C_out] → (y [T·stride, C_out], next partial)."""
+        t = x.shape[0]
+        s, c_out, blocks = self.stride, self.out_channels, self.blocks
+        if t * s < self.carried:
+            raise ValueError(f"ConvTranspose1d needs at least {self.carried} output frames")
+        y = self._block(x, 0)  # [T, stride, C_out]
+        tail = np.zeros((blocks - 1, s, c_out), dtype=np.float32)  # frames after this call
+        for j in range(1, blocks):
+            contribution = self._block(x, j)
+            y[j:] += contribution[: t - j]
+            tail[:j] += contribution[t - j :]
+        y = y.reshape(t * s, c_out)
+        carried = self.carried
+        next_partial = tail.reshape(-1, c_out)[:carried].copy()
+        if carried:
+            y[:carried] += partial
+        if self.bias is not None:
+            y += self.bias
+        return y, next_partial
+
+    def _block(self, x: np.ndarray, j: int) -> np.ndarray:
+        """The outputs [T, stride, C_out] of taps j·stride … (j+1)·stride - 1 for x [T, C_in]."""
+        weights = self.block_weights[j]
+        if self.depthwise:
+            return x[:, None, :] * weights[None, :, :]
+        return (x @ weights).reshape(x.shape[0], self.stride, self.out_channels)

@@ -1,0 +1,206 @@
+"""NumPy Mimi codec against upstream's golden outputs, and its streaming-state contract."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+import pytest
+from reference_fixtures import (
+    FAMILIES,
+    MAX_ABS_TOLERANCE,
+    MIN_AUDIO_SNR_DB,
+    load_family,
+    max_abs_error,
+    snr_db,
+)
+from safetensors.numpy import load_file
+
+from pipecat_pocket_tts.engine.backends.numpy import mimi as mimi_module
+from pipecat_pocket_tts.engine.backends.numpy.mimi import Mimi, mimi_weight_shapes
+from pipecat_pocket_tts.engine.errors import (
+    CloneAudioError,
+    CloningUnavailableError,
+    WeightsMismatchError,
+)
+
+ENCODER_PREFIXES = ("encoder.", "encoder_transformer.", "downsample.")
+
+
+@cache
+def _family(name: str):
+    """(config, Mimi weights without the prefix, all weights, stage arrays, Mimi)."""
+    config, weights_path, _tokenizer, arrays = load_family(name)
+    weights = load_file(str(weights_path))
+    mimi_weights = {k.removeprefix("mimi."): v for k, v in weights.items() if k.startswith("mimi.")}
+    return config, mimi_weights, weights, arrays, Mimi(config.mimi, mimi_weights)
+
+
+def _denormalize(weights: dict[str, np.ndarray], latents: np.ndarray) -> np.ndarray:
+    """Sampled latents [F, 32] → Mimi input, as the backend does before ``decode``."""
+    return latents * weights["flow_lm.emb_std"] + weights["flow_lm.emb_mean"]
+
+
+def _stream(mimi: Mimi, latents: np.ndarray, state=None) -> np.ndarray:
+    """Decode latents [F, 32] one frame per call in one state → audio [F, frame_size]."""
+    state = mimi.new_state() if state is None else state
+    return np.stack([mimi.decode(state, latent) for latent in latents])
+
+
+def _decode_whole_sequence(mimi: Mimi, latents: np.ndarray) -> np.ndarray:
+    """All frames in one pass through the same layers (no per-frame chunking) → [F·frame]."""
+    x = latents @ mimi.latent_projection.T  # [F, outer_dim]
+    x, _ = mimi.upsample(x, mimi.upsample.initial_partial())  # [16F, D]
+    x = mimi.decoder_transformer(x, mimi.decoder_transformer.new_cache(x.shape[0]))
+    return mimi.decoder(x, mimi.decoder.initial_state()).reshape(-1)
+
+
+# -- parity with upstream ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_streamed_decode_matches_upstream(family: str) -> None:
+    config, _, weights, arrays, mimi = _family(family)
+    latents = arrays["mimi_latents"]
+    assert latents.shape[0] >= 20
+    audio = _stream(mimi, _denormalize(weights, latents))
+    assert audio.shape == (latents.shape[0], config.mimi.frame_size) == arrays["mimi_audio"].shape
+    assert audio.dtype == np.float32
+    assert snr_db(arrays["mimi_audio"], audio) >= MIN_AUDIO_SNR_DB
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_generated_latents_decode_like_upstream(family: str) -> None:
+    _, _, weights, arrays, mimi = _family(family)
+    audio = _stream(mimi, _denormalize(weights, arrays["gen_latents"])).reshape(-1)
+    assert snr_db(arrays["gen_audio"], audio) >= MIN_AUDIO_SNR_DB
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_encode_matches_upstream(family: str) -> None:
+    _, _, _, arrays, mimi = _family(family)
+    assert mimi.has_encoder
+    reference = arrays["voice_latents"]
+    latents = mimi.encode(arrays["voice_audio"])
+    assert latents.shape == reference.shape
+    # Tolerance relative to the latents' magnitude once it exceeds 1 (fixtures reach ~4).
+    scale = max(1.0, float(np.abs(reference).max()))
+    assert max_abs_error(reference, latents) <= MAX_ABS_TOLERANCE * scale
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_weight_names_and_shapes_match_the_checkpoint(family: str) -> None:
+    config, mimi_weights, _, _, _ = _family(family)
+    expected = mimi_weight_shapes(config.mimi)
+    assert expected == {name: tuple(array.shape) for name, array in mimi_weights.items()}
+
+
+# -- streaming state ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_frame_by_frame_equals_whole_sequence(family: str) -> None:
+    _, _, weights, arrays, mimi = _family(family)
+    latents = _denormalize(weights, arrays["mimi_latents"])
+    streamed = _stream(mimi, latents).reshape(-1)
+    whole = _decode_whole_sequence(mimi, latents)
+    assert snr_db(whole, streamed) >= 100.0
+
+
+def test_state_copy_is_deep_and_independent() -> None:
+    _, _, weights, arrays, mimi = _family("tiny_lsd")
+    latents = _denormalize(weights, arrays["mimi_latents"])
+    state = mimi.new_state()
+    _stream(mimi, latents[:5], state)
+    clone = state.copy()
+    original_arrays = [state.upsample_partial, state.attention.keys, state.attention.values]
+    clone_arrays = [clone.upsample_partial, clone.attention.keys, clone.attention.values]
+    for a, b in zip(original_arrays + state.seanet, clone_arrays + clone.seanet, strict=True):
+        assert not np.shares_memory(a, b)
+    assert not np.shares_memory(state.attention.slot_positions, clone.attention.slot_positions)
+
+    expected = mimi.decode(state, latents[5])
+    _stream(mimi, latents[10:14], state)  # the original moves on with other frames
+    np.testing.assert_allclose(mimi.decode(clone, latents[5]), expected, rtol=0, atol=1e-7)
+    assert clone.attention.position == 6 * mimi.resample_stride
+
+
+def test_state_carries_context_between_calls() -> None:
+    _, _, weights, arrays, mimi = _family("tiny_lsd")
+    latents = _denormalize(weights, arrays["mimi_latents"])
+    state = mimi.new_state()
+    mimi.decode(state, latents[0])
+    after_a = mimi.decode(state, latents[1])
+    fresh = mimi.decode(mimi.new_state(), latents[1])
+    assert snr_db(after_a, fresh) < 20.0  # the previous frame shapes this one
+    # Two fresh states share nothing: the same frames give the same audio.
+    np.testing.assert_array_equal(_stream(mimi, latents[:3]), _stream(mimi, latents[:3]))
+
+
+def test_encode_does_not_depend_on_chunking(monkeypatch: pytest.MonkeyPatch) -> None:
+    _, _, _, arrays, mimi = _family("tiny_small")
+    default = mimi.encode(arrays["voice_audio"])
+    monkeypatch.setattr(mimi_module, "ENCODE_CHUNK_FRAMES", 1)  # attention ring wraps
+    np.testing.assert_allclose(mimi.encode(arrays["voice_audio"]), default, rtol=0, atol=1e-5)
+
+
+def test_encode_pads_a_partial_last_frame() -> None:
+    _, _, _, arrays, mimi = _family("tiny_lsd")
+    audio = arrays["voice_audio"]
+    short = audio[: audio.size - 700]
+    padded = np.concatenate([short, np.zeros(700, dtype=np.float32)])
+    np.testing.assert_array_equal(mimi.encode(short), mimi.encode(padded))
+
+
+# -- cloning availability and bad input --------------------------------------------------------
+
+
+def test_missing_encoder_weights_disable_cloning() -> None:
+    config, mimi_weights, weights, arrays, reference_mimi = _family("tiny_lsd")
+    decoder_only = {k: v for k, v in mimi_weights.items() if not k.startswith(ENCODER_PREFIXES)}
+    mimi = Mimi(config.mimi, decoder_only)
+    assert not mimi.has_encoder
+    with pytest.raises(CloningUnavailableError, match="predefined voice"):
+        mimi.encode(arrays["voice_audio"])
+    latents = _denormalize(weights, arrays["mimi_latents"][:3])
+    np.testing.assert_array_equal(_stream(mimi, latents), _stream(reference_mimi, latents))
+
+
+def test_zeroed_encoder_weights_disable_cloning() -> None:
+    config, mimi_weights, _, arrays, _ = _family("tiny_lsd")
+    zeroed = {
+        k: np.zeros_like(v) if k.startswith(ENCODER_PREFIXES) else v
+        for k, v in mimi_weights.items()
+    }
+    mimi = Mimi(config.mimi, zeroed)
+    assert not mimi.has_encoder
+    with pytest.raises(CloningUnavailableError):
+        mimi.encode(arrays["voice_audio"])
+
+
+def test_bad_weights_raise_weights_mismatch() -> None:
+    config, mimi_weights, _, _, _ = _family("tiny_lsd")
+    missing = dict(mimi_weights)
+    del missing["decoder.model.0.conv.weight"]
+    with pytest.raises(WeightsMismatchError, match=r"decoder\.model\.0\.conv\.weight"):
+        Mimi(config.mimi, missing)
+    reshaped = dict(mimi_weights)
+    reshaped["upsample.convtr.convtr.weight"] = np.zeros((3, 1, 32), dtype=np.float32)
+    with pytest.raises(WeightsMismatchError, match="shape"):
+        Mimi(config.mimi, reshaped)
+    partial_encoder = dict(mimi_weights)
+    del partial_encoder["encoder.model.0.conv.weight"]
+    with pytest.raises(WeightsMismatchError, match=r"encoder\.model\.0"):
+        Mimi(config.mimi, partial_encoder)
+
+
+def test_bad_audio_and_latents_are_rejected() -> None:
+    _, _, _, _, mimi = _family("tiny_lsd")
+    with pytest.raises(CloneAudioError):
+        mimi.encode(np.zeros(0, dtype=np.float32))
+    with pytest.raises(CloneAudioError):
+        mimi.encode(np.zeros((2, 1920), dtype=np.float32))
+    with pytest.raises(CloneAudioError, match="NaN"):
+        mimi.encode(np.full(1920, np.nan, dtype=np.float32))
+    with pytest.raises(ValueError, match="one latent"):
+        mimi.decode(mimi.new_state(), np.zeros((2, 32), dtype=np.float32))
