@@ -37,8 +37,20 @@ def layer_norm(
 
 
 def gelu_tanh(x: np.ndarray) -> np.ndarray:
-    """GELU, tanh approximation."""
-    return 0.5 * x * (1.0 + np.tanh(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+    """GELU, tanh approximation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) → a new array.
+
+    Computed in one buffer with in-place passes (it runs on the widest activations).
+    """
+    out = x * x
+    out *= np.float32(0.044715)
+    out += np.float32(1.0)
+    out *= x
+    out *= np.float32(SQRT_2_OVER_PI)
+    np.tanh(out, out=out)
+    out += np.float32(1.0)
+    out *= x
+    out *= np.float32(0.5)
+    return out
 
 
 def silu(x: np.ndarray) -> np.ndarray:

@@ -1,0 +1,139 @@
+"""The NumPy backend: every stage of ``base.Backend`` on float32 NumPy arrays, anywhere.
+
+Wires the FlowLM (``flowlm.py``), the sampler head (``sampler.py``) and the Mimi codec
+(``mimi.py``) over one shared set of weights (``weights.py``; fp32 checkpoints stay memory
+mapped). All per-sequence data lives in the states the caller passes in, so one backend
+serves many sessions from many threads.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import numpy as np
+
+from ...config import ModelConfig
+from ...errors import CloningUnavailableError, VoiceFileError
+from ..base import Backend, StepOutput, VoiceKV
+from .flowlm import CHUNK_POSITIONS, DEFAULT_CAPACITY, FlowLM, KVCache
+from .mimi import Mimi, MimiDecoderState
+from .sampler import Sampler
+from .weights import check_weights, has_voice_cloning, load_checkpoint
+
+
+class NumpyBackend(Backend):
+    """PocketTTS stages in NumPy (float32, the same math as upstream pocket-tts)."""
+
+    name = "numpy"
+
+    def __init__(
+        self, config: ModelConfig, weights: Mapping[str, np.ndarray], *, sampler_steps: int = 1
+    ) -> None:
+        """``weights``: upstream state-dict keys → arrays (checked against ``config``)."""
+        check_weights(weights, config)
+        weights = {key: _float32(array) for key, array in weights.items()}
+        self.config = config
+        self.sampler_steps = sampler_steps
+        self.flow_lm = FlowLM(config, weights)
+        self.sampler = Sampler(config, weights, steps=sampler_steps)
+        mimi_weights = {k[len("mimi.") :]: v for k, v in weights.items() if k.startswith("mimi.")}
+        self.mimi = Mimi(config.mimi, mimi_weights)
+        self._emb_std = np.asarray(weights["flow_lm.emb_std"], np.float32)
+        self._emb_mean = np.asarray(weights["flow_lm.emb_mean"], np.float32)
+        speaker_proj = weights.get("flow_lm.speaker_proj_weight")
+        self._speaker_proj = None if speaker_proj is None else np.asarray(speaker_proj, np.float32)
+        bos = weights.get("flow_lm.bos_before_voice")
+        self._bos_before_voice = None if bos is None else np.asarray(bos, np.float32).reshape(-1)
+        self.has_voice_cloning = has_voice_cloning(weights, config) and self.mimi.has_encoder
+
+    @classmethod
+    def from_files(
+        cls, config: ModelConfig, weights_path: str | os.PathLike[str], *, sampler_steps: int = 1
+    ) -> NumpyBackend:
+        """Load ``model.safetensors`` (fp32 memory-mapped, bf16 widened) for ``config``."""
+        return cls(config, load_checkpoint(weights_path, config), sampler_steps=sampler_steps)
+
+    # -- FlowLM -------------------------------------------------------------------------
+    def embed_text(self, token_ids: np.ndarray) -> np.ndarray:
+        return self.flow_lm.embed(token_ids)
+
+    def new_flow_state(self, capacity: int | None = None) -> KVCache:
+        """An empty KV cache; default capacity: the longest voice prompt plus one chunk."""
+        return self.flow_lm.new_state(DEFAULT_CAPACITY if capacity is None else capacity)
+
+    def prefill(self, state: KVCache, embeddings: np.ndarray) -> None:
+        self.flow_lm.prefill(state, embeddings)
+
+    def step(self, state: KVCache, latent: np.ndarray | None) -> StepOutput:
+        return self.flow_lm.step(state, latent)
+
+    def sample(self, hidden: np.ndarray, noise: np.ndarray) -> np.ndarray:
+        return self.sampler.sample(hidden, noise)
+
+    # -- Voices -------------------------------------------------------------------------
+    def bos_before_voice(self) -> np.ndarray | None:
+        return self._bos_before_voice
+
+    def flow_state_from_voice(self, voice: VoiceKV) -> KVCache:
+        """A fresh state holding the voice's K/V, with room for one full chunk after it."""
+        flow = self.flow_lm
+        expected = (flow.kv_heads, flow.head_dim)
+        if len(voice.keys) != flow.num_layers or len(voice.values) != flow.num_layers:
+            raise VoiceFileError(
+                f"the voice has {len(voice.keys)} layers of keys and {len(voice.values)} of "
+                f"values, this model has {flow.num_layers}: it was made for another model"
+            )
+        length = voice.length
+        for i, (k, v) in enumerate(zip(voice.keys, voice.values, strict=True)):
+            for label, array in (("keys", k), ("values", v)):
+                if array.ndim != 3 or array.shape[1:] != expected or array.shape[0] != length:
+                    raise VoiceFileError(
+                        f"voice {label} of layer {i} have shape {tuple(array.shape)}, expected "
+                        f"[{length}, {expected[0]}, {expected[1]}]: the voice was made for "
+                        "another model"
+                    )
+        state = flow.new_state(max(DEFAULT_CAPACITY, length + CHUNK_POSITIONS))
+        for i, (k, v) in enumerate(zip(voice.keys, voice.values, strict=True)):
+            state.keys[i, :, :length] = np.asarray(k, np.float32).transpose(1, 0, 2)
+            state.values[i, :, :length] = np.asarray(v, np.float32).transpose(1, 0, 2)
+        state.advance(length)
+        return state
+
+    def voice_from_flow_state(self, state: KVCache) -> VoiceKV:
+        filled = state.position
+        keys = [
+            np.ascontiguousarray(state.keys[i, :, :filled].transpose(1, 0, 2))
+            for i in range(state.num_layers)
+        ]
+        values = [
+            np.ascontiguousarray(state.values[i, :, :filled].transpose(1, 0, 2))
+            for i in range(state.num_layers)
+        ]
+        return VoiceKV(keys=keys, values=values)
+
+    # -- Mimi ---------------------------------------------------------------------------
+    def new_mimi_state(self) -> MimiDecoderState:
+        return self.mimi.new_state()
+
+    def decode(self, state: MimiDecoderState, latent: np.ndarray) -> np.ndarray:
+        """Normalized latent [latent_dim] → [frame_size] samples (denormalized here)."""
+        latent = np.asarray(latent, dtype=np.float32)
+        return self.mimi.decode(state, latent * self._emb_std + self._emb_mean)
+
+    def encode(self, audio: np.ndarray) -> np.ndarray:
+        """24 kHz mono audio [n] → voice conditioning [T, d_model] (encoder + speaker proj)."""
+        if not self.has_voice_cloning or self._speaker_proj is None:
+            raise CloningUnavailableError(
+                "these weights have no voice-cloning part (the 'without voice cloning' "
+                "checkpoint): use a predefined voice, or accept the model terms on Hugging Face, "
+                "set HF_TOKEN and load the pack with voice cloning"
+            )
+        latents = self.mimi.encode(audio)  # [T, inner_dim]
+        return latents @ self._speaker_proj.T
+
+
+def _float32(array: np.ndarray) -> np.ndarray:
+    """The array itself when it is float32 already (memory-mapped weights stay mapped)."""
+    array = np.asarray(array)
+    return array if array.dtype == np.float32 else array.astype(np.float32)

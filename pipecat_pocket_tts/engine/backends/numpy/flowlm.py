@@ -1,0 +1,297 @@
+"""FlowLM in NumPy: text embedding, the causal transformer with its KV cache, and the heads.
+
+Sequence layout of one chunk (every entry is one cache position):
+
+    [bos_before_voice?, voice frames…, text tokens…, generated frames…]
+
+``prefill`` appends conditioning embeddings [n, d_model]; ``step`` appends one latent (or BOS)
+and returns the head input (out_norm, then z_proj when the config has it) and the EOS logit.
+All math is float32 and follows upstream pocket-tts: pre-LayerNorm blocks (eps 1e-5), fused
+bias-free ``in_proj`` laid out [q | k | v], grouped-query attention, interleaved RoPE at
+absolute cache positions, full causal attention, gelu-tanh feed-forward.
+"""
+
+from __future__ import annotations
+
+import math
+import mmap
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...config import MAX_TOKENS_PER_CHUNK, ModelConfig
+from ...errors import ContextOverflowError
+from ..base import StepOutput
+from .layers import apply_rope, gelu_tanh, layer_norm, rope_tables
+
+#: Longest voice prompt upstream builds: 30 s of audio at 12.5 frames/s, plus bos_before_voice.
+MAX_VOICE_POSITIONS = 1 + 375
+#: Most frames upstream generates for one chunk: ceil((tokens / 3 + 2 s) · 12.5) at 50 tokens.
+MAX_FRAMES_PER_CHUNK = math.ceil((MAX_TOKENS_PER_CHUNK / 3.0 + 2.0) * 12.5)  # 234
+#: Positions one text chunk needs on top of the voice: its tokens and its frames.
+CHUNK_POSITIONS = MAX_TOKENS_PER_CHUNK + MAX_FRAMES_PER_CHUNK  # 284
+#: Default KV capacity of a fresh sequence: the longest voice prompt plus one full chunk (660).
+DEFAULT_CAPACITY = MAX_VOICE_POSITIONS + CHUNK_POSITIONS
+
+LAYER_NORM_EPS = 1e-5
+
+
+class KVCache:
+    """Keys and values of one sequence, preallocated; implements ``base.FlowState``.
+
+    ``keys`` and ``values`` are [layers, kv_heads, capacity, head_dim] float32 (head-major, so
+    each head's filled prefix is one contiguous block for the attention matmuls). Slots
+    ``[0, position)`` are filled; the rest is zero pages the OS maps only when written.
+    """
+
+    def __init__(
+        self,
+        num_layers: int,
+        kv_heads: int,
+        head_dim: int,
+        capacity: int = DEFAULT_CAPACITY,
+    ) -> None:
+        if capacity < 1:
+            raise ValueError(f"KV capacity must be positive, got {capacity}")
+        shape = (num_layers, kv_heads, capacity, head_dim)
+        self.keys = _lazy_zeros(shape)
+        self.values = _lazy_zeros(shape)
+        self._position = 0
+
+    @property
+    def position(self) -> int:
+        """Number of filled positions (the absolute position of the next entry)."""
+        return self._position
+
+    @property
+    def capacity(self) -> int:
+        return self.keys.shape[2]
+
+    @property
+    def num_layers(self) -> int:
+        return self.keys.shape[0]
+
+    def copy(self, capacity: int | None = None) -> KVCache:
+        """An independent cache with the same filled part (only that part is copied)."""
+        capacity = self.capacity if capacity is None else capacity
+        if capacity < self._position:
+            raise ValueError(f"capacity {capacity} is below the filled length {self._position}")
+        _, kv_heads, _, head_dim = self.keys.shape
+        out = KVCache(self.num_layers, kv_heads, head_dim, capacity)
+        filled = self._position
+        out.keys[:, :, :filled] = self.keys[:, :, :filled]
+        out.values[:, :, :filled] = self.values[:, :, :filled]
+        out._position = filled
+        return out
+
+    def reserve(self, n: int) -> tuple[int, int]:
+        """The slot range [start, end) of n new positions; raises ContextOverflowError if full."""
+        start = self._position
+        end = start + n
+        if end > self.capacity:
+            raise ContextOverflowError(
+                f"the FlowLM context is full: {start} positions are filled and {n} more do not "
+                f"fit in its capacity of {self.capacity}. Split the text into shorter chunks "
+                f"(at most {MAX_TOKENS_PER_CHUNK} tokens), use a shorter voice prompt, or "
+                "create the state with a larger capacity."
+            )
+        return start, end
+
+    def advance(self, n: int) -> None:
+        """Mark n more positions as filled (after they were written)."""
+        self._position += n
+
+
+class FlowLM:
+    """The FlowLM networks of one loaded model; shared, read-only, thread-safe."""
+
+    def __init__(self, config: ModelConfig, weights: Mapping[str, np.ndarray]) -> None:
+        flow = config.flow_lm
+        tr = flow.transformer
+        self.config = config
+        self.d_model = tr.d_model
+        self.num_heads = tr.num_heads
+        self.kv_heads = tr.kv_heads
+        self.head_dim = tr.head_dim
+        self.query_dim = tr.query_dim
+        self.num_layers = tr.num_layers
+        self.max_period = float(tr.max_period)
+        self.latent_dim = flow.latent_dim
+        self.scale = np.float32(1.0 / math.sqrt(self.head_dim))
+
+        def w(name: str) -> np.ndarray:
+            return _float32(weights[f"flow_lm.{name}"])
+
+        self.embed_table = w("conditioner.embed.weight")  # [n_bins + 1, rank or d]
+        self.embed_proj = (
+            w("conditioner.proj.weight") if flow.lookup_table.rank is not None else None
+        )  # [d, rank]
+        self.bos_emb = w("bos_emb")  # [latent]
+        self.input_linear = w("input_linear.weight")  # [d, latent]
+        self.layers = [
+            _Layer(
+                norm1_w=w(f"transformer.layers.{i}.norm1.weight"),
+                norm1_b=w(f"transformer.layers.{i}.norm1.bias"),
+                in_proj=w(f"transformer.layers.{i}.self_attn.in_proj.weight"),
+                out_proj=w(f"transformer.layers.{i}.self_attn.out_proj.weight"),
+                norm2_w=w(f"transformer.layers.{i}.norm2.weight"),
+                norm2_b=w(f"transformer.layers.{i}.norm2.bias"),
+                linear1=w(f"transformer.layers.{i}.linear1.weight"),
+                linear2=w(f"transformer.layers.{i}.linear2.weight"),
+            )
+            for i in range(self.num_layers)
+        ]
+        self.out_norm_w = w("out_norm.weight")
+        self.out_norm_b = w("out_norm.bias")
+        self.z_proj = w("z_proj.weight") if flow.z_dim is not None else None  # [z, d]
+        self.out_eos_w = w("out_eos.weight")[0]  # [head_input_dim]
+        self.out_eos_b = float(w("out_eos.bias")[0])
+        self._rope_lock = threading.Lock()
+        self._rope_cos, self._rope_sin = rope_tables(
+            np.arange(DEFAULT_CAPACITY), self.head_dim, self.max_period
+        )
+
+    # -- states ---------------------------------------------------------------------------
+    def new_state(self, capacity: int = DEFAULT_CAPACITY) -> KVCache:
+        """An empty sequence with room for ``capacity`` positions."""
+        return KVCache(self.num_layers, self.kv_heads, self.head_dim, capacity)
+
+    # -- text -----------------------------------------------------------------------------
+    def embed(self, token_ids: np.ndarray) -> np.ndarray:
+        """Token ids [n] → embeddings [n, d_model] (low-rank table + projection when set)."""
+        ids = np.asarray(token_ids)
+        if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+            raise ValueError(f"token ids must be a 1-D integer array, got {ids.dtype} {ids.shape}")
+        rows = self.embed_table.shape[0]
+        if ids.size and (ids.min() < 0 or ids.max() >= rows):
+            raise ValueError(
+                f"token ids must lie in [0, {rows}); got values in [{ids.min()}, {ids.max()}]. "
+                "Use the tokenizer shipped with these weights."
+            )
+        table = self.embed_table[ids]  # [n, rank or d]
+        return table if self.embed_proj is None else table @ self.embed_proj.T
+
+    # -- transformer ----------------------------------------------------------------------
+    def prefill(self, state: KVCache, embeddings: np.ndarray) -> None:
+        """Append conditioning embeddings [n, d_model] to the sequence."""
+        x = np.asarray(embeddings, dtype=np.float32)
+        if x.ndim != 2 or x.shape[1] != self.d_model:
+            raise ValueError(f"embeddings must be [n, {self.d_model}], got {x.shape}")
+        if x.shape[0]:
+            self._transformer(state, x.copy())
+
+    def step(self, state: KVCache, latent: np.ndarray | None) -> StepOutput:
+        """Append one latent [latent_dim] (None or NaN means BOS) → head input and EOS logit."""
+        if latent is None:
+            vec = self.bos_emb
+        else:
+            vec = np.asarray(latent, dtype=np.float32).reshape(-1)
+            if vec.shape[0] != self.latent_dim:
+                raise ValueError(f"latent must be [{self.latent_dim}], got {np.shape(latent)}")
+            nan = np.isnan(vec)
+            if nan.any():
+                vec = np.where(nan, self.bos_emb, vec)
+        x = (self.input_linear @ vec)[None, :]  # [1, d]
+        x = self._transformer(state, x)[0]
+        hidden = layer_norm(x, self.out_norm_w, self.out_norm_b, LAYER_NORM_EPS)
+        if self.z_proj is not None:
+            hidden = self.z_proj @ hidden
+        eos = float(self.out_eos_w @ hidden) + self.out_eos_b
+        return StepOutput(hidden=hidden, eos_logit=eos)
+
+    def _transformer(self, state: KVCache, x: np.ndarray) -> np.ndarray:
+        """Run the layers on x [n, d] (modified in place) at the next n positions of state."""
+        n = x.shape[0]
+        start, end = state.reserve(n)
+        cos, sin = self._rope(start, end)
+        q_dim, kv_dim = self.query_dim, self.kv_heads * self.head_dim
+        for index, layer in enumerate(self.layers):
+            h = layer_norm(x, layer.norm1_w, layer.norm1_b, LAYER_NORM_EPS)
+            qkv = h @ layer.in_proj.T  # [n, q + 2·kv]
+            q = qkv[:, :q_dim].reshape(n, self.num_heads, self.head_dim)
+            k = qkv[:, q_dim : q_dim + kv_dim].reshape(n, self.kv_heads, self.head_dim)
+            v = qkv[:, q_dim + kv_dim :].reshape(n, self.kv_heads, self.head_dim)
+            q = apply_rope(q, cos, sin)
+            keys = state.keys[index]  # [kv_heads, capacity, head_dim]
+            values = state.values[index]
+            keys[:, start:end] = apply_rope(k, cos, sin).transpose(1, 0, 2)
+            values[:, start:end] = v.transpose(1, 0, 2)
+            attended = self._attend(q, keys[:, :end], values[:, :end], start)  # [n, q_dim]
+            x += attended @ layer.out_proj.T
+            h = layer_norm(x, layer.norm2_w, layer.norm2_b, LAYER_NORM_EPS)
+            x += gelu_tanh(h @ layer.linear1.T) @ layer.linear2.T
+        state.advance(n)
+        return x
+
+    def _attend(
+        self, q: np.ndarray, keys: np.ndarray, values: np.ndarray, start: int
+    ) -> np.ndarray:
+        """Causal attention of queries q [n, H, Dh] at positions start… over keys/values
+        [kv_heads, P, Dh] (P = start + n) → [n, H·Dh]. Query head h reads kv head h // group."""
+        n = q.shape[0]
+        kv_heads, length, head_dim = keys.shape
+        group = self.num_heads // kv_heads
+        if n == 1:
+            queries = q.reshape(kv_heads, group, head_dim)
+        else:  # rows ordered (head in group, query)
+            queries = q.transpose(1, 0, 2).reshape(kv_heads, group * n, head_dim)
+        scores = queries @ keys.transpose(0, 2, 1)  # [kv_heads, group·n, P]
+        scores *= self.scale
+        if n > 1:
+            future = np.arange(length)[None, :] > (start + np.arange(n))[:, None]  # [n, P]
+            scores.reshape(kv_heads, group, n, length)[:, :, future] = -np.inf
+        scores -= scores.max(axis=-1, keepdims=True)
+        np.exp(scores, out=scores)
+        scores /= scores.sum(axis=-1, keepdims=True)
+        out = scores @ values  # [kv_heads, group·n, Dh]
+        if n == 1:
+            return out.reshape(1, kv_heads * group * head_dim)
+        out = out.reshape(kv_heads, group, n, head_dim).transpose(2, 0, 1, 3)
+        return out.reshape(n, self.num_heads * head_dim)
+
+    def _rope(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """cos, sin [end - start, Dh/2] for absolute positions start…end-1 (tables grow)."""
+        cos, sin = self._rope_cos, self._rope_sin
+        if end > cos.shape[0]:
+            with self._rope_lock:
+                if end > self._rope_cos.shape[0]:
+                    size = max(end, 2 * self._rope_cos.shape[0])
+                    self._rope_cos, self._rope_sin = rope_tables(
+                        np.arange(size), self.head_dim, self.max_period
+                    )
+                cos, sin = self._rope_cos, self._rope_sin
+        return cos[start:end], sin[start:end]
+
+
+@dataclass(frozen=True, slots=True)
+class _Layer:
+    """The weights of one transformer layer (linear weights in [out, in] layout)."""
+
+    norm1_w: np.ndarray  # [d]
+    norm1_b: np.ndarray  # [d]
+    in_proj: np.ndarray  # [q + 2·kv, d]
+    out_proj: np.ndarray  # [d, q]
+    norm2_w: np.ndarray  # [d]
+    norm2_b: np.ndarray  # [d]
+    linear1: np.ndarray  # [ffn, d]
+    linear2: np.ndarray  # [d, ffn]
+
+
+def _lazy_zeros(shape: tuple[int, ...]) -> np.ndarray:
+    """A float32 array of zeros in its own anonymous memory map, backed by 4 KiB pages.
+
+    Pages are mapped on first write and returned to the OS when the array is freed. NumPy's
+    own large allocations ask for transparent huge pages, whose first touch can stall for
+    tens of milliseconds (zeroing or compacting 2 MiB pages) — a stall a fresh copy of a
+    voice state must not pay at the start of every chunk.
+    """
+    count = math.prod(shape)
+    buffer = mmap.mmap(-1, max(4 * count, 1))
+    return np.frombuffer(buffer, np.float32, count=count).reshape(shape)
+
+
+def _float32(array: np.ndarray) -> np.ndarray:
+    """The array itself when it already is float32 (no copy), else a float32 copy."""
+    return array if array.dtype == np.float32 else array.astype(np.float32)

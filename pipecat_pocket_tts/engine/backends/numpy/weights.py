@@ -1,0 +1,360 @@
+"""Checkpoint keys and shapes, and loading ``model.safetensors`` into NumPy arrays.
+
+``expected_shapes`` derives every upstream state-dict key (``flow_lm.*`` and ``mimi.*``) and its
+shape from a ``ModelConfig`` alone. ``load_checkpoint`` reads a safetensors file (fp32 or bf16
+on disk) without torch or the safetensors package: fp32 tensors are memory-mapped read-only
+views of the file (no copy; the page cache is shared between processes), bf16 tensors are
+widened to fp32 one tensor at a time. Keys and shapes are checked against the config.
+
+Voice-cloning weights (Mimi encoder side and the speaker projection) may be missing or all
+zero in the ungated "without voice cloning" checkpoints; that is accepted and reported by
+``has_voice_cloning``.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import struct
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import numpy as np
+
+from ...config import FlowLMTransformerConfig, MimiConfig, MimiTransformerConfig, ModelConfig
+from ...config import SEANetConfig as _SEANet
+from ...errors import WeightsMismatchError
+
+Shape = tuple[int, ...]
+
+#: Key prefixes of the weights only voice cloning uses (absent or zero in ungated files).
+CLONING_PREFIXES = (
+    "mimi.encoder.",
+    "mimi.encoder_transformer.",
+    "mimi.downsample.",
+    "flow_lm.speaker_proj_weight",
+)
+
+#: Frequencies of upstream's timestep embedders (the ``freqs`` buffer is 128 wide).
+TIME_EMBED_FREQUENCIES = 128
+
+_TIME_CONDS = {"lsd": 2, "flow_matching": 1, "drifting": 0, "pointwise": 0}
+
+
+def is_cloning_key(key: str) -> bool:
+    """True for weights only the voice-cloning path (Mimi encoder, speaker projection) uses."""
+    return key.startswith(CLONING_PREFIXES)
+
+
+def num_time_conds(sampler_type: str) -> int:
+    """How many timestep embedders the flow net of a sampler type has."""
+    return _TIME_CONDS[sampler_type]
+
+
+# -- expected keys and shapes --------------------------------------------------------------
+
+
+def expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Every key of upstream's ``TTSModel.state_dict()`` for ``config``, with its shape."""
+    shapes: dict[str, Shape] = {}
+    shapes.update(_flow_lm_shapes(config))
+    shapes.update(_mimi_shapes(config.mimi))
+    return shapes
+
+
+def _flow_lm_shapes(config: ModelConfig) -> dict[str, Shape]:
+    flow = config.flow_lm
+    tr = flow.transformer
+    d = tr.d_model
+    latent = flow.latent_dim
+    lut = flow.lookup_table
+    sampler = flow.sampler
+    width = sampler.dim
+    out: dict[str, Shape] = {"bos_emb": (latent,)}
+    if flow.insert_bos_before_voice:
+        out["bos_before_voice"] = (1, 1, d)
+    out["speaker_proj_weight"] = (d, config.mimi.inner_dim or config.mimi.seanet.dimension)
+    out["emb_std"] = (latent,)
+    out["emb_mean"] = (latent,)
+    out["conditioner.embed.weight"] = (lut.n_bins + 1, lut.rank or lut.dim)
+    if lut.rank is not None:
+        out["conditioner.proj.weight"] = (lut.dim, lut.rank)
+
+    net = "flow_net."
+    for i in range(num_time_conds(sampler.type)):
+        te = f"{net}time_embed.{i}."
+        out[te + "freqs"] = (TIME_EMBED_FREQUENCIES,)
+        out.update(_linear(te + "mlp.0", 2 * TIME_EMBED_FREQUENCIES, width, bias=True))
+        out.update(_linear(te + "mlp.2", width, width, bias=True))
+        out[te + "mlp.3.alpha"] = (width,)
+    out.update(_linear(net + "cond_embed", flow.head_input_dim, width, bias=True))
+    out.update(_linear(net + "input_proj", latent, width, bias=True))
+    for i in range(sampler.depth):
+        block = f"{net}res_blocks.{i}."
+        out[block + "in_ln.weight"] = (width,)
+        out[block + "in_ln.bias"] = (width,)
+        out.update(_linear(block + "mlp.0", width, width, bias=True))
+        out.update(_linear(block + "mlp.2", width, width, bias=True))
+        out.update(_linear(block + "adaLN_modulation.1", width, 3 * width, bias=True))
+    out.update(_linear(net + "final_layer.linear", width, latent, bias=True))
+    out.update(_linear(net + "final_layer.adaLN_modulation.1", width, 2 * width, bias=True))
+
+    out["input_linear.weight"] = (d, latent)
+    out.update(_flow_transformer_shapes("transformer.", tr))
+    out["out_norm.weight"] = (d,)
+    out["out_norm.bias"] = (d,)
+    if flow.z_dim is not None:
+        out["z_proj.weight"] = (flow.z_dim, d)
+    out.update(_linear("out_eos", flow.head_input_dim, 1, bias=True))
+    return {f"flow_lm.{k}": v for k, v in out.items()}
+
+
+def _flow_transformer_shapes(prefix: str, tr: FlowLMTransformerConfig) -> dict[str, Shape]:
+    d = tr.d_model
+    kv_dim = tr.kv_heads * tr.head_dim
+    out: dict[str, Shape] = {}
+    for i in range(tr.num_layers):
+        layer = f"{prefix}layers.{i}."
+        out[layer + "self_attn.in_proj.weight"] = (tr.query_dim + 2 * kv_dim, d)
+        out[layer + "self_attn.out_proj.weight"] = (d, tr.query_dim)
+        out.update(_norm(layer + "norm1", d))
+        out.update(_norm(layer + "norm2", d))
+        out[layer + "linear1.weight"] = (tr.ffn_dim, d)
+        out[layer + "linear2.weight"] = (d, tr.ffn_dim)
+    return out
+
+
+def _mimi_shapes(mimi: MimiConfig) -> dict[str, Shape]:
+    out: dict[str, Shape] = {}
+    out.update(_seanet_encoder_shapes("encoder.model.", mimi.seanet, mimi.channels))
+    out.update(_seanet_decoder_shapes("decoder.model.", mimi.decoder_seanet, mimi.channels))
+    out.update(_mimi_transformer_shapes("encoder_transformer.", mimi.transformer))
+    out.update(_mimi_transformer_shapes("decoder_transformer.", mimi.decoder_transformer))
+    out["quantizer.output_proj.weight"] = (
+        mimi.quantizer_output_dimension,
+        mimi.quantizer_dimension,
+        1,
+    )
+    encoder_frame_rate = mimi.sample_rate / mimi.seanet.hop_length
+    if encoder_frame_rate != mimi.frame_rate:
+        stride = round(encoder_frame_rate / mimi.frame_rate)
+        encoder_dim = mimi.seanet.dimension
+        decoder_dim = mimi.decoder_seanet.dimension
+        inner = mimi.inner_dim or encoder_dim
+        out["downsample.conv.conv.weight"] = (inner, encoder_dim, 2 * stride)
+        # Depthwise transposed conv: groups = decoder dimension, so one output channel per group.
+        out["upsample.convtr.convtr.weight"] = (mimi.outer_dim or decoder_dim, 1, 2 * stride)
+    return {f"mimi.{k}": v for k, v in out.items()}
+
+
+def _seanet_encoder_shapes(prefix: str, s: _SEANet, channels: int) -> dict[str, Shape]:
+    out: dict[str, Shape] = {}
+    index = 0
+    out.update(_conv(f"{prefix}{index}.conv", channels, s.n_filters, s.kernel_size))
+    index += 1
+    mult = 1
+    for ratio in reversed(s.ratios):
+        width = mult * s.n_filters
+        for _ in range(s.n_residual_layers):
+            out.update(_resblock(f"{prefix}{index}.", width, s))
+            index += 1
+        index += 1  # ELU
+        out.update(_conv(f"{prefix}{index}.conv", width, 2 * width, 2 * ratio))
+        index += 1
+        mult *= 2
+    index += 1  # ELU
+    out.update(_conv(f"{prefix}{index}.conv", mult * s.n_filters, s.dimension, s.last_kernel_size))
+    return out
+
+
+def _seanet_decoder_shapes(prefix: str, s: _SEANet, channels: int) -> dict[str, Shape]:
+    out: dict[str, Shape] = {}
+    index = 0
+    mult = 2 ** len(s.ratios)
+    out.update(_conv(f"{prefix}{index}.conv", s.dimension, mult * s.n_filters, s.kernel_size))
+    index += 1
+    for ratio in s.ratios:
+        width = mult * s.n_filters
+        index += 1  # ELU
+        convtr = f"{prefix}{index}.convtr."
+        out[convtr + "weight"] = (width, width // 2, 2 * ratio)
+        out[convtr + "bias"] = (width // 2,)
+        index += 1
+        for _ in range(s.n_residual_layers):
+            out.update(_resblock(f"{prefix}{index}.", width // 2, s))
+            index += 1
+        mult //= 2
+    index += 1  # ELU
+    out.update(_conv(f"{prefix}{index}.conv", s.n_filters, channels, s.last_kernel_size))
+    return out
+
+
+def _resblock(prefix: str, dim: int, s: _SEANet) -> dict[str, Shape]:
+    hidden = dim // s.compress
+    out = _conv(f"{prefix}block.1.conv", dim, hidden, s.residual_kernel_size)
+    out.update(_conv(f"{prefix}block.3.conv", hidden, dim, 1))
+    return out
+
+
+def _mimi_transformer_shapes(prefix: str, tr: MimiTransformerConfig) -> dict[str, Shape]:
+    d = tr.d_model
+    out: dict[str, Shape] = {}
+    if tr.input_dimension != d:
+        out[prefix + "input_proj.weight"] = (d, tr.input_dimension)
+    for i in range(tr.num_layers):
+        layer = f"{prefix}transformer.layers.{i}."
+        out[layer + "self_attn.in_proj.weight"] = (3 * d, d)
+        out[layer + "self_attn.out_proj.weight"] = (d, d)
+        out.update(_norm(layer + "norm1", d))
+        out.update(_norm(layer + "norm2", d))
+        out[layer + "linear1.weight"] = (tr.dim_feedforward, d)
+        out[layer + "linear2.weight"] = (d, tr.dim_feedforward)
+        out[layer + "layer_scale_1.scale"] = (d,)
+        out[layer + "layer_scale_2.scale"] = (d,)
+    for i, width in enumerate(tr.output_dimensions):
+        if width != d:
+            out[f"{prefix}output_projs.{i}.weight"] = (width, d)
+    return out
+
+
+# -- loading ----------------------------------------------------------------------------
+
+
+def load_checkpoint(path: str | os.PathLike[str], config: ModelConfig) -> dict[str, np.ndarray]:
+    """Read ``model.safetensors`` → {upstream key: float32 array}, checked against ``config``.
+
+    fp32 tensors are read-only views of a memory map of the file; bf16 (and fp16) tensors are
+    widened to fp32. Voice-cloning keys may be missing. Raises ``WeightsMismatchError`` naming
+    missing, unexpected and misshapen keys, and ``FileNotFoundError`` for a missing file.
+    """
+    weights = dict(iter_safetensors(path))
+    check_weights(weights, config, source=str(path))
+    return weights
+
+
+def check_weights(
+    weights: Mapping[str, np.ndarray], config: ModelConfig, *, source: str = "weights"
+) -> None:
+    """Raise ``WeightsMismatchError`` unless keys and shapes match ``config`` (cloning optional)."""
+    expected = expected_shapes(config)
+    missing = sorted(k for k in expected if k not in weights and not is_cloning_key(k))
+    unexpected = sorted(k for k in weights if k not in expected)
+    misshapen = sorted(
+        f"{k} {tuple(weights[k].shape)} (expected {expected[k]})"
+        for k in weights
+        if k in expected and tuple(weights[k].shape) != expected[k]
+    )
+    if missing or unexpected or misshapen:
+        problems = []
+        for label, keys in (
+            ("missing", missing),
+            ("unexpected", unexpected),
+            ("misshapen", misshapen),
+        ):
+            if keys:
+                shown = ", ".join(keys[:8]) + (f", … ({len(keys)} in all)" if len(keys) > 8 else "")
+                problems.append(f"{label}: {shown}")
+        raise WeightsMismatchError(
+            f"{source} does not match model config {config.name!r} — "
+            + "; ".join(problems)
+            + ". Use the weights made for this config (or the config.json shipped with them)."
+        )
+
+
+def has_voice_cloning(weights: Mapping[str, np.ndarray], config: ModelConfig) -> bool:
+    """True when the voice-cloning weights are all present and not zeroed out.
+
+    The ungated checkpoints ship the speaker projection and Mimi encoder side zeroed (or not at
+    all); a nonzero projection and a nonzero encoder tensor mean cloning can work.
+    """
+    keys = [k for k in expected_shapes(config) if is_cloning_key(k)]
+    if any(k not in weights for k in keys):
+        return False
+    if not np.any(weights["flow_lm.speaker_proj_weight"]):
+        return False
+    return any(np.any(weights[k]) for k in keys if k.startswith("mimi.encoder."))
+
+
+_DTYPES = {"F32": np.dtype("<f4"), "BF16": np.dtype("<u2"), "F16": np.dtype("<f2")}
+
+
+def iter_safetensors(path: str | os.PathLike[str]) -> Iterator[tuple[str, np.ndarray]]:
+    """Yield (key, float32 array) for every tensor of a safetensors file (no torch needed).
+
+    F32 tensors are read-only views of one memory map of the file (copied only if misaligned);
+    BF16 / F16 tensors are read one at a time and widened, so the peak stays near the fp32 size.
+    """
+    path = Path(path)
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        header, data_start = _read_header(f, size, path)
+        mapped: mmap.mmap | None = None
+        for key, info in header.items():
+            dtype_name = info.get("dtype")
+            if dtype_name not in _DTYPES:
+                raise WeightsMismatchError(
+                    f"{path}: tensor {key!r} has dtype {dtype_name}; only F32, BF16 and F16 load"
+                )
+            dtype = _DTYPES[dtype_name]
+            shape = tuple(int(n) for n in info["shape"])
+            begin, end = (data_start + int(o) for o in info["data_offsets"])
+            count = int(np.prod(shape, dtype=np.int64))
+            if end - begin != count * dtype.itemsize or end > size or begin < data_start:
+                raise WeightsMismatchError(f"{path}: tensor {key!r} has inconsistent data offsets")
+            if count == 0:
+                yield key, np.zeros(shape, np.float32)
+            elif dtype_name == "F32":
+                if mapped is None:
+                    mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                    if hasattr(mmap, "MADV_WILLNEED"):
+                        mapped.madvise(mmap.MADV_WILLNEED)
+                raw = np.frombuffer(mapped, dtype=dtype, count=count, offset=begin)
+                yield key, (raw if raw.flags.aligned else raw.copy()).reshape(shape)
+            else:
+                f.seek(begin)
+                raw = np.fromfile(f, dtype=dtype, count=count)
+                yield key, _widen(raw, dtype_name).reshape(shape)
+
+
+def _read_header(f, size: int, path: Path) -> tuple[dict, int]:
+    """Parse the JSON header of a safetensors file → (tensor infos, byte offset of the data)."""
+    not_safetensors = f"{path} is not a safetensors file"
+    if size < 8:
+        raise WeightsMismatchError(f"{not_safetensors} (too short)")
+    (header_len,) = struct.unpack("<Q", f.read(8))
+    if header_len > size - 8:
+        raise WeightsMismatchError(f"{not_safetensors} (bad header length)")
+    try:
+        header = json.loads(f.read(header_len))
+    except ValueError as exc:
+        raise WeightsMismatchError(f"{not_safetensors} ({exc})") from exc
+    if not isinstance(header, dict):
+        raise WeightsMismatchError(f"{not_safetensors} (header is not a table)")
+    header.pop("__metadata__", None)
+    return header, 8 + header_len
+
+
+def _widen(raw: np.ndarray, dtype_name: str) -> np.ndarray:
+    """bf16 (as uint16 bits) or fp16 → a new float32 array."""
+    if dtype_name == "F16":
+        return raw.astype(np.float32)
+    widened = np.empty(raw.shape, np.uint32)
+    widened[...] = raw
+    widened <<= 16
+    return widened.view(np.float32)
+
+
+def _linear(name: str, n_in: int, n_out: int, *, bias: bool) -> dict[str, Shape]:
+    out: dict[str, Shape] = {f"{name}.weight": (n_out, n_in)}
+    if bias:
+        out[f"{name}.bias"] = (n_out,)
+    return out
+
+
+def _conv(name: str, n_in: int, n_out: int, kernel: int) -> dict[str, Shape]:
+    return {f"{name}.weight": (n_out, n_in, kernel), f"{name}.bias": (n_out,)}
+
+
+def _norm(name: str, dim: int) -> dict[str, Shape]:
+    return {f"{name}.weight": (dim,), f"{name}.bias": (dim,)}
