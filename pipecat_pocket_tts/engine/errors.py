@@ -53,3 +53,15 @@ class ContextOverflowError(PocketTTSError, RuntimeError):
 
 class SessionClosedError(PocketTTSError, RuntimeError):
     """Text enqueued on a session that was cancelled or finished."""
+
+
+class TokenizerFileError(PocketTTSError, ValueError):
+    """A tokenizer file that is unreadable, of an unsupported kind, or made for another pack."""
+
+
+class EmptyTextError(PocketTTSError, ValueError):
+    """Text that is empty once prepared (blank, or only characters the model cannot say)."""
+
+
+class LexiconError(PocketTTSError, ValueError):
+    """A pronunciation lexicon that is not a mapping of non-blank strings to strings."""

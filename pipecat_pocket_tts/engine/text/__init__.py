@@ -1,0 +1,21 @@
+"""The text stage: spoken-form text → chunks of token ids for the FlowLM.
+
+``normalize`` (spoken forms) runs first; then ``TextPreparer`` cleans, chunks (≤ 50 tokens)
+and tokenizes as upstream pocket-tts prepares its prompts.
+"""
+
+from .chunking import Chunker, StreamingChunker, TextChunk, ensure_terminal_punctuation
+from .prepare import PreparedChunk, PreparedStream, TextPreparer, max_frames_for
+from .tokenizer import Tokenizer
+
+__all__ = [
+    "Chunker",
+    "PreparedChunk",
+    "PreparedStream",
+    "StreamingChunker",
+    "TextChunk",
+    "TextPreparer",
+    "Tokenizer",
+    "ensure_terminal_punctuation",
+    "max_frames_for",
+]

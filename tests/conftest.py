@@ -1,0 +1,73 @@
+"""Shared test fixtures (kept minimal)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # lets tests import helpers such as sp_model
+
+from sp_model import train_sentencepiece, write_tokenizer_json
+
+
+@pytest.fixture(scope="session")
+def sp_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 4000-piece SentencePiece unigram model (byte fallback, digits split, identity)."""
+    return train_sentencepiece(tmp_path_factory.mktemp("sp") / "tokenizer.model")
+
+
+@pytest.fixture(scope="session")
+def tokenizer_json_path(sp_model_path: Path) -> Path:
+    """The same vocabulary as an HF tokenizer.json."""
+    return write_tokenizer_json(sp_model_path, sp_model_path.with_name("tokenizer.json"))
+
+
+# ======================================================================================
+# Engine tests (test_session.py, test_synthesis.py, test_tts_api.py): tiny packs, each
+# built once per test run. Owner: the engine engineer. Append-only block.
+# ======================================================================================
+
+
+@pytest.fixture(scope="session")
+def engine_pack_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny standard English pack with voices alba and marius (EOS as soon as allowed)."""
+    from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
+
+    folder = tmp_path_factory.mktemp("engine_pack") / "english"
+    return build_pack(folder, tiny_config_dict("standard"), voices=("alba", "marius"))
+
+
+@pytest.fixture(scope="session")
+def engine_endless_pack_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Like ``engine_pack_dir`` but the EOS head never fires: chunks run to their limit."""
+    from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
+
+    folder = tmp_path_factory.mktemp("engine_endless_pack") / "english"
+    return build_pack(folder, tiny_config_dict("standard"), voices=("alba",), eos_logit=-30.0)
+
+
+@pytest.fixture(scope="session")
+def engine_small_pack_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny pack of the other structure (small models): its voices fit no standard pack."""
+    from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
+
+    folder = tmp_path_factory.mktemp("engine_small_pack") / "english"
+    return build_pack(folder, tiny_config_dict("small"), voices=("alba",))
+
+
+@pytest.fixture(scope="session")
+def engine_tts(engine_pack_dir: Path):
+    """The tiny standard pack loaded once on the NumPy backend."""
+    from pipecat_pocket_tts.engine import PocketTTS
+
+    return PocketTTS.load("english", backend="numpy", model_dir=engine_pack_dir)
+
+
+@pytest.fixture(scope="session")
+def engine_endless_tts(engine_endless_pack_dir: Path):
+    """The never-EOS tiny pack loaded once on the NumPy backend."""
+    from pipecat_pocket_tts.engine import PocketTTS
+
+    return PocketTTS.load("english", backend="numpy", model_dir=engine_endless_pack_dir)
