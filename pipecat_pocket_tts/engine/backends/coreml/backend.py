@@ -1,0 +1,319 @@
+"""The CoreML backend: the stages of ``base.Backend`` on FluidInference's v2.1 CoreML packs.
+
+    embed_text   host: rows of ``text_embed_table.bin``
+    prefill      cond_prefill, 256 rows per call (zero-padded, ``valid_len``), windows beyond
+    step         flowlm_step (fp16) / flowlm_stepv2 (int8): NaN ``sequence`` = BOS + ``bos_emb``
+    sample       flow_decoder_fused: ``latent_init`` = noise·√temperature, 8 LSD steps inside
+    decode       mimi_decoder: raw latent (denormalization and quantizer are in the graph) + 24
+                 state tensors fed back every frame
+    voices       KV snapshots copied into zeroed 512-slot caches
+
+Caches, positions and Mimi states live in the per-sequence state objects and are replaced by
+the model outputs after every call (matched as ``contracts`` says). Models come in through the
+``CoreMLModel`` protocol: ``from_pack`` loads the real ``.mlmodelc`` files with coremltools;
+tests hand in stand-ins with the same I/O.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...config import MAX_TOKENS_PER_CHUNK, ModelConfig
+from ...errors import CloningUnavailableError, ContextOverflowError, VoiceFileError
+from ..base import Backend, StepOutput, VoiceKV
+from .constants import PackConstants
+from .contracts import (
+    BOS_EMB,
+    CONDITIONING,
+    FLOW_HIDDEN,
+    LATENT_INIT,
+    MIMI_LATENT,
+    SEQUENCE,
+    VALID_LEN,
+    FlowDecoderContract,
+    KVBinding,
+    MimiContract,
+    PackContract,
+    PrefillContract,
+    StepContract,
+)
+from .runtime import CompiledModel, ComputeUnitsSpec, CoreMLModel, resolve_compute_units
+from .states import CoreMLFlowState, CoreMLMimiState
+
+logger = logging.getLogger(__name__)
+
+#: LSD steps baked into ``flow_decoder_fused`` (NumPy equivalent: ``sampler_steps=8``).
+FUSED_FLOW_STEPS = 8
+PRECISIONS = ("fp16", "int8")
+PLACEMENTS = ("gpu",)
+
+ModelLoader = Callable[[Path, str], CoreMLModel]
+"""(``.mlmodelc`` path, compute-unit name) → a loaded model."""
+
+
+@dataclass(frozen=True, eq=False)
+class StageModels:
+    """The four loaded models of a ``gpu``-placement pack."""
+
+    cond_prefill: CoreMLModel
+    flowlm: CoreMLModel
+    flow_decoder: CoreMLModel
+    mimi_decoder: CoreMLModel
+
+
+class CoreMLBackend(Backend):
+    """PocketTTS stages on CoreML models (Apple GPU / Neural Engine / CPU)."""
+
+    name = "coreml"
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        models: StageModels,
+        constants: PackConstants,
+        *,
+        precision: str = "fp16",
+        compute_units: Mapping[str, str] | None = None,
+    ) -> None:
+        """Bind loaded models to ``config``; ``WeightsMismatchError`` if their I/O does not fit."""
+        self.config = config
+        self.models = models
+        self.constants = constants
+        self.precision = precision
+        self.compute_units = dict(compute_units or {})
+        self.sampler_steps = FUSED_FLOW_STEPS
+        self.contract = PackContract(
+            prefill=PrefillContract.from_io(
+                models.cond_prefill.inputs, models.cond_prefill.outputs
+            ),
+            step=StepContract.from_io(models.flowlm.inputs, models.flowlm.outputs),
+            flow=FlowDecoderContract.from_io(
+                models.flow_decoder.inputs, models.flow_decoder.outputs
+            ),
+            mimi=MimiContract.from_io(models.mimi_decoder.inputs, models.mimi_decoder.outputs),
+        )
+        self.contract.check(config)
+        self._kv = self.contract.step.kv
+        self._mimi_init = constants.initial_mimi_state(self.contract.mimi.state_inputs)
+        self.has_voice_cloning = False
+
+    @classmethod
+    def from_pack(
+        cls,
+        config: ModelConfig,
+        pack: Any,
+        *,
+        sampler_steps: int = FUSED_FLOW_STEPS,
+        precision: str = "fp16",
+        compute_units: ComputeUnitsSpec = None,
+        placement: str = "gpu",
+        model_loader: ModelLoader | None = None,
+    ) -> CoreMLBackend:
+        """Load a resolved CoreML pack (``files.CoreMLPackFiles``) with coremltools.
+
+        ``precision``: "fp16" (flowlm_step) or "int8" (flowlm_stepv2); only the FlowLM
+        differs. ``compute_units``: a preset name or per-stage overrides (see ``runtime``).
+        ``sampler_steps`` is not used: the fused flow decoder always runs 8 LSD steps.
+        ``model_loader`` replaces coremltools (tests).
+        """
+        from .files import CoreMLPackFiles
+
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        if placement not in PLACEMENTS:
+            raise ValueError(
+                f"placement {placement!r} is not supported; choose one of: {', '.join(PLACEMENTS)}"
+            )
+        if not isinstance(pack, CoreMLPackFiles):
+            raise TypeError(
+                "the CoreML backend needs a CoreML pack: resolve_pack(..., backend_kind='coreml')"
+            )
+        if sampler_steps not in (1, FUSED_FLOW_STEPS):
+            logger.info(
+                "sampler_steps=%s ignored: the CoreML flow decoder runs %d LSD steps",
+                sampler_steps,
+                FUSED_FLOW_STEPS,
+            )
+        units = resolve_compute_units(compute_units)
+        paths = pack.model_paths(precision)
+        load = model_loader or (lambda path, unit: CompiledModel(path, unit))
+        models = StageModels(
+            cond_prefill=load(paths["cond_prefill"], units["cond_prefill"]),
+            flowlm=load(paths["flowlm"], units["flowlm"]),
+            flow_decoder=load(paths["flow_decoder"], units["flow_decoder"]),
+            mimi_decoder=load(paths["mimi_decoder"], units["mimi_decoder"]),
+        )
+        constants = PackConstants.load(
+            pack.constants_dir,
+            d_model=config.flow_lm.transformer.d_model,
+            latent_dim=config.flow_lm.latent_dim,
+        )
+        return cls(config, models, constants, precision=precision, compute_units=units)
+
+    # -- FlowLM -------------------------------------------------------------------------
+    def embed_text(self, token_ids: np.ndarray) -> np.ndarray:
+        """Token ids [n] → rows of the text embedding table [n, d_model]."""
+        ids = np.asarray(token_ids)
+        if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+            raise ValueError(f"token ids must be a 1-D integer array, got {ids.dtype} {ids.shape}")
+        rows = self.constants.text_embed_table.shape[0]
+        if ids.size and (ids.min() < 0 or ids.max() >= rows):
+            raise ValueError(
+                f"token ids must lie in [0, {rows}); got values in [{ids.min()}, {ids.max()}]. "
+                "Use the tokenizer shipped with this pack."
+            )
+        return np.array(self.constants.text_embed_table[ids], dtype=np.float32)
+
+    def new_flow_state(self) -> CoreMLFlowState:
+        return CoreMLFlowState.empty(self._kv.num_layers, self._kv.cache_shape)
+
+    def prefill(self, state: CoreMLFlowState, embeddings: np.ndarray) -> None:
+        """Append conditioning [n, d_model] through cond_prefill, 256 rows per call."""
+        x = np.asarray(embeddings, dtype=np.float32)
+        contract = self.contract.prefill
+        if x.ndim != 2 or x.shape[1] != contract.d_model:
+            raise ValueError(f"embeddings must be [n, {contract.d_model}], got {x.shape}")
+        self._reserve(state, x.shape[0])
+        model = self.models.cond_prefill
+        for start in range(0, x.shape[0], contract.window):
+            rows = x[start : start + contract.window]
+            conditioning = np.zeros((1, contract.window, contract.d_model), dtype=np.float32)
+            conditioning[0, : rows.shape[0]] = rows
+            feeds = {
+                CONDITIONING: conditioning,
+                VALID_LEN: np.array([rows.shape[0]], dtype=np.float32),
+                **self._kv_feeds(contract.kv, state),
+            }
+            self._take_kv(contract.kv, state, model.predict(feeds))
+
+    def step(self, state: CoreMLFlowState, latent: np.ndarray | None) -> StepOutput:
+        """One flowlm call; None sends the all-NaN BOS sequence (the graph uses ``bos_emb``)."""
+        contract = self.contract.step
+        if latent is None:
+            sequence = np.full((1, 1, contract.latent_dim), np.nan, dtype=np.float32)
+        else:
+            vec = np.asarray(latent, dtype=np.float32)
+            if vec.size != contract.latent_dim:
+                raise ValueError(f"latent must be [{contract.latent_dim}], got {vec.shape}")
+            sequence = vec.reshape(1, 1, contract.latent_dim)
+        self._reserve(state, 1)
+        feeds = {
+            SEQUENCE: sequence,
+            BOS_EMB: np.asarray(self.constants.bos_emb, dtype=np.float32),
+            **self._kv_feeds(contract.kv, state),
+        }
+        out = self.models.flowlm.predict(feeds)
+        self._take_kv(contract.kv, state, out)
+        hidden = np.asarray(out[contract.hidden_output], dtype=np.float32).reshape(-1)
+        return StepOutput(
+            hidden=hidden, eos_logit=float(np.asarray(out[contract.eos_output]).flat[0])
+        )
+
+    def sample(self, hidden: np.ndarray, noise: np.ndarray) -> np.ndarray:
+        """flow_decoder_fused: ``latent_init`` = noise (already ·√temperature) → latent [32]."""
+        contract = self.contract.flow
+        c = np.asarray(hidden, dtype=np.float32).reshape(1, -1)
+        z = np.asarray(noise, dtype=np.float32).reshape(1, -1)
+        if c.shape[1] != contract.hidden_dim or z.shape[1] != contract.latent_dim:
+            raise ValueError(
+                f"sample takes hidden [{contract.hidden_dim}] and noise [{contract.latent_dim}], "
+                f"got {np.shape(hidden)} and {np.shape(noise)}"
+            )
+        out = self.models.flow_decoder.predict({FLOW_HIDDEN: c, LATENT_INIT: z})
+        return np.asarray(out[contract.latent_output], dtype=np.float32).reshape(-1)
+
+    def _reserve(self, state: CoreMLFlowState, n: int) -> None:
+        if state.position + n > state.capacity:
+            raise ContextOverflowError(
+                f"the CoreML FlowLM cache is full: {state.position} of its {state.capacity} "
+                f"positions are filled and {n} more do not fit. Split the text into shorter "
+                f"chunks (at most {MAX_TOKENS_PER_CHUNK} tokens) or use a shorter voice prompt "
+                "(the NumPy backend has a larger cache)."
+            )
+
+    @staticmethod
+    def _kv_feeds(kv: KVBinding, state: CoreMLFlowState) -> dict[str, np.ndarray]:
+        feeds = dict(zip(kv.cache_inputs, state.caches, strict=True))
+        feeds.update(zip(kv.position_inputs, state.positions, strict=True))
+        return feeds
+
+    @staticmethod
+    def _take_kv(kv: KVBinding, state: CoreMLFlowState, out: Mapping[str, np.ndarray]) -> None:
+        """Replace the state's caches and positions by the model's outputs (layer order)."""
+        state.caches = [
+            np.asarray(out[name], dtype=np.float32).reshape(kv.cache_shape)
+            for name in kv.cache_outputs
+        ]
+        state.positions = [
+            np.asarray(out[name], dtype=np.float32).reshape(1) for name in kv.position_outputs
+        ]
+
+    # -- Voices -------------------------------------------------------------------------
+    def bos_before_voice(self) -> np.ndarray | None:
+        bos = self.constants.bos_before_voice
+        return None if bos is None else np.asarray(bos, dtype=np.float32)
+
+    def flow_state_from_voice(self, voice: VoiceKV) -> CoreMLFlowState:
+        """A fresh state with the voice's K/V in slots 0…T-1 of zeroed 512-slot caches."""
+        kv = self._kv
+        _, _, capacity, kv_heads, head_dim = kv.cache_shape
+        if len(voice.keys) != kv.num_layers or len(voice.values) != kv.num_layers:
+            raise VoiceFileError(
+                f"the voice has {len(voice.keys)} layers, this model has {kv.num_layers}: it "
+                "was made for another model"
+            )
+        length = voice.length
+        if length > capacity:
+            raise ContextOverflowError(
+                f"the voice fills {length} positions but the CoreML FlowLM cache holds "
+                f"{capacity}: use a shorter voice prompt (or backend='numpy')"
+            )
+        state = self.new_flow_state()
+        for i, (k, v) in enumerate(zip(voice.keys, voice.values, strict=True)):
+            for label, array in (("keys", k), ("values", v)):
+                if np.shape(array) != (length, kv_heads, head_dim):
+                    raise VoiceFileError(
+                        f"voice {label} of layer {i} have shape {tuple(np.shape(array))}, "
+                        f"expected [{length}, {kv_heads}, {head_dim}]: the voice was made for "
+                        "another model"
+                    )
+            state.caches[i][0, 0, :length] = k
+            state.caches[i][1, 0, :length] = v
+            state.positions[i][0] = length
+        return state
+
+    def voice_from_flow_state(self, state: CoreMLFlowState) -> VoiceKV:
+        filled = state.position
+        return VoiceKV(
+            keys=[np.ascontiguousarray(c[0, 0, :filled]) for c in state.caches],
+            values=[np.ascontiguousarray(c[1, 0, :filled]) for c in state.caches],
+        )
+
+    # -- Mimi ---------------------------------------------------------------------------
+    def new_mimi_state(self) -> CoreMLMimiState:
+        return CoreMLMimiState({name: value.copy() for name, value in self._mimi_init.items()})
+
+    def decode(self, state: CoreMLMimiState, latent: np.ndarray) -> np.ndarray:
+        """Raw latent [32] → [1920] samples; all state tensors go in and come back."""
+        contract = self.contract.mimi
+        z = np.asarray(latent, dtype=np.float32)
+        if z.size != contract.latent_dim:
+            raise ValueError(f"Mimi decode takes one latent [{contract.latent_dim}], got {z.shape}")
+        feeds = {MIMI_LATENT: z.reshape(1, contract.latent_dim), **state.tensors}
+        out = self.models.mimi_decoder.predict(feeds)
+        shapes = {spec.name: spec.shape for spec in contract.state_inputs}
+        for output, name in contract.feedback:
+            state.tensors[name] = np.asarray(out[output], dtype=np.float32).reshape(shapes[name])
+        return np.asarray(out[contract.audio_output], dtype=np.float32).reshape(-1)
+
+    def encode(self, audio: np.ndarray) -> np.ndarray:
+        raise CloningUnavailableError(
+            "voice cloning is not available on the CoreML backend yet: use backend='numpy' to "
+            "clone voices, or a voice shipped with the pack"
+        )

@@ -1,0 +1,59 @@
+"""Command-line options of the CoreML backend, for the package's CLI to include.
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    options = backend_options(parser.parse_args())   # → PocketTTS.load(..., **options)
+
+``--compute-units`` takes a preset (default, all, cpu-gpu, cpu-ane, cpu-only, no-ane) and/or
+per-stage overrides: ``--compute-units no-ane,mimi=cpu-gpu``. ``--precision`` picks the FlowLM
+variant (fp16 or int8).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .backend import PRECISIONS
+from .runtime import PRESETS, STAGES, UNITS, parse_compute_units, resolve_compute_units
+
+
+def _compute_units(text: str) -> dict[str, str]:
+    try:
+        spec = parse_compute_units(text)
+        resolve_compute_units(spec)  # validate now, so argparse reports the mistake
+    except (ValueError, TypeError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+    return spec
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--compute-units`` and ``--precision`` (used with ``--backend coreml``)."""
+    group = parser.add_argument_group("CoreML backend")
+    group.add_argument(
+        "--compute-units",
+        type=_compute_units,
+        default=None,
+        metavar="SPEC",
+        help=(
+            f"compute units: a preset ({', '.join(PRESETS)}) and/or STAGE=UNIT overrides, "
+            f"comma-separated (stages: {', '.join(STAGES)}; units: {', '.join(UNITS)}); "
+            "default: GPU/Neural Engine for the FlowLM stages, CPU for Mimi"
+        ),
+    )
+    group.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default=None,
+        help="FlowLM weights: fp16 (default) or int8 (smaller, a little faster)",
+    )
+
+
+def backend_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``PocketTTS.load`` keyword arguments the parsed CoreML options ask for."""
+    options: dict[str, Any] = {}
+    if getattr(args, "compute_units", None):
+        options["compute_units"] = args.compute_units
+    if getattr(args, "precision", None):
+        options["precision"] = args.precision
+    return options

@@ -1,0 +1,405 @@
+"""CoreML pack files: the hub layout, the download filter, and local pack folders.
+
+FluidInference/pocket-tts-coreml holds one folder per language pack, ``v2.1/<language>/``:
+
+    cond_prefill.mlmodelc/         flowlm_step.mlmodelc/ (fp16)   flowlm_stepv2.mlmodelc/ (int8)
+    flow_decoder_fused.mlmodelc/   mimi_decoder.mlmodelc/         constants_bin/ (see constants.py)
+    plus files this backend never needs: *.mlpackage sources, constants/ (.npy intermediates),
+    the _ane placement models, mimi_encoderv3, manifest.json, verify.wav
+
+Only what the chosen precision needs is downloaded (``allow_patterns``): the four compiled
+models (one FlowLM variant) and the constants; voices come one by one on first use. Files land
+in the standard Hugging Face cache at a pinned revision (``HF_TOKEN``, ``HF_HUB_OFFLINE`` and
+``HF_ENDPOINT`` apply); a FlowLM variant of the other precision left in the cache is deleted
+after each load. ``model_dir`` points at a local copy of one language folder (or at a folder
+holding ``v2.1/<language>/``); nothing is downloaded or deleted there.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ...config import get_config
+from ...errors import GatedRepoError, PackFilesMissingError, UnknownLanguageError, UnknownVoiceError
+from ...packs import PackFiles, PackRequest, load_local_config, register_pack_resolver
+from .constants import (
+    BOS_BEFORE_VOICE,
+    BOS_EMB,
+    MIMI_INIT_STATE,
+    REQUIRED_FILES,
+    TEXT_EMBED_TABLE,
+    TOKENIZER,
+)
+
+logger = logging.getLogger(__name__)
+
+REPO = "FluidInference/pocket-tts-coreml"
+#: Hub revision the packs are read at (pin a commit for reproducible downloads).
+REVISION = "main"
+PACK_VERSION = "v2.1"
+CONSTANTS_DIR = "constants_bin"
+
+#: Every language pack of v2.1: the registry config of the same name describes its model.
+LANGUAGES = (
+    "english",
+    "german",
+    "italian",
+    "portuguese",
+    "spanish",
+    "french_24l",
+    "german_24l",
+    "italian_24l",
+    "portuguese_24l",
+    "spanish_24l",
+)
+#: Voices every v2.1 pack ships (same names, language-specific states).
+VOICES = (
+    "alba",
+    "anna",
+    "azelma",
+    "bill_boerst",
+    "caro_davy",
+    "charles",
+    "cosette",
+    "eponine",
+    "eve",
+    "fantine",
+    "george",
+    "jane",
+    "javert",
+    "jean",
+    "marius",
+    "mary",
+    "michael",
+    "paul",
+    "peter_yearsley",
+    "stuart_bell",
+    "vera",
+    "estelle",
+    "lola",
+    "juergen",
+    "rafael",
+    "giovanni",
+)
+#: The FlowLM model of each precision.
+FLOWLM_MODELS = {"fp16": "flowlm_step", "int8": "flowlm_stepv2"}
+#: Stage → model folder name (without ``.mlmodelc``), FlowLM aside.
+STAGE_MODELS = {
+    "cond_prefill": "cond_prefill",
+    "flow_decoder": "flow_decoder_fused",
+    "mimi_decoder": "mimi_decoder",
+}
+#: Files of ``constants_bin/`` every load needs (``bos_before_voice.bin`` may be absent).
+CONSTANT_FILES = (TOKENIZER, TEXT_EMBED_TABLE, BOS_EMB, BOS_BEFORE_VOICE)
+
+
+def pack_folder(language: str) -> str:
+    """The pack's folder in the repository: ``v2.1/<language>``."""
+    return f"{PACK_VERSION}/{language}"
+
+
+def stage_folders(precision: str) -> dict[str, str]:
+    """Stage → ``<model>.mlmodelc`` folder name for a precision."""
+    if precision not in FLOWLM_MODELS:
+        raise ValueError(f"precision must be one of {', '.join(FLOWLM_MODELS)}, got {precision!r}")
+    names = {**STAGE_MODELS, "flowlm": FLOWLM_MODELS[precision]}
+    return {
+        stage: f"{names[stage]}.mlmodelc"
+        for stage in ("cond_prefill", "flowlm", "flow_decoder", "mimi_decoder")
+    }
+
+
+def model_patterns(language: str, precision: str) -> list[str]:
+    """``allow_patterns`` for the four compiled models of one precision."""
+    root = pack_folder(language)
+    return [f"{root}/{folder}/*" for folder in stage_folders(precision).values()]
+
+
+def constant_patterns(language: str) -> list[str]:
+    """``allow_patterns`` for the constants (voices excluded: they come on first use)."""
+    root = f"{pack_folder(language)}/{CONSTANTS_DIR}"
+    return [f"{root}/{name}" for name in CONSTANT_FILES] + [f"{root}/{MIMI_INIT_STATE}/*"]
+
+
+def allow_patterns(language: str, precision: str = "fp16") -> list[str]:
+    """Everything a load of ``language`` at ``precision`` downloads (voices aside)."""
+    return model_patterns(language, precision) + constant_patterns(language)
+
+
+def select_files(listing: Iterable[str], language: str, precision: str = "fp16") -> list[str]:
+    """The repository paths of ``listing`` that a load needs (the filter, spelled out)."""
+    root = pack_folder(language) + "/"
+    models = set(stage_folders(precision).values())
+    wanted = []
+    for path in listing:
+        if not path.startswith(root):
+            continue
+        first, _, rest = path[len(root) :].partition("/")
+        in_model = first in models and bool(rest)
+        if in_model or (
+            first == CONSTANTS_DIR
+            and (
+                rest in CONSTANT_FILES
+                or (rest.startswith(MIMI_INIT_STATE + "/") and len(rest) > len(MIMI_INIT_STATE) + 1)
+            )
+        ):
+            wanted.append(path)
+    return wanted
+
+
+def missing_constants(folder: Path) -> list[str]:
+    """The required ``constants_bin`` files absent from ``folder``."""
+    return [name for name in REQUIRED_FILES if not (folder / name).is_file()]
+
+
+def voice_path_in_repo(language: str, voice: str) -> str:
+    return f"{pack_folder(language)}/{CONSTANTS_DIR}/{voice}.safetensors"
+
+
+def has_coreml_pack(language: str, model_dir: str | os.PathLike[str] | None = None) -> bool:
+    """Whether ``language`` has a CoreML pack on the hub, or ``model_dir`` holds one (no I/O
+    beyond a file check): what ``backend="auto"`` asks before choosing CoreML."""
+    if model_dir is None:
+        return language in LANGUAGES
+    folder = Path(model_dir).expanduser()
+    if (folder / pack_folder(language)).is_dir():
+        folder = folder / pack_folder(language)
+    return (folder / CONSTANTS_DIR / TEXT_EMBED_TABLE).is_file()
+
+
+# -- the resolved pack ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CoreMLPackFiles(PackFiles):
+    """A CoreML pack: ``root`` is the language folder; models are fetched per precision."""
+
+    root: Path | None = None
+    _fetch_models: Callable[[str], Path] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def constants_dir(self) -> Path:
+        assert self.root is not None
+        return self.root / CONSTANTS_DIR
+
+    def model_paths(self, precision: str = "fp16") -> dict[str, Path]:
+        """Stage → ``.mlmodelc`` folder of ``precision`` (downloaded first for hub packs)."""
+        folders = stage_folders(precision)
+        root = self._fetch_models(precision) if self._fetch_models else self.root
+        assert root is not None
+        paths = {stage: root / folder for stage, folder in folders.items()}
+        missing = [p.name for p in paths.values() if not p.is_dir()]
+        if missing:
+            raise PackFilesMissingError(
+                f"the CoreML pack in {root} lacks {', '.join(missing)} (precision {precision!r}). "
+                + (
+                    "Copy the pack's .mlmodelc folders there, or load without model_dir to "
+                    "download them."
+                    if self.model_dir is not None
+                    else "Go online once (unset HF_HUB_OFFLINE) so they are downloaded."
+                )
+            )
+        return paths
+
+
+def resolve_coreml_pack(request: PackRequest) -> CoreMLPackFiles:
+    """The ``resolve_pack`` resolver of backend kind "coreml" (local folder or the hub)."""
+    if request.model_dir is not None:
+        return resolve_local_coreml_pack(request.config_name, request.model_dir)
+    return resolve_hub_coreml_pack(
+        request.config_name, revision=request.revision, token=request.token
+    )
+
+
+def resolve_local_coreml_pack(language: str, model_dir: str | os.PathLike[str]) -> CoreMLPackFiles:
+    """A CoreML pack in a local folder (the language folder, or a folder with ``v2.1/<lang>``)."""
+    folder = Path(model_dir).expanduser()
+    if (folder / pack_folder(language)).is_dir():
+        folder = folder / pack_folder(language)
+    if not folder.is_dir():
+        raise PackFilesMissingError(
+            f"model_dir {folder} does not exist or is not a folder. Pass the folder of a CoreML "
+            f"pack (the contents of {REPO}/{pack_folder(language)}), or leave model_dir out to "
+            "download it."
+        )
+    config = load_local_config(language, folder)
+    constants = folder / CONSTANTS_DIR
+    missing = missing_constants(constants)
+    if missing:
+        raise PackFilesMissingError(
+            f"model_dir {folder} is not a complete CoreML pack: {CONSTANTS_DIR}/ lacks "
+            f"{', '.join(missing)}. Copy the whole {pack_folder(language)} folder of {REPO}."
+        )
+    names = tuple(sorted(p.stem for p in constants.glob("*.safetensors") if p.is_file()))
+
+    def fetch_voice(name: str) -> Path:
+        path = constants / f"{name}.safetensors"
+        if not path.is_file():
+            raise PackFilesMissingError(f"voice file {path} disappeared; restore it")
+        return path
+
+    return CoreMLPackFiles(
+        config=config,
+        weights=folder,
+        tokenizer=constants / TOKENIZER,
+        voice_names=names,
+        has_voice_cloning=False,
+        backend_kind="coreml",
+        model_dir=folder,
+        extra={"root": folder, "constants": constants},
+        _fetch_voice=fetch_voice,
+        root=folder,
+    )
+
+
+def resolve_hub_coreml_pack(
+    language: str, *, revision: str | None = None, token: str | bool | None = None
+) -> CoreMLPackFiles:
+    """A v2.1 pack from the hub: constants now, models per precision on load, voices on use."""
+    if language not in LANGUAGES:
+        raise UnknownLanguageError(
+            f"there is no CoreML pack for {language!r}; CoreML packs: {', '.join(LANGUAGES)}. "
+            "Use backend='numpy' for the other models (or model_dir= with a converted pack)."
+        )
+    config = get_config(language)
+    rev = revision or REVISION
+    snapshot = download(constant_patterns(language), revision=rev, token=token, what="constants")
+    root = snapshot / pack_folder(language)
+    lock = threading.Lock()
+    fetched: dict[str, Path] = {}
+
+    def fetch_voice(name: str) -> Path:
+        with lock:
+            if name not in fetched:
+                path = download(
+                    [voice_path_in_repo(language, name)],
+                    revision=rev,
+                    token=token,
+                    what=f"voice {name!r}",
+                ) / voice_path_in_repo(language, name)
+                if not path.is_file():
+                    raise UnknownVoiceError(
+                        f"voice {name!r} is not published in {REPO}/{pack_folder(language)}; "
+                        f"pick another voice: {', '.join(VOICES)}"
+                    )
+                fetched[name] = path
+            return fetched[name]
+
+    def fetch_models(precision: str) -> Path:
+        folder = download(
+            model_patterns(language, precision), revision=rev, token=token, what="models"
+        )
+        remove_unused_variant(folder / pack_folder(language), keep=precision)
+        return folder / pack_folder(language)
+
+    constants = root / CONSTANTS_DIR
+    missing = missing_constants(constants)
+    if missing:
+        raise PackFilesMissingError(
+            f"{REPO}/{pack_folder(language)}@{rev} lacks {CONSTANTS_DIR}/{', '.join(missing)} in "
+            "the local cache (offline, or an unpublished revision). Go online once, or pass "
+            "model_dir= with a copy of the pack."
+        )
+    return CoreMLPackFiles(
+        config=config,
+        weights=root,
+        tokenizer=constants / TOKENIZER,
+        voice_names=VOICES,
+        has_voice_cloning=False,
+        backend_kind="coreml",
+        extra={"root": root, "constants": constants},
+        _fetch_voice=fetch_voice,
+        root=root,
+        _fetch_models=fetch_models,
+    )
+
+
+def download_coreml_pack(
+    language: str,
+    *,
+    precision: str = "fp16",
+    voices: Iterable[str] | None = None,
+    revision: str | None = None,
+    token: str | bool | None = None,
+) -> tuple[CoreMLPackFiles, dict[str, Path]]:
+    """Fetch a pack's constants, models of ``precision`` and ``voices`` (None: all) now."""
+    pack = resolve_hub_coreml_pack(language, revision=revision, token=token)
+    pack.model_paths(precision)
+    wanted = list(VOICES if voices is None else voices)
+    return pack, {name: pack.voice_path(name) for name in wanted}
+
+
+# -- hub access and cache housekeeping --------------------------------------------------------
+
+
+def download(patterns: list[str], *, revision: str, token: str | bool | None, what: str) -> Path:
+    """``snapshot_download`` of the files matching ``patterns``; returns the snapshot folder.
+
+    Hub errors become ``PackFilesMissingError`` / ``GatedRepoError`` saying what to do.
+    """
+    from huggingface_hub import errors as hf_errors
+    from huggingface_hub import snapshot_download
+
+    at = f"{REPO}@{revision}"
+    try:
+        return Path(
+            snapshot_download(REPO, revision=revision, allow_patterns=patterns, token=token)
+        )
+    except hf_errors.LocalEntryNotFoundError as exc:
+        raise PackFilesMissingError(
+            f"CoreML {what} of {at} are not in the Hugging Face cache and cannot be downloaded "
+            "(offline, or no connection). Go online once (unset HF_HUB_OFFLINE), or pass "
+            "model_dir=<a local copy of the pack>."
+        ) from exc
+    except (hf_errors.GatedRepoError, hf_errors.RepositoryNotFoundError) as exc:
+        raise GatedRepoError(
+            f"{REPO} is not accessible ({type(exc).__name__}); check HF_TOKEN / token=, or "
+            "pass model_dir=<a local copy of the pack>."
+        ) from exc
+    except hf_errors.RevisionNotFoundError as exc:
+        raise PackFilesMissingError(
+            f"revision {revision!r} does not exist in {REPO}; pass a valid revision (or none)."
+        ) from exc
+    except (OSError, ConnectionError) as exc:
+        raise PackFilesMissingError(
+            f"CoreML {what} of {at} could not be downloaded ({type(exc).__name__}: {exc}). "
+            "Check the connection and retry, or pass model_dir=."
+        ) from exc
+
+
+def remove_unused_variant(pack_root: Path, *, keep: str) -> list[Path]:
+    """Delete the FlowLM ``.mlmodelc`` of the other precision from a cached pack.
+
+    In the Hugging Face cache the snapshot entries are links to blobs: the links go, and each
+    blob no other snapshot entry points to goes with them. Returns the removed folders.
+    """
+    if keep not in FLOWLM_MODELS:
+        raise ValueError(f"precision must be one of {', '.join(FLOWLM_MODELS)}, got {keep!r}")
+    removed = []
+    for precision, model in FLOWLM_MODELS.items():
+        folder = pack_root / f"{model}.mlmodelc"
+        if precision == keep or not folder.exists():
+            continue
+        blobs = {p.resolve() for p in folder.rglob("*") if p.is_symlink()}
+        shutil.rmtree(folder, ignore_errors=True)
+        snapshots = next((p for p in pack_root.parents if p.name == "snapshots"), None)
+        if snapshots is not None and blobs:
+            blob_dir = (snapshots.parent / "blobs").resolve()
+            still_used = {p.resolve() for p in snapshots.rglob("*") if p.is_symlink()}
+            for blob in blobs - still_used:
+                if blob.parent == blob_dir and blob.is_file():
+                    blob.unlink()
+        logger.info("removed the unused FlowLM variant %s", folder)
+        removed.append(folder)
+    return removed
+
+
+def register() -> None:
+    """Make ``resolve_pack(..., backend_kind="coreml")`` use this layout."""
+    register_pack_resolver("coreml", resolve_coreml_pack)
