@@ -1,0 +1,348 @@
+"""What every spoken language knows: number words and the small vocabulary the rules say aloud.
+
+``SpokenLanguage`` holds the behaviour shared by all languages (number words from num2words,
+cached; decimals; counted nouns; money; fractions). Each language module subclasses it with its
+own data (words, months, currencies, units, abbreviations) and overrides what its grammar needs
+(dates, times, ordinal endings, agreement of "one" with the noun's gender).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from types import MappingProxyType
+from typing import ClassVar, Literal, TypeVar
+
+from num2words import num2words
+
+Gender = Literal["m", "f", "n"]
+K = TypeVar("K")
+V = TypeVar("V")
+
+MAX_CARDINAL = 10**15  # longer integers are read digit by digit (ids, card numbers)
+
+
+@dataclass(frozen=True)
+class Noun:
+    """A word said after a count: singular, plural, and the gender "one" agrees with."""
+
+    one: str
+    many: str
+    gender: Gender | None = "m"  # None: the number keeps its standalone form
+
+
+@dataclass(frozen=True)
+class Currency:
+    """A currency's main unit and its hundredth (None when amounts have no minor unit)."""
+
+    major: Noun
+    minor: Noun | None = None
+
+
+@dataclass(frozen=True)
+class Scale:
+    """A large-number word written after an amount ("$2bn", "5 Mio. €").
+
+    ``one`` is the whole phrase for exactly one ("one million", es "un millón", es "mil");
+    ``many`` follows any other amount.
+    """
+
+    one: str
+    many: str
+    gender: Gender = "m"
+
+
+@dataclass(frozen=True)
+class Words:
+    """The small words the rules say aloud, in one language."""
+
+    point: str  # decimal separator
+    version_point: str  # between the parts of "3.11.7"
+    minus: str
+    plus: str
+    and_: str
+    to: str  # ranges "5-10"
+    times: str  # "3 × 4"
+    by: str  # "1920x1080"
+    equals: str
+    percent: str
+    per_mille: str
+    at: str  # e-mail and @mentions
+    dot: str
+    slash: str
+    dash: str
+    underscore: str
+    hashtag: str
+    number: str  # "#5", "No. 5"
+    approx: str  # "~5"
+    plus_minus: str
+    less_than: str
+    greater_than: str
+    at_most: str
+    at_least: str
+    divided_by: str
+    power: str
+    section: str
+    degree: Noun
+    celsius: str
+    fahrenheit: str
+
+
+def table(entries: dict[K, V]) -> Mapping[K, V]:
+    """A read-only view of a language's data table (instances are shared by every session)."""
+    return MappingProxyType(entries)
+
+
+@lru_cache(maxsize=16384)
+def num2words_cached(value: int, lang: str, to: str) -> str:
+    """num2words, memoized: the same few numbers recur in every conversation."""
+    return num2words(value, lang=lang, to=to)
+
+
+class SpokenLanguage:
+    """Shared reading rules; subclasses fill in the data and override grammar."""
+
+    code: ClassVar[str]  # ISO code this language answers to ("en", "pt-BR")
+    num2words_lang: ClassVar[str]
+    decimal_sep: ClassVar[str] = ","
+    group_sep: ClassVar[str] = "."  # besides no-break and thin spaces, which every language allows
+    space_groups: ClassVar[bool] = False  # "1 000 000" with ordinary spaces (French)
+    date_order: ClassVar[str] = "DMY"  # how an ambiguous "03/04/2026" is read
+    year_span: ClassVar[tuple[int, int] | None] = None  # bare 4-digit years read as years
+    fraction_digits_as_number: ClassVar[bool] = True  # "3,14" → "...virgule quatorze"
+    words: ClassVar[Words]
+    months: ClassVar[tuple[str, ...]]  # twelve names as written mid-sentence
+    # lowercase, without the dot
+    month_abbreviations: ClassVar[Mapping[str, int]] = MappingProxyType({})
+    months_need_capital: ClassVar[bool] = False  # en/de: only "May 5", never "may 5"
+    currencies: ClassVar[Mapping[str, Currency]]  # by ISO code
+    units: ClassVar[Mapping[str, Noun]]  # by symbol as written
+    scales: ClassVar[Mapping[str, Scale]]  # by written form ("M", "bn", "Mio.")
+    percent_gender: ClassVar[Gender | None] = None  # de "ein Prozent"
+    fractions: ClassVar[Mapping[int, Noun]]  # denominator → noun
+    abbreviations: ClassVar[Mapping[str, str]] = MappingProxyType({})  # anywhere (whole tokens)
+    # only before a digit ("No. 5")
+    numbered_abbreviations: ClassVar[Mapping[str, str]] = MappingProxyType({})
+    sentence_end_abbreviations: ClassVar[frozenset[str]] = frozenset()  # "etc." can end one
+    # A date written with the month's name, day first; {mon} and {year} are filled in by the
+    # date rule (groups d, mon, y). Month first ("Nov 30, 2026") only where it is used (en).
+    day_month_pattern: ClassVar[str] = r"(?P<d>\d{{1,2}})\s+{mon}(?!\w)(?:\s+{year})?"
+    month_day_pattern: ClassVar[str | None] = None
+    day_dot_dates: ClassVar[bool] = False  # "am 30.11." (German)
+    clock_suffix: ClassVar[str] = ""  # a clock word after "15:45" that the reading replaces
+    h_clock: ClassVar[bool] = False  # "15h45"
+    h_only_clock: ClassVar[bool] = False  # "15h" (French)
+    meridiem_hours: ClassVar[bool] = False  # "3pm" with no minutes (English)
+    ordinal_pattern: ClassVar[str] = r"(?!x)x"  # groups: num, suf; matches nothing by default
+    decade_pattern: ClassVar[str | None] = None  # first non-empty group: the decade's digits
+
+    # ---- integers -------------------------------------------------------------------------
+
+    def _clean(self, words: str) -> str:
+        """Tidy a num2words result (overridden where its output needs care)."""
+        return words
+
+    def cardinal(self, n: int, gender: Gender | None = None) -> str:
+        """``n`` in words; ``gender`` makes "one" agree with a following noun."""
+        if n < 0:
+            return f"{self.words.minus} {self.cardinal(-n, gender)}"
+        if n >= MAX_CARDINAL:
+            return self.digits(str(n))
+        words = self._clean(num2words_cached(n, self.num2words_lang, "cardinal"))
+        return self.agree(words, n, gender) if gender else words
+
+    def agree(self, words: str, n: int, gender: Gender) -> str:
+        """Adapt a cardinal said before a noun of ``gender`` (default: unchanged)."""
+        return words
+
+    def noun_gender(self, word: str) -> Gender | None:
+        """A guess at the gender of a noun after a bare number (None: keep the plain form)."""
+        return None
+
+    def ordinal(self, n: int, gender: Gender = "m", ending: str = "") -> str:
+        """``n`` as an ordinal word; ``ending`` is a case ending where grammar has them."""
+        if n >= MAX_CARDINAL:
+            return self.digits(str(n))
+        return self._clean(num2words_cached(n, self.num2words_lang, "ordinal"))
+
+    def ordinal_match(self, match: re.Match[str]) -> str | None:
+        """Words for a match of ``ordinal_pattern`` (groups num, suf); None keeps the text."""
+        return self.ordinal_suffix(int(match["num"]), match["suf"])
+
+    def ordinal_suffix(self, n: int, suffix: str) -> str | None:
+        """An ordinal written with a suffix ("21st", "1ª", "2e") (default: the plain ordinal)."""
+        return self.ordinal(n)
+
+    def year(self, n: int) -> str:
+        """A year as people say it (default: the cardinal)."""
+        return self.cardinal(n)
+
+    def year_in_context(self, before: str, after: str) -> bool:
+        """Whether a bare number in ``year_span`` between these words is a year (default: yes)."""
+        return True
+
+    def decade(self, n: int) -> str:
+        """A decade written "1990s" / "90er" (only languages with a decade_pattern)."""
+        return self.cardinal(n)
+
+    def digits(self, text: str) -> str:
+        """Every digit of ``text`` by name: "0042" → "zero zero four two"."""
+        return " ".join(self.cardinal(int(c)) for c in text if c.isdecimal())
+
+    # ---- decimals and counts ----------------------------------------------------------------
+
+    def fraction_digits(self, frac: str) -> str:
+        """The digits after the decimal separator."""
+        if not self.fraction_digits_as_number or len(frac) > 3:
+            return self.digits(frac)
+        zeros = len(frac) - len(frac.lstrip("0"))
+        rest = frac[zeros:]
+        parts = [self.cardinal(0)] * zeros
+        if rest:
+            parts.append(self.cardinal(int(rest)))
+        return " ".join(parts)
+
+    def number(
+        self, whole: str, frac: str | None = None, gender: Gender | None = None, *, sign: str = ""
+    ) -> str:
+        """A parsed number (digit strings) in words: whole part, optional decimals, sign."""
+        if (len(whole) > 1 and whole.startswith("0") and not frac) or len(whole.lstrip("0")) > 15:
+            words = self.digits(whole)
+        else:
+            words = self.cardinal(int(whole), None if frac else gender)
+        if frac:
+            words = f"{words} {self.words.point} {self.fraction_digits(frac)}"
+        return f"{self.words.minus} {words}" if sign else words
+
+    def is_singular(self, whole: str, frac: str | None) -> bool:
+        """Whether a noun after this amount is singular (default: exactly one)."""
+        return not frac and whole.lstrip("0") == "1"
+
+    def counted(self, whole: str, frac: str | None, noun: Noun, *, sign: str = "") -> str:
+        """An amount followed by a noun: "2.5 km" → "two point five kilometers"."""
+        singular = self.is_singular(whole, frac)
+        amount = self.number(whole, frac, noun.gender, sign=sign)
+        return self.join_count(amount, noun.one if singular else noun.many)
+
+    def join_count(self, amount: str, noun: str) -> str:
+        """Put a noun after an amount in words (es/fr/it/pt insert "de"/"di" after "millón")."""
+        return f"{amount} {noun}"
+
+    def scaled(
+        self, whole: str, frac: str | None, scale: Scale, *, sign: str = "", noun: str = ""
+    ) -> str:
+        """An amount with a scale word, maybe before a noun: "1.5M $" → "... million dollars"."""
+        if not frac and whole.lstrip("0") == "1":
+            words = scale.one
+            if sign:
+                words = f"{self.words.minus} {words}"
+        else:
+            words = f"{self.number(whole, frac, scale.gender, sign=sign)} {scale.many}"
+        return self.join_count(words, noun) if noun else words
+
+    def money(
+        self,
+        whole: str,
+        frac: str | None,
+        currency: Currency,
+        *,
+        sign: str = "",
+        scale: Scale | None = None,
+    ) -> str:
+        """A currency amount: "$12.50" → "twelve dollars and fifty cents"."""
+        major = currency.major
+        if scale is not None:
+            return self.scaled(whole, frac, scale, sign=sign, noun=major.many)
+        minor = currency.minor
+        if frac is None or minor is None or len(frac) > 2:
+            return self.counted(whole, frac, major, sign=sign)
+        cents = int(frac.ljust(2, "0"))
+        main = int(whole)
+        parts = []
+        if main or not cents:
+            parts.append(self.counted(whole, None, major))
+        if cents:
+            parts.append(self.counted(str(cents), None, minor))
+        words = f" {self.words.and_} ".join(parts)
+        return f"{self.words.minus} {words}" if sign else words
+
+    # ---- fractions ---------------------------------------------------------------------------
+
+    def fraction(self, num: int, den: int) -> str:
+        """A common fraction: "3/4" → "three quarters"."""
+        noun = self.fractions.get(den)
+        if noun is None:
+            ordinal = self.ordinal(den)
+            noun = Noun(ordinal, self.plural_fraction(ordinal))
+        return f"{self.cardinal(num, noun.gender)} {noun.one if num == 1 else noun.many}"
+
+    def plural_fraction(self, ordinal: str) -> str:
+        """The plural of an ordinal used as a denominator (default: unchanged)."""
+        return ordinal
+
+    def half_before(self, noun: str) -> str | None:
+        """ "½" before a noun ("half a cup", "media taza"); None: say the plain fraction."""
+        return None
+
+    def mixed_number(self, whole: int, num: int, den: int) -> str:
+        """A whole number and a fraction: "1 1/2" → "one and a half"."""
+        return f"{self.cardinal(whole)} {self.words.and_} {self.fraction(num, den)}"
+
+    def multiplier(self, amount: str) -> str:
+        """A factor written "10x" ("ten times")."""
+        return f"{amount} {self.words.times}"
+
+    # ---- dates and times ---------------------------------------------------------------------
+
+    def month_name(self, month: int) -> str:
+        return self.months[month - 1]
+
+    def date(self, day: int | None, month: int, year: int | None, *, before: str = "") -> str:
+        """A calendar date; ``before`` is the word preceding it (grammar may depend on it)."""
+        parts = [self.day(day)] if day else []
+        parts.append(self.month_name(month))
+        if year is not None:
+            parts.append(self.year(year))
+        return " ".join(parts)
+
+    def day_first_date(self, day: int, month: int, year: int | None, *, before: str = "") -> str:
+        """A date written day first in running text ("30 November 2026")."""
+        return self.date(day, month, year, before=before)
+
+    def day(self, day: int) -> str:
+        """The day of the month in a date (default: the cardinal)."""
+        return self.cardinal(day)
+
+    def time(self, hour: int, minute: int, second: int | None, meridiem: str | None) -> str:
+        """A clock time; ``meridiem`` is "am", "pm" or None."""
+        raise NotImplementedError
+
+    # ---- abbreviations -----------------------------------------------------------------------
+
+    def special_abbreviation(self, token: str, after: str) -> str | None:
+        """An abbreviation whose reading depends on what follows (default: none)."""
+        return None
+
+
+def gender_by_ending(
+    word: str, feminine_endings: tuple[str, ...], masculine_exceptions: frozenset[str]
+) -> Gender:
+    """Feminine when ``word`` has one of the endings (and is no known exception), else masculine."""
+    lower = word.lower()
+    if lower.endswith(feminine_endings) and lower not in masculine_exceptions:
+        return "f"
+    return "m"
+
+
+def strip_commas(words: str) -> str:
+    """Drop the commas num2words puts inside long numbers (they would cut the sentence)."""
+    return words.replace(",", "")
+
+
+def last_word_sub(words: str, pattern: re.Pattern[str], repl: str) -> str:
+    """Substitute ``pattern`` in the last word of ``words`` only."""
+    head, _, last = words.rpartition(" ")
+    last = pattern.sub(repl, last)
+    return f"{head} {last}" if head else last

@@ -1,0 +1,250 @@
+"""Italian: "un/una", "1º/1ª", "primo maggio", "un milione di euro", "alle quindici e trenta"."""
+
+from __future__ import annotations
+
+import re
+
+from ..language import (
+    Currency,
+    Gender,
+    Noun,
+    Scale,
+    SpokenLanguage,
+    Words,
+    gender_by_ending,
+    last_word_sub,
+    table,
+)
+
+_UNO_WORD = re.compile(r"^uno$")
+_UNO_END = re.compile(r"uno$")
+_BIG = re.compile(r"(?:milione|milioni|miliardo|miliardi)$")
+_O_END = re.compile(r"o\b")
+_FEMININE_ENDINGS = ("a", "ione", "ioni", "tà")
+_MASCULINE_A = frozenset(["problema", "programma", "sistema", "tema", "clima", "pianeta", "schema"])
+
+
+class Italian(SpokenLanguage):
+    code = "it"
+    num2words_lang = "it"
+    words = Words(
+        point="virgola",
+        version_point="punto",
+        minus="meno",
+        plus="più",
+        and_="e",
+        to="a",
+        times="per",
+        by="per",
+        equals="uguale a",
+        percent="per cento",
+        per_mille="per mille",
+        at="chiocciola",
+        dot="punto",
+        slash="barra",
+        dash="trattino",
+        underscore="trattino basso",
+        hashtag="hashtag",
+        number="numero",
+        approx="circa",
+        plus_minus="più o meno",
+        less_than="minore di",
+        greater_than="maggiore di",
+        at_most="minore o uguale a",
+        at_least="maggiore o uguale a",
+        divided_by="diviso",
+        power="elevato alla",
+        section="paragrafo",
+        degree=Noun("grado", "gradi"),
+        celsius="Celsius",
+        fahrenheit="Fahrenheit",
+    )
+    months = (
+        "gennaio", "febbraio", "marzo", "aprile", "maggio", "giugno",
+        "luglio", "agosto", "settembre", "ottobre", "novembre", "dicembre",
+    )  # fmt: skip
+    month_abbreviations = table({
+        "gen": 1, "feb": 2, "apr": 4, "mag": 5, "giu": 6, "lug": 7,
+        "ago": 8, "set": 9, "sett": 9, "ott": 10, "nov": 11, "dic": 12,
+    })  # fmt: skip
+    currencies = table(
+        {
+            "USD": Currency(Noun("dollaro", "dollari"), Noun("centesimo", "centesimi")),
+            "EUR": Currency(Noun("euro", "euro"), Noun("centesimo", "centesimi")),
+            "GBP": Currency(Noun("sterlina", "sterline", "f"), Noun("penny", "pence")),
+            "JPY": Currency(Noun("yen", "yen")),
+            "CNY": Currency(Noun("yuan", "yuan")),
+            "INR": Currency(Noun("rupia", "rupie", "f")),
+            "CHF": Currency(
+                Noun("franco svizzero", "franchi svizzeri"), Noun("centesimo", "centesimi")
+            ),
+            "BTC": Currency(Noun("bitcoin", "bitcoin")),
+        }
+    )
+    units = table(
+        {
+            "km": Noun("chilometro", "chilometri"),
+            "m": Noun("metro", "metri"),
+            "cm": Noun("centimetro", "centimetri"),
+            "mm": Noun("millimetro", "millimetri"),
+            "km²": Noun("chilometro quadrato", "chilometri quadrati"),
+            "m²": Noun("metro quadrato", "metri quadrati"),
+            "m³": Noun("metro cubo", "metri cubi"),
+            "kg": Noun("chilo", "chili"),
+            "g": Noun("grammo", "grammi"),
+            "mg": Noun("milligrammo", "milligrammi"),
+            "t": Noun("tonnellata", "tonnellate", "f"),
+            "l": Noun("litro", "litri"),
+            "L": Noun("litro", "litri"),
+            "ml": Noun("millilitro", "millilitri"),
+            "mL": Noun("millilitro", "millilitri"),
+            "km/h": Noun("chilometro orario", "chilometri orari"),
+            "kmh": Noun("chilometro orario", "chilometri orari"),
+            "mph": Noun("miglio orario", "miglia orarie"),
+            "m/s": Noun("metro al secondo", "metri al secondo"),
+            "h": Noun("ora", "ore", "f"),
+            "min": Noun("minuto", "minuti"),
+            "s": Noun("secondo", "secondi"),
+            "ms": Noun("millisecondo", "millisecondi"),
+            "Hz": Noun("hertz", "hertz"),
+            "kHz": Noun("kilohertz", "kilohertz"),
+            "MHz": Noun("megahertz", "megahertz"),
+            "GHz": Noun("gigahertz", "gigahertz"),
+            "KB": Noun("kilobyte", "kilobyte"),
+            "kB": Noun("kilobyte", "kilobyte"),
+            "MB": Noun("megabyte", "megabyte"),
+            "GB": Noun("gigabyte", "gigabyte"),
+            "TB": Noun("terabyte", "terabyte"),
+            "Mbps": Noun("megabit al secondo", "megabit al secondo"),
+            "W": Noun("watt", "watt"),
+            "kW": Noun("chilowatt", "chilowatt"),
+            "kWh": Noun("chilowattora", "chilowattora"),
+            "V": Noun("volt", "volt"),
+            "mAh": Noun("milliampereora", "milliampereora"),
+            "mi": Noun("miglio", "miglia"),
+            "ft": Noun("piede", "piedi"),
+            "lb": Noun("libbra", "libbre", "f"),
+            "lbs": Noun("libbra", "libbre", "f"),
+            "oz": Noun("oncia", "once", "f"),
+            "px": Noun("pixel", "pixel"),
+            "dB": Noun("decibel", "decibel"),
+            "kcal": Noun("chilocaloria", "chilocalorie", "f"),
+        }
+    )
+    scales = table(
+        {
+            "k": Scale("mille", "mila"),
+            "K": Scale("mille", "mila"),
+            "M": Scale("un milione", "milioni"),
+            "mln": Scale("un milione", "milioni"),
+            "milione": Scale("un milione", "milioni"),
+            "milioni": Scale("un milione", "milioni"),
+            "B": Scale("un miliardo", "miliardi"),
+            "mld": Scale("un miliardo", "miliardi"),
+            "miliardo": Scale("un miliardo", "miliardi"),
+            "miliardi": Scale("un miliardo", "miliardi"),
+        }
+    )
+    fractions = table(
+        {
+            2: Noun("mezzo", "mezzi"),
+            3: Noun("terzo", "terzi"),
+            4: Noun("quarto", "quarti"),
+        }
+    )
+    abbreviations = table(
+        {
+            "Sig.": "signor",
+            "Sig.ra": "signora",
+            "Sig.na": "signorina",
+            "Sigg.": "signori",
+            "Dott.": "dottor",
+            "Dott.ssa": "dottoressa",
+            "Dr.": "dottor",
+            "Prof.": "professor",
+            "Prof.ssa": "professoressa",
+            "Ing.": "ingegner",
+            "Avv.": "avvocato",
+            "Arch.": "architetto",
+            "ecc.": "eccetera",
+            "etc.": "eccetera",
+            "ad es.": "ad esempio",
+            "p.es.": "per esempio",
+            "p. es.": "per esempio",
+            "ca.": "circa",
+            "S.p.A.": "società per azioni",
+            "tel.": "telefono",
+            "max.": "massimo",
+            "min.": "minimo",
+            "a.C.": "avanti Cristo",
+            "d.C.": "dopo Cristo",
+            "Spett.le": "spettabile",
+            "vs.": "contro",
+        }
+    )
+    numbered_abbreviations = table(
+        {
+            "n.": "numero",
+            "nº": "numero",
+            "n°": "numero",
+            "N.": "numero",
+            "pag.": "pagina",
+            "pagg.": "pagine",
+            "p.": "pagina",
+            "cap.": "capitolo",
+            "vol.": "volume",
+            "art.": "articolo",
+        }
+    )
+    sentence_end_abbreviations = frozenset({"ecc.", "etc.", "a.C.", "d.C.", "S.p.A."})
+    day_month_pattern = r"(?P<d>\d{{1,2}})(?:º|°)?\s+{mon}(?!\w)(?:\s+{year})?"
+    clock_suffix = r"\s*(?:h|ore)\b"
+    h_clock = True
+    ordinal_pattern = r"(?<![\w.,])(?P<num>\d+)\s?(?P<suf>º|ª|°(?=\s+[a-zàèéìòù]))(?![\w])"
+
+    def agree(self, words: str, n: int, gender: Gender) -> str:
+        if gender == "f":
+            return last_word_sub(words, _UNO_END, "una")
+        return last_word_sub(words, _UNO_WORD, "un")
+
+    def noun_gender(self, word: str) -> Gender | None:
+        return gender_by_ending(word, _FEMININE_ENDINGS, _MASCULINE_A)
+
+    def ordinal(self, n: int, gender: Gender = "m", ending: str = "") -> str:
+        words = super().ordinal(n)
+        return _O_END.sub("a", words) if gender == "f" else words
+
+    def ordinal_suffix(self, n: int, suffix: str) -> str | None:
+        return self.ordinal(n, "f" if suffix == "ª" else "m")
+
+    def join_count(self, amount: str, noun: str) -> str:
+        return f"{amount} di {noun}" if _BIG.search(amount) else f"{amount} {noun}"
+
+    def plural_fraction(self, ordinal: str) -> str:
+        return _O_END.sub("i", ordinal)
+
+    def half_before(self, noun: str) -> str | None:
+        return "mezza" if self.noun_gender(noun) == "f" else "mezzo"
+
+    def mixed_number(self, whole: int, num: int, den: int) -> str:
+        if (num, den) == (1, 2):
+            return f"{self.cardinal(whole)} e mezzo"
+        return super().mixed_number(whole, num, den)
+
+    def multiplier(self, amount: str) -> str:
+        return f"{amount} volte"
+
+    def day(self, day: int) -> str:
+        return "primo" if day == 1 else self.cardinal(day)
+
+    def time(self, hour: int, minute: int, second: int | None, meridiem: str | None) -> str:
+        if meridiem == "pm" and hour < 12:
+            hour += 12
+        elif meridiem == "am" and hour == 12:
+            hour = 0
+        words = self.cardinal(hour, "f")
+        if minute:
+            words += f" e {self.cardinal(minute)}"
+        if second:
+            words += f" e {self.cardinal(second)} second{'i' if second > 1 else 'o'}"
+        return words

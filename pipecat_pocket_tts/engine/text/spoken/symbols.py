@@ -1,0 +1,154 @@
+"""Emoji out; abbreviations and symbols in words; the spacing and punctuation tidied after."""
+
+from __future__ import annotations
+
+import re
+
+from .dates import keeps_period
+from .language import SpokenLanguage
+
+_EMOJI_BASE = (
+    "\U0001f000-\U0001faff"  # pictographs, emoticons, transport, flags, supplemental symbols
+    "\u2600-\u27bf"  # miscellaneous symbols, dingbats (☀ ✓ ❤ ✨)
+    "\u2b00-\u2bff"  # stars and arrows drawn as emoji (⭐ ⬆)
+    "\u2300-\u23ff"  # technical symbols shown as emoji (⌚ ⏰ ⏩)
+)
+_EMOJI_MARKS = "\ufe0e\ufe0f\u20e3\U0001f3fb-\U0001f3ff\U000e0020-\U000e007f"
+_EMOJI = re.compile(rf"[ \t]?(?:[{_EMOJI_BASE}]|[{_EMOJI_MARKS}]|\u200d(?=[{_EMOJI_BASE}]))+")
+_EMOJI_TRIGGER = re.compile(rf"[{_EMOJI_BASE}{_EMOJI_MARKS}]")
+
+
+class Emoji:
+    """Removes emoji (with skin tones, joiners and keycaps) and the space before them."""
+
+    def __call__(self, text: str) -> str:
+        if not _EMOJI_TRIGGER.search(text):
+            return text
+        return _EMOJI.sub("", text)
+
+
+_SENTENCE_START = re.compile(r"(?:^|[.!?]\s+|\n\s*)$")
+
+
+class Abbreviations:
+    """Expands the language's abbreviations ("Dr.", "z. B.", "p. ex."), whole tokens only."""
+
+    def __init__(self, lang: SpokenLanguage) -> None:
+        self.lang = lang
+        table: dict[str, str] = {}
+        numbered: set[str] = set()
+        sentence_end: set[str] = set()
+        for source, is_numbered in (
+            (lang.abbreviations, False),
+            (lang.numbered_abbreviations, True),
+        ):
+            for token, spoken in source.items():
+                variants = {token: spoken}
+                if token[:1].islower():
+                    variants[token[0].upper() + token[1:]] = spoken[0].upper() + spoken[1:]
+                for variant, words in variants.items():
+                    table.setdefault(variant, words)
+                    if is_numbered:
+                        numbered.add(variant)
+                    if token in lang.sentence_end_abbreviations:
+                        sentence_end.add(variant)
+        self.table = table
+        self.numbered = frozenset(numbered)
+        self.sentence_end = frozenset(sentence_end)
+        keys = sorted(table, key=len, reverse=True)
+        self._re = re.compile(r"(?<![\w.])(?:" + "|".join(re.escape(k) for k in keys) + r")(?!\w)")
+        self._digit_after = re.compile(r"\s?\d")
+
+    def __call__(self, text: str) -> str:
+        return self._re.sub(self._expand, text)
+
+    def _expand(self, m: re.Match[str]) -> str:
+        token = m[0]
+        text = m.string
+        if token in self.numbered and not self._digit_after.match(text, m.end()):
+            return token
+        after = text[m.end() : m.end() + 3]
+        spoken = self.lang.special_abbreviation(token, after)
+        if spoken is not None:
+            return spoken
+        spoken = self.table[token]
+        starts_sentence = _SENTENCE_START.search(text, max(0, m.start() - 3), m.start())
+        if token[:1].isupper() and spoken[:1].islower() and starts_sentence:
+            spoken = spoken[0].upper() + spoken[1:]
+        if token in self.sentence_end and token.endswith(".") and keeps_period(text, m.end()):
+            spoken += "."
+        return spoken
+
+
+class Symbols:
+    """Symbols between words said in words: "&", "+", "=", "#3", "@name", "~5", "→"."""
+
+    def __init__(self, lang: SpokenLanguage) -> None:
+        w = lang.words
+
+        def spaced(word: str) -> str:
+            return f" {word} "
+
+        rules: list[tuple[str, str]] = [
+            (r"(?<![\w+])C\+\+(?![\w+])", "C plus plus"),
+            (r"(?<![\w#])([CF])#(?![\w#])", r"\1 sharp"),
+            (r"(?<![\w.])\.NET\b", "dot net"),
+            (r"\s*(?:->|=>|→|⇒|⟶)\s*", spaced(w.to)),
+            (r"\s*(?:<=|≤)\s*", spaced(w.at_most)),
+            (r"\s*(?:>=|≥)\s*", spaced(w.at_least)),
+            (r"(?<=[\w)])\s+<\s+(?=[\w(-])", spaced(w.less_than)),
+            (r"(?<=[\w)])\s+>\s+(?=[\w(-])", spaced(w.greater_than)),
+            (r"\s*±\s*", spaced(w.plus_minus)),
+            (r"\s*&\s*", spaced(w.and_)),
+            (r"\s*\+\s*", spaced(w.plus)),
+            (r"\s*={1,3}\s*", spaced(w.equals)),
+            (r"(?<=[\w)])\s*[×*]\s*(?=[\w(])", spaced(w.times)),
+            (r"\s*÷\s*", spaced(w.divided_by)),
+            (r"(?<=\w)\s*\^\s*(?=[\w-])", spaced(w.power)),
+            (r"(?:~|≈|∼)\s*(?=[\w$€£¥-])", f"{w.approx} "),
+            (r"\s*²", f" {w.power} {lang.cardinal(2)}"),
+            (r"\s*³", f" {w.power} {lang.cardinal(3)}"),
+            (r"(?<![\w#])#\s?(?=\d)", f"{w.number} "),
+            (r"(?<![\w#&])#(?=[^\W\d_])", f"{w.hashtag} "),
+            (r"(?<![\w@])@(?=\w)", f"{w.at} "),
+            (r"\s*%", spaced(w.percent)),
+            (r"§\s*", f"{w.section} "),
+            (r"(?<=[^\W\d_])/(?=[^\W\d_])", " "),
+            (r"(?<=[^\W_])_+(?=[^\W_])", " "),
+            (r"[©®™]", ""),
+            (r"\s*\|\s*", ", "),
+            (r"[\\`*~^#_]+", " "),
+        ]
+        self._rules = [(re.compile(p), r) for p, r in rules]
+        self._trigger = re.compile(r"[&+=×*÷^~≈∼#@%§/_|\\`©®™<>±→⇒⟶≤≥²³]|\.NET")
+
+    def __call__(self, text: str) -> str:
+        if not self._trigger.search(text):
+            return text
+        for pattern, repl in self._rules:
+            text = pattern.sub(repl, text)
+        return text
+
+
+_MULTI_SPACE = re.compile(r"[ \t]{2,}")
+_SPACE_BEFORE_MARK = re.compile(r"[ \t]+([,.](?!\d))")
+_DOUBLE_MARKS = re.compile(r"([,;:])(?:[ \t]*[,;:])+")
+_COMMA_THEN_END = re.compile(r"[,;:][ \t]*([.!?])")
+_END_THEN_COMMA = re.compile(r"([.!?])[ \t]*,")
+_EMPTY_BRACKETS = re.compile(r"\([ \t]*\)|\[[ \t]*\]")
+_LINE_EDGES = re.compile(r"[ \t]+$|^[ \t]+", re.MULTILINE)
+_BLANK_LINES = re.compile(r"\n{3,}")
+_LEADING_MARKS = re.compile(r"^[ \t]*[,;][ \t]*", re.MULTILINE)
+
+
+def tidy(text: str) -> str:
+    """Clean what the rewriting left: double spaces, stray commas, empty brackets, blank lines."""
+    text = _EMPTY_BRACKETS.sub("", text)
+    text = _MULTI_SPACE.sub(" ", text)
+    text = _SPACE_BEFORE_MARK.sub(r"\1", text)
+    text = _DOUBLE_MARKS.sub(r"\1", text)
+    text = _COMMA_THEN_END.sub(r"\1", text)
+    text = _END_THEN_COMMA.sub(r"\1", text)
+    text = _LINE_EDGES.sub("", text)
+    text = _LEADING_MARKS.sub("", text)
+    return _BLANK_LINES.sub("\n\n", text)
