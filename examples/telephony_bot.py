@@ -1,0 +1,31 @@
+"""The PocketTTS voice bot on a phone line (Twilio, Telnyx, Plivo or Exotel): 8 kHz out.
+
+The model speaks at 24 kHz; the service resamples to the pipeline's 8 kHz output with its own
+soxr stream, flushed at the end of every turn so no sentence loses its last syllable. The input
+stays at 16 kHz for VAD and STT.
+
+    pip install "pipecat-pocket-tts" "pipecat-ai[runner,silero,deepgram,openai]"
+    export DEEPGRAM_API_KEY=... OPENAI_API_KEY=...
+    ngrok http 7860                        # point the Twilio number's webhook at it
+    python examples/telephony_bot.py -t twilio -x YOUR.ngrok.io
+"""
+
+from __future__ import annotations
+
+from bot import run_bot, transport_params
+from pipecat.runner.types import RunnerArguments
+from pipecat.runner.utils import create_transport
+
+PHONE_RATE = 8000
+
+
+async def bot(runner_args: RunnerArguments) -> None:
+    """Entry point of the Pipecat runner: one call per phone call."""
+    transport = await create_transport(runner_args, transport_params())
+    await run_bot(transport, runner_args, out_rate=PHONE_RATE)
+
+
+if __name__ == "__main__":
+    from pipecat.runner.run import main
+
+    main()

@@ -1,0 +1,96 @@
+"""Pipecat ``Language`` values ⇄ PocketTTS language packs.
+
+A pack is a model config name of the engine registry (``english``, ``french_24l``,
+``english_7m_2026-10``...). Regional variants resolve through their base code, so
+``Language.PT_BR`` speaks with the ``portuguese`` pack and ``Language.EN_GB`` with ``english``.
+"""
+
+from __future__ import annotations
+
+from pipecat.transcriptions.language import Language
+
+from .engine.config import config_names
+from .engine.errors import UnknownLanguageError
+
+# One pack per spoken language: the 6-layer distilled model, fast enough for real time on a CPU.
+# The 24-layer variants (``french_24l``...) are chosen by passing the pack name itself.
+LANGUAGE_TO_PACK: dict[Language, str] = {
+    Language.EN: "english",
+    Language.FR: "french",
+    Language.DE: "german",
+    Language.IT: "italian",
+    Language.PT: "portuguese",
+    Language.ES: "spanish",
+    Language.NL: "dutch",
+}
+
+# Spoken language of a pack (``ModelConfig.language``) → ISO 639-1 code, for Pipecat's
+# sentence splitter.
+_ISO_CODES = {
+    "english": "en",
+    "french": "fr",
+    "german": "de",
+    "italian": "it",
+    "portuguese": "pt",
+    "spanish": "es",
+    "dutch": "nl",
+}
+
+
+def language_to_pack(language: Language) -> str | None:
+    """The pack speaking ``language`` (regional variants by base code), or None."""
+    pack = LANGUAGE_TO_PACK.get(language)
+    if pack is not None:
+        return pack
+    base = str(language).split("-")[0].lower()
+    try:
+        return LANGUAGE_TO_PACK.get(Language(base))
+    except ValueError:
+        return None
+
+
+def resolve_pack(language: Language | str, *, custom_pack: bool = False) -> str:
+    """Turn a Pipecat ``Language``, a language code ("pt-BR") or a pack name into a pack name.
+
+    ``custom_pack`` accepts any name (a ``model_dir`` with its own ``config.json``).
+    Raises ``UnknownLanguageError`` naming the supported values otherwise.
+    """
+    if isinstance(language, Language):
+        pack = language_to_pack(language)
+        if pack is None:
+            raise UnknownLanguageError(_unsupported_message(str(language)))
+        return pack
+    if not isinstance(language, str) or not language.strip():
+        raise UnknownLanguageError(_unsupported_message(repr(language)))
+    name = language.strip()
+    if name in config_names() or custom_pack:
+        return name
+    try:
+        code = Language(name)
+    except ValueError:
+        code = None
+    if code is not None and (pack := language_to_pack(code)) is not None:
+        return pack
+    raise UnknownLanguageError(_unsupported_message(name))
+
+
+def pack_iso_code(pack: str) -> str:
+    """ISO 639-1 code of the language a pack speaks ("english_7m_2026-10" → "en")."""
+    for spoken, code in _ISO_CODES.items():
+        if pack == spoken or pack.startswith(spoken + "_"):
+            return code
+    return "en"
+
+
+def supported_languages() -> list[Language]:
+    """The base Pipecat languages some pack speaks."""
+    return list(LANGUAGE_TO_PACK)
+
+
+def _unsupported_message(value: str) -> str:
+    codes = ", ".join(f"Language.{lang.name}" for lang in LANGUAGE_TO_PACK)
+    return (
+        f"PocketTTS has no pack for language {value}. Use one of {codes} (regional variants "
+        f"such as Language.PT_BR resolve by base code), or a pack name: "
+        f"{', '.join(config_names())}."
+    )
