@@ -2,7 +2,8 @@
 
 ``train_sentencepiece(path, vocab_size)`` writes a unigram model set up like upstream's
 (byte fallback, digits split, identity normalization) with exactly ``vocab_size`` pieces.
-The training text is generated from a fixed seed, so a given set of arguments always gives
+The training is ``devpack.sentencepiece_model`` (the package's one trainer) on a multilingual
+corpus of this module, generated from a fixed seed, so a given set of arguments always gives
 the same model; trained models are cached per process, so each is trained once per session.
 
 ``write_tokenizer_json(model_path, json_path)`` writes the same vocabulary as a Hugging Face
@@ -13,13 +14,14 @@ needing that package: what the English packs ship.
 from __future__ import annotations
 
 import base64
-import io
 import json
 import random
 import string
 from pathlib import Path
 
 import sentencepiece as spm
+
+from pipecat_pocket_tts.engine.devpack import sentencepiece_model, sentencepiece_to_json
 
 DEFAULT_VOCAB_SIZE = 4000
 
@@ -115,24 +117,14 @@ def train_sentencepiece(
         raise ValueError(f"vocab_size must be in [{smallest}, 4000], got {vocab_size}")
     key = (vocab_size, seed, normalization, remove_extra_whitespaces, byte_fallback)
     if key not in _CACHE:
-        n_sentences = 1500 + vocab_size
-        writer = io.BytesIO()
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(_corpus(seed, n_sentences)),
-            model_writer=writer,
-            model_type="unigram",
-            vocab_size=vocab_size,
+        _CACHE[key] = sentencepiece_model(
+            _corpus(seed, 1500 + vocab_size),
+            vocab_size,
+            normalization=normalization,
             byte_fallback=byte_fallback,
-            split_digits=True,
-            normalization_rule_name=normalization,
             remove_extra_whitespaces=remove_extra_whitespaces,
-            character_coverage=1.0,
-            num_threads=1,
-            shuffle_input_sentence=False,
             max_sentencepiece_length=16,
-            minloglevel=2,
         )
-        _CACHE[key] = writer.getvalue()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(_CACHE[key])
@@ -142,33 +134,20 @@ def train_sentencepiece(
 def write_tokenizer_json(model_path: Path, json_path: Path, *, style: str = "plain") -> Path:
     """Write the SentencePiece model at ``model_path`` as an HF ``tokenizer.json`` (Unigram).
 
-    Special pieces become added tokens; a Metaspace pre-tokenizer (prefix space always)
-    and a Unigram model with the same pieces, scores and byte fallback. ``style`` picks the
-    normalizer: "plain" has none (identity normalization; repeated spaces survive, which
-    upstream's short-input padding relies on); "from_spm" is what ``tokenizers``' own
-    SentencePiece conversion writes: the model's precompiled charsmap (if any), then runs of
-    spaces collapsed to one.
+    The vocabulary, added special tokens and Unigram model are ``devpack``'s
+    (``sentencepiece_to_json``); the text handling differs: a Metaspace pre-tokenizer and
+    decoder (prefix space always), byte fallback only if the model has byte pieces, and the
+    normalizer ``style`` picks: "plain" has none (identity normalization; repeated spaces
+    survive, which upstream's short-input padding relies on); "from_spm" is what
+    ``tokenizers``' own SentencePiece conversion writes: the model's precompiled charsmap
+    (if any), then runs of spaces collapsed to one.
     """
     if style not in ("plain", "from_spm"):
         raise ValueError(f"unknown style {style!r}")
     data = Path(model_path).read_bytes()
     sp = spm.SentencePieceProcessor(model_proto=data)
-    size = sp.get_piece_size()
-    vocab = [[sp.id_to_piece(i), float(sp.get_score(i))] for i in range(size)]
-    specials = [i for i in range(size) if sp.is_control(i) or sp.is_unknown(i)]
-    has_bytes = any(sp.is_byte(i) for i in range(size))
-    added = [
-        {
-            "id": i,
-            "content": vocab[i][0],
-            "single_word": False,
-            "lstrip": False,
-            "rstrip": False,
-            "normalized": False,
-            "special": True,
-        }
-        for i in specials
-    ]
+    document = sentencepiece_to_json(model_path)
+    document["model"]["byte_fallback"] = any(sp.is_byte(i) for i in range(sp.get_piece_size()))
     normalizer = None
     if style == "from_spm":
         steps = []
@@ -180,22 +159,7 @@ def write_tokenizer_json(model_path: Path, json_path: Path, *, style: str = "pla
         steps.append({"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "})
         normalizer = {"type": "Sequence", "normalizers": steps}
     metaspace = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": True}
-    document = {
-        "version": "1.0",
-        "truncation": None,
-        "padding": None,
-        "added_tokens": added,
-        "normalizer": normalizer,
-        "pre_tokenizer": metaspace,
-        "post_processor": None,
-        "decoder": dict(metaspace),
-        "model": {
-            "type": "Unigram",
-            "unk_id": sp.unk_id(),
-            "vocab": vocab,
-            "byte_fallback": has_bytes,
-        },
-    }
+    document.update(normalizer=normalizer, pre_tokenizer=metaspace, decoder=dict(metaspace))
     json_path = Path(json_path)
     json_path.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
     return json_path

@@ -230,22 +230,40 @@ def train_sentencepiece(
 @lru_cache(maxsize=8)
 def _trained_model(vocab_size: int, seed: int, num_lines: int) -> bytes:
     """The serialized SentencePiece model (cached: tests build many packs per process)."""
+    return sentencepiece_model(_corpus(num_lines, seed), vocab_size, seed_sentencepiece_size=20_000)
+
+
+def sentencepiece_model(
+    sentences: Iterable[str],
+    vocab_size: int,
+    *,
+    normalization: str = "identity",
+    byte_fallback: bool = True,
+    **options: Any,
+) -> bytes:
+    """A SentencePiece unigram model trained on ``sentences``, serialized (the one trainer).
+
+    Set up like the real packs' tokenizers: digits split, every character covered, byte
+    fallback and identity normalization unless asked otherwise. One thread and no shuffling:
+    the same sentences and settings give the same bytes. ``options`` are further
+    ``SentencePieceTrainer`` settings, e.g. ``remove_extra_whitespaces=False``.
+    """
     import sentencepiece as spm
 
     proto = io.BytesIO()
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(_corpus(num_lines, seed)),
+        sentence_iterator=iter(sentences),
         model_writer=proto,
         vocab_size=vocab_size,
         model_type="unigram",
-        byte_fallback=True,
+        byte_fallback=byte_fallback,
         split_digits=True,
-        normalization_rule_name="identity",
+        normalization_rule_name=normalization,
         character_coverage=1.0,
-        seed_sentencepiece_size=20_000,
         shuffle_input_sentence=False,
         num_threads=1,
         minloglevel=2,
+        **options,
     )
     return proto.getvalue()
 

@@ -4,6 +4,8 @@
 cached; decimals; counted nouns; money; fractions). Each language module subclasses it with its
 own data (words, months, currencies, units, abbreviations) and overrides what its grammar needs
 (dates, times, ordinal endings, agreement of "one" with the noun's gender).
+What several languages do alike but with other words (a 24-hour clock, "y medio", "un millón
+de", "primero de mayo") is one method here, driven by class attributes each language sets.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 MAX_CARDINAL = 10**15  # longer integers are read digit by digit (ids, card numbers)
+_FINAL_O = re.compile(r"o\b")
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,7 @@ class Words:
     and_: str
     to: str  # ranges "5-10"
     times: str  # "3 × 4"
+    factor: str  # "10x" → "ten times", "diez veces"
     by: str  # "1920x1080"
     equals: str
     percent: str
@@ -86,8 +90,25 @@ class Words:
     power: str
     section: str
     degree: Noun
-    celsius: str
-    fahrenheit: str
+    celsius: str = "Celsius"
+    fahrenheit: str = "Fahrenheit"
+
+
+@dataclass(frozen=True)
+class Clock:
+    """How a language reads a 24-hour clock time ("quince y treinta", "fünfzehn Uhr dreißig").
+
+    The hour comes first, with ``hour_word`` after it when the language says one ("Uhr",
+    "heure", "uur"); otherwise "one" agrees with ``hour_gender`` (the implied "hora", "ora").
+    Then the minutes, after ``before_minutes`` ("y", "e") if any, or ``on_the_hour`` when
+    there are none ("en punto"); then "and" and the seconds, counted with ``second``.
+    """
+
+    second: Noun
+    hour_word: Noun | None = None
+    hour_gender: Gender | None = None
+    before_minutes: str = ""
+    on_the_hour: Noun | None = None
 
 
 def table(entries: dict[K, V]) -> Mapping[K, V]:
@@ -122,10 +143,26 @@ class SpokenLanguage:
     scales: ClassVar[Mapping[str, Scale]]  # by written form ("M", "bn", "Mio.")
     percent_gender: ClassVar[Gender | None] = None  # de "ein Prozent"
     fractions: ClassVar[Mapping[int, Noun]]  # denominator → noun
+    fraction_plural_suffix: ClassVar[str] = ""  # "three fifths": added to an ordinal denominator
+    half_after_whole: ClassVar[str | None] = None  # "one and a half" (None: "one and one half")
+    # "½ taza" → "media taza": the half said before a feminine noun, and before any other
+    half_by_gender: ClassVar[tuple[str, str] | None] = None
+    # Nouns whose gender the spelling tells ("-ción" feminine, but "el día"): see noun_gender
+    feminine_endings: ClassVar[tuple[str, ...]] = ()
+    masculine_exceptions: ClassVar[frozenset[str]] = frozenset()
+    feminine_ordinals_in_a: ClassVar[bool] = False  # "primero" → "primera"
+    feminine_ordinal_marks: ClassVar[frozenset[str]] = frozenset()  # "1ª": a feminine ordinal
+    # "un millón de euros": the big-number words after which a counted noun takes ``count_of``
+    big_numbers: ClassVar[re.Pattern[str] | None] = None
+    count_of: ClassVar[str] = ""
     abbreviations: ClassVar[Mapping[str, str]] = MappingProxyType({})  # anywhere (whole tokens)
     # only before a digit ("No. 5")
     numbered_abbreviations: ClassVar[Mapping[str, str]] = MappingProxyType({})
     sentence_end_abbreviations: ClassVar[frozenset[str]] = frozenset()  # "etc." can end one
+    num2words_years: ClassVar[bool] = False  # num2words' year reading ("nineteen ninety")
+    date_link: ClassVar[str] = ""  # between day, month and year: "1 de mayo de 2026"
+    first_of_month: ClassVar[str | None] = None  # day 1 in a date: "primero", "premier"
+    clock: ClassVar[Clock]
     # A date written with the month's name, day first; {mon} and {year} are filled in by the
     # date rule (groups d, mon, y). Month first ("Nov 30, 2026") only where it is used (en).
     day_month_pattern: ClassVar[str] = r"(?P<d>\d{{1,2}})\s+{mon}(?!\w)(?:\s+{year})?"
@@ -158,25 +195,37 @@ class SpokenLanguage:
         return words
 
     def noun_gender(self, word: str) -> Gender | None:
-        """A guess at the gender of a noun after a bare number (None: keep the plain form)."""
-        return None
+        """A guess at the gender of a noun after a bare number (None: keep the plain form).
+
+        By default read off the spelling with ``feminine_endings`` and ``masculine_exceptions``;
+        no guess in a language that lists no endings.
+        """
+        if not self.feminine_endings:
+            return None
+        return gender_by_ending(word, self.feminine_endings, self.masculine_exceptions)
 
     def ordinal(self, n: int, gender: Gender = "m", ending: str = "") -> str:
         """``n`` as an ordinal word; ``ending`` is a case ending where grammar has them."""
         if n >= MAX_CARDINAL:
-            return self.digits(str(n))
-        return self._clean(num2words_cached(n, self.num2words_lang, "ordinal"))
+            words = self.digits(str(n))
+        else:
+            words = self._clean(num2words_cached(n, self.num2words_lang, "ordinal"))
+        if gender == "f" and self.feminine_ordinals_in_a:
+            words = _FINAL_O.sub("a", words)
+        return words
 
     def ordinal_match(self, match: re.Match[str]) -> str | None:
         """Words for a match of ``ordinal_pattern`` (groups num, suf); None keeps the text."""
         return self.ordinal_suffix(int(match["num"]), match["suf"])
 
     def ordinal_suffix(self, n: int, suffix: str) -> str | None:
-        """An ordinal written with a suffix ("21st", "1ª", "2e") (default: the plain ordinal)."""
-        return self.ordinal(n)
+        """An ordinal written with a suffix ("21st", "1ª", "2e"), feminine after a feminine mark."""
+        return self.ordinal(n, "f" if suffix in self.feminine_ordinal_marks else "m")
 
     def year(self, n: int) -> str:
-        """A year as people say it (default: the cardinal)."""
+        """A year as people say it: num2words' year reading where it has one, else the cardinal."""
+        if self.num2words_years:
+            return self._clean(num2words_cached(n, self.num2words_lang, "year"))
         return self.cardinal(n)
 
     def year_in_context(self, before: str, after: str) -> bool:
@@ -184,8 +233,9 @@ class SpokenLanguage:
         return True
 
     def decade(self, n: int) -> str:
-        """A decade written "1990s" / "90er" (only languages with a decade_pattern)."""
-        return self.cardinal(n)
+        """The number of a decade written "1990s" / "90er", before the language's decade ending
+        (only languages with a decade_pattern): a year from 100 up, else the tens."""
+        return self.year(n) if n >= 100 else self.cardinal(n)
 
     def digits(self, text: str) -> str:
         """Every digit of ``text`` by name: "0042" → "zero zero four two"."""
@@ -227,7 +277,9 @@ class SpokenLanguage:
         return self.join_count(amount, noun.one if singular else noun.many)
 
     def join_count(self, amount: str, noun: str) -> str:
-        """Put a noun after an amount in words (es/fr/it/pt insert "de"/"di" after "millón")."""
+        """Put a noun after an amount in words, with ``count_of`` after a ``big_numbers`` word."""
+        if self.big_numbers is not None and self.big_numbers.search(amount):
+            return f"{amount} {self.count_of} {noun}"
         return f"{amount} {noun}"
 
     def scaled(
@@ -279,20 +331,25 @@ class SpokenLanguage:
         return f"{self.cardinal(num, noun.gender)} {noun.one if num == 1 else noun.many}"
 
     def plural_fraction(self, ordinal: str) -> str:
-        """The plural of an ordinal used as a denominator (default: unchanged)."""
-        return ordinal
+        """The plural of an ordinal used as a denominator."""
+        return ordinal + self.fraction_plural_suffix
 
     def half_before(self, noun: str) -> str | None:
         """ "½" before a noun ("half a cup", "media taza"); None: say the plain fraction."""
-        return None
+        if self.half_by_gender is None:
+            return None
+        feminine, other = self.half_by_gender
+        return feminine if self.noun_gender(noun) == "f" else other
 
     def mixed_number(self, whole: int, num: int, den: int) -> str:
         """A whole number and a fraction: "1 1/2" → "one and a half"."""
+        if (num, den) == (1, 2) and self.half_after_whole:
+            return f"{self.cardinal(whole)} {self.half_after_whole}"
         return f"{self.cardinal(whole)} {self.words.and_} {self.fraction(num, den)}"
 
     def multiplier(self, amount: str) -> str:
         """A factor written "10x" ("ten times")."""
-        return f"{amount} {self.words.times}"
+        return f"{amount} {self.words.factor}"
 
     # ---- dates and times ---------------------------------------------------------------------
 
@@ -301,29 +358,57 @@ class SpokenLanguage:
 
     def date(self, day: int | None, month: int, year: int | None, *, before: str = "") -> str:
         """A calendar date; ``before`` is the word preceding it (grammar may depend on it)."""
-        parts = [self.day(day)] if day else []
+        parts = [self.day(day, before=before)] if day else []
         parts.append(self.month_name(month))
         if year is not None:
             parts.append(self.year(year))
-        return " ".join(parts)
+        return f" {self.date_link} ".join(parts) if self.date_link else " ".join(parts)
 
     def day_first_date(self, day: int, month: int, year: int | None, *, before: str = "") -> str:
         """A date written day first in running text ("30 November 2026")."""
         return self.date(day, month, year, before=before)
 
-    def day(self, day: int) -> str:
-        """The day of the month in a date (default: the cardinal)."""
+    def day(self, day: int, *, before: str = "") -> str:
+        """The day of the month in a date: ``first_of_month`` for the 1st, else the cardinal."""
+        if day == 1 and self.first_of_month:
+            return self.first_of_month
         return self.cardinal(day)
 
     def time(self, hour: int, minute: int, second: int | None, meridiem: str | None) -> str:
-        """A clock time; ``meridiem`` is "am", "pm" or None."""
-        raise NotImplementedError
+        """A clock time, read on the 24-hour ``clock``; ``meridiem`` is "am", "pm" or None."""
+        hour = hour_of_day(hour, meridiem)
+        clock = self.clock
+        if clock.hour_word is None:
+            words = self.cardinal(hour, clock.hour_gender)
+        else:
+            words = self.counted(str(hour), None, clock.hour_word)
+        if minute:
+            before = f" {clock.before_minutes}" if clock.before_minutes else ""
+            words += f"{before} {self.cardinal(minute)}"
+        elif clock.on_the_hour is not None:
+            words += " " + (clock.on_the_hour.one if hour == 1 else clock.on_the_hour.many)
+        if second:
+            words += " " + self.clock_seconds(second)
+        return words
+
+    def clock_seconds(self, second: int) -> str:
+        """The seconds of a clock time: "and twelve seconds"."""
+        return f"{self.words.and_} {self.counted(str(second), None, self.clock.second)}"
 
     # ---- abbreviations -----------------------------------------------------------------------
 
     def special_abbreviation(self, token: str, after: str) -> str | None:
         """An abbreviation whose reading depends on what follows (default: none)."""
         return None
+
+
+def hour_of_day(hour: int, meridiem: str | None) -> int:
+    """``hour`` on the 24-hour clock: "3 pm" → 15, "12 am" → 0."""
+    if meridiem == "pm" and hour < 12:
+        return hour + 12
+    if meridiem == "am" and hour == 12:
+        return 0
+    return hour
 
 
 def gender_by_ending(

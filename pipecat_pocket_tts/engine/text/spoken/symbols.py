@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from .dates import keeps_period
 from .language import SpokenLanguage
@@ -80,6 +81,21 @@ class Abbreviations:
         return spoken
 
 
+Rewrite = tuple[re.Pattern[str], str]
+
+
+def rewrite(text: str, rules: Sequence[Rewrite]) -> str:
+    """Apply ``rules`` (pattern, replacement) to ``text`` one after the other."""
+    for pattern, repl in rules:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def _operator(symbol: str, word: str) -> tuple[str, str]:
+    """A rule saying ``symbol`` (a regex) as ``word``, one space either side however written."""
+    return rf"\s*{symbol}\s*", f" {word} "
+
+
 class Symbols:
     """Symbols between words said in words: "&", "+", "=", "#3", "@name", "~5", "→"."""
 
@@ -93,17 +109,17 @@ class Symbols:
             (r"(?<![\w+])C\+\+(?![\w+])", "C plus plus"),
             (r"(?<![\w#])([CF])#(?![\w#])", r"\1 sharp"),
             (r"(?<![\w.])\.NET\b", "dot net"),
-            (r"\s*(?:->|=>|→|⇒|⟶)\s*", spaced(w.to)),
-            (r"\s*(?:<=|≤)\s*", spaced(w.at_most)),
-            (r"\s*(?:>=|≥)\s*", spaced(w.at_least)),
+            _operator(r"(?:->|=>|→|⇒|⟶)", w.to),
+            _operator(r"(?:<=|≤)", w.at_most),
+            _operator(r"(?:>=|≥)", w.at_least),
             (r"(?<=[\w)])\s+<\s+(?=[\w(-])", spaced(w.less_than)),
             (r"(?<=[\w)])\s+>\s+(?=[\w(-])", spaced(w.greater_than)),
-            (r"\s*±\s*", spaced(w.plus_minus)),
-            (r"\s*&\s*", spaced(w.and_)),
-            (r"\s*\+\s*", spaced(w.plus)),
-            (r"\s*={1,3}\s*", spaced(w.equals)),
+            _operator("±", w.plus_minus),
+            _operator("&", w.and_),
+            _operator(r"\+", w.plus),
+            _operator("={1,3}", w.equals),
             (r"(?<=[\w)])\s*[×*]\s*(?=[\w(])", spaced(w.times)),
-            (r"\s*÷\s*", spaced(w.divided_by)),
+            _operator("÷", w.divided_by),
             (r"(?<=\w)\s*\^\s*(?=[\w-])", spaced(w.power)),
             (r"(?:~|≈|∼)\s*(?=[\w$€£¥-])", f"{w.approx} "),
             (r"\s*²", f" {w.power} {lang.cardinal(2)}"),
@@ -119,36 +135,28 @@ class Symbols:
             (r"\s*\|\s*", ", "),
             (r"[\\`*~^#_]+", " "),
         ]
-        self._rules = [(re.compile(p), r) for p, r in rules]
+        self._rules: list[Rewrite] = [(re.compile(p), r) for p, r in rules]
         self._trigger = re.compile(r"[&+=×*÷^~≈∼#@%§/_|\\`©®™<>±→⇒⟶≤≥²³]|\.NET")
 
     def __call__(self, text: str) -> str:
         if not self._trigger.search(text):
             return text
-        for pattern, repl in self._rules:
-            text = pattern.sub(repl, text)
-        return text
+        return rewrite(text, self._rules)
 
 
-_MULTI_SPACE = re.compile(r"[ \t]{2,}")
-_SPACE_BEFORE_MARK = re.compile(r"[ \t]+([,.](?!\d))")
-_DOUBLE_MARKS = re.compile(r"([,;:])(?:[ \t]*[,;:])+")
-_COMMA_THEN_END = re.compile(r"[,;:][ \t]*([.!?])")
-_END_THEN_COMMA = re.compile(r"([.!?])[ \t]*,")
-_EMPTY_BRACKETS = re.compile(r"\([ \t]*\)|\[[ \t]*\]")
-_LINE_EDGES = re.compile(r"[ \t]+$|^[ \t]+", re.MULTILINE)
-_BLANK_LINES = re.compile(r"\n{3,}")
-_LEADING_MARKS = re.compile(r"^[ \t]*[,;][ \t]*", re.MULTILINE)
+_TIDY: tuple[Rewrite, ...] = (
+    (re.compile(r"\([ \t]*\)|\[[ \t]*\]"), ""),  # empty brackets
+    (re.compile(r"[ \t]{2,}"), " "),  # runs of spaces
+    (re.compile(r"[ \t]+([,.](?!\d))"), r"\1"),  # space before a mark
+    (re.compile(r"([,;:])(?:[ \t]*[,;:])+"), r"\1"),  # doubled marks
+    (re.compile(r"[,;:][ \t]*([.!?])"), r"\1"),  # a comma, then the sentence end
+    (re.compile(r"([.!?])[ \t]*,"), r"\1"),  # the sentence end, then a comma
+    (re.compile(r"[ \t]+$|^[ \t]+", re.MULTILINE), ""),  # spaces at line edges
+    (re.compile(r"^[ \t]*[,;][ \t]*", re.MULTILINE), ""),  # a line starting with a comma
+    (re.compile(r"\n{3,}"), "\n\n"),  # blank lines
+)
 
 
 def tidy(text: str) -> str:
     """Clean what the rewriting left: double spaces, stray commas, empty brackets, blank lines."""
-    text = _EMPTY_BRACKETS.sub("", text)
-    text = _MULTI_SPACE.sub(" ", text)
-    text = _SPACE_BEFORE_MARK.sub(r"\1", text)
-    text = _DOUBLE_MARKS.sub(r"\1", text)
-    text = _COMMA_THEN_END.sub(r"\1", text)
-    text = _END_THEN_COMMA.sub(r"\1", text)
-    text = _LINE_EDGES.sub("", text)
-    text = _LEADING_MARKS.sub("", text)
-    return _BLANK_LINES.sub("\n\n", text)
+    return rewrite(text, _TIDY)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ..language import Currency, Gender, Noun, Scale, SpokenLanguage, Words, num2words_cached, table
+from ..language import Clock, Currency, Gender, Noun, Scale, SpokenLanguage, Words, table
 
 _FINAL_EINS = re.compile(r"eins$")
 # Words after which an ordinal takes the weak -en ending (dative/accusative).
@@ -63,6 +63,7 @@ class German(SpokenLanguage):
         and_="und",
         to="bis",
         times="mal",
+        factor="mal",
         by="mal",
         equals="gleich",
         percent="Prozent",
@@ -84,8 +85,6 @@ class German(SpokenLanguage):
         power="hoch",
         section="Paragraf",
         degree=Noun("Grad", "Grad", "n"),
-        celsius="Celsius",
-        fahrenheit="Fahrenheit",
     )
     months = (
         "Januar", "Februar", "März", "April", "Mai", "Juni",
@@ -265,6 +264,8 @@ class German(SpokenLanguage):
     day_month_pattern = r"(?P<d>\d{{1,2}})\.\s?{mon}(?!\w)(?:\s+{year})?"
     day_dot_dates = True
     clock_suffix = r"\s*Uhr\b"
+    clock = Clock(second=Noun("Sekunde", "Sekunden", "f"), hour_word=Noun("Uhr", "Uhr", "n"))
+    num2words_years = True
     # "der 3. Platz", "am 2. Tag": an ordinal needs a determiner before it and a word after it,
     # otherwise "Ich bin 5. Dann ..." would lose its sentence end.
     ordinal_pattern = (
@@ -302,12 +303,8 @@ class German(SpokenLanguage):
         det = match["det"]
         return det + self.ordinal_for(int(match["num"]), det.strip())
 
-    def year(self, n: int) -> str:
-        return num2words_cached(n, "de", "year")
-
     def decade(self, n: int) -> str:
-        words = self.year(n) if n >= 100 else self.cardinal(n)
-        return words + "er"
+        return super().decade(n) + "er"
 
     def half_before(self, noun: str) -> str | None:
         gender = self.noun_gender(noun)
@@ -321,24 +318,7 @@ class German(SpokenLanguage):
         return super().mixed_number(whole, num, den)
 
     def multiplier(self, amount: str) -> str:
-        return f"{amount}mal" if " " not in amount else f"{amount} mal"
+        return f"{amount}{self.words.factor}" if " " not in amount else super().multiplier(amount)
 
-    def date(self, day: int | None, month: int, year: int | None, *, before: str = "") -> str:
-        parts = [self.ordinal_for(day, before)] if day else []
-        parts.append(self.month_name(month))
-        if year is not None:
-            parts.append(self.year(year))
-        return " ".join(parts)
-
-    def time(self, hour: int, minute: int, second: int | None, meridiem: str | None) -> str:
-        if meridiem == "pm" and hour < 12:
-            hour += 12
-        elif meridiem == "am" and hour == 12:
-            hour = 0
-        words = f"{self.cardinal(hour, 'n')} Uhr"
-        if minute:
-            words += f" {self.cardinal(minute)}"
-        if second:
-            noun = "Sekunde" if second == 1 else "Sekunden"
-            words += f" und {self.cardinal(second, 'f')} {noun}"
-        return words
+    def day(self, day: int, *, before: str = "") -> str:
+        return self.ordinal_for(day, before)  # "am dreißigsten", "der dreißigste"

@@ -4,16 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ..language import (
-    Currency,
-    Noun,
-    Scale,
-    SpokenLanguage,
-    Words,
-    num2words_cached,
-    strip_commas,
-    table,
-)
+from ..language import Clock, Currency, Noun, Scale, SpokenLanguage, Words, strip_commas, table
 
 _TEENS_TENS = re.compile(r"y$")
 # A bare 1100-2099 is a year after these words, or before these, or before punctuation;
@@ -91,6 +82,7 @@ class English(SpokenLanguage):
         and_="and",
         to="to",
         times="times",
+        factor="times",
         by="by",
         equals="equals",
         percent="percent",
@@ -112,8 +104,6 @@ class English(SpokenLanguage):
         power="to the power of",
         section="section",
         degree=Noun("degree", "degrees"),
-        celsius="Celsius",
-        fahrenheit="Fahrenheit",
     )
     months = (
         "January", "February", "March", "April", "May", "June",
@@ -223,6 +213,8 @@ class English(SpokenLanguage):
             4: Noun("quarter", "quarters"),
         }
     )
+    fraction_plural_suffix = "s"
+    half_after_whole = "and a half"
     abbreviations = table(
         {
             "Mr.": "Mister",
@@ -291,6 +283,8 @@ class English(SpokenLanguage):
     day_month_pattern = r"(?P<d>\d{{1,2}})(?:st|nd|rd|th)?(?:\s+of)?\s+{mon}(?!\w)(?:,?\s+{year})?"
     month_day_pattern = r"{mon}\s+(?P<d>\d{{1,2}})(?:st|nd|rd|th)?(?![\w:]|[.,]\d)(?:,?\s+{year})?"
     meridiem_hours = True
+    clock = Clock(second=Noun("second", "seconds", None))
+    num2words_years = True
     ordinal_pattern = r"(?<![\w.,])(?P<num>\d+)(?P<suf>st|nd|rd|th)\b"
     # "1990s", "'80s", and a bare "90s" only after a word that asks for a decade ("the 90s",
     # "in their 20s"), since "30s" alone is more often thirty seconds.
@@ -308,25 +302,13 @@ class English(SpokenLanguage):
             return True
         return not after[:1].islower() or after in _YEAR_AFTER
 
-    def year(self, n: int) -> str:
-        return self._clean(num2words_cached(n, "en", "year"))
-
     def decade(self, n: int) -> str:
-        words = self.year(n) if n >= 100 else self.cardinal(n)
-        return _TEENS_TENS.sub("ie", words) + "s"
-
-    def plural_fraction(self, ordinal: str) -> str:
-        return ordinal + "s"
+        return _TEENS_TENS.sub("ie", super().decade(n)) + "s"
 
     def half_before(self, noun: str) -> str | None:
         lower = noun.lower()
         vowel_sound = lower[:1] in "aeio" or lower.startswith(("hour", "honest", "honor", "heir"))
         return "half an" if vowel_sound else "half a"
-
-    def mixed_number(self, whole: int, num: int, den: int) -> str:
-        if (num, den) == (1, 2):
-            return f"{self.cardinal(whole)} and a half"
-        return super().mixed_number(whole, num, den)
 
     def date(self, day: int | None, month: int, year: int | None, *, before: str = "") -> str:
         name = self.month_name(month)
@@ -353,8 +335,7 @@ class English(SpokenLanguage):
         else:
             words = f"{self.cardinal(hour)} {self.cardinal(minute)}"
         if second:
-            noun = "second" if second == 1 else "seconds"
-            words += f" and {self.cardinal(second)} {noun}"
+            words += " " + self.clock_seconds(second)
         if meridiem:
             words += " " + meridiem.upper()
         return words

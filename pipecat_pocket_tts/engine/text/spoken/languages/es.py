@@ -5,25 +5,22 @@ from __future__ import annotations
 import re
 
 from ..language import (
+    Clock,
     Currency,
     Gender,
     Noun,
     Scale,
     SpokenLanguage,
     Words,
-    gender_by_ending,
     last_word_sub,
     table,
 )
 
 _UNO = re.compile(r"uno$")
 _HUNDREDS = re.compile(r"ientos\b")
-_BIG = re.compile(r"(?:millón|millones)$")
-_O_END = re.compile(r"o\b")
 _DECIMO = re.compile(r"décimo(?=\w)")
 _VEINTIUNO = re.compile(r"^veintiuno$")
 _UNO_WORD = re.compile(r"^uno$")
-_FEMININE_ENDINGS = ("a", "as", "ión", "iones", "dad", "dades", "tud", "tudes")
 _MASCULINE_A = frozenset(
     [
         "día",
@@ -61,6 +58,7 @@ class Spanish(SpokenLanguage):
         and_="y",
         to="a",
         times="por",
+        factor="veces",
         by="por",
         equals="igual a",
         percent="por ciento",
@@ -82,8 +80,6 @@ class Spanish(SpokenLanguage):
         power="elevado a",
         section="sección",
         degree=Noun("grado", "grados"),
-        celsius="Celsius",
-        fahrenheit="Fahrenheit",
     )
     months = (
         "enero", "febrero", "marzo", "abril", "mayo", "junio",
@@ -181,6 +177,15 @@ class Spanish(SpokenLanguage):
             100: Noun("centésimo", "centésimos"),
         }
     )
+    fraction_plural_suffix = "s"
+    half_after_whole = "y medio"
+    half_by_gender = ("media", "medio")
+    feminine_endings = ("a", "as", "ión", "iones", "dad", "dades", "tud", "tudes")
+    masculine_exceptions = _MASCULINE_A
+    feminine_ordinals_in_a = True
+    feminine_ordinal_marks = frozenset({"ª", "ra", "as"})
+    big_numbers = re.compile(r"(?:millón|millones)$")
+    count_of = "de"
     abbreviations = table(
         {
             "Sr.": "señor",
@@ -236,6 +241,14 @@ class Spanish(SpokenLanguage):
         {"etc.", "EE. UU.", "EE.UU.", "S.A.", "a. C.", "d. C.", "a.C.", "d.C."}
     )
     day_month_pattern = r"(?P<d>\d{{1,2}})(?:\.?º)?\s+de\s+{mon}(?!\w)(?:\s+(?:de|del)\s+{year})?"
+    date_link = "de"
+    first_of_month = "primero"
+    clock = Clock(
+        second=Noun("segundo", "segundos"),
+        hour_gender="f",
+        before_minutes="y",
+        on_the_hour=Noun("en punto", "en punto"),
+    )
     clock_suffix = r"\s*(?:h|hrs?|horas)\b"
     h_clock = True
     ordinal_pattern = (
@@ -250,53 +263,13 @@ class Spanish(SpokenLanguage):
         words = last_word_sub(words, _VEINTIUNO, "veintiún")
         return last_word_sub(words, _UNO_WORD, "un")
 
-    def noun_gender(self, word: str) -> Gender | None:
-        return gender_by_ending(word, _FEMININE_ENDINGS, _MASCULINE_A)
-
     def ordinal(self, n: int, gender: Gender = "m", ending: str = "") -> str:
-        words = _DECIMO.sub("decimo", super().ordinal(n))  # "decimoprimero", no accent
-        return _O_END.sub("a", words) if gender == "f" else words
+        return _DECIMO.sub("decimo", super().ordinal(n, gender))  # "decimoprimero", no accent
 
     def ordinal_suffix(self, n: int, suffix: str) -> str | None:
-        feminine = suffix in {"ª", "ra", "as"}
-        words = self.ordinal(n, "f" if feminine else "m")
+        words = super().ordinal_suffix(n, suffix)
         if suffix == "er" and words in {"primero", "tercero"}:
             return words[:-1]  # "1er piso" → "primer piso"
         if suffix in {"os", "as"}:
             return words + "s"
-        return words
-
-    def join_count(self, amount: str, noun: str) -> str:
-        return f"{amount} de {noun}" if _BIG.search(amount) else f"{amount} {noun}"
-
-    def plural_fraction(self, ordinal: str) -> str:
-        return ordinal + "s"
-
-    def half_before(self, noun: str) -> str | None:
-        return "media" if self.noun_gender(noun) == "f" else "medio"
-
-    def mixed_number(self, whole: int, num: int, den: int) -> str:
-        if (num, den) == (1, 2):
-            return f"{self.cardinal(whole)} y medio"
-        return super().mixed_number(whole, num, den)
-
-    def multiplier(self, amount: str) -> str:
-        return f"{amount} veces"
-
-    def day(self, day: int) -> str:
-        return "primero" if day == 1 else self.cardinal(day)
-
-    def date(self, day: int | None, month: int, year: int | None, *, before: str = "") -> str:
-        words = f"{self.day(day)} de {self.month_name(month)}" if day else self.month_name(month)
-        return f"{words} de {self.year(year)}" if year is not None else words
-
-    def time(self, hour: int, minute: int, second: int | None, meridiem: str | None) -> str:
-        if meridiem == "pm" and hour < 12:
-            hour += 12
-        elif meridiem == "am" and hour == 12:
-            hour = 0
-        words = self.cardinal(hour, "f")
-        words += f" y {self.cardinal(minute)}" if minute else " en punto"
-        if second:
-            words += f" y {self.cardinal(second, 'm')} segundo{'s' if second > 1 else ''}"
         return words

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import re
 
-from ..language import Currency, Gender, Noun, Scale, SpokenLanguage, Words, last_word_sub, table
+from ..language import (
+    Clock,
+    Currency,
+    Gender,
+    Noun,
+    Scale,
+    SpokenLanguage,
+    Words,
+    last_word_sub,
+    table,
+)
 
 _UN = re.compile(r"^un$")
 _BIG = re.compile(r"(?:millions?|milliards?)$")
@@ -79,6 +89,7 @@ class French(SpokenLanguage):
         and_="et",
         to="à",
         times="fois",
+        factor="fois",
         by="par",
         equals="égal",
         percent="pour cent",
@@ -100,8 +111,6 @@ class French(SpokenLanguage):
         power="puissance",
         section="paragraphe",
         degree=Noun("degré", "degrés"),
-        celsius="Celsius",
-        fahrenheit="Fahrenheit",
     )
     months = (
         "janvier", "février", "mars", "avril", "mai", "juin",
@@ -201,6 +210,12 @@ class French(SpokenLanguage):
             4: Noun("quart", "quarts"),
         }
     )
+    fraction_plural_suffix = "s"
+    half_after_whole = "et demi"
+    half_by_gender = ("une demi", "un demi")
+    feminine_ordinal_marks = _FEMININE
+    big_numbers = _BIG
+    count_of = "de"
     abbreviations = table(
         {
             "M.": "Monsieur",
@@ -255,6 +270,8 @@ class French(SpokenLanguage):
     )
     sentence_end_abbreviations = frozenset({"etc.", "J.-C.", "av. J.-C.", "apr. J.-C."})
     day_month_pattern = r"(?P<d>\d{{1,2}})(?:er)?\s+{mon}(?!\w)(?:\s+{year})?"
+    first_of_month = "premier"
+    clock = Clock(second=Noun("seconde", "secondes", "f"), hour_word=Noun("heure", "heures", "f"))
     h_clock = True
     h_only_clock = True
     ordinal_pattern = r"(?<![\w.,])(?P<num>\d+)(?P<suf>ères?|res?|ers?|èmes?|es?|ᵉʳ|ʳᵉ|ᵉ)(?![\w])"
@@ -281,7 +298,7 @@ class French(SpokenLanguage):
     def ordinal_suffix(self, n: int, suffix: str) -> str | None:
         if suffix in _FIRST_ONLY and n != 1:
             return None  # "2er" is no French ordinal
-        words = self.ordinal(n, "f" if suffix in _FEMININE else "m")
+        words = super().ordinal_suffix(n, suffix)
         return words + "s" if suffix.endswith("s") else words
 
     def special_abbreviation(self, token: str, after: str) -> str | None:
@@ -294,35 +311,6 @@ class French(SpokenLanguage):
         return whole.lstrip("0") in {"", "1"}
 
     def join_count(self, amount: str, noun: str) -> str:
-        if _BIG.search(amount):
-            return f"{amount} d'{noun}" if _VOWEL.match(noun) else f"{amount} de {noun}"
-        return f"{amount} {noun}"
-
-    def plural_fraction(self, ordinal: str) -> str:
-        return ordinal + "s"
-
-    def half_before(self, noun: str) -> str | None:
-        return "une demi" if self.noun_gender(noun) == "f" else "un demi"
-
-    def mixed_number(self, whole: int, num: int, den: int) -> str:
-        if (num, den) == (1, 2):
-            return f"{self.cardinal(whole)} et demi"
-        return super().mixed_number(whole, num, den)
-
-    def multiplier(self, amount: str) -> str:
-        return f"{amount} fois"
-
-    def day(self, day: int) -> str:
-        return "premier" if day == 1 else self.cardinal(day)
-
-    def time(self, hour: int, minute: int, second: int | None, meridiem: str | None) -> str:
-        if meridiem == "pm" and hour < 12:
-            hour += 12
-        elif meridiem == "am" and hour == 12:
-            hour = 0
-        words = self.join_count(self.cardinal(hour, "f"), "heure" if hour <= 1 else "heures")
-        if minute:
-            words += f" {self.cardinal(minute)}"
-        if second:
-            words += f" et {self.cardinal(second, 'f')} seconde{'s' if second > 1 else ''}"
-        return words
+        if _VOWEL.match(noun) and _BIG.search(amount):
+            return f"{amount} d'{noun}"  # "un million d'euros"
+        return super().join_count(amount, noun)

@@ -5,23 +5,20 @@ from __future__ import annotations
 import re
 
 from ..language import (
+    Clock,
     Currency,
     Gender,
     Noun,
     Scale,
     SpokenLanguage,
     Words,
-    gender_by_ending,
     last_word_sub,
     table,
 )
 
 _UNO_WORD = re.compile(r"^uno$")
 _UNO_END = re.compile(r"uno$")
-_BIG = re.compile(r"(?:milione|milioni|miliardo|miliardi)$")
 _O_END = re.compile(r"o\b")
-_FEMININE_ENDINGS = ("a", "ione", "ioni", "tà")
-_MASCULINE_A = frozenset(["problema", "programma", "sistema", "tema", "clima", "pianeta", "schema"])
 
 
 class Italian(SpokenLanguage):
@@ -35,6 +32,7 @@ class Italian(SpokenLanguage):
         and_="e",
         to="a",
         times="per",
+        factor="volte",
         by="per",
         equals="uguale a",
         percent="per cento",
@@ -56,8 +54,6 @@ class Italian(SpokenLanguage):
         power="elevato alla",
         section="paragrafo",
         degree=Noun("grado", "gradi"),
-        celsius="Celsius",
-        fahrenheit="Fahrenheit",
     )
     months = (
         "gennaio", "febbraio", "marzo", "aprile", "maggio", "giugno",
@@ -152,6 +148,16 @@ class Italian(SpokenLanguage):
             4: Noun("quarto", "quarti"),
         }
     )
+    half_after_whole = "e mezzo"
+    half_by_gender = ("mezza", "mezzo")
+    feminine_endings = ("a", "ione", "ioni", "tà")
+    masculine_exceptions = frozenset(
+        ["problema", "programma", "sistema", "tema", "clima", "pianeta", "schema"]
+    )
+    feminine_ordinals_in_a = True
+    feminine_ordinal_marks = frozenset({"ª"})
+    big_numbers = re.compile(r"(?:milione|milioni|miliardo|miliardi)$")
+    count_of = "di"
     abbreviations = table(
         {
             "Sig.": "signor",
@@ -198,6 +204,8 @@ class Italian(SpokenLanguage):
     )
     sentence_end_abbreviations = frozenset({"ecc.", "etc.", "a.C.", "d.C.", "S.p.A."})
     day_month_pattern = r"(?P<d>\d{{1,2}})(?:º|°)?\s+{mon}(?!\w)(?:\s+{year})?"
+    first_of_month = "primo"
+    clock = Clock(second=Noun("secondo", "secondi", None), hour_gender="f", before_minutes="e")
     clock_suffix = r"\s*(?:h|ore)\b"
     h_clock = True
     ordinal_pattern = r"(?<![\w.,])(?P<num>\d+)\s?(?P<suf>º|ª|°(?=\s+[a-zàèéìòù]))(?![\w])"
@@ -207,44 +215,5 @@ class Italian(SpokenLanguage):
             return last_word_sub(words, _UNO_END, "una")
         return last_word_sub(words, _UNO_WORD, "un")
 
-    def noun_gender(self, word: str) -> Gender | None:
-        return gender_by_ending(word, _FEMININE_ENDINGS, _MASCULINE_A)
-
-    def ordinal(self, n: int, gender: Gender = "m", ending: str = "") -> str:
-        words = super().ordinal(n)
-        return _O_END.sub("a", words) if gender == "f" else words
-
-    def ordinal_suffix(self, n: int, suffix: str) -> str | None:
-        return self.ordinal(n, "f" if suffix == "ª" else "m")
-
-    def join_count(self, amount: str, noun: str) -> str:
-        return f"{amount} di {noun}" if _BIG.search(amount) else f"{amount} {noun}"
-
     def plural_fraction(self, ordinal: str) -> str:
         return _O_END.sub("i", ordinal)
-
-    def half_before(self, noun: str) -> str | None:
-        return "mezza" if self.noun_gender(noun) == "f" else "mezzo"
-
-    def mixed_number(self, whole: int, num: int, den: int) -> str:
-        if (num, den) == (1, 2):
-            return f"{self.cardinal(whole)} e mezzo"
-        return super().mixed_number(whole, num, den)
-
-    def multiplier(self, amount: str) -> str:
-        return f"{amount} volte"
-
-    def day(self, day: int) -> str:
-        return "primo" if day == 1 else self.cardinal(day)
-
-    def time(self, hour: int, minute: int, second: int | None, meridiem: str | None) -> str:
-        if meridiem == "pm" and hour < 12:
-            hour += 12
-        elif meridiem == "am" and hour == 12:
-            hour = 0
-        words = self.cardinal(hour, "f")
-        if minute:
-            words += f" e {self.cardinal(minute)}"
-        if second:
-            words += f" e {self.cardinal(second)} second{'i' if second > 1 else 'o'}"
-        return words

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ..language import Currency, Noun, Scale, SpokenLanguage, Words, table
+from ..language import Clock, Currency, Noun, Scale, SpokenLanguage, Words, table
 
 _INNER_EEN = re.compile(r"(?<=\w)één")
 # "een half uur" but "een halve kop": het-words take the uninflected form.
@@ -25,6 +25,7 @@ class Dutch(SpokenLanguage):
         and_="en",
         to="tot",
         times="keer",
+        factor="keer",
         by="bij",
         equals="is gelijk aan",
         percent="procent",
@@ -46,8 +47,6 @@ class Dutch(SpokenLanguage):
         power="tot de macht",
         section="paragraaf",
         degree=Noun("graad", "graden"),
-        celsius="Celsius",
-        fahrenheit="Fahrenheit",
     )
     months = (
         "januari", "februari", "maart", "april", "mei", "juni",
@@ -140,6 +139,7 @@ class Dutch(SpokenLanguage):
             4: Noun("kwart", "kwart"),
         }
     )
+    half_after_whole = "en een half"
     abbreviations = table(
         {
             "dhr.": "de heer",
@@ -193,6 +193,7 @@ class Dutch(SpokenLanguage):
     )
     sentence_end_abbreviations = frozenset({"enz.", "etc.", "e.d.", "o.a."})
     clock_suffix = r"\s*uur\b"
+    clock = Clock(second=Noun("seconde", "seconden", None), hour_word=Noun("uur", "uur", None))
     ordinal_pattern = r"(?<![\w.,])(?P<num>\d+)(?P<suf>ste|de|e)(?![\w])"
 
     def _clean(self, words: str) -> str:
@@ -211,23 +212,3 @@ class Dutch(SpokenLanguage):
     def fraction(self, num: int, den: int) -> str:
         words = super().fraction(num, den)
         return "een" + words[3:] if words.startswith("één ") else words
-
-    def mixed_number(self, whole: int, num: int, den: int) -> str:
-        if (num, den) == (1, 2):
-            return f"{self.cardinal(whole)} en een half"
-        return super().mixed_number(whole, num, den)
-
-    def multiplier(self, amount: str) -> str:
-        return f"{amount} keer"
-
-    def time(self, hour: int, minute: int, second: int | None, meridiem: str | None) -> str:
-        if meridiem == "pm" and hour < 12:
-            hour += 12
-        elif meridiem == "am" and hour == 12:
-            hour = 0
-        words = f"{self.cardinal(hour)} uur"
-        if minute:
-            words += f" {self.cardinal(minute)}"
-        if second:
-            words += f" en {self.cardinal(second)} seconde{'n' if second > 1 else ''}"
-        return words

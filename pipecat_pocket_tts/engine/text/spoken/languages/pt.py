@@ -5,13 +5,13 @@ from __future__ import annotations
 import re
 
 from ..language import (
+    Clock,
     Currency,
     Gender,
     Noun,
     Scale,
     SpokenLanguage,
     Words,
-    gender_by_ending,
     last_word_sub,
     table,
 )
@@ -19,8 +19,6 @@ from ..language import (
 _UM = re.compile(r"^um$")
 _DOIS = re.compile(r"\bdois\b")
 _HUNDREDS = re.compile(r"entos\b")
-_BIG = re.compile(r"(?:milhão|milhões|bilhão|bilhões)$")
-_O_END = re.compile(r"o\b")
 _FEMININE_ENDINGS = (
     "a",
     "as",
@@ -70,6 +68,7 @@ class Portuguese(SpokenLanguage):
         and_="e",
         to="a",
         times="vezes",
+        factor="vezes",
         by="por",
         equals="igual a",
         percent="por cento",
@@ -91,8 +90,6 @@ class Portuguese(SpokenLanguage):
         power="elevado a",
         section="parágrafo",
         degree=Noun("grau", "graus"),
-        celsius="Celsius",
-        fahrenheit="Fahrenheit",
     )
     months = (
         "janeiro", "fevereiro", "março", "abril", "maio", "junho",
@@ -192,6 +189,15 @@ class Portuguese(SpokenLanguage):
             100: Noun("centésimo", "centésimos"),
         }
     )
+    fraction_plural_suffix = "s"
+    half_after_whole = "e meio"
+    half_by_gender = ("meia", "meio")
+    feminine_endings = _FEMININE_ENDINGS
+    masculine_exceptions = _MASCULINE_A
+    feminine_ordinals_in_a = True
+    feminine_ordinal_marks = frozenset({"ª"})
+    big_numbers = re.compile(r"(?:milhão|milhões|bilhão|bilhões)$")
+    count_of = "de"
     abbreviations = table(
         {
             "Sr.": "senhor",
@@ -235,6 +241,14 @@ class Portuguese(SpokenLanguage):
     )
     sentence_end_abbreviations = frozenset({"etc.", "Lda.", "Ltda.", "S.A.", "a.C.", "d.C."})
     day_month_pattern = r"(?P<d>\d{{1,2}})(?:\.?º)?\s+de\s+{mon}(?!\w)(?:\s+de\s+{year})?"
+    date_link = "de"
+    first_of_month = "primeiro"
+    clock = Clock(
+        second=Noun("segundo", "segundos", None),
+        hour_gender="f",
+        before_minutes="e",
+        on_the_hour=Noun("hora", "horas"),
+    )
     clock_suffix = r"\s*(?:h|horas)\b"
     h_clock = True
     ordinal_pattern = r"(?<![\w.,])(?P<num>\d+)\.?(?P<suf>º|ª|°(?=\s+[a-záéíóúâêôãõç]))(?![\w])"
@@ -246,54 +260,6 @@ class Portuguese(SpokenLanguage):
             words = _HUNDREDS.sub("entas", words)
         words = _DOIS.sub("duas", words)
         return last_word_sub(words, _UM, "uma")
-
-    def noun_gender(self, word: str) -> Gender | None:
-        return gender_by_ending(word, _FEMININE_ENDINGS, _MASCULINE_A)
-
-    def ordinal(self, n: int, gender: Gender = "m", ending: str = "") -> str:
-        words = super().ordinal(n)
-        return _O_END.sub("a", words) if gender == "f" else words
-
-    def ordinal_suffix(self, n: int, suffix: str) -> str | None:
-        return self.ordinal(n, "f" if suffix == "ª" else "m")
-
-    def join_count(self, amount: str, noun: str) -> str:
-        return f"{amount} de {noun}" if _BIG.search(amount) else f"{amount} {noun}"
-
-    def plural_fraction(self, ordinal: str) -> str:
-        return ordinal + "s"
-
-    def half_before(self, noun: str) -> str | None:
-        return "meia" if self.noun_gender(noun) == "f" else "meio"
-
-    def mixed_number(self, whole: int, num: int, den: int) -> str:
-        if (num, den) == (1, 2):
-            return f"{self.cardinal(whole)} e meio"
-        return super().mixed_number(whole, num, den)
-
-    def multiplier(self, amount: str) -> str:
-        return f"{amount} vezes"
-
-    def day(self, day: int) -> str:
-        return "primeiro" if day == 1 else self.cardinal(day)
-
-    def date(self, day: int | None, month: int, year: int | None, *, before: str = "") -> str:
-        words = f"{self.day(day)} de {self.month_name(month)}" if day else self.month_name(month)
-        return f"{words} de {self.year(year)}" if year is not None else words
-
-    def time(self, hour: int, minute: int, second: int | None, meridiem: str | None) -> str:
-        if meridiem == "pm" and hour < 12:
-            hour += 12
-        elif meridiem == "am" and hour == 12:
-            hour = 0
-        words = self.cardinal(hour, "f")
-        if minute:
-            words += f" e {self.cardinal(minute)}"
-        else:
-            words += " hora" if hour == 1 else " horas"
-        if second:
-            words += f" e {self.cardinal(second)} segundo{'s' if second > 1 else ''}"
-        return words
 
 
 class BrazilianPortuguese(Portuguese):
