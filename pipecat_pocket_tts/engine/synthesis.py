@@ -1,0 +1,185 @@
+"""One chunk of speech: text prefill, then step → sample → decode until EOS.
+
+The pieces every synthesis path shares (``synthesize``, ``stream`` and sessions all go through
+them, so the same seed, text and voice give the same audio everywhere):
+
+- ``TextPlanner``: an utterance's text → prepared, tokenized chunks of ≤ 50 tokens;
+- ``generate_chunk``: one chunk's latents (FlowLM prefill, BOS, autoregressive steps, EOS rule);
+- ``AudioDecoder``: latents → 24 kHz samples through one continuous Mimi streaming state, with
+  a 5 ms fade-in at the very start of its audio.
+
+None of them knows which backend runs: they only call the stages of ``backends.base.Backend``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .audio import fade_in
+from .config import FRAME_SIZE, SAMPLE_RATE
+from .text.normalize import normalize_text
+from .text.prepare import PreparedChunk, TextPreparer
+
+if TYPE_CHECKING:
+    from .backends.base import Backend, FlowState, MimiState
+    from .config import ModelConfig
+    from .text.tokenizer import Tokenizer
+
+MIN_FRAMES_BEFORE_EOS = 6
+"""EOS logits of the first frames are ignored (upstream does the same)."""
+
+FADE_IN_SAMPLES = SAMPLE_RATE // 200
+"""5 ms linear fade-in at the start of a session's audio (hides the fresh decoder's step)."""
+
+
+@dataclass(frozen=True, eq=False)
+class AudioFrame:
+    """80 ms of 24 kHz mono audio and where it sits in the output."""
+
+    samples: np.ndarray  # [1920] float32
+    frame_index: int  # 0-based within its chunk
+    chunk_index: int  # 0-based within its utterance
+    utterance_index: int  # which enqueue call (0 for synthesize/stream)
+    is_last_in_utterance: bool
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """Sampling parameters of one utterance."""
+
+    temperature: float
+    eos_threshold: float
+    max_frames: int | None = None  # the user's bound on frames per chunk
+
+
+@dataclass(frozen=True, eq=False)
+class LatentFrame:
+    """One sampled latent of a chunk."""
+
+    latent: np.ndarray  # [latent_dim] float32, normalized space
+    frame_index: int
+    is_last: bool  # last frame of its chunk
+
+
+def draw_noise(rng: np.random.Generator, temperature: float, dim: int) -> np.ndarray:
+    """Sampler noise [dim] float32: standard normal · √temperature (a draw even at 0)."""
+    scale = math.sqrt(max(temperature, 0.0))
+    return (rng.standard_normal(dim) * scale).astype(np.float32)
+
+
+def frame_limit(plan: PreparedChunk, settings: GenerationSettings, room: int) -> int:
+    """Frames this chunk may produce: the plan's limit, the user's bound and KV room."""
+    limit = plan.max_frames
+    if settings.max_frames is not None:
+        limit = min(limit, settings.max_frames)
+    return max(1, min(limit, room))
+
+
+def generate_chunk(
+    backend: Backend,
+    voice_state: FlowState,
+    plan: PreparedChunk,
+    settings: GenerationSettings,
+    rng: np.random.Generator,
+    cancelled: Callable[[], bool],
+) -> Iterator[LatentFrame]:
+    """The latents of one chunk, one per frame, until EOS + frames_after_eos or the limit.
+
+    ``voice_state`` is copied, never changed. The first step is BOS (``step(state, None)``);
+    an EOS logit above the threshold counts from frame ``MIN_FRAMES_BEFORE_EOS`` on; after EOS
+    at step e the chunk ends before step e + frames_after_eos (upstream's rule). ``cancelled``
+    is checked before every step and between the step and the sampler.
+    """
+    if cancelled():
+        return
+    state = voice_state.copy()
+    backend.prefill(state, backend.embed_text(plan.token_ids))
+    limit = frame_limit(plan, settings, state.capacity - state.position)
+    after_eos = max(1, plan.frames_after_eos)
+    latent_dim = backend.config.flow_lm.latent_dim
+    stop_at = limit
+    eos_step: int | None = None
+    previous: np.ndarray | None = None
+    for index in range(limit):
+        if cancelled():
+            return
+        out = backend.step(state, previous)
+        if (
+            eos_step is None
+            and index >= MIN_FRAMES_BEFORE_EOS
+            and out.eos_logit > settings.eos_threshold
+        ):
+            eos_step = index
+            stop_at = min(limit, index + after_eos)
+        if cancelled():
+            return
+        latent = backend.sample(out.hidden, draw_noise(rng, settings.temperature, latent_dim))
+        yield LatentFrame(latent=latent, frame_index=index, is_last=index + 1 >= stop_at)
+        if index + 1 >= stop_at:
+            return
+        previous = latent
+
+
+class AudioDecoder:
+    """Mimi decoding with one streaming state for all the audio of a session.
+
+    The state is never reset between chunks or utterances (no seam); the first
+    ``FADE_IN_SAMPLES`` samples it ever produces get a linear fade-in.
+    """
+
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
+        self._state: MimiState = backend.new_mimi_state()
+        self._started = False
+
+    def decode(self, latent: np.ndarray) -> np.ndarray:
+        """Latent [latent_dim] → samples [1920] float32."""
+        samples = np.asarray(self._backend.decode(self._state, latent), dtype=np.float32)
+        if not self._started:
+            self._started = True
+            samples = fade_in(samples, FADE_IN_SAMPLES)
+        return samples
+
+
+class TextPlanner:
+    """An utterance's text → prepared chunks: normalize, filter, chunk, prepare, tokenize."""
+
+    def __init__(self, config: ModelConfig, tokenizer: Tokenizer) -> None:
+        self.config = config
+        self.preparer = TextPreparer.for_config(tokenizer, config)
+
+    def plan(
+        self,
+        text: str,
+        *,
+        normalize: bool = True,
+        lexicon: Mapping[str, str] | None = None,
+    ) -> list[PreparedChunk]:
+        """Chunks of ≤ 50 tokens ready for the model ([] when nothing is left to say).
+
+        ``normalize`` turns numbers, dates, symbols... into their spoken form first, with
+        ``lexicon`` ({word: spoken form}) applied before the other rules.
+        """
+        if normalize:
+            text = normalize_text(text, self.config.name, lexicon=lexicon)
+        return self.preparer.split(text)
+
+
+__all__ = [
+    "FADE_IN_SAMPLES",
+    "FRAME_SIZE",
+    "MIN_FRAMES_BEFORE_EOS",
+    "AudioDecoder",
+    "AudioFrame",
+    "GenerationSettings",
+    "LatentFrame",
+    "TextPlanner",
+    "draw_noise",
+    "frame_limit",
+    "generate_chunk",
+]

@@ -1,0 +1,387 @@
+"""PocketTTS: load a language pack once, then synthesize, stream or open sessions on it.
+
+    tts = PocketTTS.load("english")              # or load_shared(...) to share one model
+    audio = tts.synthesize("Hello there.")       # float32 [n] at 24 kHz
+    for frame in tts.stream("Hello there."): ...
+    session = tts.session(seed=1)                # utterances in, 80 ms frames out
+
+Every path runs through a ``Session``, so the same seed, text and voice give the same audio
+whichever is used. One loaded model serves any number of sessions on any threads: weights
+live in the backend and are shared; voices are prefilled once per voice and copied per chunk.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Hashable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import audio as audio_ops
+from .backends import create_backend, resolve_backend_name
+from .backends.base import Backend, FlowState
+from .cloning import AudioSource, clone_voice
+from .config import SAMPLE_RATE, ModelConfig
+from .errors import EmptyTextError, UnknownVoiceError
+from .packs import PackFiles, resolve_pack
+from .session import (
+    Session,
+    check_eos_threshold,
+    check_temperature,
+    overlap_decode_by_default,
+)
+from .synthesis import AudioFrame, GenerationSettings, TextPlanner
+from .text.tokenizer import Tokenizer
+from .voices import Voice
+
+VoiceLike = str | os.PathLike[str] | Voice
+
+
+class PocketTTS:
+    """One loaded model (config, backend, tokenizer, voices) and the ways to make it speak."""
+
+    sample_rate: int = SAMPLE_RATE
+
+    def __init__(
+        self,
+        *,
+        config: ModelConfig,
+        backend: Backend,
+        tokenizer: Tokenizer,
+        pack: PackFiles,
+        overlap_decode: bool | None = None,
+    ) -> None:
+        """Assemble from loaded parts (``load`` is the usual way in)."""
+        self.config = config
+        self.backend = backend
+        self.tokenizer = tokenizer
+        self.pack = pack
+        #: Run Mimi decode on its own thread, beside the next FlowLM step (None: when the
+        #: cores allow it, see ``session.overlap_decode_by_default``).
+        self.overlap_decode = (
+            overlap_decode_by_default() if overlap_decode is None else overlap_decode
+        )
+        self._planner = TextPlanner(config, tokenizer)
+        self._voice_lock = threading.Lock()
+        self._voice_states: dict[Hashable, FlowState] = {}
+        self._voice_loading: dict[Hashable, threading.Lock] = {}
+
+    # -- loading ------------------------------------------------------------------------
+    @classmethod
+    def load(
+        cls,
+        language: str = "english",
+        *,
+        backend: str = "auto",
+        model_dir: str | os.PathLike[str] | None = None,
+        revision: str | None = None,
+        token: str | bool | None = None,
+        sampler_steps: int = 1,
+        **backend_options: Any,
+    ) -> PocketTTS:
+        """Load a language pack (``config_names()`` lists them) on a backend.
+
+        ``backend``: "numpy", "coreml" or "auto" (CoreML where it can run, else NumPy).
+        ``model_dir``: a local pack folder (nothing is downloaded; its ``config.json``, if any,
+        replaces the registry config); otherwise files come from the Hugging Face hub at the
+        pinned revisions (or ``revision``), through the HF cache and ``HF_TOKEN``/``token``.
+        """
+        if not isinstance(sampler_steps, int) or sampler_steps < 1:
+            raise ValueError(f"sampler_steps must be an integer ≥ 1, got {sampler_steps!r}")
+        kind = resolve_backend_name(backend)
+        pack = resolve_pack(
+            language, model_dir=model_dir, revision=revision, token=token, backend_kind=kind
+        )
+        config = pack.config
+        loaded = create_backend(
+            kind,
+            config,
+            pack.weights,
+            pack=pack,
+            sampler_steps=sampler_steps,
+            **backend_options,
+        )
+        tokenizer = Tokenizer.from_file(
+            pack.tokenizer, expected_vocab_size=config.flow_lm.lookup_table.n_bins
+        )
+        return cls(config=config, backend=loaded, tokenizer=tokenizer, pack=pack)
+
+    @classmethod
+    def load_shared(
+        cls,
+        language: str = "english",
+        *,
+        backend: str = "auto",
+        model_dir: str | os.PathLike[str] | None = None,
+        revision: str | None = None,
+        token: str | bool | None = None,
+        sampler_steps: int = 1,
+        **backend_options: Any,
+    ) -> PocketTTS:
+        """Like ``load``, but every call with the same arguments returns the same instance.
+
+        For servers: ten calls each opening a session load the weights once. The key is
+        (language, concrete backend, model_dir, revision, sampler_steps, backend options).
+        """
+        kind = resolve_backend_name(backend)
+        folder = None if model_dir is None else str(Path(model_dir).expanduser().resolve())
+        key = (
+            language,
+            kind,
+            folder,
+            revision,
+            sampler_steps,
+            tuple(sorted((k, repr(v)) for k, v in backend_options.items())),
+        )
+        with _SHARED_LOCK:
+            entry = _SHARED.get(key)
+            if entry is None:
+                entry = _SHARED[key] = _SharedEntry()
+        with entry.lock:
+            if entry.tts is None:
+                entry.tts = cls.load(
+                    language,
+                    backend=kind,
+                    model_dir=model_dir,
+                    revision=revision,
+                    token=token,
+                    sampler_steps=sampler_steps,
+                    **backend_options,
+                )
+            return entry.tts
+
+    @staticmethod
+    def clear_shared() -> None:
+        """Forget the models ``load_shared`` keeps (sessions in use keep theirs alive)."""
+        with _SHARED_LOCK:
+            _SHARED.clear()
+
+    # -- facts --------------------------------------------------------------------------
+    @property
+    def language(self) -> str:
+        """The model config name (e.g. 'english', 'french_24l')."""
+        return self.config.name
+
+    @property
+    def voices(self) -> list[str]:
+        """Names of the voices this pack ships."""
+        return list(self.pack.voice_names)
+
+    @property
+    def default_voice(self) -> str | None:
+        """The voice used when none is given."""
+        return self.pack.default_voice
+
+    # -- speaking -----------------------------------------------------------------------
+    def session(
+        self,
+        *,
+        voice: VoiceLike | None = None,
+        temperature: float | None = None,
+        seed: int | None = None,
+        eos_threshold: float | None = None,
+        max_frames: int | None = None,
+        normalize: bool = True,
+        lexicon: Mapping[str, str] | None = None,
+    ) -> Session:
+        """A session: ``enqueue`` text, iterate frames; one voice, RNG and Mimi state.
+
+        ``max_frames`` bounds the frames of each chunk; ``lexicon`` ({word: spoken form})
+        feeds the text normalizer.
+        """
+        settings = GenerationSettings(
+            temperature=check_temperature(
+                self.config.default_temperature if temperature is None else temperature
+            ),
+            eos_threshold=check_eos_threshold(
+                self.config.default_eos_threshold if eos_threshold is None else eos_threshold
+            ),
+            max_frames=_check_max_frames(max_frames),
+        )
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+            raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
+        return Session(
+            backend=self.backend,
+            planner=self._planner,
+            voice_state=self.voice_state(voice),
+            resolve_voice=self.voice_state,
+            settings=settings,
+            seed=seed,
+            normalize=normalize,
+            lexicon=lexicon,
+            overlap_decode=self.overlap_decode,
+        )
+
+    def stream(
+        self,
+        text: str,
+        *,
+        voice: VoiceLike | None = None,
+        temperature: float | None = None,
+        seed: int | None = None,
+        eos_threshold: float | None = None,
+        max_frames: int | None = None,
+        normalize: bool = True,
+        lexicon: Mapping[str, str] | None = None,
+    ) -> Iterator[AudioFrame]:
+        """Speak ``text``, frame by frame as they are made (80 ms each).
+
+        Raises ``EmptyTextError`` (a ValueError) right away when there is nothing to say.
+        Leaving the loop early stops the computation.
+        """
+        session = self.session(
+            voice=voice,
+            temperature=temperature,
+            seed=seed,
+            eos_threshold=eos_threshold,
+            max_frames=max_frames,
+            normalize=normalize,
+            lexicon=lexicon,
+        )
+        try:
+            if session.enqueue(text) is None:
+                raise EmptyTextError(
+                    f"nothing to say in {_preview(text)}: the text is empty once normalized and "
+                    "stripped of characters the model cannot say. Pass some words."
+                )
+            session.finish()
+        except BaseException:
+            session.cancel()
+            raise
+        return _frames_of(session)
+
+    def synthesize(
+        self,
+        text: str,
+        *,
+        voice: VoiceLike | None = None,
+        temperature: float | None = None,
+        seed: int | None = None,
+        eos_threshold: float | None = None,
+        max_frames: int | None = None,
+        normalize: bool = True,
+        lexicon: Mapping[str, str] | None = None,
+        post_process: bool = False,
+    ) -> np.ndarray:
+        """Speak ``text`` into one float32 array [n] at 24 kHz.
+
+        ``post_process`` applies an 80 Hz high-pass and a gentle 6 kHz shelf to the result.
+        """
+        frames = self.stream(
+            text,
+            voice=voice,
+            temperature=temperature,
+            seed=seed,
+            eos_threshold=eos_threshold,
+            max_frames=max_frames,
+            normalize=normalize,
+            lexicon=lexicon,
+        )
+        samples = [frame.samples for frame in frames]
+        audio = np.concatenate(samples) if samples else np.zeros(0, np.float32)
+        if post_process:
+            audio = audio_ops.post_process(audio, self.sample_rate)
+        return audio
+
+    def synthesize_to_file(self, text: str, path: str | os.PathLike[str], **options: Any) -> Path:
+        """``synthesize`` into a 16-bit PCM mono WAV file at 24 kHz; returns its path."""
+        return audio_ops.write_wav(path, self.synthesize(text, **options), self.sample_rate)
+
+    # -- voices -------------------------------------------------------------------------
+    def clone_voice(self, source: AudioSource, *, sample_rate: float | None = None) -> Voice:
+        """A ``Voice`` cloned from a recording (a path, or samples with ``sample_rate``).
+
+        Pass it as ``voice=`` anywhere, or ``voice.save(path)`` it. Raises
+        ``CloningUnavailableError`` when the pack has no voice-cloning weights and
+        ``CloneAudioError`` for unusable audio (see ``engine.cloning``).
+        """
+        return clone_voice(
+            self.backend, source, sample_rate=sample_rate, config_name=self.config.name
+        )
+
+    def voice_state(self, voice: VoiceLike | None = None) -> FlowState:
+        """The prefilled FlowLM state of a voice (cached; never modified by synthesis).
+
+        ``voice``: a pack voice name, a voice-state ``.safetensors`` path, or a ``Voice``;
+        None is the language's default voice.
+        """
+        if voice is None:
+            voice = self.default_voice
+            if voice is None:
+                raise UnknownVoiceError(
+                    f"pack {self.language!r} ships no voice; pass voice= as the path of a "
+                    "voice .safetensors file or a Voice"
+                )
+        if isinstance(voice, Voice):
+            voice.check_compatible(self.config)
+            return self.backend.flow_state_from_voice(voice.kv)
+        if isinstance(voice, str) and voice in self.pack.voice_names:
+            return self._cached_voice(("pack", voice), lambda: self.pack.voice_path(voice))
+        if isinstance(voice, os.PathLike) or (
+            isinstance(voice, str) and (voice.endswith(".safetensors") or os.sep in voice)
+        ):
+            path = Path(voice).expanduser().resolve()
+            stat = path.stat() if path.is_file() else None
+            key = ("file", str(path), stat and stat.st_mtime_ns, stat and stat.st_size)
+            return self._cached_voice(key, lambda: path)
+        if isinstance(voice, str):
+            self.pack.voice_path(voice)  # raises UnknownVoiceError listing the valid names
+        raise TypeError(
+            f"voice must be a voice name, a path or a Voice, got {type(voice).__name__}"
+        )
+
+    def _cached_voice(self, key: Hashable, locate: Any) -> FlowState:
+        with self._voice_lock:
+            state = self._voice_states.get(key)
+            if state is not None:
+                return state
+            loading = self._voice_loading.setdefault(key, threading.Lock())
+        with loading:
+            with self._voice_lock:
+                state = self._voice_states.get(key)
+            if state is None:
+                voice = Voice.load(locate(), self.config)
+                state = self.backend.flow_state_from_voice(voice.kv)
+                with self._voice_lock:
+                    self._voice_states[key] = state
+            return state
+
+    def __repr__(self) -> str:
+        return f"PocketTTS(language={self.language!r}, backend={self.backend.name!r})"
+
+
+class _SharedEntry:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.tts: PocketTTS | None = None
+
+
+_SHARED_LOCK = threading.Lock()
+_SHARED: dict[tuple[Any, ...], _SharedEntry] = {}
+
+
+def _frames_of(session: Session) -> Iterator[AudioFrame]:
+    """Iterate a finished session; leaving early cancels it."""
+    try:
+        yield from session
+    finally:
+        session.cancel()
+
+
+def _check_max_frames(value: int | None) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"max_frames must be an integer ≥ 1 (frames per chunk), got {value!r}")
+    return value
+
+
+def _preview(text: object) -> str:
+    shown = repr(text)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
+
+
+__all__ = ["PocketTTS", "VoiceLike"]

@@ -1,0 +1,347 @@
+"""Sessions: ordering and flags, finish, cancel (within one frame, nothing left running),
+decoder continuity, many sessions on one model, async iteration, errors from the worker."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from pipecat_pocket_tts.engine import PocketTTS, SessionClosedError
+from pipecat_pocket_tts.engine.backends.base import Backend
+
+SENTENCES = [
+    "The first sentence is here.",
+    "Then a second one follows, a little longer than the first.",
+    "And a third.",
+]
+
+
+class SpyBackend(Backend):
+    """A real backend behind a counter: every stage call is logged with its start time;
+    ``step_delay`` slows the FlowLM step down; ``fail_decode_at`` makes a decode raise."""
+
+    def __init__(self, inner: Backend, step_delay: float = 0.0, fail_decode_at: int = -1):
+        self.inner = inner
+        self.name = inner.name
+        self.config = inner.config
+        self.step_delay = step_delay
+        self.fail_decode_at = fail_decode_at
+        self.calls: list[tuple[str, float]] = []
+        self._lock = threading.Lock()
+
+    def _log(self, stage: str) -> int:
+        with self._lock:
+            self.calls.append((stage, time.monotonic()))
+            return sum(1 for s, _ in self.calls if s == stage)
+
+    def count(self, stage: str | None = None, after: float = 0.0) -> int:
+        with self._lock:
+            return sum(1 for s, t in self.calls if (stage in (None, s)) and t > after)
+
+    def embed_text(self, token_ids):
+        self._log("embed")
+        return self.inner.embed_text(token_ids)
+
+    def new_flow_state(self):
+        return self.inner.new_flow_state()
+
+    def prefill(self, state, embeddings):
+        self._log("prefill")
+        self.inner.prefill(state, embeddings)
+
+    def step(self, state, latent):
+        self._log("step")
+        if self.step_delay:
+            time.sleep(self.step_delay)
+        return self.inner.step(state, latent)
+
+    def sample(self, hidden, noise):
+        self._log("sample")
+        return self.inner.sample(hidden, noise)
+
+    def bos_before_voice(self):
+        return self.inner.bos_before_voice()
+
+    def flow_state_from_voice(self, voice):
+        return self.inner.flow_state_from_voice(voice)
+
+    def voice_from_flow_state(self, state):
+        return self.inner.voice_from_flow_state(state)
+
+    def new_mimi_state(self):
+        return self.inner.new_mimi_state()
+
+    def decode(self, state, latent):
+        if self._log("decode") == self.fail_decode_at:
+            raise RuntimeError("decoder exploded")
+        return self.inner.decode(state, latent)
+
+    def encode(self, audio):
+        return self.inner.encode(audio)
+
+
+def spied(tts: PocketTTS, **options) -> tuple[PocketTTS, SpyBackend]:
+    spy = SpyBackend(tts.backend, **options)
+    clone = PocketTTS(config=tts.config, backend=spy, tokenizer=tts.tokenizer, pack=tts.pack)
+    clone.overlap_decode = tts.overlap_decode
+    return clone, spy
+
+
+def session_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("pocket-tts-session")]
+
+
+def audio_of(frames) -> np.ndarray:
+    return np.concatenate([f.samples for f in frames])
+
+
+@pytest.fixture(params=[True, False], ids=["overlap", "inline"])
+def tts(request, engine_tts: PocketTTS) -> PocketTTS:
+    """The tiny model, with Mimi decode on its own thread or inline."""
+    clone = PocketTTS(
+        config=engine_tts.config,
+        backend=engine_tts.backend,
+        tokenizer=engine_tts.tokenizer,
+        pack=engine_tts.pack,
+    )
+    clone.overlap_decode = request.param
+    return clone
+
+
+def test_three_utterances_come_out_in_order_with_their_flags(tts: PocketTTS):
+    session = tts.session(seed=1)
+    assert [session.enqueue(s) for s in SENTENCES] == [0, 1, 2]
+    session.finish()
+    frames = list(session)
+    assert [f.utterance_index for f in frames] == sorted(f.utterance_index for f in frames)
+    for index in range(3):
+        mine = [f for f in frames if f.utterance_index == index]
+        assert mine, f"utterance {index} yielded no frame"
+        assert [f.is_last_in_utterance for f in mine] == [False] * (len(mine) - 1) + [True]
+        assert [f.frame_index for f in mine] == list(range(len(mine)))
+        assert {f.chunk_index for f in mine} == {0}
+    assert all(f.samples.shape == (1920,) and f.samples.dtype == np.float32 for f in frames)
+    assert session.is_idle and session.pending == 0
+    assert session_threads() == []
+
+
+def test_empty_text_is_skipped_without_using_an_index(tts: PocketTTS):
+    session = tts.session()
+    assert session.enqueue("   \n\t") is None
+    assert session.enqueue("Hello.") == 0
+    assert session.enqueue("") is None
+    assert session.enqueue("\u200b🙂") is None  # nothing sayable once filtered
+    assert session.enqueue("Bye.") == 1
+    session.finish()
+    assert {f.utterance_index for f in session} == {0, 1}
+
+
+def test_finish_drains_then_closes(tts: PocketTTS):
+    session = tts.session(seed=3)
+    session.enqueue(SENTENCES[0])
+    session.finish()
+    session.finish()  # idempotent
+    with pytest.raises(SessionClosedError, match="finished"):
+        session.enqueue("More.")
+    frames = list(session)
+    assert frames and frames[-1].is_last_in_utterance
+    assert list(session) == []  # iteration stays ended
+
+    empty = tts.session()
+    empty.finish()
+    assert list(empty) == []
+
+
+def test_per_utterance_overrides(tts: PocketTTS):
+    session = tts.session(seed=5, temperature=0.7)
+    session.enqueue(SENTENCES[0], temperature=0.0, voice="marius")
+    session.enqueue(SENTENCES[0], temperature=0.0, voice="marius")
+    session.finish()
+    frames = list(session)
+    first = audio_of([f for f in frames if f.utterance_index == 0])
+    np.testing.assert_array_equal(
+        first, tts.synthesize(SENTENCES[0], temperature=0, voice="marius")
+    )
+    assert not np.array_equal(first, tts.synthesize(SENTENCES[0], temperature=0, voice="alba"))
+
+
+def test_cancel_mid_utterance_stops_within_one_frame(engine_endless_tts: PocketTTS):
+    for overlap in (True, False):
+        tts, spy = spied(engine_endless_tts, step_delay=0.005)
+        tts.overlap_decode = overlap
+        session = tts.session(seed=1)
+        session.enqueue("A long sentence that would go on for many, many frames of audio.")
+        session.enqueue("Queued text that must be dropped.")
+        received = []
+        for frame in session:
+            received.append(frame)
+            if len(received) == 3:
+                cancelled_at = time.monotonic()
+                session.cancel()
+        assert len(received) == 3  # iteration ended right after the cancel, without error
+        assert {f.utterance_index for f in received} == {0}
+        assert session_threads() == []
+        calls = spy.count()
+        for stage in ("step", "sample", "decode", "prefill"):
+            assert spy.count(stage, after=cancelled_at) <= 1, stage  # at most one in flight
+        time.sleep(0.3)
+        assert spy.count() == calls  # nothing ran after cancel() returned
+        assert session.pending == 0 and session.is_cancelled
+        session.cancel()  # idempotent
+        with pytest.raises(SessionClosedError, match="cancelled"):
+            session.enqueue("Too late.")
+
+
+def test_cancel_from_another_thread_ends_a_blocked_iteration(engine_endless_tts: PocketTTS):
+    tts, _spy = spied(engine_endless_tts, step_delay=0.01)
+    session = tts.session()
+    session.enqueue("Some words to say slowly, one frame after another.")
+    got = []
+
+    def consume():
+        got.extend(session)
+
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    while not got:
+        time.sleep(0.005)
+    session.cancel()
+    consumer.join(timeout=2)
+    assert not consumer.is_alive()
+    assert session_threads() == []
+
+    idle = tts.session()  # never given text: cancel ends its iteration too
+    waiting = threading.Thread(target=lambda: list(idle))
+    waiting.start()
+    idle.cancel()
+    waiting.join(timeout=2)
+    assert not waiting.is_alive()
+
+
+def test_context_manager_cancels(engine_endless_tts: PocketTTS):
+    tts, _spy = spied(engine_endless_tts, step_delay=0.005)
+    with tts.session() as session:
+        session.enqueue("Talking for quite a while, frame by frame.")
+        next(iter(session))
+    assert session.is_cancelled and session_threads() == []
+
+
+def test_decoder_state_continues_across_utterances(tts: PocketTTS):
+    one = tts.session(temperature=0.0)
+    one.enqueue(SENTENCES[0])
+    one.enqueue(SENTENCES[2])
+    one.finish()
+    frames = list(one)
+    first = audio_of([f for f in frames if f.utterance_index == 0])
+    second = audio_of([f for f in frames if f.utterance_index == 1])
+    alone_first = tts.synthesize(SENTENCES[0], temperature=0.0)
+    alone_second = tts.synthesize(SENTENCES[2], temperature=0.0)
+    np.testing.assert_array_equal(first, alone_first)
+    assert second.shape == alone_second.shape  # the same latents...
+    boundary = slice(0, 1920)
+    assert not np.allclose(second[boundary], alone_second[boundary], atol=1e-4)  # ...decoded on
+    assert alone_second[0] == 0.0 and second[0] != 0.0  # fade only at a session's start
+
+
+def test_four_sessions_on_four_threads_match_each_alone(tts: PocketTTS):
+    texts = [SENTENCES[i % 3] + " Number " + str(i) + "." for i in range(4)]
+
+    def speak(i: int) -> np.ndarray:
+        session = tts.session(seed=100 + i, voice="marius" if i % 2 else "alba")
+        session.enqueue(texts[i])
+        session.enqueue(SENTENCES[2])
+        session.finish()
+        return audio_of(session)
+
+    alone = [speak(i) for i in range(4)]
+    together: list[np.ndarray | None] = [None] * 4
+    barrier = threading.Barrier(4)
+
+    def run(i: int) -> None:
+        barrier.wait()
+        together[i] = speak(i)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    for a, b in zip(alone, together, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_overlapped_and_inline_decoding_give_the_same_audio(engine_tts: PocketTTS):
+    results = []
+    for overlap in (True, False):
+        engine_tts.overlap_decode, previous = overlap, engine_tts.overlap_decode
+        try:
+            session = engine_tts.session(seed=9)
+            for text in SENTENCES:
+                session.enqueue(text)
+            session.finish()
+            results.append(audio_of(session))
+        finally:
+            engine_tts.overlap_decode = previous
+    np.testing.assert_array_equal(results[0], results[1])
+
+
+def test_a_worker_error_reaches_the_consumer_and_closes_the_session(engine_tts: PocketTTS):
+    for overlap in (True, False):
+        tts, _spy = spied(engine_tts, fail_decode_at=3)
+        tts.overlap_decode = overlap
+        session = tts.session()
+        session.enqueue(SENTENCES[1])
+        got = []
+        with pytest.raises(RuntimeError, match="decoder exploded"):
+            for frame in session:
+                got.append(frame)
+        assert len(got) == 2
+        assert session_threads() == []
+        with pytest.raises(SessionClosedError, match="error"):
+            session.enqueue("More.")
+        assert session.is_idle
+
+
+async def test_async_iteration_does_not_block_the_event_loop(engine_endless_tts: PocketTTS):
+    tts, _spy = spied(engine_endless_tts, step_delay=0.01)
+    session = tts.session(seed=4, max_frames=30)
+    ticks: list[float] = []
+    done = asyncio.Event()
+
+    async def ticker():
+        while not done.is_set():
+            ticks.append(time.monotonic())
+            await asyncio.sleep(0.002)
+
+    task = asyncio.create_task(ticker())
+    started = time.monotonic()
+    assert session.enqueue(SENTENCES[0]) == 0  # from the event loop
+    session.finish()
+    frames = [frame async for frame in session]
+    elapsed = time.monotonic() - started
+    done.set()
+    await task
+    assert len(frames) == 30 and frames[-1].is_last_in_utterance
+    assert elapsed > 0.3  # the generation took a while...
+    gaps = np.diff(ticks)
+    assert gaps.max() < min(0.25, elapsed / 2)  # ...and the loop kept running meanwhile
+    assert len(ticks) > 30
+
+
+async def test_acancel_mid_stream(engine_endless_tts: PocketTTS):
+    tts, spy = spied(engine_endless_tts, step_delay=0.005)
+    session = tts.session()
+    session.enqueue(SENTENCES[1])
+    received = 0
+    async for _frame in session:
+        received += 1
+        if received == 2:
+            await session.acancel()
+    assert received == 2
+    calls = spy.count()
+    await asyncio.sleep(0.2)
+    assert spy.count() == calls and session_threads() == []
