@@ -28,9 +28,15 @@ def test_every_family_is_small_and_complete() -> None:
     for name in FAMILIES:
         folder = FIXTURES_DIR / name
         names = {p.name for p in folder.iterdir()}
-        assert {"config.json", "model.safetensors", "tokenizer.model", "stages.npz"} <= names
-        size = sum(p.stat().st_size for p in folder.iterdir())
+        core = {"config.json", "model.safetensors", "tokenizer.model", "stages.npz"}
+        assert core <= names
+        size = sum((folder / n).stat().st_size for n in core)
         assert size < 1.5e6, f"{name} is {size / 1e6:.2f} MB"
+        extras = names - core - {"__pycache__"}
+        assert extras <= {"cloning.npz"}, f"unexpected files in {name}: {extras}"
+        if extras:
+            extra_size = sum((folder / n).stat().st_size for n in extras)
+            assert extra_size < 0.2e6, f"{name} extras are {extra_size / 1e6:.2f} MB"
 
 
 def test_config_and_tokenizer(family) -> None:
