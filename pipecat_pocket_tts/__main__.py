@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .engine.backends.coreml import cli as coreml_cli
+
 EXIT_OK = 0
 EXIT_IO = 1
 EXIT_USAGE = 2
@@ -49,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     say.add_argument("-o", "--output", type=Path, required=True, help="WAV file to write")
     _add_pack_options(say)
     say.add_argument("--backend", default="auto", help="numpy, coreml or auto (default: auto)")
+    coreml_cli.add_arguments(say)
     voice = say.add_argument_group("voice")
     choice = voice.add_mutually_exclusive_group()
     choice.add_argument(
@@ -129,6 +132,18 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="take the ungated weights (no voice cloning) without trying the gated ones",
     )
+    download.add_argument(
+        "--backend",
+        choices=("numpy", "coreml"),
+        default="numpy",
+        help="which pack: the upstream weights (numpy, default) or the CoreML v2.1 pack",
+    )
+    download.add_argument(
+        "--precision",
+        choices=("fp16", "int8"),
+        default="fp16",
+        help="with --backend coreml: the FlowLM variant to fetch",
+    )
     return parser
 
 
@@ -158,7 +173,11 @@ def cmd_say(args: argparse.Namespace) -> int:
     text = sys.stdin.read() if args.text == "-" else args.text
     started = time.perf_counter()
     tts = PocketTTS.load(
-        args.language, backend=args.backend, model_dir=args.model_dir, revision=args.revision
+        args.language,
+        backend=args.backend,
+        model_dir=args.model_dir,
+        revision=args.revision,
+        **coreml_cli.backend_options(args),
     )
     voice: Any = args.voice
     if args.clone_voice is not None:
@@ -270,6 +289,15 @@ def cmd_download(args: argparse.Namespace) -> int:
         voices = []
     else:
         voices = [v.strip() for v in choice.split(",") if v.strip()]
+    if args.backend == "coreml":
+        from .engine.backends.coreml.files import download_coreml_pack
+
+        coreml_pack, fetched_paths = download_coreml_pack(
+            args.language, precision=args.precision, voices=voices, revision=args.revision
+        )
+        print(f"CoreML pack ({args.precision}): {coreml_pack.root}")
+        print(f"voices ({len(fetched_paths)}): {', '.join(fetched_paths) or 'none'}")
+        return EXIT_OK
     pack, fetched = packs.download_pack(
         args.language,
         voices=voices,

@@ -123,6 +123,16 @@ def test_say_errors_exit_2_with_a_message(
     assert not out.exists()
 
 
+@pytest.mark.skipif(sys.platform == "darwin", reason="CoreML can run on macOS")
+def test_say_with_coreml_off_apple_says_what_to_use(pack: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "x.wav"
+    argv = ["say", "Hi.", "-o", str(out), "--model-dir", str(pack), "--backend", "coreml"]
+    assert main([*argv, "--precision", "int8", "--compute-units", "no-ane"]) == 2
+    err = capsys.readouterr().err
+    assert "backend='coreml' is not available" in err and "backend='numpy'" in err
+    assert not out.exists()
+
+
 def test_say_unknown_language_from_the_hub(capsys) -> None:
     assert main(["say", "Hi.", "-o", "x.wav", "--language", "klingon"]) == 2
     err = capsys.readouterr().err
@@ -151,6 +161,8 @@ def test_say_unwritable_output_exits_1(pack: Path, tmp_path: Path, capsys) -> No
         ["say", "-o", "x.wav"],
         ["unknown"],
         ["say", "t", "-o", "x", "--seed", "x"],
+        ["say", "t", "-o", "x", "--compute-units", "warp-drive"],
+        ["say", "t", "-o", "x", "--precision", "int4"],
     ],
 )
 def test_bad_usage_exits_2(argv: list[str], capsys) -> None:

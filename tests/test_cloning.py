@@ -494,6 +494,17 @@ def test_clone_save_load_round_trip_gives_identical_audio(tmp_path):
     np.testing.assert_array_equal(np.concatenate(frames), in_memory)
 
 
+def test_a_recording_path_as_voice_is_cloned_once_and_cached(tmp_path):
+    tts = PocketTTS.load("english_tiny", backend="numpy", model_dir=_pack(tmp_path / "pack"))
+    _, arrays = _backend("tiny_lsd")
+    wav = signals.write_pcm16_wav(
+        tmp_path / "speaker.wav", signals.to_pcm16(arrays["voice_raw"]), SR
+    )
+    expected = tts.synthesize("Hello world.", voice=tts.clone_voice(wav), **SPEAK)
+    np.testing.assert_array_equal(tts.synthesize("Hello world.", voice=str(wav), **SPEAK), expected)
+    assert tts.voice_state(wav) is tts.voice_state(str(wav))  # cloned once, then reused
+
+
 def test_cloned_voice_used_with_another_language_pack_is_rejected(tmp_path):
     folder = _pack(tmp_path / "pack")
     english = PocketTTS.load("english_tiny", backend="numpy", model_dir=folder)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ import numpy as np
 from . import audio as audio_ops
 from .backends import create_backend, resolve_backend_name
 from .backends.base import Backend, FlowState
-from .cloning import AudioSource, clone_voice
+from .cloning import AudioSource, clone_voice, is_audio_path
 from .config import SAMPLE_RATE, ModelConfig
 from .errors import EmptyTextError, UnknownVoiceError
 from .packs import PackFiles, resolve_pack
@@ -91,7 +91,7 @@ class PocketTTS:
         """
         if not isinstance(sampler_steps, int) or sampler_steps < 1:
             raise ValueError(f"sampler_steps must be an integer ≥ 1, got {sampler_steps!r}")
-        kind = resolve_backend_name(backend)
+        kind = resolve_backend_name(backend, language=language, model_dir=model_dir)
         pack = resolve_pack(
             language, model_dir=model_dir, revision=revision, token=token, backend_kind=kind
         )
@@ -126,7 +126,7 @@ class PocketTTS:
         For servers: ten calls each opening a session load the weights once. The key is
         (language, concrete backend, model_dir, revision, sampler_steps, backend options).
         """
-        kind = resolve_backend_name(backend)
+        kind = resolve_backend_name(backend, language=language, model_dir=model_dir)
         folder = None if model_dir is None else str(Path(model_dir).expanduser().resolve())
         key = (
             language,
@@ -305,7 +305,8 @@ class PocketTTS:
     def voice_state(self, voice: VoiceLike | None = None) -> FlowState:
         """The prefilled FlowLM state of a voice (cached; never modified by synthesis).
 
-        ``voice``: a pack voice name, a voice-state ``.safetensors`` path, or a ``Voice``;
+        ``voice``: a pack voice name, a voice-state ``.safetensors`` path, a recording to
+        clone (``.wav``, and ``.flac``/``.ogg``/``.mp3`` with soundfile), or a ``Voice``;
         None is the language's default voice.
         """
         if voice is None:
@@ -319,21 +320,25 @@ class PocketTTS:
             voice.check_compatible(self.config)
             return self.backend.flow_state_from_voice(voice.kv)
         if isinstance(voice, str) and voice in self.pack.voice_names:
-            return self._cached_voice(("pack", voice), lambda: self.pack.voice_path(voice))
+            return self._cached_voice(
+                ("pack", voice), lambda: Voice.load(self.pack.voice_path(voice), self.config)
+            )
         if isinstance(voice, os.PathLike) or (
             isinstance(voice, str) and (voice.endswith(".safetensors") or os.sep in voice)
         ):
             path = Path(voice).expanduser().resolve()
             stat = path.stat() if path.is_file() else None
-            key = ("file", str(path), stat and stat.st_mtime_ns, stat and stat.st_size)
-            return self._cached_voice(key, lambda: path)
+            file_id = (str(path), stat and stat.st_mtime_ns, stat and stat.st_size)
+            if is_audio_path(path):  # a recording: clone it once, then reuse the state
+                return self._cached_voice(("clone", *file_id), lambda: self.clone_voice(path))
+            return self._cached_voice(("file", *file_id), lambda: Voice.load(path, self.config))
         if isinstance(voice, str):
             self.pack.voice_path(voice)  # raises UnknownVoiceError listing the valid names
         raise TypeError(
             f"voice must be a voice name, a path or a Voice, got {type(voice).__name__}"
         )
 
-    def _cached_voice(self, key: Hashable, locate: Any) -> FlowState:
+    def _cached_voice(self, key: Hashable, make_voice: Callable[[], Voice]) -> FlowState:
         with self._voice_lock:
             state = self._voice_states.get(key)
             if state is not None:
@@ -343,8 +348,7 @@ class PocketTTS:
             with self._voice_lock:
                 state = self._voice_states.get(key)
             if state is None:
-                voice = Voice.load(locate(), self.config)
-                state = self.backend.flow_state_from_voice(voice.kv)
+                state = self.backend.flow_state_from_voice(make_voice().kv)
                 with self._voice_lock:
                     self._voice_states[key] = state
             return state
