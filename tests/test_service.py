@@ -45,6 +45,7 @@ from pipecat.transcriptions.language import Language
 from pipecat_pocket_tts import PocketTTSService
 from pipecat_pocket_tts import service as service_module
 from pipecat_pocket_tts.engine import PocketTTS, Session
+from pipecat_pocket_tts.engine.audio import write_wav
 from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine.errors import LexiconError, UnknownLanguageError
 from pipecat_pocket_tts.service import WARMUP_FRAMES, WARMUP_TEXT
@@ -571,3 +572,25 @@ async def test_cancel_frame_stops_at_once(packs: dict[str, Path]) -> None:
     assert TTSStoppedFrame not in kinds(down)
     assert session_threads() == []
     assert tts._streams == set()
+
+
+async def test_voice_setting_accepts_a_saved_voice_and_a_recording(
+    packs: dict[str, Path], tmp_path: Path
+) -> None:
+    engine = engine_of(packs["english"])
+    recording = write_wav(
+        tmp_path / "speaker.wav",
+        engine.synthesize("Hello there.", seed=1, eos_threshold=100.0, max_frames=30),
+        24000,
+    )
+    saved = engine.clone_voice(recording).save(tmp_path / "speaker.safetensors")
+    for voice in (str(saved), str(recording)):
+        settings = PocketTTSService.Settings(seed=7, voice=voice)
+        down, _ = await run_test(
+            service(packs["english"], settings=settings),
+            frames_to_send=[TTSSpeakFrame("Good morning.")],
+            start_timeout=START,
+        )
+        assert audio_of(down).size > 0
+    # the recording is cloned once and then served from the engine's voice cache
+    assert engine.voice_state(str(recording)) is engine.voice_state(recording)
