@@ -14,9 +14,13 @@ NumPy states from the tensors they receive, and written back into the tensors th
   transposed-conv partials and conv histories as [1, C, T], the attention K/V ring as
   ``attn{j}_cache`` [2, 1, S, H, Dh] with S = 256 slots indexed by position mod S, and
   ``attn{j}_offset`` as the next position — and back. The ``*_first`` flags are passed through.
+- ``mimi_encoderv2`` / ``mimi_encoderv3``: ``audio`` [1, 1, 240000] → ``conditioning``
+  [1, 125, d] through the NumPy Mimi encoder and a speaker projection (the pack's own, or a
+  stand-in "English" one for the shared encoder); optionally fp16 and/or a strided view.
 
 ``write_coreml_pack`` turns a NumPy pack into a CoreML pack folder: ``constants_bin/`` from the
-weights and ``.mlmodelc`` folders holding only a ``metadata.json`` with the stand-in I/O.
+weights and ``.mlmodelc`` folders holding only a ``metadata.json`` with the stand-in I/O;
+``write_model_folder`` writes one such folder (e.g. an encoder, beside the pack or at the root).
 """
 
 from __future__ import annotations
@@ -46,9 +50,18 @@ class StandInModel:
     """A ``CoreMLModel``: strict about its inputs (names, shapes, float32), records its calls."""
 
     def __init__(
-        self, name: str, inputs: list[TensorSpec], outputs: list[TensorSpec], compute: Compute
+        self,
+        name: str,
+        inputs: list[TensorSpec],
+        outputs: list[TensorSpec],
+        compute: Compute,
+        *,
+        raw_outputs: bool = False,
     ) -> None:
+        """``raw_outputs``: hand outputs back as computed (dtype and strides kept), as coremltools
+        may; otherwise as contiguous float32."""
         self.name = name
+        self.raw_outputs = raw_outputs
         self._inputs = tuple(inputs)
         self._outputs = tuple(outputs)
         self._compute = compute
@@ -80,7 +93,7 @@ class StandInModel:
         arrays = self._compute({k: np.array(v) for k, v in feeds.items()})
         out = {}
         for spec, value in zip(self._outputs, arrays, strict=True):
-            value = np.asarray(value, dtype=np.float32)
+            value = np.asarray(value) if self.raw_outputs else np.asarray(value, dtype=np.float32)
             assert value.shape == spec.shape, (self.name, spec, value.shape)
             out[spec.name] = value
         if self.record:
@@ -339,6 +352,47 @@ def mimi_standin(
     return StandInModel("mimi_decoder", inputs, outputs, compute)
 
 
+ENCODER_SAMPLES = 240_000
+ENCODER_FRAMES = 125
+
+
+def encoder_standin(
+    backend: NumpyBackend,
+    *,
+    projection: np.ndarray | None = None,
+    dtype: str = "float32",
+    strided: bool = False,
+    output_name: str = "conditioning",
+    name: str = "mimi_encoderv3",
+) -> StandInModel:
+    """A Mimi encoder over ``backend``'s NumPy Mimi encoder.
+
+    ``projection`` [d, latent]: the speaker projection baked in (None: the backend's own, i.e.
+    ``backend.encode``). ``dtype`` "float16" returns fp16 conditioning; ``strided`` returns a
+    view into a wider buffer (rows padded, as CoreML's strided arrays are).
+    """
+    d = backend.config.flow_lm.transformer.d_model
+    inputs = [TensorSpec("audio", (1, 1, ENCODER_SAMPLES))]
+    outputs = [TensorSpec(output_name, (1, ENCODER_FRAMES, d), dtype)]
+
+    def compute(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        audio = feeds["audio"].reshape(-1)
+        if projection is None:
+            cond = backend.encode(audio)
+        else:
+            cond = backend.mimi.encode(audio) @ np.asarray(projection, np.float32).T
+        assert cond.shape == (ENCODER_FRAMES, d), cond.shape
+        if not strided:
+            return [cond[None].astype(dtype)]
+        buffer = np.full((1, ENCODER_FRAMES, d + 5), np.nan, dtype=dtype)
+        buffer[0, :, :d] = cond
+        view = buffer[:, :, :d]
+        assert not view.flags.c_contiguous
+        return [view]
+
+    return StandInModel(name, inputs, outputs, compute, raw_outputs=True)
+
+
 def standin_models(
     backend: NumpyBackend,
     *,
@@ -364,11 +418,12 @@ def metadata_document(inputs: tuple[TensorSpec, ...], outputs: tuple[TensorSpec,
 
     def entry(spec: TensorSpec) -> dict[str, str]:
         dims = " × ".join(str(d) for d in spec.shape)
+        kind = {"float32": "Float32", "float16": "Float16"}[spec.dtype]
         return {
             "hasShapeFlexibility": "0",
             "isOptional": "0",
-            "dataType": "Float32",
-            "formattedType": f"MultiArray (Float32 {dims})",
+            "dataType": kind,
+            "formattedType": f"MultiArray ({kind} {dims})",
             "shortDescription": "",
             "shape": "[" + ", ".join(str(d) for d in spec.shape) + "]",
             "name": spec.name,
@@ -423,11 +478,22 @@ def write_coreml_pack(
     return folder
 
 
-def standin_loader(models: StageModels) -> Callable[[Path, str], StandInModel]:
+def write_model_folder(folder: Path, model: StandInModel) -> Path:
+    """``folder`` (a ``<name>.mlmodelc`` path) holding a ``metadata.json`` with ``model``'s I/O."""
+    folder.mkdir(parents=True, exist_ok=True)
+    document = metadata_document(model.inputs, model.outputs)
+    (folder / "metadata.json").write_text(json.dumps(document, indent=2))
+    return folder
+
+
+def standin_loader(
+    models: StageModels, encoders: dict[str, StandInModel] | None = None
+) -> Callable[[Path, str], StandInModel]:
     """A ``model_loader`` for ``CoreMLBackend.from_pack`` that hands out the stand-ins.
 
-    It checks that the folder's ``metadata.json`` describes the stand-in it returns, and
-    records (folder name, compute units) in ``loader.loaded``.
+    ``encoders``: ``.mlmodelc`` folder name → encoder stand-in. It checks that the folder's
+    ``metadata.json`` describes the stand-in it returns, and records (folder name, compute
+    units) in ``loader.loaded`` (and the full paths in ``loader.paths``).
     """
     from pipecat_pocket_tts.engine.backends.coreml.runtime import read_model_io
 
@@ -436,14 +502,18 @@ def standin_loader(models: StageModels) -> Callable[[Path, str], StandInModel]:
         "flow_decoder_fused.mlmodelc": models.flow_decoder,
         "mimi_decoder.mlmodelc": models.mimi_decoder,
         **{f"{name}.mlmodelc": models.flowlm for name in FLOWLM_MODELS.values()},
+        **(encoders or {}),
     }
     loaded: list[tuple[str, str]] = []
+    paths: list[Path] = []
 
     def load(path: Path, units: str) -> StandInModel:
         model = by_folder[path.name]
         assert read_model_io(path) == (model.inputs, model.outputs), path
         loaded.append((path.name, units))
+        paths.append(path)
         return model
 
     load.loaded = loaded  # type: ignore[attr-defined]
+    load.paths = paths  # type: ignore[attr-defined]
     return load

@@ -237,6 +237,7 @@ def test_compute_unit_presets() -> None:
         "flowlm": "all",
         "flow_decoder": "all",
         "mimi_decoder": "cpu-only",
+        "mimi_encoder": "cpu-gpu",
     }
     assert set(PRESETS) == {"default", "all", "cpu-gpu", "cpu-ane", "cpu-only", "no-ane"}
     assert resolve_compute_units("no-ane") == {
@@ -244,14 +245,16 @@ def test_compute_unit_presets() -> None:
         "flowlm": "cpu-gpu",
         "flow_decoder": "cpu-gpu",
         "mimi_decoder": "cpu-only",
+        "mimi_encoder": "cpu-gpu",
     }
     assert set(resolve_compute_units("cpu-ane").values()) == {"cpu-ane"}
     assert resolve_compute_units({"flow": "cpu-ane"})["flow_decoder"] == "cpu-ane"
-    assert resolve_compute_units("cpu-only,mimi=all,flowlm=cpu-gpu") == {
+    assert resolve_compute_units("cpu-only,mimi=all,flowlm=cpu-gpu,encoder=all") == {
         "cond_prefill": "cpu-only",
         "flowlm": "cpu-gpu",
         "flow_decoder": "cpu-only",
         "mimi_decoder": "all",
+        "mimi_encoder": "all",
     }
     assert parse_compute_units(" all , cond=cpu-gpu ") == {"preset": "all", "cond": "cpu-gpu"}
     for bad, message in [

@@ -10,6 +10,7 @@ from huggingface_hub.utils import filter_repo_objects
 
 from pipecat_pocket_tts.engine.backends.coreml import files
 from pipecat_pocket_tts.engine.errors import (
+    CloningUnavailableError,
     PackFilesMissingError,
     UnknownLanguageError,
     UnknownVoiceError,
@@ -120,6 +121,7 @@ class FakeHub:
         self.snapshot = self.repo_dir / "snapshots" / revision
         self.calls: list[dict] = []
         self.offline = False
+        self.listing = repo_listing()
 
     def __call__(self, repo_id, *, revision=None, allow_patterns=None, token=None, **kw):
         from huggingface_hub.errors import LocalEntryNotFoundError
@@ -127,7 +129,7 @@ class FakeHub:
         self.calls.append({"repo": repo_id, "revision": revision, "patterns": allow_patterns})
         if self.offline:
             raise LocalEntryNotFoundError("offline and not cached")
-        for path in filter_repo_objects(repo_listing(), allow_patterns=allow_patterns):
+        for path in filter_repo_objects(self.listing, allow_patterns=allow_patterns):
             link = self.snapshot / path
             if link.exists():
                 continue
@@ -205,6 +207,65 @@ def test_removing_a_variant_keeps_blobs_other_snapshots_use(tmp_path: Path) -> N
     assert not removed[0].exists() and not own.exists()
     assert blob.exists()  # snapshot b still points at it
     assert files.remove_unused_variant(root, keep="fp16") == []
+
+
+def _model_files(prefix: str) -> set[str]:
+    return {f"{prefix}.mlmodelc/{f}" for f in MODEL_FILES}
+
+
+def test_encoder_patterns_select_exactly_the_encoder_files() -> None:
+    listing = repo_listing()
+
+    def picked(language: str, which: str) -> set[str]:
+        return set(
+            filter_repo_objects(listing, allow_patterns=files.encoder_patterns(language, which))
+        )
+
+    assert picked("english", "shared") == _model_files("mimi_encoderv2")
+    assert picked("german_24l", "pack") == _model_files("v2.1/german_24l/mimi_encoderv3")
+    assert picked("german_24l", "shared") == _model_files("mimi_encoderv2") | {
+        "encoder_recover_pinv.bin",
+        "v2.1/german_24l/constants_bin/speaker_proj_weight.bin",
+    }
+    with pytest.raises(ValueError, match="which"):
+        files.encoder_patterns("english", "both")
+
+
+def test_hub_pack_fetches_the_encoder_on_the_first_clone(hub: FakeHub) -> None:
+    pack = resolve_pack("german_24l", backend_kind="coreml")
+    pack.model_paths("fp16")
+    assert pack.has_voice_cloning  # bos_before_voice.bin is there; the encoder comes later
+    assert not [p for p in hub.downloaded() if "encoder" in p or "speaker_proj" in p]
+    found = pack.encoder_files()
+    assert found.pack_local and found.model == pack.root / "mimi_encoderv3.mlmodelc"
+    assert hub.calls[-1]["patterns"] == files.encoder_patterns("german_24l", "pack")
+    assert {p for p in hub.downloaded() if "encoder" in p} == _model_files(
+        "v2.1/german_24l/mimi_encoderv3"
+    )
+
+    english = resolve_pack("english", backend_kind="coreml")
+    found = english.encoder_files()
+    assert not found.pack_local and not found.reprojected
+    assert found.model == english.root.parent.parent / "mimi_encoderv2.mlmodelc"
+    assert hub.calls[-1]["patterns"] == ["mimi_encoderv2.mlmodelc/*"]
+
+
+def test_hub_pack_falls_back_to_the_shared_encoder(hub: FakeHub) -> None:
+    hub.listing = [p for p in hub.listing if "mimi_encoderv3" not in p]
+    pack = resolve_pack("spanish_24l", backend_kind="coreml")
+    found = pack.encoder_files()
+    root = pack.root.parent.parent
+    assert not found.pack_local and found.reprojected
+    assert found.model == root / "mimi_encoderv2.mlmodelc"
+    assert found.recover_pinv == root / "encoder_recover_pinv.bin"
+    assert found.speaker_proj == pack.root / "constants_bin/speaker_proj_weight.bin"
+
+
+def test_hub_pack_without_any_encoder(hub: FakeHub) -> None:
+    hub.listing = [p for p in hub.listing if "mimi_encoder" not in p]
+    pack = resolve_pack("italian", backend_kind="coreml")
+    with pytest.raises(CloningUnavailableError, match=r"publishes no usable.*mimi_encoderv3"):
+        pack.encoder_files()
 
 
 def test_offline_without_cache_says_what_to_do(hub: FakeHub) -> None:

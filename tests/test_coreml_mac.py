@@ -80,3 +80,18 @@ def test_cpu_only_units_also_speak(tts: PocketTTS) -> None:
     cpu = PocketTTS.load(LANGUAGE, backend="coreml", model_dir=MODEL_DIR, compute_units="cpu-only")
     audio = cpu.synthesize("Hello there.", seed=3, temperature=0.0)
     assert np.isfinite(audio).all() and audio.size >= 1920 * 5
+
+
+def test_clones_a_voice_from_its_own_speech(tts: PocketTTS) -> None:
+    """The real encoder (downloaded on first use): clone a synthesized recording, speak with it."""
+    if not tts.backend.has_voice_cloning:
+        pytest.skip(f"no cloning encoder: {tts.backend.cloning_unavailable_reason}")
+    recording = tts.synthesize(SENTENCE, seed=2)
+    conditioning = tts.backend.encode(recording)
+    d_model = tts.config.flow_lm.transformer.d_model
+    assert conditioning.shape == (min(125, -(-recording.size // 1920)), d_model)
+    assert np.isfinite(conditioning).all() and np.abs(conditioning).max() > 0
+    voice = tts.clone_voice(recording, sample_rate=tts.sample_rate)
+    assert 2 <= voice.length <= 126
+    audio = tts.synthesize("Hello there, nice to meet you.", voice=voice, seed=4)
+    assert np.isfinite(audio).all() and 1.0 <= audio.size / tts.sample_rate <= 8.0

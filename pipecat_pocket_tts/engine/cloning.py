@@ -25,7 +25,8 @@ Limits (checked here, before any model work):
 
 The code is backend-agnostic: it needs ``encode``, ``bos_before_voice``, ``new_flow_state``,
 ``prefill`` and ``voice_from_flow_state`` of ``backends.base.Backend``, and reads
-``has_voice_cloning`` (default True) and ``max_voice_frames`` (default None) when present.
+``has_voice_cloning`` (default True), ``cloning_unavailable_reason`` (the message to raise when
+cloning is off) and ``max_voice_frames`` (default None) when present.
 """
 
 from __future__ import annotations
@@ -111,6 +112,9 @@ def require_cloning(backend: Backend) -> None:
     """Raise ``CloningUnavailableError`` (saying how to get access) if ``backend`` can't clone."""
     if getattr(backend, "has_voice_cloning", True):
         return
+    reason = getattr(backend, "cloning_unavailable_reason", None)
+    if reason:  # the backend knows what is missing (e.g. CoreML: the encoder model files)
+        raise CloningUnavailableError(reason)
     config = getattr(backend, "config", None)
     pack = f"pack {config.name!r}" if config is not None else "this pack"
     raise CloningUnavailableError(

@@ -7,6 +7,9 @@
     decode       mimi_decoder: raw latent (denormalization and quantizer are in the graph) + 24
                  state tensors fed back every frame
     voices       KV snapshots copied into zeroed 512-slot caches
+    encode       mimi_encoderv3 (the pack's) or mimi_encoderv2 (shared) + reprojection: 10 s
+                 window, ≤ 125 frames (``encoder``); loaded, and for hub packs downloaded, on
+                 the first clone
 
 Caches, positions and Mimi states live in the per-sequence state objects and are replaced by
 the model outputs after every call (matched as ``contracts`` says). Models come in through the
@@ -17,6 +20,7 @@ tests hand in stand-ins with the same I/O.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +47,7 @@ from .contracts import (
     PrefillContract,
     StepContract,
 )
+from .encoder import MAX_VOICE_FRAMES, Reprojection, VoiceEncoder
 from .runtime import CompiledModel, ComputeUnitsSpec, CoreMLModel, resolve_compute_units
 from .states import CoreMLFlowState, CoreMLMimiState
 
@@ -55,6 +60,14 @@ PLACEMENTS = ("gpu",)
 
 ModelLoader = Callable[[Path, str], CoreMLModel]
 """(``.mlmodelc`` path, compute-unit name) → a loaded model."""
+
+EncoderSource = VoiceEncoder | Callable[[], VoiceEncoder]
+"""A loaded voice encoder, or a function that loads it (called once, on the first clone)."""
+
+_NO_ENCODER = (
+    "this CoreML backend was built without a voice-cloning encoder: load the pack with "
+    "CoreMLBackend.from_pack, or clone with backend='numpy'"
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -80,8 +93,14 @@ class CoreMLBackend(Backend):
         *,
         precision: str = "fp16",
         compute_units: Mapping[str, str] | None = None,
+        voice_encoder: EncoderSource | None = None,
+        cloning_unavailable_reason: str | None = None,
     ) -> None:
-        """Bind loaded models to ``config``; ``WeightsMismatchError`` if their I/O does not fit."""
+        """Bind loaded models to ``config``; ``WeightsMismatchError`` if their I/O does not fit.
+
+        ``voice_encoder`` (a ``VoiceEncoder`` or a loader for it) enables ``encode``;
+        ``cloning_unavailable_reason`` says why cloning cannot work (it wins over the encoder).
+        """
         self.config = config
         self.models = models
         self.constants = constants
@@ -101,7 +120,24 @@ class CoreMLBackend(Backend):
         self.contract.check(config)
         self._kv = self.contract.step.kv
         self._mimi_init = constants.initial_mimi_state(self.contract.mimi.state_inputs)
-        self.has_voice_cloning = False
+        if isinstance(voice_encoder, VoiceEncoder):
+            voice_encoder.contract.check(config)
+        self._voice_encoder = voice_encoder
+        self._encoder_lock = threading.Lock()
+        #: The longest cloned prompt (the encoder's 10 s window): ``cloning`` trims to it.
+        self.max_voice_frames = MAX_VOICE_FRAMES
+        reason = cloning_unavailable_reason
+        if reason is None and voice_encoder is None:
+            reason = _NO_ENCODER
+        needs_bos = config.flow_lm.insert_bos_before_voice
+        if reason is None and needs_bos and constants.bos_before_voice is None:
+            reason = (
+                "voice cloning on CoreML needs constants_bin/bos_before_voice.bin, which this "
+                "pack lacks: re-download the pack, or clone with backend='numpy'"
+            )
+        #: Why ``encode`` cannot work (None when it can); ``cloning.require_cloning`` says it.
+        self.cloning_unavailable_reason = reason
+        self.has_voice_cloning = reason is None
 
     @classmethod
     def from_pack(
@@ -143,6 +179,25 @@ class CoreMLBackend(Backend):
         units = resolve_compute_units(compute_units)
         paths = pack.model_paths(precision)
         load = model_loader or (lambda path, unit: CompiledModel(path, unit))
+
+        def load_encoder() -> VoiceEncoder:
+            files = pack.encoder_files()
+            reprojection = None
+            if not files.pack_local and files.reprojected:
+                assert files.recover_pinv is not None and files.speaker_proj is not None
+                reprojection = Reprojection.load(
+                    files.recover_pinv,
+                    files.speaker_proj,
+                    d_model=config.flow_lm.transformer.d_model,
+                    latent_dim=config.mimi.inner_dim or config.mimi.seanet.dimension,
+                )
+            return VoiceEncoder(
+                load(files.model, units["mimi_encoder"]),
+                config,
+                reprojection=reprojection,
+                label=files.model.stem,
+            )
+
         models = StageModels(
             cond_prefill=load(paths["cond_prefill"], units["cond_prefill"]),
             flowlm=load(paths["flowlm"], units["flowlm"]),
@@ -154,7 +209,15 @@ class CoreMLBackend(Backend):
             d_model=config.flow_lm.transformer.d_model,
             latent_dim=config.flow_lm.latent_dim,
         )
-        return cls(config, models, constants, precision=precision, compute_units=units)
+        return cls(
+            config,
+            models,
+            constants,
+            precision=precision,
+            compute_units=units,
+            voice_encoder=load_encoder,
+            cloning_unavailable_reason=pack.cloning_unavailable_reason,
+        )
 
     # -- FlowLM -------------------------------------------------------------------------
     def embed_text(self, token_ids: np.ndarray) -> np.ndarray:
@@ -312,8 +375,24 @@ class CoreMLBackend(Backend):
             state.tensors[name] = np.asarray(out[output], dtype=np.float32).reshape(shapes[name])
         return np.asarray(out[contract.audio_output], dtype=np.float32).reshape(-1)
 
+    # -- Voice cloning ------------------------------------------------------------------
     def encode(self, audio: np.ndarray) -> np.ndarray:
-        raise CloningUnavailableError(
-            "voice cloning is not available on the CoreML backend yet: use backend='numpy' to "
-            "clone voices, or a voice shipped with the pack"
-        )
+        """24 kHz mono audio [n] → voice conditioning [P, d_model], P ≤ 125 (``encoder``).
+
+        Audio beyond 10 s is ignored. Raises ``CloningUnavailableError`` (saying what is
+        missing) when the pack has no usable encoder.
+        """
+        if self.cloning_unavailable_reason is not None:
+            raise CloningUnavailableError(self.cloning_unavailable_reason)
+        return self.voice_encoder().encode(audio)
+
+    def voice_encoder(self) -> VoiceEncoder:
+        """The voice encoder, loaded (and for hub packs downloaded) on the first call."""
+        with self._encoder_lock:
+            source = self._voice_encoder
+            if source is None:
+                raise CloningUnavailableError(_NO_ENCODER)
+            if not isinstance(source, VoiceEncoder):
+                source = source()
+                self._voice_encoder = source
+            return source

@@ -3,9 +3,14 @@
 text_embed_table.bin     [vocab, d_model]   one row per token id (read memory-mapped)
 bos_emb.bin              [latent_dim]       the BOS latent, fed to flowlm as ``bos_emb``
 bos_before_voice.bin     [d_model]          optional: put before the frames of a cloned voice
+speaker_proj_weight.bin  [d_model, 32]      24-layer packs: the pack's speaker projection, for
+                                            cloning through the shared encoder (see encoder.py)
 mimi_init_state/<n>.bin  the initial value of Mimi state input <n> (absent: zeros)
 tokenizer.model          SentencePiece model (read by the text stages)
 <voice>.safetensors      voice KV snapshots (upstream layout, read by ``Voice.load``)
+
+At the repository root: ``encoder_recover_pinv.bin`` [d_model, 32], the pseudo-inverse of the
+shared encoder's (English) speaker projection (same raw format).
 """
 
 from __future__ import annotations
@@ -24,6 +29,9 @@ BOS_EMB = "bos_emb.bin"
 BOS_BEFORE_VOICE = "bos_before_voice.bin"
 TOKENIZER = "tokenizer.model"
 MIMI_INIT_STATE = "mimi_init_state"
+SPEAKER_PROJ = "speaker_proj_weight.bin"
+#: Lives at the repository root (beside ``mimi_encoderv2.mlmodelc``), not in ``constants_bin``.
+RECOVER_PINV = "encoder_recover_pinv.bin"
 #: Files every pack needs (``bos_before_voice.bin`` is optional).
 REQUIRED_FILES = (TEXT_EMBED_TABLE, BOS_EMB, TOKENIZER)
 
@@ -88,6 +96,22 @@ class PackConstants:
             else:
                 state[spec.name] = np.zeros(spec.shape, dtype=np.float32)
         return state
+
+
+def read_matrix(path: str | Path, shape: tuple[int, ...]) -> np.ndarray:
+    """A raw float32 file holding exactly ``shape`` (row-major) → a float32 array of ``shape``.
+
+    Raises ``WeightsMismatchError`` when the file holds another number of floats.
+    """
+    path = Path(path)
+    values = _read_floats(path)
+    expected = int(np.prod(shape))
+    if values.size != expected:
+        raise WeightsMismatchError(
+            f"{path} holds {values.size} floats, expected {expected} "
+            f"({' × '.join(map(str, shape))}): the file belongs to another model; re-download it"
+        )
+    return np.array(values, dtype=np.float32).reshape(shape)
 
 
 def _read_floats(path: Path) -> np.ndarray:

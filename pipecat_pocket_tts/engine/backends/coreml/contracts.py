@@ -9,6 +9,8 @@ layers, C = 512 cache slots, W = 256 conditioning rows; every tensor is float32)
                         →  transformer_out [1,1,d], EOS logit [1,1,1], N caches, N positions
     flow_decoder_fused  transformer_out [1,d], latent_init [1,32]  →  latent_final [1,32]
     mimi_decoder        latent [1,32] + 24 state tensors  →  audio [1,1,1920] + 24 states
+    mimi_encoderv2/v3   audio [1,1,240000] (10 s)  →  conditioning [1,125,d] (may be fp16 or
+                        strided; voice cloning only, loaded on the first clone)
 
 The converter names most outputs itself (``var_2582``, ``new_cache_7_internal_tensor_assign_2``)
 and those names carry no order, so FlowLM outputs are matched by **shape, in spec order**: the
@@ -38,6 +40,7 @@ BOS_EMB = "bos_emb"
 FLOW_HIDDEN = "transformer_out"
 LATENT_INIT = "latent_init"
 MIMI_LATENT = "latent"
+ENCODER_AUDIO = "audio"
 
 _CACHE_INPUT = re.compile(r"^cache(\d+)$")
 _POSITION_INPUT = re.compile(r"^position(\d+)$")
@@ -355,6 +358,59 @@ def mimi_state_layout(config: ModelConfig, cache_slots: int | None = None) -> li
         mult //= 2
     conv("conv_final", nf, seanet.last_kernel_size)
     return specs
+
+
+# -- Mimi encoder (voice cloning) -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EncoderContract:
+    """mimi_encoderv2 / mimi_encoderv3: a fixed audio window in, voice conditioning out."""
+
+    window_samples: int  # the audio input [1, 1, window_samples]
+    frames: int  # output rows
+    d_model: int  # output width
+    output: str  # the conditioning output [1, frames, d_model]
+
+    @classmethod
+    def from_io(
+        cls,
+        inputs: Sequence[TensorSpec],
+        outputs: Sequence[TensorSpec],
+        model: str = "mimi_encoder",
+    ) -> EncoderContract:
+        audio = _by_name(model, inputs, ENCODER_AUDIO)
+        if len(inputs) != 1 or len(audio.shape) != 3 or audio.shape[:2] != (1, 1):
+            raise _mismatch(
+                model,
+                f"expected one input audio [1,1,samples], found "
+                f"{[(s.name, list(s.shape)) for s in inputs]}",
+            )
+        named = [s for s in outputs if s.name == CONDITIONING]
+        candidates = named or list(outputs)
+        if len(candidates) != 1 or len(candidates[0].shape) != 3 or candidates[0].shape[0] != 1:
+            raise _mismatch(
+                model,
+                "expected one output conditioning [1,frames,d], found "
+                f"{[(s.name, list(s.shape)) for s in outputs]}",
+            )
+        out = candidates[0]
+        window, frames, d_model = audio.shape[2], out.shape[1], out.shape[2]
+        return cls(window_samples=window, frames=frames, d_model=d_model, output=out.name)
+
+    def check(self, config: ModelConfig) -> None:
+        """Raise ``WeightsMismatchError`` unless the encoder feeds ``config``'s FlowLM."""
+        d_model = config.flow_lm.transformer.d_model
+        if self.d_model != d_model:
+            raise WeightsMismatchError(
+                f"the CoreML Mimi encoder outputs {self.d_model}-wide conditioning, config "
+                f"{config.name!r} needs {d_model}: the encoder belongs to another model"
+            )
+        if self.frames < 1 or self.window_samples < config.mimi.frame_size:
+            raise WeightsMismatchError(
+                f"the CoreML Mimi encoder takes {self.window_samples} samples and gives "
+                f"{self.frames} frames: not a voice-cloning encoder"
+            )
 
 
 # -- checks against the model config ----------------------------------------------------------

@@ -4,15 +4,21 @@ FluidInference/pocket-tts-coreml holds one folder per language pack, ``v2.1/<lan
 
     cond_prefill.mlmodelc/         flowlm_step.mlmodelc/ (fp16)   flowlm_stepv2.mlmodelc/ (int8)
     flow_decoder_fused.mlmodelc/   mimi_decoder.mlmodelc/         constants_bin/ (see constants.py)
+    mimi_encoderv3.mlmodelc/ (non-English packs: voice cloning)
     plus files this backend never needs: *.mlpackage sources, constants/ (.npy intermediates),
-    the _ane placement models, mimi_encoderv3, manifest.json, verify.wav
+    the _ane placement models, manifest.json, verify.wav
+The repository root holds the shared cloning encoder ``mimi_encoderv2.mlmodelc/`` and
+``encoder_recover_pinv.bin`` (see encoder.py).
 
 Only what the chosen precision needs is downloaded (``allow_patterns``): the four compiled
-models (one FlowLM variant) and the constants; voices come one by one on first use. Files land
+models (one FlowLM variant) and the constants; voices come one by one on first use, and the
+cloning encoder on the first clone (``encoder_patterns``: the pack's mimi_encoderv3, else the
+shared encoder with its reprojection files; English uses the shared encoder). Files land
 in the standard Hugging Face cache at a pinned revision (``HF_TOKEN``, ``HF_HUB_OFFLINE`` and
 ``HF_ENDPOINT`` apply); a FlowLM variant of the other precision left in the cache is deleted
 after each load. ``model_dir`` points at a local copy of one language folder (or at a folder
-holding ``v2.1/<language>/``); nothing is downloaded or deleted there.
+holding ``v2.1/<language>/``); nothing is downloaded or deleted there. In such a folder the
+shared encoder files may sit beside the models or at the top (above ``v2.1/``).
 """
 
 from __future__ import annotations
@@ -26,13 +32,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...config import get_config
-from ...errors import GatedRepoError, PackFilesMissingError, UnknownLanguageError, UnknownVoiceError
+from ...errors import (
+    CloningUnavailableError,
+    GatedRepoError,
+    PackFilesMissingError,
+    UnknownLanguageError,
+    UnknownVoiceError,
+)
 from ...packs import PackFiles, PackRequest, load_local_config, register_pack_resolver
 from .constants import (
     BOS_BEFORE_VOICE,
     BOS_EMB,
     MIMI_INIT_STATE,
+    RECOVER_PINV,
     REQUIRED_FILES,
+    SPEAKER_PROJ,
     TEXT_EMBED_TABLE,
     TOKENIZER,
 )
@@ -97,6 +111,9 @@ STAGE_MODELS = {
 }
 #: Files of ``constants_bin/`` every load needs (``bos_before_voice.bin`` may be absent).
 CONSTANT_FILES = (TOKENIZER, TEXT_EMBED_TABLE, BOS_EMB, BOS_BEFORE_VOICE)
+#: Voice-cloning encoders: the pack's own (``v2.1/<language>/``) and the shared one (root).
+PACK_ENCODER = "mimi_encoderv3"
+SHARED_ENCODER = "mimi_encoderv2"
 
 
 def pack_folder(language: str) -> str:
@@ -153,6 +170,77 @@ def select_files(listing: Iterable[str], language: str, precision: str = "fp16")
     return wanted
 
 
+def encoder_patterns(language: str, which: str) -> list[str]:
+    """``allow_patterns`` for a cloning encoder: ``which`` = "pack" (``mimi_encoderv3``) or
+    "shared" (root ``mimi_encoderv2``, plus the reprojection files for other languages)."""
+    root = pack_folder(language)
+    if which == "pack":
+        return [f"{root}/{PACK_ENCODER}.mlmodelc/*"]
+    if which != "shared":
+        raise ValueError(f"which must be 'pack' or 'shared', got {which!r}")
+    patterns = [f"{SHARED_ENCODER}.mlmodelc/*"]
+    if get_config(language).language != "english":
+        patterns += [RECOVER_PINV, f"{root}/{CONSTANTS_DIR}/{SPEAKER_PROJ}"]
+    return patterns
+
+
+@dataclass(frozen=True)
+class EncoderFiles:
+    """The cloning encoder a pack uses, and the reprojection files its output needs."""
+
+    model: Path  # a .mlmodelc folder
+    pack_local: bool  # mimi_encoderv3: output already in the pack's space
+    recover_pinv: Path | None = None  # both set: reproject the shared encoder's output
+    speaker_proj: Path | None = None
+
+    @property
+    def reprojected(self) -> bool:
+        return self.recover_pinv is not None and self.speaker_proj is not None
+
+
+def find_encoder(language_root: Path, *, english: bool) -> EncoderFiles | str:
+    """The cloning encoder present under a pack folder, or why there is none (a message).
+
+    Non-English packs prefer their own ``mimi_encoderv3``. Otherwise the shared
+    ``mimi_encoderv2`` (beside the models, or at the repository root above ``v2.1/``), with
+    ``encoder_recover_pinv.bin`` and ``constants_bin/speaker_proj_weight.bin`` when both exist;
+    without them only English may use it (its reprojection is the identity).
+    """
+    own = language_root / f"{PACK_ENCODER}.mlmodelc"
+    if not english and own.is_dir():
+        return EncoderFiles(model=own, pack_local=True)
+    places = [language_root]
+    if language_root.parent.name == PACK_VERSION:
+        places.append(language_root.parent.parent)
+    shared = next(
+        (
+            p / f"{SHARED_ENCODER}.mlmodelc"
+            for p in places
+            if (p / f"{SHARED_ENCODER}.mlmodelc").is_dir()
+        ),
+        None,
+    )
+    pinv = next((p / RECOVER_PINV for p in places if (p / RECOVER_PINV).is_file()), None)
+    proj = language_root / CONSTANTS_DIR / SPEAKER_PROJ
+    if shared is not None and pinv is not None and proj.is_file():
+        return EncoderFiles(model=shared, pack_local=False, recover_pinv=pinv, speaker_proj=proj)
+    if shared is not None and english:
+        return EncoderFiles(model=shared, pack_local=False)
+    if english:
+        needed = f"{SHARED_ENCODER}.mlmodelc"
+    else:
+        needed = (
+            f"{PACK_ENCODER}.mlmodelc in the pack folder, or the shared {SHARED_ENCODER}.mlmodelc "
+            f"with {RECOVER_PINV} and {CONSTANTS_DIR}/{SPEAKER_PROJ}"
+        )
+    return (
+        f"voice cloning on CoreML needs the Mimi encoder: {needed} (found none under "
+        f"{language_root}). Copy {'it' if english else 'them'} from {REPO} (the shared files sit "
+        f"at its root; put them beside the models or above {PACK_VERSION}/), load without "
+        "model_dir to download them on the first clone, or clone with backend='numpy'."
+    )
+
+
 def missing_constants(folder: Path) -> list[str]:
     """The required ``constants_bin`` files absent from ``folder``."""
     return [name for name in REQUIRED_FILES if not (folder / name).is_file()]
@@ -181,7 +269,12 @@ class CoreMLPackFiles(PackFiles):
     """A CoreML pack: ``root`` is the language folder; models are fetched per precision."""
 
     root: Path | None = None
+    #: Why this pack cannot clone (None: it can; hub packs fetch the encoder on first use).
+    cloning_unavailable_reason: str | None = None
     _fetch_models: Callable[[str], Path] | None = field(default=None, repr=False, compare=False)
+    _fetch_encoder: Callable[[], EncoderFiles] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     @property
     def constants_dir(self) -> Path:
@@ -206,6 +299,29 @@ class CoreMLPackFiles(PackFiles):
                 )
             )
         return paths
+
+    def encoder_files(self) -> EncoderFiles:
+        """The cloning encoder (downloaded first for hub packs); ``CloningUnavailableError``
+        saying what is missing when there is none."""
+        if self.cloning_unavailable_reason is not None:
+            raise CloningUnavailableError(self.cloning_unavailable_reason)
+        if self._fetch_encoder is None:
+            raise CloningUnavailableError(
+                f"pack {self.config.name!r} has no voice-cloning encoder; clone with "
+                "backend='numpy'"
+            )
+        return self._fetch_encoder()
+
+
+def _cloning_reason(constants: Path, found: EncoderFiles | str | None) -> str | None:
+    """Why a pack cannot clone: no ``bos_before_voice.bin``, or ``found`` is a message."""
+    if not (constants / BOS_BEFORE_VOICE).is_file():
+        return (
+            f"voice cloning on CoreML needs {CONSTANTS_DIR}/{BOS_BEFORE_VOICE}, which "
+            f"{constants.parent} lacks: re-download the pack (or copy the file from {REPO}), "
+            "or clone with backend='numpy'."
+        )
+    return found if isinstance(found, str) else None
 
 
 def resolve_coreml_pack(request: PackRequest) -> CoreMLPackFiles:
@@ -244,17 +360,28 @@ def resolve_local_coreml_pack(language: str, model_dir: str | os.PathLike[str]) 
             raise PackFilesMissingError(f"voice file {path} disappeared; restore it")
         return path
 
+    english = config.language == "english"
+    reason = _cloning_reason(constants, find_encoder(folder, english=english))
+
+    def fetch_encoder() -> EncoderFiles:
+        found = find_encoder(folder, english=english)
+        if isinstance(found, str):
+            raise CloningUnavailableError(found)
+        return found
+
     return CoreMLPackFiles(
         config=config,
         weights=folder,
         tokenizer=constants / TOKENIZER,
         voice_names=names,
-        has_voice_cloning=False,
+        has_voice_cloning=reason is None,
         backend_kind="coreml",
         model_dir=folder,
         extra={"root": folder, "constants": constants},
         _fetch_voice=fetch_voice,
         root=folder,
+        cloning_unavailable_reason=reason,
+        _fetch_encoder=fetch_encoder,
     )
 
 
@@ -298,6 +425,28 @@ def resolve_hub_coreml_pack(
         remove_unused_variant(folder / pack_folder(language), keep=precision)
         return folder / pack_folder(language)
 
+    english = config.language == "english"
+
+    def fetch_encoder() -> EncoderFiles:
+        with lock:
+            if not english:
+                folder = download(
+                    encoder_patterns(language, "pack"), revision=rev, token=token, what="encoder"
+                )
+                found = find_encoder(folder / pack_folder(language), english=False)
+                if isinstance(found, EncoderFiles):
+                    return found
+            folder = download(
+                encoder_patterns(language, "shared"), revision=rev, token=token, what="encoder"
+            )
+            found = find_encoder(folder / pack_folder(language), english=english)
+            if isinstance(found, str):
+                raise CloningUnavailableError(
+                    f"{REPO}@{rev} publishes no usable voice-cloning encoder for "
+                    f"{language!r}. {found}"
+                )
+            return found
+
     constants = root / CONSTANTS_DIR
     missing = missing_constants(constants)
     if missing:
@@ -306,17 +455,20 @@ def resolve_hub_coreml_pack(
             "the local cache (offline, or an unpublished revision). Go online once, or pass "
             "model_dir= with a copy of the pack."
         )
+    reason = _cloning_reason(constants, None)  # the encoder comes on the first clone
     return CoreMLPackFiles(
         config=config,
         weights=root,
         tokenizer=constants / TOKENIZER,
         voice_names=VOICES,
-        has_voice_cloning=False,
+        has_voice_cloning=reason is None,
         backend_kind="coreml",
         extra={"root": root, "constants": constants},
         _fetch_voice=fetch_voice,
         root=root,
         _fetch_models=fetch_models,
+        cloning_unavailable_reason=reason,
+        _fetch_encoder=fetch_encoder,
     )
 
 
@@ -327,10 +479,14 @@ def download_coreml_pack(
     voices: Iterable[str] | None = None,
     revision: str | None = None,
     token: str | bool | None = None,
+    cloning: bool = False,
 ) -> tuple[CoreMLPackFiles, dict[str, Path]]:
-    """Fetch a pack's constants, models of ``precision`` and ``voices`` (None: all) now."""
+    """Fetch a pack's constants, models of ``precision`` and ``voices`` (None: all) now;
+    with ``cloning`` also the voice-cloning encoder (for offline cloning later)."""
     pack = resolve_hub_coreml_pack(language, revision=revision, token=token)
     pack.model_paths(precision)
+    if cloning:
+        pack.encoder_files()
     wanted = list(VOICES if voices is None else voices)
     return pack, {name: pack.voice_path(name) for name in wanted}
 

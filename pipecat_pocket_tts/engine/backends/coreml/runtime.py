@@ -9,8 +9,9 @@ protocol, so the backend cannot tell them apart.
 Compute units, per stage (``STAGES``). The default is what measured fastest on Apple silicon:
 ``cond_prefill``, ``flowlm`` and ``flow_decoder`` on all units (CoreML places them on the GPU
 or the Neural Engine), ``mimi_decoder`` on the CPU only (fp16 on the Neural Engine makes it
-beep). Presets: ``default``, ``all``, ``cpu-gpu``, ``cpu-ane``, ``cpu-only`` and ``no-ane``
-(the default without the Neural Engine). A mapping ``{stage: unit}`` overrides single stages on
+beep), and ``mimi_encoder`` (voice cloning) on the CPU and GPU, as FluidAudio runs it.
+Presets: ``default``, ``all``, ``cpu-gpu``, ``cpu-ane``, ``cpu-only`` and ``no-ane`` (the
+default without the Neural Engine). A mapping ``{stage: unit}`` overrides single stages on
 top of the default; the CLI form is ``"no-ane,mimi=cpu-gpu"``.
 """
 
@@ -29,8 +30,8 @@ import numpy as np
 from ...errors import BackendUnavailableError, PackFilesMissingError
 from .contracts import TensorSpec
 
-#: The four stages whose compute units can be chosen.
-STAGES = ("cond_prefill", "flowlm", "flow_decoder", "mimi_decoder")
+#: The stages whose compute units can be chosen (``mimi_encoder``: voice cloning only).
+STAGES = ("cond_prefill", "flowlm", "flow_decoder", "mimi_decoder", "mimi_encoder")
 #: Short names accepted for the stages.
 STAGE_ALIASES = MappingProxyType(
     {
@@ -39,6 +40,7 @@ STAGE_ALIASES = MappingProxyType(
         "flow": "flow_decoder",
         "flow_decoder_fused": "flow_decoder",
         "mimi": "mimi_decoder",
+        "encoder": "mimi_encoder",
         "flowlm_step": "flowlm",
     }
 )
@@ -51,6 +53,7 @@ _DEFAULT = {
     "flowlm": "all",
     "flow_decoder": "all",
     "mimi_decoder": "cpu-only",
+    "mimi_encoder": "cpu-gpu",
 }
 #: Named presets: stage → unit.
 PRESETS: Mapping[str, Mapping[str, str]] = MappingProxyType(
