@@ -293,7 +293,11 @@ def cmd_download(args: argparse.Namespace) -> int:
         from .engine.backends.coreml.files import download_coreml_pack
 
         coreml_pack, fetched_paths = download_coreml_pack(
-            args.language, precision=args.precision, voices=voices, revision=args.revision
+            args.language,
+            precision=args.precision,
+            voices=voices,
+            revision=args.revision,
+            cloning=not args.without_cloning,
         )
         print(f"CoreML pack ({args.precision}): {coreml_pack.root}")
         print(f"voices ({len(fetched_paths)}): {', '.join(fetched_paths) or 'none'}")
