@@ -181,7 +181,7 @@ def cmd_say(args: argparse.Namespace) -> int:
     )
     voice: Any = args.voice
     if args.clone_voice is not None:
-        voice = _clone_voice(tts, args.clone_voice)
+        voice = tts.clone_voice(args.clone_voice)
         if args.save_voice is not None:
             print(f"saved voice {voice.save(args.save_voice)}", file=sys.stderr)
     loaded = time.perf_counter()
@@ -206,16 +206,6 @@ def cmd_say(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return EXIT_OK
-
-
-def _clone_voice(tts: Any, audio: Path) -> Any:
-    """A ``Voice`` cloned from a recording with the loaded model."""
-    clone = getattr(tts, "clone_voice", None)
-    if clone is not None:
-        return clone(audio)
-    from .engine.cloning import clone_voice
-
-    return clone_voice(tts.backend, audio, config_name=tts.language)
 
 
 def cmd_voices(args: argparse.Namespace) -> int:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 import soxr
 
+from .engine.audio import to_pcm16
+
 _EMPTY = np.zeros(0, dtype=np.float32)
 
 
@@ -39,9 +41,9 @@ class StreamResampler:
         """Resample samples float32 [n] (in_rate) → int16 PCM bytes at out_rate (may be empty)."""
         audio = np.asarray(samples, dtype=np.float32).reshape(-1)
         if self._stream is None:
-            return _to_pcm16(audio)
+            return to_pcm16(audio).tobytes()
         self._holding = True
-        return _to_pcm16(self._stream.resample_chunk(audio))
+        return to_pcm16(self._stream.resample_chunk(audio)).tobytes()
 
     def flush(self) -> bytes:
         """Emit what the filter still holds (int16 PCM bytes) and start a fresh stream."""
@@ -50,18 +52,10 @@ class StreamResampler:
         tail = self._stream.resample_chunk(_EMPTY, last=True)
         self._stream.clear()
         self._holding = False
-        return _to_pcm16(tail)
+        return to_pcm16(tail).tobytes()
 
     def reset(self) -> None:
         """Drop what the filter holds (after an interruption) and start a fresh stream."""
         if self._stream is not None:
             self._stream.clear()
         self._holding = False
-
-
-def _to_pcm16(audio: np.ndarray) -> bytes:
-    """float32 [n] in [-1, 1] → little-endian int16 bytes [2n]."""
-    if audio.size == 0:
-        return b""
-    scaled = np.rint(np.clip(audio, -1.0, 1.0) * 32767.0)
-    return scaled.astype("<i2").tobytes()

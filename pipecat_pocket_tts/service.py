@@ -41,7 +41,6 @@ from .engine.config import SAMPLE_RATE
 from .engine.errors import PocketTTSError, UnknownLanguageError
 from .engine.text.chunking import StreamingChunker
 from .engine.text.normalize import TextNormalizer, normalize_text
-from .engine.text.prepare import TextPreparer
 from .languages import language_to_pack, pack_iso_code, resolve_pack
 from .resampler import StreamResampler
 
@@ -218,7 +217,6 @@ class PocketTTSService(TTSService):
         self._main_stream: _Stream | None = None
         self._streams: set[_Stream] = set()
         self._turns: dict[str, _Turn] = {}
-        self._token_preparer: tuple[PocketTTS, TextPreparer] | None = None
         self._stopped = False
 
     # ------------------------------------------------------------------ Pipecat hooks
@@ -452,11 +450,11 @@ class PocketTTSService(TTSService):
 
     def _voice_exists(self, voice: Any) -> bool:
         """False only for a voice name the loaded pack does not ship."""
-        if self._engine is None or voice is None or not isinstance(voice, str):
+        if self._engine is None:
             return True
-        if voice in self._engine.voices or Path(voice).suffix == ".safetensors":
+        if isinstance(voice, str) and Path(voice).suffix == ".safetensors":
             return True
-        return Path(voice).exists()
+        return _voice_known_to(self._engine, voice)
 
     def _prefetch_voice(self, engine: PocketTTS, voice: Any) -> None:
         """Load a new voice off the event loop, so the next ``enqueue`` finds it cached."""
@@ -508,13 +506,10 @@ class PocketTTSService(TTSService):
             sampler_steps=self._sampler_steps,
         )
         if self._warmup:
-            voice = self._settings.voice if self._voice_known_to(engine) else None
-            await asyncio.to_thread(warm_up_engine, engine, voice)
+            voice = self._settings.voice
+            known = _voice_known_to(engine, voice)
+            await asyncio.to_thread(warm_up_engine, engine, voice if known else None)
         return engine
-
-    def _voice_known_to(self, engine: PocketTTS) -> bool:
-        voice = self._settings.voice
-        return not isinstance(voice, str) or voice in engine.voices or Path(voice).exists()
 
     async def _ready_engine(self, context_id: str) -> PocketTTS:
         """The engine for a new turn: waits for a load still running, switches packs."""
@@ -552,7 +547,7 @@ class PocketTTSService(TTSService):
         self._engine = engine
         self._load_task = None
         voice = self._settings.voice
-        if isinstance(voice, str) and not self._voice_known_to(engine):
+        if not _voice_known_to(engine, voice):
             logger.warning(
                 f"{self}: pack {engine.language!r} has no voice {voice!r}; using its default voice"
             )
@@ -587,9 +582,9 @@ class PocketTTSService(TTSService):
                 self._main_stream = stream
         turn = _Turn(context_id=context_id, stream=stream)
         if self._is_streaming_tokens:
-            if self._token_preparer is None or self._token_preparer[0] is not engine:
-                self._token_preparer = (engine, new_token_preparer(engine))
-            turn.chunker = self._token_preparer[1].chunker.stream()
+            # The engine's chunker releases sentences as soon as they are certain (the first
+            # one alone); the session then prepares each like any other text.
+            turn.chunker = engine.text_preparer.chunker.stream()
         stream.turns.add(turn)
         self._turns[context_id] = turn
         return turn
@@ -793,6 +788,11 @@ def _outcome(task: asyncio.Task | None) -> Any:
     return task.result()
 
 
+def _voice_known_to(engine: PocketTTS, voice: Any) -> bool:
+    """False only for a name that is neither a voice of ``engine``'s pack nor an existing path."""
+    return not isinstance(voice, str) or voice in engine.voices or Path(voice).exists()
+
+
 def load_shared_engine(
     pack: str,
     *,
@@ -827,9 +827,3 @@ def warm_up_engine(engine: PocketTTS, voice: Any = None) -> None:
 def check_lexicon(lexicon: Any) -> None:
     """Raise ``LexiconError`` (saying what is wrong) unless ``lexicon`` is usable."""
     TextNormalizer("english", lexicon=lexicon)
-
-
-def new_token_preparer(engine: PocketTTS) -> TextPreparer:
-    """The engine's text preparer, whose streaming chunker turns LLM tokens into sentences
-    (released as soon as they are certain, the first one alone)."""
-    return TextPreparer.for_config(engine.tokenizer, engine.config)

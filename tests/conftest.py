@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from huggingface_hub import constants as hf_constants
 
 sys.path.insert(0, str(Path(__file__).parent))  # lets tests import helpers such as sp_model
 
@@ -22,6 +23,21 @@ def sp_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tokenizer_json_path(sp_model_path: Path) -> Path:
     """The same vocabulary as an HF tokenizer.json."""
     return write_tokenizer_json(sp_model_path, sp_model_path.with_name("tokenizer.json"))
+
+
+@pytest.fixture
+def hf_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty HF cache and offline mode (env for subprocesses, constants for this one).
+
+    Fill it with ``hub_cache.cache_put``.
+    """
+    cache = tmp_path / "hf-cache"
+    cache.mkdir()
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)
+    return cache
 
 
 # ======================================================================================

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 import sys
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from huggingface_hub import constants as hf_constants
+from hub_cache import cache_put
 
 from pipecat_pocket_tts.__main__ import main
 from pipecat_pocket_tts.engine import packs
@@ -26,17 +25,6 @@ def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_pack(
         tmp_path_factory.mktemp("pack"), tiny_config_dict("standard"), voices=("alba", "marius")
     )
-
-
-@pytest.fixture
-def offline_cache(tmp_path: Path, monkeypatch) -> Path:
-    cache = tmp_path / "hf-cache"
-    cache.mkdir()
-    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(cache))
-    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)
-    return cache
 
 
 def _run(*args: str, stdin: str | None = None, env: dict[str, str] | None = None):
@@ -180,16 +168,10 @@ def test_voices_of_a_model_dir(pack: Path, capsys) -> None:
     assert capsys.readouterr().out.splitlines() == ["alba  (default)", "marius"]
 
 
-def test_voices_of_a_hub_pack_mark_default_and_cached(offline_cache: Path, capsys) -> None:
+def test_voices_of_a_hub_pack_mark_default_and_cached(hf_cache: Path, capsys) -> None:
     french = get_config("french")
     hub = packs.voice_hub_file(french, "anna")
-    target = offline_cache / "models--kyutai--pocket-tts-without-voice-cloning"
-    blob = target / "blobs" / hashlib.sha256(b"anna").hexdigest()
-    blob.parent.mkdir(parents=True)
-    blob.write_bytes(b"anna")
-    snapshot = target / "snapshots" / hub.revision / hub.path
-    snapshot.parent.mkdir(parents=True)
-    snapshot.symlink_to(blob)
+    cache_put(hf_cache, "kyutai/pocket-tts-without-voice-cloning", hub.revision, hub.path, b"anna")
     assert main(["voices", "--language", "french"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == len(packs.KNOWN_VOICES)
@@ -227,7 +209,7 @@ def test_download_offline_with_an_empty_cache(tmp_path: Path) -> None:
     assert "Traceback" not in err
 
 
-def test_download_from_a_populated_cache(offline_cache: Path, pack: Path, capsys) -> None:
+def test_download_from_a_populated_cache(hf_cache: Path, pack: Path, capsys) -> None:
     english = get_config("english")
     files = {
         english.weights_without_voice_cloning: (pack / "model.safetensors").read_bytes(),
@@ -235,10 +217,7 @@ def test_download_from_a_populated_cache(offline_cache: Path, pack: Path, capsys
         packs.voice_hub_file(english, "alba"): b"voice",
     }
     for hub, content in files.items():
-        path = offline_cache / f"models--{hub.repo.replace('/', '--')}" / "snapshots"
-        path = path / hub.revision / hub.path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(content)
+        cache_put(hf_cache, hub.repo, hub.revision, hub.path, content)
     assert main(["download", "english", "--voices", "alba", "--without-cloning"]) == 0
     out = capsys.readouterr().out
     assert "weights (without voice cloning)" in out

@@ -4,17 +4,15 @@ hub errors are real huggingface_hub exception classes raised by a patched downlo
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import os
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
 import huggingface_hub
 import pytest
-from huggingface_hub import constants as hf_constants
+from hub_cache import cache_put
 from huggingface_hub import errors as hf_errors
 
 from pipecat_pocket_tts.engine import packs
@@ -184,30 +182,6 @@ def test_registered_resolver_receives_the_request(monkeypatch) -> None:
 # -- the hub (offline, against a temp HF cache) -------------------------------------------
 
 
-@pytest.fixture
-def hf_cache(tmp_path: Path, monkeypatch) -> Path:
-    """An empty HF cache and offline mode (env for subprocesses, constants for this one)."""
-    cache = tmp_path / "hf-cache"
-    cache.mkdir()
-    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(cache))
-    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)
-    return cache
-
-
-def _cache_put(cache: Path, repo: str, revision: str, path: str, content: bytes) -> Path:
-    """Store a file in the HF cache layout: blobs/<sha256> + snapshots/<rev>/<path> symlink."""
-    repo_dir = cache / f"models--{repo.replace('/', '--')}"
-    blob = repo_dir / "blobs" / hashlib.sha256(content).hexdigest()
-    blob.parent.mkdir(parents=True, exist_ok=True)
-    blob.write_bytes(content)
-    link = repo_dir / "snapshots" / revision / path
-    link.parent.mkdir(parents=True, exist_ok=True)
-    link.symlink_to(os.path.relpath(blob, link.parent))
-    return link
-
-
 def _populate_english(cache: Path, pack: Path, *, gated: bool, voices: tuple[str, ...]) -> None:
     """The english pack's hub files (tiny stand-ins) at their pinned revisions."""
     files = [(ENGLISH.weights_without_voice_cloning, pack / "model.safetensors")]
@@ -215,10 +189,10 @@ def _populate_english(cache: Path, pack: Path, *, gated: bool, voices: tuple[str
         files.append((ENGLISH.weights, pack / "model.safetensors"))
     files.append((ENGLISH.flow_lm.lookup_table.tokenizer_file, pack / "tokenizer.model"))
     for hub, local in files:
-        _cache_put(cache, hub.repo, hub.revision, hub.path, local.read_bytes())
+        cache_put(cache, hub.repo, hub.revision, hub.path, local.read_bytes())
     for name in voices:
         hub = packs.voice_hub_file(ENGLISH, name)
-        _cache_put(cache, hub.repo, hub.revision, hub.path, f"voice {name}".encode())
+        cache_put(cache, hub.repo, hub.revision, hub.path, f"voice {name}".encode())
 
 
 def test_offline_with_empty_cache_says_what_to_do(hf_cache: Path) -> None:
@@ -287,9 +261,9 @@ def test_revision_override(hf_cache: Path, tiny_pack: Path) -> None:
     other = "0123456789abcdef0123456789abcdef01234567"
     ungated = ENGLISH.weights_without_voice_cloning
     tokenizer = ENGLISH.flow_lm.lookup_table.tokenizer_file
-    _cache_put(hf_cache, ungated.repo, other, ungated.path, b"weights at other")
-    _cache_put(hf_cache, tokenizer.repo, other, tokenizer.path, b"tokenizer at other")
-    _cache_put(hf_cache, VOICES_REPO, other, "languages/english/embeddings/alba.safetensors", b"v")
+    cache_put(hf_cache, ungated.repo, other, ungated.path, b"weights at other")
+    cache_put(hf_cache, tokenizer.repo, other, tokenizer.path, b"tokenizer at other")
+    cache_put(hf_cache, VOICES_REPO, other, "languages/english/embeddings/alba.safetensors", b"v")
     pack = resolve_pack("english", revision=other)
     assert pack.weights.read_bytes() == b"weights at other"
     assert pack.tokenizer.read_bytes() == b"tokenizer at other"

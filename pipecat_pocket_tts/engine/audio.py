@@ -37,14 +37,18 @@ def write_wav(path: str | os.PathLike[str], samples: np.ndarray, sample_rate: in
         raise ValueError(f"write_wav takes mono samples [n], got shape {audio.shape}")
     if not np.isfinite(audio).all():
         raise ValueError("write_wav: samples hold NaN or infinite values")
-    pcm = np.round(np.clip(audio, -1.0, 1.0) * 32767.0).astype("<i2")
-    data = pcm.tobytes()
+    data = to_pcm16(audio).tobytes()
     header = _wav_header(num_channels=1, sample_rate=int(sample_rate), bits=16, data_size=len(data))
     path = Path(path)
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
         f.write(header)
         f.write(data)
     return path
+
+
+def to_pcm16(samples: np.ndarray) -> np.ndarray:
+    """float samples [n] → little-endian int16 [n] (clipped to ±1, rounded half to even)."""
+    return np.rint(np.clip(samples, -1.0, 1.0) * 32767.0).astype("<i2")
 
 
 def _wav_header(*, num_channels: int, sample_rate: int, bits: int, data_size: int) -> bytes:

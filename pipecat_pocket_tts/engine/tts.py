@@ -34,6 +34,7 @@ from .session import (
     overlap_decode_by_default,
 )
 from .synthesis import AudioFrame, GenerationSettings, TextPlanner
+from .text.prepare import TextPreparer
 from .text.tokenizer import Tokenizer
 from .voices import Voice
 
@@ -174,6 +175,11 @@ class PocketTTS:
     def default_voice(self) -> str | None:
         """The voice used when none is given."""
         return self.pack.default_voice
+
+    @property
+    def text_preparer(self) -> TextPreparer:
+        """The pack's text cleaning, chunking and tokenizing, as every session uses them."""
+        return self._planner.preparer
 
     # -- speaking -----------------------------------------------------------------------
     def session(

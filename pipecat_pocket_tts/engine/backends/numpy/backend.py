@@ -32,7 +32,8 @@ class NumpyBackend(Backend):
     ) -> None:
         """``weights``: upstream state-dict keys → arrays (checked against ``config``)."""
         check_weights(weights, config)
-        weights = {key: _float32(array) for key, array in weights.items()}
+        # float32 arrays pass through uncopied (memory-mapped weights stay mapped)
+        weights = {key: np.asarray(array, np.float32) for key, array in weights.items()}
         self.config = config
         self.sampler_steps = sampler_steps
         self.flow_lm = FlowLM(config, weights)
@@ -131,9 +132,3 @@ class NumpyBackend(Backend):
             )
         latents = self.mimi.encode(audio)  # [T, inner_dim]
         return latents @ self._speaker_proj.T
-
-
-def _float32(array: np.ndarray) -> np.ndarray:
-    """The array itself when it is float32 already (memory-mapped weights stay mapped)."""
-    array = np.asarray(array)
-    return array if array.dtype == np.float32 else array.astype(np.float32)

@@ -122,7 +122,7 @@ class FlowLM:
         self.scale = np.float32(1.0 / math.sqrt(self.head_dim))
 
         def w(name: str) -> np.ndarray:
-            return _float32(weights[f"flow_lm.{name}"])
+            return np.asarray(weights[f"flow_lm.{name}"], np.float32)  # float32: no copy
 
         self.embed_table = w("conditioner.embed.weight")  # [n_bins + 1, rank or d]
         self.embed_proj = (
@@ -290,8 +290,3 @@ def _lazy_zeros(shape: tuple[int, ...]) -> np.ndarray:
     count = math.prod(shape)
     buffer = mmap.mmap(-1, max(4 * count, 1))
     return np.frombuffer(buffer, np.float32, count=count).reshape(shape)
-
-
-def _float32(array: np.ndarray) -> np.ndarray:
-    """The array itself when it already is float32 (no copy), else a float32 copy."""
-    return array if array.dtype == np.float32 else array.astype(np.float32)
