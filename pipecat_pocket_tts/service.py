@@ -40,7 +40,7 @@ from pipecat.utils.types import NOT_GIVEN, NotGiven, is_given
 from .engine.config import SAMPLE_RATE
 from .engine.errors import PocketTTSError, UnknownLanguageError
 from .engine.text.chunking import StreamingChunker
-from .engine.text.normalize import TextNormalizer, normalize_text
+from .engine.text.normalize import TextNormalizer
 from .languages import language_to_pack, pack_iso_code, resolve_pack
 from .resampler import StreamResampler
 
@@ -99,7 +99,6 @@ class _Stream:
     session: Session
     resampler: StreamResampler
     private: bool  # owned by one uninterruptible turn
-    language: str  # spoken language of the session's pack (for the normalizer)
     utterances: dict[int, _Turn] = field(default_factory=dict)  # enqueued, not finished
     turns: set[_Turn] = field(default_factory=set)  # open turns on this stream
     consumer: asyncio.Task | None = None
@@ -606,7 +605,6 @@ class PocketTTSService(TTSService):
                 SAMPLE_RATE, self.sample_rate, quality=self._resampler_quality
             ),
             private=private,
-            language=engine.config.language,
         )
         self._streams.add(stream)
         stream.consumer = self.create_task(self._consume(stream), name="pocket_tts_consumer")
@@ -628,16 +626,12 @@ class PocketTTSService(TTSService):
         if turn.closed or turn.stream.closed or not text.strip():
             return
         settings = self._settings
-        normalize = bool(settings.normalize)
-        if normalize and settings.lexicon:
-            # The engine's normalizer, run here because sessions take no lexicon.
-            text = normalize_text(text, turn.stream.language, lexicon=settings.lexicon)
-            normalize = False
         index = turn.stream.session.enqueue(
             text,
             voice=settings.voice,
             temperature=settings.temperature,
-            normalize=normalize,
+            normalize=bool(settings.normalize),
+            lexicon=settings.lexicon or None,
         )
         if index is None:  # nothing speakable after normalization
             return

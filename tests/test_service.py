@@ -48,6 +48,7 @@ from pipecat_pocket_tts.engine import PocketTTS, Session
 from pipecat_pocket_tts.engine.audio import write_wav
 from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine.errors import LexiconError, UnknownLanguageError
+from pipecat_pocket_tts.engine.synthesis import TextPlanner
 from pipecat_pocket_tts.service import WARMUP_FRAMES, WARMUP_TEXT
 
 SAMPLE_RATE = 24000
@@ -445,7 +446,19 @@ async def test_unknown_voice_update_is_refused_and_reported(
     assert [c["voice"] for c in enqueued] == [None]  # the pack's default voice, unchanged
 
 
-async def test_normalize_and_lexicon_settings(packs: dict[str, Path], enqueued: list[dict]) -> None:
+async def test_normalize_and_lexicon_settings(
+    packs: dict[str, Path], enqueued: list[dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    planned: list[str] = []
+    original_plan = TextPlanner.plan
+
+    def plan(self, text, **kwargs):
+        chunks = original_plan(self, text, **kwargs)
+        if text != WARMUP_TEXT:
+            planned.extend(chunk.text for chunk in chunks)
+        return chunks
+
+    monkeypatch.setattr(TextPlanner, "plan", plan)
     tts = service(
         packs["english"],
         settings=PocketTTSService.Settings(lexicon={"Pipecat": "pipe cat", "sql": "sequel"}),
@@ -457,11 +470,15 @@ async def test_normalize_and_lexicon_settings(packs: dict[str, Path], enqueued: 
         TTSSpeakFrame("Pipecat costs $5."),
     ]
     _, up = await run_test(tts, frames_to_send=frames, start_timeout=START)
-    # The engine's normalizer with the lexicon ran before the session (which has no lexicon).
-    assert [(c["text"], c["normalize"]) for c in enqueued] == [
-        ("pipe cat speaks sequel, not SQLite.", False),
-        ("Pipecat costs $5.", False),
+    lexicon = {"Pipecat": "pipe cat", "sql": "sequel"}
+    assert [(c["text"], c["normalize"], c["lexicon"]) for c in enqueued] == [
+        ("Pipecat speaks SQL, not SQLite.", True, lexicon),
+        ("Pipecat costs $5.", False, lexicon),  # normalize off: the lexicon is not applied
     ]
+    # The engine applied the lexicon (whole words, case rules) before preparing the chunk
+    # (capitalized); with normalize off, "$5" stays unspoken and the tiny test tokenizer,
+    # which has no "$", drops the sign.
+    assert planned == ["Pipe cat speaks sequel, not SQLite.", "Pipecat costs 5."]
     assert any(isinstance(f, ErrorFrame) and "lexicon" in f.error for f in up)  # 7: refused
     with pytest.raises(LexiconError):
         PocketTTSService(settings=PocketTTSService.Settings(lexicon={"": "nothing"}))
