@@ -15,6 +15,7 @@ the main one never cuts it.
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections import deque
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
@@ -73,7 +74,8 @@ class PocketTTSSettings(TTSSettings):
             change loads that pack in the background and switches at the next turn.
         model: The pack name (kept equal to ``language``; setting it also switches packs).
         temperature: Sampling temperature (None: the pack's default). Next utterance.
-        seed: Seed of the session's noise generator (None: random). Next turn.
+        seed: Seed of the session's noise generator (None: random). Next utterance: the
+            running session restarts its generator there (no new session, no seam).
         normalize: Spell out numbers, dates, symbols before synthesis. Next utterance.
         lexicon: ``{written: spoken}`` for the text normalizer (whole words; keys with a capital
             match exactly, lowercase keys in any case); used when ``normalize`` is on.
@@ -86,10 +88,9 @@ class PocketTTSSettings(TTSSettings):
     lexicon: dict[str, str] | NotGiven | None = field(default_factory=lambda: NOT_GIVEN)
 
 
-# Settings a running session cannot change: a new one opens at the next turn.
-_SESSION_LEVEL_SETTINGS = frozenset({"seed"})
-# Settings applied per utterance through Session.enqueue.
-_UTTERANCE_SETTINGS = frozenset({"voice", "temperature", "normalize", "lexicon"})
+# Settings applied per utterance through Session.enqueue (a new seed restarts the session's
+# random generator at the next utterance).
+_UTTERANCE_SETTINGS = frozenset({"voice", "temperature", "normalize", "lexicon", "seed"})
 
 
 @dataclass(eq=False)
@@ -99,6 +100,7 @@ class _Stream:
     session: Session
     resampler: StreamResampler
     private: bool  # owned by one uninterruptible turn
+    seed_version: int = 0  # the service's seed version this session's generator follows
     utterances: dict[int, _Turn] = field(default_factory=dict)  # enqueued, not finished
     turns: set[_Turn] = field(default_factory=set)  # open turns on this stream
     consumer: asyncio.Task | None = None
@@ -216,6 +218,7 @@ class PocketTTSService(TTSService):
         self._main_stream: _Stream | None = None
         self._streams: set[_Stream] = set()
         self._turns: dict[str, _Turn] = {}
+        self._seed_version = 0  # bumped by every seed update
         self._stopped = False
 
     # ------------------------------------------------------------------ Pipecat hooks
@@ -385,7 +388,7 @@ class PocketTTSService(TTSService):
     # ------------------------------------------------------------------ settings
 
     async def _update_settings(self, delta: PocketTTSSettings) -> dict[str, Any]:
-        """Apply a settings delta: utterance settings at once, session-level ones next turn."""
+        """Apply a settings delta: utterance settings (seed included) at the next utterance."""
         requested_pack = self._requested_pack(delta)
         if requested_pack is not None:
             delta.language = requested_pack
@@ -409,11 +412,9 @@ class PocketTTSService(TTSService):
         if "language" in changed or "model" in changed:
             self._set_sentence_language(self.pack)
             self._request_pack_switch(self.pack)
-        if changed.keys() & _SESSION_LEVEL_SETTINGS:
-            self._retire_main_stream()
-        known = (
-            _SESSION_LEVEL_SETTINGS | _UTTERANCE_SETTINGS | {"language", "model"}
-        )  # everything else is unknown to this service
+        if "seed" in changed:
+            self._seed_version += 1  # each stream restarts its generator at its next utterance
+        known = _UTTERANCE_SETTINGS | {"language", "model"}  # the rest is unknown here
         self._warn_unhandled_updated_settings(set(changed) - known)
         return changed
 
@@ -605,6 +606,7 @@ class PocketTTSService(TTSService):
                 SAMPLE_RATE, self.sample_rate, quality=self._resampler_quality
             ),
             private=private,
+            seed_version=self._seed_version,
         )
         self._streams.add(stream)
         stream.consumer = self.create_task(self._consume(stream), name="pocket_tts_consumer")
@@ -626,15 +628,22 @@ class PocketTTSService(TTSService):
         if turn.closed or turn.stream.closed or not text.strip():
             return
         settings = self._settings
-        index = turn.stream.session.enqueue(
+        stream = turn.stream
+        reseed = None
+        if stream.seed_version != self._seed_version:  # the seed changed since the last one
+            seed = settings.seed if is_given(settings.seed) else None
+            reseed = secrets.randbits(64) if seed is None else seed
+        index = stream.session.enqueue(
             text,
             voice=settings.voice,
             temperature=settings.temperature,
             normalize=bool(settings.normalize),
             lexicon=settings.lexicon or None,
+            seed=reseed,
         )
-        if index is None:  # nothing speakable after normalization
+        if index is None:  # nothing speakable after normalization (the seed still waits)
             return
+        stream.seed_version = self._seed_version
         turn.enqueued += 1
         turn.stream.utterances[index] = turn
 

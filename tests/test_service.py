@@ -275,6 +275,41 @@ async def test_ttfb_and_usage_metrics(packs: dict[str, Path]) -> None:
     assert sum(usage) == len("Hello there.") + len("How are you doing today?")
 
 
+@pytest.mark.parametrize("warmup", [True, False])
+async def test_load_and_warm_up_run_off_the_event_loop_before_the_first_turn(
+    packs: dict[str, Path], monkeypatch: pytest.MonkeyPatch, warmup: bool
+) -> None:
+    loop_thread = threading.get_ident()
+    events: list[tuple[str, bool]] = []  # (what, ran on the event loop's thread)
+    load, warm = service_module.load_shared_engine, service_module.warm_up_engine
+    enqueue = Session.enqueue
+
+    def recording_load(*args, **kwargs):
+        events.append(("load", threading.get_ident() == loop_thread))
+        return load(*args, **kwargs)
+
+    def recording_warm(engine, voice=None):
+        events.append(("warm", threading.get_ident() == loop_thread))
+        return warm(engine, voice)
+
+    def recording_enqueue(self, text, **kwargs):
+        events.append((f"enqueue {text}", threading.get_ident() == loop_thread))
+        return enqueue(self, text, **kwargs)
+
+    monkeypatch.setattr(service_module, "load_shared_engine", recording_load)
+    monkeypatch.setattr(service_module, "warm_up_engine", recording_warm)
+    monkeypatch.setattr(Session, "enqueue", recording_enqueue)
+    await run_test(
+        service(packs["english"], warmup=warmup),
+        frames_to_send=[TTSSpeakFrame("Good day.")],
+        start_timeout=START,
+    )
+    expected = [("load", False)]
+    if warmup:  # a real synthesis (every stage once), on a worker thread, before any turn
+        expected += [("warm", False), (f"enqueue {WARMUP_TEXT}", False)]
+    assert events == [*expected, ("enqueue Good day.", True)]
+
+
 async def test_slow_load_keeps_the_first_turn_alive(
     packs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -420,17 +455,25 @@ async def test_voice_temperature_and_seed_updates(
         TTSSpeakFrame("Two."),
         TTSUpdateSettingsFrame(delta=PocketTTSService.Settings(seed=99)),
         TTSSpeakFrame("Three."),
+        TTSSpeakFrame("Four."),
+        TTSUpdateSettingsFrame(delta=PocketTTSService.Settings(seed=None)),
+        TTSSpeakFrame("Five."),
     ]
     down, _ = await run_test(tts, frames_to_send=frames, start_timeout=START)
-    assert kinds(down).count(TTSStoppedFrame) == 3
+    assert kinds(down).count(TTSStoppedFrame) == 5
     assert [(c["text"], c["voice"], c["temperature"]) for c in enqueued] == [
         ("One.", "alba", None),
         ("Two.", "marius", 0.5),
         ("Three.", "marius", 0.5),
+        ("Four.", "marius", 0.5),
+        ("Five.", "marius", 0.5),
     ]
-    # A new seed needs a new random stream: the next turn opens a session with it.
-    assert [c["seed"] for c in opened] == [1, 99]
-    assert enqueued[0]["session"] == enqueued[1]["session"] != enqueued[2]["session"]
+    # One persistent session; a new seed restarts its generator at the next utterance only.
+    assert [c["seed"] for c in opened] == [1]
+    assert len({c["session"] for c in enqueued}) == 1
+    seeds = [c["seed"] for c in enqueued]
+    assert seeds[:4] == [None, None, 99, None]
+    assert isinstance(seeds[4], int)  # back to random: a fresh random seed
 
 
 async def test_unknown_voice_update_is_refused_and_reported(

@@ -31,6 +31,7 @@ class SpyBackend(Backend):
         self.step_delay = step_delay
         self.fail_decode_at = fail_decode_at
         self.calls: list[tuple[str, float]] = []
+        self.noises: list[np.ndarray] = []
         self._lock = threading.Lock()
 
     def _log(self, stage: str) -> int:
@@ -61,6 +62,7 @@ class SpyBackend(Backend):
 
     def sample(self, hidden, noise):
         self._log("sample")
+        self.noises.append(np.array(noise))
         return self.inner.sample(hidden, noise)
 
     def bos_before_voice(self):
@@ -167,6 +169,32 @@ def test_per_utterance_overrides(tts: PocketTTS):
         first, tts.synthesize(SENTENCES[0], temperature=0, voice="marius")
     )
     assert not np.array_equal(first, tts.synthesize(SENTENCES[0], temperature=0, voice="alba"))
+
+
+def test_a_seed_given_with_an_utterance_restarts_the_noise_there(engine_tts: PocketTTS):
+    tts, spy = spied(engine_tts)
+    session = tts.session(seed=1, temperature=0.7)
+    session.enqueue(SENTENCES[2])
+    session.enqueue(SENTENCES[2])  # the random stream continues...
+    session.enqueue(SENTENCES[2], seed=1)  # ...until a seed restarts it
+    session.finish()
+    frames = list(session)
+    per_utterance = [sum(f.utterance_index == i for f in frames) for i in range(3)]
+    assert per_utterance[0] == per_utterance[1] == per_utterance[2] > 0
+    n = per_utterance[0]
+    noises = np.array(spy.noises)
+    assert noises.shape[0] == 3 * n and np.abs(noises).max() > 0
+    np.testing.assert_array_equal(noises[:n], noises[2 * n :])
+    assert not np.array_equal(noises[:n], noises[n : 2 * n])
+    # The first utterance of a session: the same audio as a session opened with that seed.
+    reseeded = tts.session(seed=3, temperature=0.7)
+    reseeded.enqueue(SENTENCES[0], seed=9)
+    reseeded.finish()
+    np.testing.assert_array_equal(
+        audio_of(reseeded), tts.synthesize(SENTENCES[0], seed=9, temperature=0.7)
+    )
+    with pytest.raises(TypeError, match="seed"):
+        tts.session().enqueue("Hi.", seed=1.5)
 
 
 def test_cancel_mid_utterance_stops_within_one_frame(engine_endless_tts: PocketTTS):

@@ -52,6 +52,7 @@ class _Utterance:
     chunks: list[PreparedChunk]
     voice_state: FlowState
     settings: GenerationSettings
+    seed: int | None = None  # restart the session's random generator from it first
 
 
 @dataclass(frozen=True, eq=False)
@@ -248,15 +249,20 @@ class Session:
         eos_threshold: float | None = None,
         normalize: bool | None = None,
         lexicon: Mapping[str, str] | None = None,
+        seed: int | None = None,
     ) -> int | None:
         """Queue an utterance; its index, or None when the text has nothing to say.
 
-        The overrides apply to this utterance only (``lexicon`` replaces the session's).
-        Raises ``SessionClosedError`` after ``finish()`` or ``cancel()``.
+        The overrides apply to this utterance only (``lexicon`` replaces the session's);
+        ``seed`` restarts the session's random generator from that seed at this utterance
+        (later utterances continue from there). Raises ``SessionClosedError`` after
+        ``finish()`` or ``cancel()``.
         """
         self._check_open()
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+            raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
         chunks = self._planner.plan(
             text,
             normalize=self._normalize if normalize is None else normalize,
@@ -274,7 +280,7 @@ class Session:
             self._check_open()
             index = self._enqueued
             self._enqueued += 1
-            self._utterances.put(_Utterance(index, chunks, voice_state, settings))
+            self._utterances.put(_Utterance(index, chunks, voice_state, settings, seed))
             if self._worker is None:
                 self._worker = threading.Thread(
                     target=self._run, name=f"{self._name}-flow", daemon=True
@@ -411,6 +417,8 @@ class Session:
 
     def _produce(self, utterance: _Utterance, sink: _InlineDecode | _ThreadedDecode) -> None:
         last_chunk = len(utterance.chunks) - 1
+        if utterance.seed is not None:  # only this thread draws from the generator
+            self._rng = np.random.default_rng(utterance.seed)
         for chunk_index, plan in enumerate(utterance.chunks):
             if self._stopping():
                 return
