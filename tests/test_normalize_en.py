@@ -36,6 +36,8 @@ CASES = [
     ("Read pages 5–10.", "Read pages five to ten."),
     ("Ages 18-25 apply.", "Ages eighteen to twenty-five apply."),
     ("Expect 5-10% more.", "Expect five to ten percent more."),
+    ("Open 9am-5pm daily.", "Open nine AM to five PM daily."),
+    ("Pro is $19.99/month.", "Pro is nineteen dollars and ninety-nine cents per month."),
     # times
     ("Meet me at 3:45 pm.", "Meet me at three forty-five PM."),
     ("The train leaves at 15:45.", "The train leaves at three forty-five PM."),
@@ -76,6 +78,7 @@ CASES = [
         "Call plus four four, two zero, seven nine four six, zero nine five eight.",
     ),
     ("Call (555) 123-4567.", "Call five five five, one two three, four five six seven."),
+    ("Call 020 7946 0958.", "Call zero two zero, seven nine four six, zero nine five eight."),
     # abbreviations
     ("Dr. Smith met Mr. Jones.", "Doctor Smith met Mister Jones."),
     ("Bring fruit, e.g. apples.", "Bring fruit, for example apples."),
@@ -84,6 +87,8 @@ CASES = [
     ("Team A vs. team B.", "Team A versus team B."),
     ("St. Louis is on Main St.", "Saint Louis is on Main Street."),
     ("See No. 5.", "See number five."),
+    ("Price $10 (incl. VAT).", "Price ten dollars (including VAT)."),
+    ("Add 1 tsp salt.", "Add one teaspoon salt."),
     # symbols
     ("Salt & pepper", "Salt and pepper"),
     ("2 + 2 = 4", "two plus two equals four"),
@@ -94,6 +99,8 @@ CASES = [
     ("C++ and C# are languages.", "C plus plus and C sharp are languages."),
     ("Use and/or both.", "Use and or both."),
     ("3 × 4 = 12", "three times four equals twelve"),
+    ("A 16:9 screen.", "A sixteen to nine screen."),
+    ("I'd rate it 4.5/5.", "I'd rate it four point five slash five."),
     # URLs and e-mail
     ("Email me at jane.doe@example.com.", "Email me at jane dot doe at example dot com."),
     ("Go to www.example.com/docs today.", "Go to example dot com slash docs today."),

@@ -27,7 +27,7 @@ RECIPE_SPOKEN = """Quick Summary.
 Here's what you need to know:
 
 Preheat the oven to three hundred and fifty degrees Fahrenheit.
-Mix two and a half cups of flour with one tsp of salt.
+Mix two and a half cups of flour with one teaspoon of salt.
 Bake for twenty-five to thirty minutes.
 
 Tip: use parchment paper for easy cleanup.

@@ -90,6 +90,8 @@ class Words:
     power: str
     section: str
     degree: Noun
+    per: str = "per"  # "$9.99/month" → "... per month"
+    ratio: str = ""  # "16:9", a score "3:2" (empty: say ``to``)
     celsius: str = "Celsius"
     fahrenheit: str = "Fahrenheit"
 

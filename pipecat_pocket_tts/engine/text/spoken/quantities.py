@@ -15,10 +15,13 @@ _PHONE = re.compile(
     r"|1-\d{3}-\d{3}-\d{4}"  # 1-800-555-1234
     r"|\d{3}[.-]\d{3}[.-]\d{4}"  # 555-123-4567
     r"|0\d(?:[ .]\d{2}){4}"  # 06 12 34 56 78
+    r"|0\d{2,4}(?:[ /-]\d{2,8}){1,3}"  # 030 12345678, 0171/1234567, 020 7946 0958
+    r"|0\d[ /-]\d{6,8}"  # 02 12345678
     r")(?![\w-]|[.,]\d)"
 )
 _RANGE = re.compile(
-    r"(?<![\w.,/:-])(?P<a>[$€£¥₹]?\d+(?:[.,:]\d+)*%?)(?P<s1>\s?)[-–—](?P<s2>\s?)"
+    r"(?<![\w.,/:-])(?P<a>[$€£¥₹]?\d+(?:[.,:]\d+)*(?:%|\s?[ap]\.?m\.?)?)"  # "9am-5pm"
+    r"(?P<s1>\s?)[-–—](?P<s2>\s?)"
     r"(?P<b>[$€£¥₹]?\d+(?:[.,:]\d+)*)(?![\d]|[-–—]\d|[.,:]\d)"
 )
 _SYMBOLS = {"US$": "USD", "R$": "BRL", "$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "₹": "INR",
@@ -108,7 +111,7 @@ class Ranges:
 
 
 class Money:
-    """Currency amounts: "$12.50", "€5", "12,50 €", "USD 3", "$1.5M", "5 Mio. €"."""
+    """Currency amounts: "$12.50", "€5", "12,50 €", "USD 3", "$1.5M", "5 Mio. €", "$9/month"."""
 
     def __init__(self, lang: SpokenLanguage) -> None:
         self.lang = lang
@@ -117,11 +120,12 @@ class Money:
         sym = _alternation(self.symbols)
         num = number_pattern(lang)
         scale = rf"(?:\s?(?P<scale>{_alternation(lang.scales)})(?![\w]))?"
+        per = r"(?P<per>/(?=[^\W\d_]))?"  # "$9.99/month": a rate
         self._prefix = re.compile(
-            rf"(?<![\w$])(?P<sign>[-−])?(?P<sym>{sym})\s?(?P<sign2>[-−])?(?P<num>{num}){scale}"
+            rf"(?<![\w$])(?P<sign>[-−])?(?P<sym>{sym})\s?(?P<sign2>[-−])?(?P<num>{num}){scale}{per}"
         )
         self._suffix = re.compile(
-            rf"(?<![\w.,])(?P<sign>[-−])?(?P<num>{num}){scale}\s?(?P<sym>{sym})(?![\w$])"
+            rf"(?<![\w.,])(?P<sign>[-−])?(?P<num>{num}){scale}\s?(?P<sym>{sym})(?![\w$]){per}"
         )
         self._trigger = re.compile(sym)
 
@@ -137,7 +141,8 @@ class Money:
         amount = split_amount(m["num"], self.lang)
         scale = self.lang.scales[m["scale"]] if m["scale"] else None
         sign = groups.get("sign") or groups.get("sign2") or ""
-        return self.lang.money(amount.whole, amount.frac, currency, sign=sign, scale=scale)
+        words = self.lang.money(amount.whole, amount.frac, currency, sign=sign, scale=scale)
+        return f"{words} {self.lang.words.per} " if m["per"] else words
 
 
 class Measures:

@@ -130,13 +130,16 @@ class Symbols:
             (r"\s*%", spaced(w.percent)),
             (r"§\s*", f"{w.section} "),
             (r"(?<=[^\W\d_])/(?=[^\W\d_])", " "),
+            # What the number rules left between digits: a ratio "16:9", a rating "4.5/5".
+            (r"(?<=\d)\s?:\s?(?=\d)", spaced(w.ratio or w.to)),
+            (r"(?<=\d)/(?=\d)", spaced(w.slash)),
             (r"(?<=[^\W_])_+(?=[^\W_])", " "),
             (r"[©®™]", ""),
             (r"\s*\|\s*", ", "),
             (r"[\\`*~^#_]+", " "),
         ]
         self._rules: list[Rewrite] = [(re.compile(p), r) for p, r in rules]
-        self._trigger = re.compile(r"[&+=×*÷^~≈∼#@%§/_|\\`©®™<>±→⇒⟶≤≥²³]|\.NET")
+        self._trigger = re.compile(r"[&+=×*÷^~≈∼#@%§/_|\\`©®™<>±→⇒⟶≤≥²³]|\.NET|\d:\d")
 
     def __call__(self, text: str) -> str:
         if not self._trigger.search(text):

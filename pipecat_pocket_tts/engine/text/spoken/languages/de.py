@@ -85,6 +85,8 @@ class German(SpokenLanguage):
         power="hoch",
         section="Paragraf",
         degree=Noun("Grad", "Grad", "n"),
+        per="pro",
+        ratio="zu",
     )
     months = (
         "Januar", "Februar", "März", "April", "Mai", "Juni",
@@ -259,7 +261,7 @@ class German(SpokenLanguage):
     )
     sentence_end_abbreviations = frozenset(
         {"usw.", "etc.", "u.a.", "u. a.", "o.Ä.", "o. Ä.", "s.o.", "s.u.", "Str.", "Jh.",
-         "v. Chr.", "n. Chr."}
+         "v. Chr.", "n. Chr.", "MwSt."}
     )  # fmt: skip
     day_month_pattern = r"(?P<d>\d{{1,2}})\.\s?{mon}(?!\w)(?:\s+{year})?"
     day_dot_dates = True

@@ -104,6 +104,7 @@ class English(SpokenLanguage):
         power="to the power of",
         section="section",
         degree=Noun("degree", "degrees"),
+        per="per",
     )
     months = (
         "January", "February", "March", "April", "May", "June",
@@ -181,6 +182,8 @@ class English(SpokenLanguage):
             "lb": Noun("pound", "pounds"),
             "lbs": Noun("pound", "pounds"),
             "oz": Noun("ounce", "ounces"),
+            "tsp": Noun("teaspoon", "teaspoons"),
+            "tbsp": Noun("tablespoon", "tablespoons"),
             "px": Noun("pixel", "pixels"),
             "dB": Noun("decibel", "decibels"),
             "kcal": Noun("kilocalorie", "kilocalories"),
@@ -252,6 +255,8 @@ class English(SpokenLanguage):
             "min.": "minimum",
             "max.": "maximum",
             "misc.": "miscellaneous",
+            "incl.": "including",
+            "excl.": "excluding",
             "w/": "with",
             "w/o": "without",
             "a.k.a.": "also known as",

@@ -80,6 +80,7 @@ class Spanish(SpokenLanguage):
         power="elevado a",
         section="sección",
         degree=Noun("grado", "grados"),
+        per="por",
     )
     months = (
         "enero", "febrero", "marzo", "abril", "mayo", "junio",

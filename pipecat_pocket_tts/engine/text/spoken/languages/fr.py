@@ -111,6 +111,7 @@ class French(SpokenLanguage):
         power="puissance",
         section="paragraphe",
         degree=Noun("degré", "degrés"),
+        per="par",
     )
     months = (
         "janvier", "février", "mars", "avril", "mai", "juin",

@@ -54,6 +54,7 @@ class Italian(SpokenLanguage):
         power="elevato alla",
         section="paragrafo",
         degree=Noun("grado", "gradi"),
+        per="al",
     )
     months = (
         "gennaio", "febbraio", "marzo", "aprile", "maggio", "giugno",

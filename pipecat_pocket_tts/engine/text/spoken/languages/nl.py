@@ -47,6 +47,8 @@ class Dutch(SpokenLanguage):
         power="tot de macht",
         section="paragraaf",
         degree=Noun("graad", "graden"),
+        per="per",
+        ratio="op",
     )
     months = (
         "januari", "februari", "maart", "april", "mei", "juni",

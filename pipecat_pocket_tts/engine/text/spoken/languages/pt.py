@@ -90,6 +90,7 @@ class Portuguese(SpokenLanguage):
         power="elevado a",
         section="parágrafo",
         degree=Noun("grau", "graus"),
+        per="por",
     )
     months = (
         "janeiro", "fevereiro", "março", "abril", "maio", "junho",
