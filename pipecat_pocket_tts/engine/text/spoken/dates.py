@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import re
 
+from .context import FUNCTION_WORDS, next_word
 from .language import SpokenLanguage
 
 _ISO = re.compile(r"(?<![\w./-])(?P<y>\d{4})([-/])(?P<m>\d{1,2})\2(?P<d>\d{1,2})(?![\w/-]|[.,]\d)")
 _NUMERIC = re.compile(
     r"(?<![\w./-])(?P<a>\d{1,2})(?P<sep>[./-])(?P<b>\d{1,2})(?P=sep)(?P<y>\d{4})(?![\w/-]|[.,]\d)"
 )
+_DAY_MONTH_SLASH = re.compile(
+    r"(?<![\w./:,-])(?P<a>\d{1,2})/(?P<b>\d{1,2})(?![\w/]|[.,]\d|\s?[-–]\s?\d)"
+)
+_DAYS_IN_MONTH = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+# Ratios and idioms that look like a day and a month ("open 24/7", a "16/9" screen)
+_NOT_DATES = frozenset({"24/7", "16/9", "16/10", "21/9"})
+_INCH_MARKS = ('"', "″", "”")
 _DAY_DOT_MONTH_DOT = re.compile(r"(?<![\w./-])(?P<d>\d{1,2})\.(?P<m>\d{1,2})\.(?=\s|$)")
 _PREVIOUS_WORD = re.compile(r"(\w+)\W*$")
 
@@ -36,6 +44,11 @@ def keeps_period(text: str, end: int) -> bool:
     return not stripped or stripped[0] in "\r\n" or (rest != stripped and stripped[0].isupper())
 
 
+def _is_cue(text: str, start: int, before: str, cues: frozenset[str]) -> bool:
+    """Whether ``before`` is a date cue standing right before ``start`` (spaces only)."""
+    return before.lower() in cues and text[:start].rstrip().endswith(before)
+
+
 class Dates:
     """Numeric and written dates, read by the language's conventions."""
 
@@ -58,6 +71,9 @@ class Dates:
             re.compile(r"(?<![\w.])" + month_day.format(**fill)) if month_day else None
         )
         self._month_only = re.compile(rf"(?<![\w.]){month}")
+        units = {key.lower() for key in lang.units}
+        units.update(w.lower() for noun in lang.units.values() for w in (noun.one, noun.many))
+        self._not_after = FUNCTION_WORDS | units | lang.fraction_nouns
 
     def month_starts(self, text: str) -> bool:
         """Whether ``text`` starts with a month name (so "1. Mai" is no list item)."""
@@ -70,6 +86,8 @@ class Dates:
         text = _NUMERIC.sub(self._numeric, text)
         if self.lang.day_dot_dates:
             text = _DAY_DOT_MONTH_DOT.sub(self._day_dot_month, text)
+        if "/" in text:
+            text = _DAY_MONTH_SLASH.sub(self._day_month_slash, text)
         if self._month_day is not None:
             text = self._month_day.sub(self._written, text)
         return self._day_month.sub(self._written, text)
@@ -92,6 +110,31 @@ class Dates:
         if not (1 <= month <= 12 and 1 <= day <= 31):
             return m[0]
         return self._say(m.string, m.start(), day, month, year)
+
+    def _day_month_slash(self, m: re.Match[str]) -> str:
+        """A date without a year, "11/30" (en, month first) or "30/11" (day first).
+
+        Read as a date only when the pair is a real day of a real month in the language's
+        order, no fraction noun or function word follows ("3/4 cup", "3/4 de litre"), it is
+        no known ratio ("24/7", "16/9"), and either a date cue is the word before ("on 3/4",
+        "le 30/11") or the day is 13 or more (no fraction is written that way) and no
+        lowercase word follows ("made 12/15 shots" is a count out of a total).
+        Everything else is left to the fraction and ratio rules.
+        """
+        a, b = int(m["a"]), int(m["b"])
+        month, day = (a, b) if self.lang.date_order == "MDY" else (b, a)
+        if not (1 <= month <= 12 and 1 <= day <= _DAYS_IN_MONTH[month - 1]):
+            return m[0]
+        if f"{a}/{b}" in _NOT_DATES or m.string.startswith(_INCH_MARKS, m.end()):
+            return m[0]
+        after = next_word(m.string, m.end())
+        if after.lower() in self._not_after:
+            return m[0]
+        before = previous_word(m.string, m.start())
+        cued = _is_cue(m.string, m.start(), before, self.lang.date_cues)
+        if not cued and (day < 13 or after[:1].islower()):  # "12/15 shots": a count, not a date
+            return m[0]
+        return self.lang.date(day, month, None, before=before)
 
     def _day_dot_month(self, m: re.Match[str]) -> str:
         day, month = int(m["d"]), int(m["m"])

@@ -113,6 +113,42 @@ class Clock:
     on_the_hour: Noun | None = None
 
 
+@dataclass(frozen=True)
+class PhoneStyle:
+    """How a language writes national phone numbers (no "+"), and the words that announce one.
+
+    ``shapes`` are groupings no ordinary number uses ("612 34 56 78", "333 123 4567"): read as
+    a phone number wherever they stand. ``cued_shapes`` could also be a grouped number, a
+    range or a count ("912 345 678", "555-1234"): read as one only right after a ``cues`` word
+    ("call", "Tel.", "llame al"; at most two words between). ``emergency`` numbers ("112")
+    are read digit by digit after a cue where people say them that way. Shapes are regexes
+    without groups; cues are lowercase, without a final dot.
+    """
+
+    cues: frozenset[str] = frozenset()
+    shapes: tuple[str, ...] = ()
+    cued_shapes: tuple[str, ...] = ()
+    emergency: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Ratings:
+    """Scores written "4.5/5", "9/10", "15/20": said "four point five out of five" in context.
+
+    ``out_of`` joins the two numbers; ``cues`` are the words just before a score ("rated",
+    "note"), ``nouns`` the words just after one ("stars", "étoiles"), all lowercase.
+    """
+
+    out_of: str
+    cues: frozenset[str] = frozenset()
+    nouns: frozenset[str] = frozenset()
+
+
+def wordset(words: str) -> frozenset[str]:
+    """A set of words written as one space-separated string (compact language data)."""
+    return frozenset(words.split())
+
+
 def table(entries: dict[K, V]) -> Mapping[K, V]:
     """A read-only view of a language's data table (instances are shared by every session)."""
     return MappingProxyType(entries)
@@ -165,6 +201,12 @@ class SpokenLanguage:
     date_link: ClassVar[str] = ""  # between day, month and year: "1 de mayo de 2026"
     first_of_month: ClassVar[str | None] = None  # day 1 in a date: "primero", "premier"
     clock: ClassVar[Clock]
+    phones: ClassVar[PhoneStyle] = PhoneStyle()
+    ratings: ClassVar[Ratings | None] = None
+    # Words before a day/month date without a year ("on 11/30", "le 30/11"), lowercase
+    date_cues: ClassVar[frozenset[str]] = frozenset()
+    # Nouns after which "3/16" is a measure, not a date ("3/16 inch"), besides the units
+    fraction_nouns: ClassVar[frozenset[str]] = frozenset()
     # A date written with the month's name, day first; {mon} and {year} are filled in by the
     # date rule (groups d, mon, y). Month first ("Nov 30, 2026") only where it is used (en).
     day_month_pattern: ClassVar[str] = r"(?P<d>\d{{1,2}})\s+{mon}(?!\w)(?:\s+{year})?"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from .context import FUNCTION_WORDS
 from .language import SpokenLanguage
 from .numbers import number_pattern, speak_number
 
@@ -95,5 +96,6 @@ class Cardinals:
         return self._re.sub(self._number, text)
 
     def _number(self, m: re.Match[str]) -> str:
-        gender = self.lang.noun_gender(m["next"]) if m["next"] else None
+        after = m["next"]
+        gender = self.lang.noun_gender(after) if after and after not in FUNCTION_WORDS else None
         return speak_number(m["num"], self.lang, gender, sign=m["sign"] or "")

@@ -1,8 +1,8 @@
 """The order of the rules, per language, and the guarantees around them.
 
 Order matters: what a rule rewrites is plain words for the rules after it, so the most
-specific shapes go first (addresses, phone numbers, dates before ranges, ranges before times,
-money and units before bare numbers) and bare numbers go last.
+specific shapes go first (addresses, phone numbers, scores, dates before ranges, ranges before
+times, money and units before bare numbers) and bare numbers go last.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from .languages import spoken_language
 from .lexicon import Lexicon, Protected, strip_private_use, substitute_sub_tags
 from .markdown import Markdown
 from .numerals import Cardinals, Decades, DigitsInWords, Ordinals, Years
-from .quantities import Fractions, Measures, Money, Multipliers, Phones, Ranges
+from .quantities import Fractions, Measures, Money, Multipliers, Phones, Ranges, Scores
 from .symbols import Abbreviations, Emoji, Symbols, tidy
 from .web import WebAddresses
 
@@ -44,6 +44,7 @@ class SpokenForm:
             ("emoji", Emoji()),
             ("web", WebAddresses(lang)),
             ("phones", Phones(lang)),
+            ("scores", Scores(lang)),
             ("dates", dates),
             ("ranges", Ranges(lang)),
             ("times", Times(lang)),

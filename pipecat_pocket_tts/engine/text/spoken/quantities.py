@@ -5,20 +5,27 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from .context import FUNCTION_WORDS, cue_before, next_word
 from .language import Noun, SpokenLanguage
 from .numbers import number_pattern, speak_number, split_amount
 
+# Phone numbers every language writes alike: international ("+"), bracketed area codes, the
+# North American 3-3-4 with separators, and national numbers with a trunk "0" (fr, de, nl, it,
+# en-GB), whose groupings no ordinary number or date uses. National shapes without either
+# are each language's ``phones`` data (see ``PhoneStyle``).
 _PHONE = re.compile(
     r"(?<![\w+.,/-])(?:"
     r"\+\d{1,3}(?:[ .-]?\(?\d{1,4}\)?){2,6}"  # +1 555 123 4567, +33 6 12 34 56 78
     r"|\(\d{2,5}\)[ .-]?\d{2,4}(?:[ .-]?\d{2,4}){1,3}"  # (555) 123-4567
     r"|1-\d{3}-\d{3}-\d{4}"  # 1-800-555-1234
     r"|\d{3}[.-]\d{3}[.-]\d{4}"  # 555-123-4567
-    r"|0\d(?:[ .]\d{2}){4}"  # 06 12 34 56 78
-    r"|0\d{2,4}(?:[ /-]\d{2,8}){1,3}"  # 030 12345678, 0171/1234567, 020 7946 0958
+    r"|0\d(?:[ .]\d{2}){4}|0\d(?:-\d{2}){4}"  # 06 12 34 56 78, 06-12-34-56-78
+    r"|0\d{2,4}(?:[ /-]\d{2,8}){1,4}"  # 030 12345678, 0171/1234567, 030 12 34 56 78
+    r"|0\d(?: \d{2,4}){2,4}"  # 02 1234 5678, 06 123 456 78
     r"|0\d[ /-]\d{6,8}"  # 02 12345678
     r")(?![\w-]|[.,]\d)"
 )
+_PHONE_END = r"(?![\w/-]|[.,]\d)"
 _RANGE = re.compile(
     r"(?<![\w.,/:-])(?P<a>[$€£¥₹]?\d+(?:[.,:]\d+)*(?:%|\s?[ap]\.?m\.?)?)"  # "9am-5pm"
     r"(?P<s1>\s?)[-–—](?P<s2>\s?)"
@@ -40,31 +47,6 @@ _SLASH_FRACTION = re.compile(
     + _NEXT_WORD
 )
 _DENOMINATORS = frozenset(range(2, 11)) | {100}
-# After "½" these words are no noun to agree with ("½ of it", "½ de la tarte").
-_NOT_NOUNS = frozenset(
-    [
-        "of",
-        "the",
-        "a",
-        "an",
-        "and",
-        "or",
-        "to",
-        "in",
-        "on",
-        "de",
-        "del",
-        "da",
-        "do",
-        "du",
-        "des",
-        "di",
-        "della",
-        "dello",
-        "van",
-        "von",
-    ]
-)
 _MULTIPLIER = re.compile(
     r"(?<![\w.,])(?P<a>\d+(?:[.,]\d+)?)(?P<s>\s?)(?P<x>[x×])(?:\s?(?P<b>\d+(?:[.,]\d+)?))?(?![\w])"
 )
@@ -76,21 +58,102 @@ def _alternation(keys: Iterable[str]) -> str:
 
 
 class Phones:
-    """Phone numbers, digit by digit, a pause between groups."""
+    """Phone numbers, digit by digit as grouped, a pause (comma) between groups.
+
+    The shared shapes (``_PHONE``) are read anywhere. Then the language's national shapes
+    (``lang.phones``): its ``shapes`` anywhere; its ``cued_shapes`` and ``emergency`` numbers
+    only after a cue word ("call 911", "llame al 912 345 678"), since without one they are
+    as likely a grouped number ("912 345 678 habitantes"), a range ("555-1234") or a count.
+    """
 
     def __init__(self, lang: SpokenLanguage) -> None:
         self.lang = lang
+        style = lang.phones
+        self.cues = style.cues
+        alternatives = [
+            f"(?P<{name}>{'|'.join(shapes)})"
+            for name, shapes in (
+                ("shape", style.shapes),
+                ("cued", style.cued_shapes),
+                ("emergency", sorted(style.emergency, key=len, reverse=True)),
+            )
+            if shapes
+        ]
+        self._national = (
+            re.compile(rf"(?<![\w+.,/-])(?:{'|'.join(alternatives)}){_PHONE_END}")
+            if alternatives
+            else None
+        )
 
     def __call__(self, text: str) -> str:
-        return _PHONE.sub(self._phone, text) if any(c.isdigit() for c in text) else text
+        if not any(c.isdigit() for c in text):
+            return text
+        text = _PHONE.sub(self._phone, text)
+        if self._national is not None:
+            text = self._national.sub(self._national_phone, text)
+        return text
+
+    def _say(self, raw: str) -> str:
+        groups = [self.lang.digits(g) for g in re.findall(r"\d+", raw)]
+        words = ", ".join(groups)
+        return f"{self.lang.words.plus} {words}" if raw.startswith("+") else words
 
     def _phone(self, m: re.Match[str]) -> str:
         raw = m[0]
         if not 7 <= sum(c.isdigit() for c in raw) <= 15:
             return raw
-        groups = [self.lang.digits(g) for g in re.findall(r"\d+", raw)]
-        words = ", ".join(groups)
-        return f"{self.lang.words.plus} {words}" if raw.startswith("+") else words
+        return self._say(raw)
+
+    def _national_phone(self, m: re.Match[str]) -> str:
+        raw = m[0]
+        if m.lastgroup == "emergency":
+            cued = cue_before(m.string, m.start(), self.cues)
+            return self.lang.digits(raw) if cued else raw
+        if not 7 <= sum(c.isdigit() for c in raw) <= 15:
+            return raw
+        if m.lastgroup == "cued" and not cue_before(m.string, m.start(), self.cues):
+            return raw
+        return self._say(raw)
+
+
+_RATING = re.compile(
+    r"(?<![\w.,/:-])(?P<num>\d{1,3}(?:[.,]\d{1,2})?)/(?P<den>5|10|20|100)(?![\w/]|[.,]\d)"
+)
+
+
+class Scores:
+    """Scores: "rated 4.5/5", "9/10 stars", "Note : 15/20" → "... out of ...", "... sur ...".
+
+    Only over 5, 10, 20 or 100, a numerator no larger than that, and with context: a cue word
+    of the language right before (one word between at most: "a score of 9/10") or a rating
+    noun right after ("stars", "étoiles"). Without context "3/4" stays a fraction, "9/10" a
+    fraction (or a date), "4.5/5" a number "slash" a number.
+    """
+
+    def __init__(self, lang: SpokenLanguage) -> None:
+        self.lang = lang
+        self.ratings = lang.ratings
+
+    def __call__(self, text: str) -> str:
+        if self.ratings is None or "/" not in text:
+            return text
+        return _RATING.sub(self._rating, text)
+
+    def _rating(self, m: re.Match[str]) -> str:
+        ratings = self.ratings
+        if ratings is None:  # unreachable: __call__ checks
+            return m[0]
+        after = next_word(m.string, m.end())
+        noun = after.lower() in ratings.nouns
+        if not noun and not cue_before(m.string, m.start(), ratings.cues, gap=1):
+            return m[0]
+        amount = split_amount(m["num"], self.lang)
+        den = int(m["den"])
+        if float(f"{amount.whole}.{amount.frac or 0}") > den:
+            return m[0]
+        gender = self.lang.noun_gender(after) if noun else None
+        score = self.lang.number(amount.whole, amount.frac, gender)
+        return f"{score} {ratings.out_of} {self.lang.cardinal(den, gender)}"
 
 
 class Ranges:
@@ -202,7 +265,7 @@ class Fractions:
     def _say(self, whole: str | None, num: int, den: int, noun: str | None) -> str:
         if whole:
             return self.lang.mixed_number(int(whole), num, den)
-        if noun and (num, den) == (1, 2) and noun.lower() not in _NOT_NOUNS:
+        if noun and (num, den) == (1, 2) and noun.lower() not in FUNCTION_WORDS:
             half = self.lang.half_before(noun)
             if half:
                 return half

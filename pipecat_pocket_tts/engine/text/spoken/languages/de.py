@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import re
 
-from ..language import Clock, Currency, Gender, Noun, Scale, SpokenLanguage, Words, table
+from ..language import (
+    Clock,
+    Currency,
+    Gender,
+    Noun,
+    PhoneStyle,
+    Ratings,
+    Scale,
+    SpokenLanguage,
+    Words,
+    table,
+    wordset,
+)
 
 _FINAL_EINS = re.compile(r"eins$")
 # Words after which an ordinal takes the weak -en ending (dative/accusative).
@@ -266,6 +278,25 @@ class German(SpokenLanguage):
     day_month_pattern = r"(?P<d>\d{{1,2}})\.\s?{mon}(?!\w)(?:\s+{year})?"
     day_dot_dates = True
     clock_suffix = r"\s*Uhr\b"
+    # National numbers keep their trunk "0" (shared shapes); emergency numbers after a cue.
+    phones = PhoneStyle(
+        cues=wordset(
+            "ruf rufe rufen ruft anrufen anruf wähle wählen wählt tel telefon telefonnummer "
+            "nummer handy mobil fax hotline notruf"
+        ),
+        emergency=frozenset({"110", "112", "115", "116117", "19222"}),
+    )
+    ratings = Ratings(
+        out_of="von",
+        cues=wordset("bewertung bewertet bewertungen note wertung punktzahl score ergebnis"),
+        nouns=frozenset({"sternen", "sterne", "stern", "punkten", "punkte", "punkt"}),
+    )
+    date_cues = wordset(
+        "am vom bis zum ab seit "
+        "montag dienstag mittwoch donnerstag freitag samstag sonntag "
+        "mo di mi do fr sa so"
+    )
+    fraction_nouns = frozenset({"zoll", "tasse", "tassen"})
     clock = Clock(second=Noun("Sekunde", "Sekunden", "f"), hour_word=Noun("Uhr", "Uhr", "n"))
     num2words_years = True
     # "der 3. Platz", "am 2. Tag": an ordinal needs a determiner before it and a word after it,

@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import re
 
-from ..language import Clock, Currency, Noun, Scale, SpokenLanguage, Words, strip_commas, table
+from ..language import (
+    Clock,
+    Currency,
+    Noun,
+    PhoneStyle,
+    Ratings,
+    Scale,
+    SpokenLanguage,
+    Words,
+    strip_commas,
+    table,
+    wordset,
+)
 
 _TEENS_TENS = re.compile(r"y$")
 # A bare 1100-2099 is a year after these words, or before these, or before punctuation;
@@ -288,6 +300,30 @@ class English(SpokenLanguage):
     day_month_pattern = r"(?P<d>\d{{1,2}})(?:st|nd|rd|th)?(?:\s+of)?\s+{mon}(?!\w)(?:,?\s+{year})?"
     month_day_pattern = r"{mon}\s+(?P<d>\d{{1,2}})(?:st|nd|rd|th)?(?![\w:]|[.,]\d)(?:,?\s+{year})?"
     meridiem_hours = True
+    # North American numbers; "555-1234" could be a range and "5551234567" a count: cued.
+    phones = PhoneStyle(
+        cues=wordset(
+            "call calls calling dial phone telephone tel tel. text fax mobile cell number "
+            "reach ring contact hotline helpline whatsapp"
+        ),
+        shapes=(r"\d{3} \d{3} \d{4}",),
+        cued_shapes=(r"[2-9]\d{2}[-.]\d{4}", r"[2-9]\d{9}"),
+        emergency=frozenset({"911", "999", "112", "111", "101", "988", "311", "411", "211"}),
+    )
+    ratings = Ratings(
+        out_of="out of",
+        cues=wordset("rated rating ratings score scored scores scoring grade graded verdict"),
+        nouns=frozenset({"stars", "star", "points", "pts"}),
+    )
+    date_cues = wordset(
+        "on by until till due since from before after through thru "
+        "monday tuesday wednesday thursday friday saturday sunday "
+        "mon tue tues wed thu thurs fri sat sun"
+    )
+    fraction_nouns = wordset(
+        "inch inches cup cups teaspoon teaspoons tablespoon tablespoons pint pints "
+        "pound pounds ounce ounces mile miles"
+    )
     clock = Clock(second=Noun("second", "seconds", None))
     num2words_years = True
     ordinal_pattern = r"(?<![\w.,])(?P<num>\d+)(?P<suf>st|nd|rd|th)\b"

@@ -9,11 +9,14 @@ from ..language import (
     Currency,
     Gender,
     Noun,
+    PhoneStyle,
+    Ratings,
     Scale,
     SpokenLanguage,
     Words,
     last_word_sub,
     table,
+    wordset,
 )
 
 _UNO = re.compile(r"uno$")
@@ -244,6 +247,29 @@ class Spanish(SpokenLanguage):
     day_month_pattern = r"(?P<d>\d{{1,2}})(?:\.?º)?\s+de\s+{mon}(?!\w)(?:\s+(?:de|del)\s+{year})?"
     date_link = "de"
     first_of_month = "primero"
+    # Nine digits, no trunk "0": "612 34 56 78" and "91 234 56 78" are phone groupings;
+    # "912 345 678" could be a grouped number, so it needs a cue ("llame al").
+    phones = PhoneStyle(
+        cues=wordset(
+            "llama llame llamar llamen llámanos llámame llámenos marca marque marcar "
+            "teléfono tel tlf tfno móvil número whatsapp fax contacto"
+        ),
+        shapes=(r"[6-9]\d{2} \d{2} \d{2} \d{2}", r"[89]\d \d{3} \d{2} \d{2}"),
+        cued_shapes=(r"[6-9]\d{2}[ .]\d{3}[ .]\d{3}", r"[6-9]\d{8}"),
+        emergency=frozenset({"112", "091", "092", "061", "062", "080", "016", "024"}),
+    )
+    ratings = Ratings(
+        out_of="de",
+        cues=wordset(
+            "puntuación puntuado puntuada calificación calificado calificada nota "
+            "valoración valorado valorada puntaje"
+        ),
+        nouns=frozenset({"estrellas", "estrella", "puntos"}),
+    )
+    date_cues = wordset(
+        "el del al desde hasta lunes martes miércoles jueves viernes sábado domingo"
+    )
+    fraction_nouns = frozenset({"pulgada", "pulgadas", "taza", "tazas"})
     clock = Clock(
         second=Noun("segundo", "segundos"),
         hour_gender="f",

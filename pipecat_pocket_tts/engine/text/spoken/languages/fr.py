@@ -9,11 +9,14 @@ from ..language import (
     Currency,
     Gender,
     Noun,
+    PhoneStyle,
+    Ratings,
     Scale,
     SpokenLanguage,
     Words,
     last_word_sub,
     table,
+    wordset,
 )
 
 _UN = re.compile(r"^un$")
@@ -272,6 +275,24 @@ class French(SpokenLanguage):
     sentence_end_abbreviations = frozenset({"etc.", "J.-C.", "av. J.-C.", "apr. J.-C."})
     day_month_pattern = r"(?P<d>\d{{1,2}})(?:er)?\s+{mon}(?!\w)(?:\s+{year})?"
     first_of_month = "premier"
+    # National numbers start with "0" (shared shapes). "Le 112", "le 15" are said as numbers
+    # ("le cent douze"), so no emergency number is read digit by digit.
+    phones = PhoneStyle(
+        cues=wordset(
+            "appelez appeler appelle appelez-nous appelez-moi composez composer tél tel "
+            "téléphone téléphonez numéro portable mobile fax joindre contactez"
+        ),
+    )
+    ratings = Ratings(
+        out_of="sur",
+        cues=wordset("note noté notée notés notées notation évalué évaluée évaluation score"),
+        nouns=frozenset({"étoiles", "étoile", "points", "pts"}),
+    )
+    date_cues = wordset(
+        "le du au dès depuis jusqu'au avant après "
+        "lundi mardi mercredi jeudi vendredi samedi dimanche"
+    )
+    fraction_nouns = frozenset({"pouce", "pouces", "tasse", "tasses"})
     clock = Clock(second=Noun("seconde", "secondes", "f"), hour_word=Noun("heure", "heures", "f"))
     h_clock = True
     h_only_clock = True

@@ -9,11 +9,14 @@ from ..language import (
     Currency,
     Gender,
     Noun,
+    PhoneStyle,
+    Ratings,
     Scale,
     SpokenLanguage,
     Words,
     last_word_sub,
     table,
+    wordset,
 )
 
 _UNO_WORD = re.compile(r"^uno$")
@@ -206,10 +209,34 @@ class Italian(SpokenLanguage):
     sentence_end_abbreviations = frozenset({"ecc.", "etc.", "a.C.", "d.C.", "S.p.A."})
     day_month_pattern = r"(?P<d>\d{{1,2}})(?:º|°)?\s+{mon}(?!\w)(?:\s+{year})?"
     first_of_month = "primo"
+    # Mobiles "333 123 4567" / "333 1234567"; "333 123 456" could be a grouped number and
+    # needs a cue. Landlines keep their "0" (shared shapes). "Il 112", "il 118" are said as
+    # numbers ("centododici", "centodiciotto"): no emergency number is read digit by digit.
+    phones = PhoneStyle(
+        cues=wordset(
+            "chiama chiamare chiamate chiamami chiamaci telefona telefonare telefono tel "
+            "cell cellulare numero fax whatsapp contatta"
+        ),
+        shapes=(r"3\d{2} \d{3} \d{4}", r"3\d{2}[ /-]\d{6,7}"),
+        cued_shapes=(r"3\d{2}[ .]\d{3}[ .]\d{3,4}", r"3\d{8,9}"),
+    )
+    ratings = Ratings(
+        out_of="su",
+        cues=wordset("voto valutazione valutato valutata punteggio recensione"),
+        nouns=frozenset({"stelle", "stella", "punti"}),
+    )
+    date_cues = wordset(
+        "il dal al entro fino lunedì martedì mercoledì giovedì venerdì sabato domenica"
+    )
+    fraction_nouns = frozenset({"pollice", "pollici", "tazza", "tazze"})
     clock = Clock(second=Noun("secondo", "secondi", None), hour_gender="f", before_minutes="e")
     clock_suffix = r"\s*(?:h|ore)\b"
     h_clock = True
     ordinal_pattern = r"(?<![\w.,])(?P<num>\d+)\s?(?P<suf>º|ª|°(?=\s+[a-zàèéìòù]))(?![\w])"
+
+    def _clean(self, words: str) -> str:
+        # num2words drops an "i" after "cento": 118 "centodicotto" (is "centodiciotto")
+        return words.replace("dicott", "diciott")
 
     def agree(self, words: str, n: int, gender: Gender) -> str:
         if gender == "f":

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import re
 
-from ..language import Clock, Currency, Noun, Scale, SpokenLanguage, Words, table
+from ..language import (
+    Clock,
+    Currency,
+    Noun,
+    PhoneStyle,
+    Ratings,
+    Scale,
+    SpokenLanguage,
+    Words,
+    table,
+    wordset,
+)
 
 _INNER_EEN = re.compile(r"(?<=\w)één")
 # "een half uur" but "een halve kop": het-words take the uninflected form.
@@ -195,6 +206,20 @@ class Dutch(SpokenLanguage):
     )
     sentence_end_abbreviations = frozenset({"enz.", "etc.", "e.d.", "o.a."})
     clock_suffix = r"\s*uur\b"
+    # National numbers start with "0" (shared shapes); emergency numbers after a cue.
+    phones = PhoneStyle(
+        cues=wordset("bel belt bellen tel telefoon telefoonnummer nummer mobiel fax whatsapp"),
+        emergency=frozenset({"112"}),
+    )
+    ratings = Ratings(
+        out_of="van",
+        cues=wordset("beoordeling beoordeeld cijfer score waardering scoorde"),
+        nouns=frozenset({"sterren", "ster", "punten"}),
+    )
+    date_cues = wordset(
+        "op tot vanaf sinds voor na maandag dinsdag woensdag donderdag vrijdag zaterdag zondag"
+    )
+    fraction_nouns = frozenset({"inch", "duim", "kopje", "kopjes"})
     clock = Clock(second=Noun("seconde", "seconden", None), hour_word=Noun("uur", "uur", None))
     ordinal_pattern = r"(?<![\w.,])(?P<num>\d+)(?P<suf>ste|de|e)(?![\w])"
 

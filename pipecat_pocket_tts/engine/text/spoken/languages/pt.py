@@ -9,11 +9,14 @@ from ..language import (
     Currency,
     Gender,
     Noun,
+    PhoneStyle,
+    Ratings,
     Scale,
     SpokenLanguage,
     Words,
     last_word_sub,
     table,
+    wordset,
 )
 
 _UM = re.compile(r"^um$")
@@ -244,6 +247,26 @@ class Portuguese(SpokenLanguage):
     day_month_pattern = r"(?P<d>\d{{1,2}})(?:\.?º)?\s+de\s+{mon}(?!\w)(?:\s+de\s+{year})?"
     date_link = "de"
     first_of_month = "primeiro"
+    # Portugal: nine digits, no trunk "0"; "912 345 678" could be a grouped number (cued),
+    # "21 345 6789" and "808 24 24 24" are phone groupings.
+    phones = PhoneStyle(
+        cues=wordset(
+            "ligue liga ligar ligue-nos ligue-me telefone telemóvel telemovel tel telef "
+            "número contacto contato whatsapp fax marque"
+        ),
+        shapes=(r"2\d \d{3} \d{4}", r"[2-9]\d{2} \d{2} \d{2} \d{2}"),
+        cued_shapes=(r"[29]\d{2}[ .]\d{3}[ .]\d{3}", r"[29]\d{8}"),
+        emergency=frozenset({"112"}),
+    )
+    ratings = Ratings(
+        out_of="de",
+        cues=wordset("nota avaliação avaliado avaliada classificação classificado pontuação"),
+        nouns=frozenset({"estrelas", "estrela", "pontos"}),
+    )
+    date_cues = wordset("em dia de desde até segunda terça quarta quinta sexta sábado domingo")
+    fraction_nouns = frozenset(
+        {"polegada", "polegadas", "chávena", "chávenas", "xícara", "xícaras"}
+    )
     clock = Clock(
         second=Noun("segundo", "segundos", None),
         hour_gender="f",
@@ -294,4 +317,11 @@ class BrazilianPortuguese(Portuguese):
             "kmh": Noun("quilômetro por hora", "quilômetros por hora"),
             "px": Noun("pixel", "pixels"),
         }
+    )
+    # "(11) 91234-5678" is shared; "91234-5678" is a mobile; "3456-7890" could be a range of
+    # years, so it needs a cue. "Ligue 190" is said as a number ("cento e noventa").
+    phones = PhoneStyle(
+        cues=Portuguese.phones.cues | frozenset({"disque", "disca", "celular", "fone"}),
+        shapes=(r"\d{2} 9\d{4}-\d{4}", r"9\d{4}-\d{4}"),
+        cued_shapes=(r"[2-5]\d{3}-\d{4}", r"\d{2} [2-5]\d{3}-\d{4}"),
     )
