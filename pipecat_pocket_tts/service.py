@@ -40,8 +40,8 @@ from pipecat.utils.types import NOT_GIVEN, NotGiven, is_given
 
 from .engine.config import SAMPLE_RATE
 from .engine.errors import PocketTTSError, UnknownLanguageError
-from .engine.text.chunking import StreamingChunker
 from .engine.text.normalize import TextNormalizer
+from .engine.text.prepare import ChunkStream
 from .languages import language_to_pack, pack_iso_code, resolve_pack
 from .resampler import StreamResampler
 
@@ -115,7 +115,7 @@ class _Turn:
 
     context_id: str
     stream: _Stream
-    chunker: StreamingChunker | None = None  # TOKEN aggregation: LLM tokens → sentences
+    chunker: ChunkStream | None = None  # TOKEN aggregation: LLM tokens → planned chunks
     enqueued: int = 0  # utterances handed to the session
     completed: int = 0  # utterances whose last frame arrived
     text_done: bool = False  # flush_audio() was called: no more text
@@ -167,8 +167,9 @@ class PocketTTSService(TTSService):
             sampler_steps: Flow-matching decode steps of the sampler.
             settings: Voice, temperature, seed, normalize, lexicon (see ``Settings``).
             text_aggregation_mode: SENTENCE (default) or TOKEN. With TOKEN, LLM tokens go to
-                the engine's incremental chunker, which releases the first sentence alone for
-                the fastest first audio.
+                the engine's text stream, which releases the first sentence alone for the
+                fastest first audio and prepares each piece of an overlong sentence as the
+                batch path does (mid-sentence: no capital, same padding and EOS rules).
             warmup: Run a short synthesis in ``setup`` so the first turn is fast.
             resampler_quality: soxr quality of the output resampler (QQ, LQ, MQ, HQ, VHQ).
             **kwargs: Other ``TTSService`` arguments (``sample_rate``, ``text_transforms``...).
@@ -317,7 +318,7 @@ class PocketTTSService(TTSService):
                 turn = await self._open_turn(context_id)
             if turn.chunker is not None:
                 for chunk in turn.chunker.push(text):
-                    self._enqueue(turn, chunk.text)
+                    self._enqueue(turn, chunk.text, continues_sentence=chunk.is_mid_sentence)
             else:
                 self._enqueue(turn, text)
                 await self.start_tts_usage_metrics(text)
@@ -342,7 +343,7 @@ class PocketTTSService(TTSService):
         if turn.chunker is not None and not turn.closed:
             try:
                 for chunk in turn.chunker.flush():
-                    self._enqueue(turn, chunk.text)
+                    self._enqueue(turn, chunk.text, continues_sentence=chunk.is_mid_sentence)
             except PocketTTSError as e:
                 await self.push_error(error_msg=f"PocketTTS: {e}", exception=e)
         turn.text_done = True
@@ -582,9 +583,14 @@ class PocketTTSService(TTSService):
                 self._main_stream = stream
         turn = _Turn(context_id=context_id, stream=stream)
         if self._is_streaming_tokens:
-            # The engine's chunker releases sentences as soon as they are certain (the first
-            # one alone); the session then prepares each like any other text.
-            turn.chunker = engine.text_preparer.chunker.stream()
+            # The engine's text stream normalizes whole sentences and releases chunks as soon
+            # as they are certain (the first sentence alone, an overlong one cut early); each
+            # becomes one utterance, prepared as the batch path prepares it (mid-sentence
+            # pieces included). Normalization and lexicon are those of the turn's start.
+            settings = self._settings
+            turn.chunker = stream.session.text_stream(
+                normalize=bool(settings.normalize), lexicon=settings.lexicon or None
+            )
         stream.turns.add(turn)
         self._turns[context_id] = turn
         return turn
@@ -623,8 +629,12 @@ class PocketTTSService(TTSService):
         }
         return options
 
-    def _enqueue(self, turn: _Turn, text: str) -> None:
-        """Hand one piece of text to the turn's session (settings as of now)."""
+    def _enqueue(self, turn: _Turn, text: str, *, continues_sentence: bool | None = None) -> None:
+        """Hand one piece of text to the turn's session (settings as of now).
+
+        ``continues_sentence`` (not None) marks a chunk of the turn's text stream: already
+        normalized, and mid-sentence when True.
+        """
         if turn.closed or turn.stream.closed or not text.strip():
             return
         settings = self._settings
@@ -633,13 +643,15 @@ class PocketTTSService(TTSService):
         if stream.seed_version != self._seed_version:  # the seed changed since the last one
             seed = settings.seed if is_given(settings.seed) else None
             reseed = secrets.randbits(64) if seed is None else seed
+        streamed = continues_sentence is not None
         index = stream.session.enqueue(
             text,
             voice=settings.voice,
             temperature=settings.temperature,
-            normalize=bool(settings.normalize),
+            normalize=bool(settings.normalize) and not streamed,
             lexicon=settings.lexicon or None,
             seed=reseed,
+            continues_sentence=bool(continues_sentence),
         )
         if index is None:  # nothing speakable after normalization (the seed still waits)
             return

@@ -259,6 +259,51 @@ async def test_token_aggregation_feeds_the_engine_chunker(
     assert spoken.split() == reply.split()
 
 
+LONG_TOKEN_REPLY = [
+    "When the committee finally met on Tuesday, after weeks of delays, arguments about the "
+    "budget, and a long exchange of letters between the two departments, it decided, to the "
+    "surprise of almost everyone in the room, that the old bridge would be repaired rather "
+    "than replaced, at a cost of $12.50 per person, which nobody expected.",
+    "It was late.",
+    "Everyone went home at 3:45 pm.",
+]
+
+
+async def test_token_aggregation_prepares_a_long_sentence_as_the_batch_path(
+    packs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipecat_pocket_tts.engine import session as session_module
+
+    generated: list = []
+    original = session_module.generate_chunk
+
+    def spy(backend, voice_state, plan, *args, **kwargs):
+        if plan.text.strip() != WARMUP_TEXT:
+            generated.append(plan)
+        return original(backend, voice_state, plan, *args, **kwargs)
+
+    monkeypatch.setattr(session_module, "generate_chunk", spy)
+    tts = service(packs["english"], text_aggregation_mode=TextAggregationMode.TOKEN)
+    reply = " ".join(LONG_TOKEN_REPLY)
+    down, _ = await run_test(tts, frames_to_send=llm_turn(reply), start_timeout=START)
+    engine = engine_of(packs["english"])
+    planner = TextPlanner(engine.config, engine.tokenizer)
+    batch = [chunk for sentence in LONG_TOKEN_REPLY for chunk in planner.plan(sentence)]
+
+    def facts(chunks: list) -> list[tuple]:
+        return [
+            (c.text, c.token_ids.tolist(), c.frames_after_eos, c.is_mid_sentence) for c in chunks
+        ]
+
+    assert sum(c.is_mid_sentence for c in batch) >= 3
+    assert facts(generated) == facts(batch)  # mid-sentence pieces: no capital, same EOS rule
+    kinds_seen = kinds(down)
+    assert kinds_seen.count(TTSStartedFrame) == kinds_seen.count(TTSStoppedFrame) == 1
+    assert kinds_seen[-2:] == [TTSStoppedFrame, LLMFullResponseEndFrame]
+    spoken = " ".join(f.text for f in down if isinstance(f, TTSTextFrame))
+    assert spoken.split() == reply.split()
+
+
 async def test_ttfb_and_usage_metrics(packs: dict[str, Path]) -> None:
     tts = service(packs["english"])
     assert tts.can_generate_metrics()

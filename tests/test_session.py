@@ -373,3 +373,70 @@ async def test_acancel_mid_stream(engine_endless_tts: PocketTTS):
     calls = spy.count()
     await asyncio.sleep(0.2)
     assert spy.count() == calls and session_threads() == []
+
+
+# -- streamed text: feed / flush ---------------------------------------------------------
+
+FED_SENTENCES = [
+    "When the committee finally met on Tuesday, after weeks of delays, arguments about the "
+    "budget, and a long exchange of letters between the two departments, it decided, to the "
+    "surprise of almost everyone in the room, that the old bridge would be repaired rather "
+    "than replaced, at a cost of $12.50 per person, which nobody expected.",
+    "It was late.",
+    "Everyone went home at 3:45 pm.",
+]
+
+
+def _planned(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Every chunk a session generates, in order."""
+    from pipecat_pocket_tts.engine import session as session_module
+
+    plans: list = []
+    original = session_module.generate_chunk
+
+    def spy(backend, voice_state, plan, *args, **kwargs):
+        plans.append(plan)
+        return original(backend, voice_state, plan, *args, **kwargs)
+
+    monkeypatch.setattr(session_module, "generate_chunk", spy)
+    return plans
+
+
+def _plan_facts(plans: list) -> list[tuple]:
+    return [(p.text, p.token_ids.tolist(), p.frames_after_eos, p.is_mid_sentence) for p in plans]
+
+
+def test_fed_tokens_are_spoken_as_the_batch_path_plans_them(
+    engine_tts: PocketTTS, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plans = _planned(monkeypatch)
+    batch = engine_tts.session(seed=3)
+    for sentence in FED_SENTENCES:
+        batch.enqueue(sentence)
+    batch.finish()
+    batch_frames = list(batch)
+    expected, plans[:] = list(plans), []
+    assert sum(p.is_mid_sentence for p in expected) >= 3
+
+    session = engine_tts.session(seed=3)
+    text = " ".join(FED_SENTENCES)
+    indices = []
+    for i in range(0, len(text), 4):  # LLM-sized fragments
+        indices += session.feed(text[i : i + 4])
+    indices += session.flush()
+    session.finish()
+    frames = list(session)
+    assert _plan_facts(plans) == _plan_facts(expected)
+    assert indices == list(range(len(expected)))  # one utterance per released chunk
+    assert [f.utterance_index for f in frames if f.is_last_in_utterance] == indices
+    assert np.array_equal(audio_of(frames), audio_of(batch_frames))  # same seed, same audio
+
+
+def test_finish_flushes_fed_text_and_feed_after_finish_is_refused(engine_tts: PocketTTS):
+    session = engine_tts.session()
+    assert session.feed("Hello there.") == []  # could still be "there.." or a quote
+    assert session.feed(" How are") == [0]  # certain once the next word begins
+    session.finish()
+    assert {f.utterance_index for f in session} == {0, 1}
+    with pytest.raises(SessionClosedError):
+        session.feed("More.")

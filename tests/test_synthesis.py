@@ -3,10 +3,14 @@ of the three synthesis paths (synthesize, stream, session) on a tiny pack."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 from dataclasses import dataclass, field
 
 import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pipecat_pocket_tts.engine import FRAME_SIZE, PocketTTS
 from pipecat_pocket_tts.engine.audio import post_process
@@ -255,3 +259,108 @@ def test_ten_thousand_characters_are_chunked_and_finished(engine_tts: PocketTTS)
     assert frames[-1].is_last_in_utterance
     assert sum(f.is_last_in_utterance for f in frames) == 1
     assert all(f.samples.shape == (FRAME_SIZE,) and np.isfinite(f.samples).all() for f in frames)
+
+
+# -- streamed text: the same prepared chunks as the batch path ---------------------------
+
+LONG_SENTENCE = (
+    "When the committee finally met on Tuesday, after weeks of delays, arguments about the "
+    "budget, and a long exchange of letters between the two departments, it decided, to the "
+    "surprise of almost everyone in the room, that the old bridge over the river would be "
+    "repaired rather than replaced, at a cost of $12.50 per person, which nobody expected."
+)
+SHORT_SENTENCES = ["It was late.", "Everyone went home at 3:45 pm.", "The end."]
+
+
+@pytest.fixture(scope="module")
+def engine_tts_planner(engine_tts: PocketTTS) -> TextPlanner:
+    return TextPlanner(engine_tts.config, engine_tts.tokenizer)
+
+
+def _facts(chunks: list[PreparedChunk]) -> list[tuple[str, tuple[int, ...], int, int, bool]]:
+    return [
+        (c.text, tuple(c.token_ids.tolist()), c.frames_after_eos, c.max_frames, c.is_mid_sentence)
+        for c in chunks
+    ]
+
+
+def _streamed(planner: TextPlanner, fragments: list[str], **options) -> list[PreparedChunk]:
+    """Fragments through the planner's text stream, each chunk planned as a session does."""
+    stream = planner.stream(**options)
+    chunks = [c for fragment in fragments for c in stream.push(fragment)] + stream.flush()
+    return [
+        prepared
+        for c in chunks
+        for prepared in planner.plan(c.text, normalize=False, continues_sentence=c.is_mid_sentence)
+    ]
+
+
+def _batch_per_sentence(planner: TextPlanner, sentences: list[str], **options):
+    return [c for s in sentences for c in planner.plan(s, **options)]
+
+
+def _split_at(text: str, cuts: list[int]) -> list[str]:
+    bounds = [0, *sorted({min(max(c, 0), len(text)) for c in cuts}), len(text)]
+    return [text[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+
+
+@pytest.mark.parametrize("long_first", [True, False], ids=["long-first", "long-second"])
+@pytest.mark.parametrize("normalize", [True, False])
+@pytest.mark.parametrize("step", [1, 3, 7])
+def test_streamed_long_sentence_is_prepared_as_the_batch_path(
+    engine_tts_planner: TextPlanner, step: int, normalize: bool, long_first: bool
+) -> None:
+    planner = engine_tts_planner
+    sentences = [LONG_SENTENCE, *SHORT_SENTENCES]
+    if not long_first:
+        sentences[:2] = sentences[1::-1]
+    text = " ".join(sentences)
+    batch = _batch_per_sentence(planner, sentences, normalize=normalize)
+    assert sum(c.is_mid_sentence for c in batch) >= 3  # the long sentence is cut in pieces
+    assert all(c.text.strip()[0].islower() for c in batch if c.is_mid_sentence)
+    # Token-sized fragments: every sentence completes alone, so none is merged with another.
+    fragments = [text[i : i + step] for i in range(0, len(text), step)]
+    streamed = _streamed(planner, fragments, normalize=normalize)
+    assert _facts(streamed) == _facts(batch)
+    # The pieces of the long sentence are also those of the whole text planned at once.
+    whole = planner.plan(text, normalize=normalize)
+    pieces = [c for c in batch if c.is_mid_sentence][:-1]
+    assert set(_facts(pieces)) <= set(_facts(whole))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(0, 600), max_size=80))
+def test_any_fragmentation_prepares_the_long_sentence_as_the_batch_path(
+    engine_tts_planner: TextPlanner, cuts: list[int]
+) -> None:
+    text = " ".join([LONG_SENTENCE, *SHORT_SENTENCES])
+    streamed = _streamed(engine_tts_planner, _split_at(text, cuts))
+    long_batch = engine_tts_planner.plan(LONG_SENTENCE)
+    head = len(long_batch) - 1  # the last piece may merge with sentences that came with it
+    assert _facts(streamed[:head]) == _facts(long_batch[:head])
+    rest = streamed[head:]
+    rest_batch = long_batch[head:] + _batch_per_sentence(engine_tts_planner, SHORT_SENTENCES)
+    assert " ".join(c.text for c in rest).split() == " ".join(c.text for c in rest_batch).split()
+    assert [c.is_mid_sentence for c in rest] == [True] + [False] * (len(rest) - 1)
+    for chunk in rest:  # each chunk prepared as the batch path prepares that text
+        again = engine_tts_planner.plan(chunk.text, continues_sentence=chunk.is_mid_sentence)
+        assert _facts([chunk]) == _facts(again)
+
+
+def test_streaming_normalizes_whole_sentences_and_keeps_line_ends(
+    engine_tts_planner: TextPlanner,
+) -> None:
+    planner = engine_tts_planner
+    text = "Title\nIt costs $12.50 at 3:45 pm. Call me at 9.\n"
+    fragments = list(text)  # "$12." must not be read as a sentence end
+    streamed = _streamed(planner, fragments, lexicon={"Call": "Ring"})
+    batch = _batch_per_sentence(
+        planner,
+        ["Title\n", "It costs $12.50 at 3:45 pm.", "Call me at 9."],
+        lexicon={"Call": "Ring"},
+    )
+    assert _facts(streamed) == _facts(batch)
+    spoken = " ".join(c.text for c in streamed).split()
+    assert spoken[:3] == ["Title.", "It", "costs"]
+    assert "twelve dollars and fifty cents" in " ".join(spoken)
+    assert " ".join(spoken).endswith("Ring me at nine.")

@@ -39,7 +39,8 @@ from .synthesis import (
 
 if TYPE_CHECKING:
     from .backends.base import Backend, FlowState
-    from .text.prepare import PreparedChunk
+    from .text.chunking import TextChunk
+    from .text.prepare import ChunkStream, PreparedChunk
 
 _END: Any = object()  # end of the frame stream
 _FINISH: Any = object()  # no more utterances
@@ -238,6 +239,8 @@ class Session:
         self._worker: threading.Thread | None = None
         self._enqueued = 0
         self._done = 0
+        self._feed_lock = threading.Lock()
+        self._feed_stream: ChunkStream | None = None
 
     # -- input --------------------------------------------------------------------------
     def enqueue(
@@ -250,13 +253,16 @@ class Session:
         normalize: bool | None = None,
         lexicon: Mapping[str, str] | None = None,
         seed: int | None = None,
+        continues_sentence: bool = False,
     ) -> int | None:
         """Queue an utterance; its index, or None when the text has nothing to say.
 
         The overrides apply to this utterance only (``lexicon`` replaces the session's);
         ``seed`` restarts the session's random generator from that seed at this utterance
-        (later utterances continue from there). Raises ``SessionClosedError`` after
-        ``finish()`` or ``cancel()``.
+        (later utterances continue from there). ``continues_sentence``: the text goes on
+        with a sentence the previous utterance began (a chunk of ``text_stream`` marked
+        mid-sentence), so it is not prepared as a sentence start. Raises
+        ``SessionClosedError`` after ``finish()`` or ``cancel()``.
         """
         self._check_open()
         if not isinstance(text, str):
@@ -267,6 +273,7 @@ class Session:
             text,
             normalize=self._normalize if normalize is None else normalize,
             lexicon=self._lexicon if lexicon is None else lexicon,
+            continues_sentence=continues_sentence,
         )
         if not chunks:
             return None
@@ -288,8 +295,90 @@ class Session:
                 self._worker.start()
         return index
 
+    def feed(
+        self,
+        text: str,
+        *,
+        voice: Any = None,
+        temperature: float | None = None,
+        eos_threshold: float | None = None,
+    ) -> list[int]:
+        """Add streamed text (LLM tokens, any fragments); the indices of utterances it queued.
+
+        The session's text stream (``text_stream()``: normalized by whole sentences, the first
+        sentence alone, an overlong sentence cut early) releases chunks as soon as they are
+        certain; each is queued as one utterance, prepared exactly as ``enqueue`` of the whole
+        text would prepare it. ``flush()`` ends the text. The overrides apply to the
+        utterances this call queues.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        self._check_open()
+        with self._feed_lock:
+            if self._feed_stream is None:
+                self._feed_stream = self.text_stream()
+            chunks = self._feed_stream.push(text)
+            return self._enqueue_chunks(chunks, voice, temperature, eos_threshold)
+
+    def flush(
+        self,
+        *,
+        voice: Any = None,
+        temperature: float | None = None,
+        eos_threshold: float | None = None,
+    ) -> list[int]:
+        """The fed text is complete: queue what the text stream holds; the new indices.
+
+        Feeding again afterwards starts a new text (its first sentence goes alone again).
+        """
+        self._check_open()
+        with self._feed_lock:
+            stream, self._feed_stream = self._feed_stream, None
+            chunks = stream.flush() if stream is not None else []
+            return self._enqueue_chunks(chunks, voice, temperature, eos_threshold)
+
+    def text_stream(
+        self, *, normalize: bool | None = None, lexicon: Mapping[str, str] | None = None
+    ) -> ChunkStream:
+        """A text stream of this session's pack and normalization (overrides possible).
+
+        ``push`` fragments and ``flush`` at the end; queue each chunk it releases with
+        ``enqueue(chunk.text, normalize=False, continues_sentence=chunk.is_mid_sentence)``
+        (what ``feed`` does). For a consumer keeping several texts apart on one session.
+        """
+        return self._planner.stream(
+            normalize=self._normalize if normalize is None else normalize,
+            lexicon=self._lexicon if lexicon is None else lexicon,
+        )
+
+    def _enqueue_chunks(
+        self,
+        chunks: list[TextChunk],
+        voice: Any,
+        temperature: float | None,
+        eos_threshold: float | None,
+    ) -> list[int]:
+        indices = []
+        for chunk in chunks:
+            index = self.enqueue(
+                chunk.text,
+                voice=voice,
+                temperature=temperature,
+                eos_threshold=eos_threshold,
+                normalize=False,  # the text stream normalized whole sentences
+                continues_sentence=chunk.is_mid_sentence,
+            )
+            if index is not None:
+                indices.append(index)
+        return indices
+
     def finish(self) -> None:
-        """No more text: iteration ends once everything queued has been spoken."""
+        """No more text: iteration ends once everything queued has been spoken.
+
+        Text fed but not flushed is flushed first.
+        """
+        if self._feed_stream is not None and not self._closed:
+            self.flush()
         with self._lock:
             if self._closed:
                 return

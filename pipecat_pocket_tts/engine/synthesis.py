@@ -23,7 +23,7 @@ import numpy as np
 from .audio import fade_in
 from .config import FRAME_SIZE, SAMPLE_RATE
 from .text.normalize import normalize_text
-from .text.prepare import PreparedChunk, TextPreparer
+from .text.prepare import ChunkStream, PreparedChunk, TextPreparer
 
 if TYPE_CHECKING:
     from .backends.base import Backend, FlowState, MimiState
@@ -159,15 +159,32 @@ class TextPlanner:
         *,
         normalize: bool = True,
         lexicon: Mapping[str, str] | None = None,
+        continues_sentence: bool = False,
     ) -> list[PreparedChunk]:
         """Chunks of ≤ 50 tokens ready for the model ([] when nothing is left to say).
 
         ``normalize`` turns numbers, dates, symbols... into their spoken form first, with
         ``lexicon`` ({word: spoken form}) applied before the other rules.
+        ``continues_sentence``: ``text`` goes on with a sentence begun by earlier text (a
+        piece of a ``stream`` chunk marked mid-sentence): its first chunk is prepared so.
         """
         if normalize:
             text = normalize_text(text, self.config.name, lexicon=lexicon)
-        return self.preparer.split(text)
+        return self.preparer.split(text, continues_sentence=continues_sentence)
+
+    def stream(
+        self, *, normalize: bool = True, lexicon: Mapping[str, str] | None = None
+    ) -> ChunkStream:
+        """Text arriving in fragments → chunks, as ``plan`` would cut and prepare the whole.
+
+        Its chunks are normalized and clean: plan each with ``normalize=False`` and
+        ``continues_sentence=chunk.is_mid_sentence`` (``Session.feed`` does).
+        """
+        if not normalize:
+            return self.preparer.chunk_stream()
+        name = self.config.name
+        lexicon = dict(lexicon) if lexicon else None
+        return self.preparer.chunk_stream(lambda text: normalize_text(text, name, lexicon=lexicon))
 
 
 __all__ = [

@@ -128,15 +128,28 @@ class Chunker:
         self.abbreviations = ABBREVIATIONS.get(language, ABBREVIATIONS["english"])
         self._ordinal_dot = language in _ORDINAL_DOT_LANGUAGES
 
-    def split(self, text: str, *, first_sentence_alone: bool = False) -> list[TextChunk]:
+    def split(
+        self, text: str, *, first_sentence_alone: bool = False, starts_mid: bool = False
+    ) -> list[TextChunk]:
         """All chunks of ``text`` (none for blank text).
 
         ``first_sentence_alone`` keeps the first sentence out of the merging, so the first
-        chunk is short and its audio comes early.
+        chunk is short and its audio comes early. ``starts_mid``: ``text`` continues a
+        sentence whose beginning an earlier chunk says (its first chunk is mid-sentence).
         """
         words, breaks = _words(text)
         sentences = self._sentences(words, breaks, len(words))
-        return self._release(sentences, first_mid=False, first_alone=first_sentence_alone)
+        return self._release(sentences, first_mid=starts_mid, first_alone=first_sentence_alone)
+
+    def certain_end(self, text: str) -> int:
+        """Length of the longest prefix of ``text`` made of whole sentences whose ends cannot
+        change with more text (0 for none); the whitespace after the last end is included."""
+        words, breaks, starts = _scan(text)
+        last_complete = bool(words) and text[-1].isspace()
+        end = self._last_certain_end(words, breaks, last_complete)
+        if end < 0:
+            return 0
+        return starts[end + 1] if end + 1 < len(words) else len(text)
 
     def sentences(self, text: str) -> list[str]:
         """The sentences of ``text``, before any cutting or merging."""
@@ -350,6 +363,15 @@ class _Packer:
     def finish(self) -> list[_Piece]:
         self.close()
         return self._pieces
+
+
+def complete_word_ends(text: str) -> list[int]:
+    """Where each word of ``text`` that more text cannot lengthen ends (all but a last word
+    with no whitespace after it)."""
+    ends = [m.end() for m in _WORD.finditer(text)]
+    if ends and ends[-1] == len(text):
+        ends.pop()
+    return ends
 
 
 def _words(text: str) -> tuple[list[str], list[bool]]:

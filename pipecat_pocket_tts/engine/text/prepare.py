@@ -21,13 +21,20 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..config import FRAME_RATE, MAX_TOKENS_PER_CHUNK, ModelConfig, TextOptions
 from ..errors import EmptyTextError
-from .chunking import Chunker, StreamingChunker, TextChunk, ensure_terminal_punctuation
+from .chunking import (
+    Chunker,
+    StreamingChunker,
+    TextChunk,
+    complete_word_ends,
+    ensure_terminal_punctuation,
+)
 from .tokenizer import Tokenizer
 
 SHORT_INPUT_WORDS = 5  # fewer words than this count as a short input (upstream)
@@ -35,10 +42,15 @@ SHORT_INPUT_PADDING = " " * 8
 TOKENS_PER_SECOND_ESTIMATE = 3.0
 GENERATION_PADDING_SECONDS = 2.0
 FRAMES_AFTER_EOS_EXTRA = 2
+OPEN_SENTENCE_MARGIN_WORDS = 3  # raw words at the end of an open sentence not yet normalized
+
+Normalize = Callable[[str], str]
+"""Spoken-form normalization of (whole sentences of) raw text."""
 
 _SENTENCE_MARK_THEN_CLAUSE_MARK = re.compile(r"([.!?\u2026])(?:\s*[,;:])+")
 _BLANKS = re.compile(r"\s+")
 _LEADING_CLAUSE_MARKS = ",;: "
+_WORD_AND_SPACE = re.compile(r"(\S+)(\s*)")
 
 
 @dataclass(frozen=True)
@@ -153,14 +165,36 @@ class TextPreparer:
             is_mid_sentence=is_mid_sentence,
         )
 
-    def split(self, text: str, *, first_sentence_alone: bool = False) -> list[PreparedChunk]:
-        """The whole pipeline on a complete text: prepared chunks (none for blank text)."""
-        chunks = self.chunker.split(self.clean(text), first_sentence_alone=first_sentence_alone)
+    def split(
+        self,
+        text: str,
+        *,
+        first_sentence_alone: bool = False,
+        continues_sentence: bool = False,
+    ) -> list[PreparedChunk]:
+        """The whole pipeline on a complete text: prepared chunks (none for blank text).
+
+        ``continues_sentence``: ``text`` goes on with a sentence that earlier text began, so
+        its first chunk is prepared mid-sentence (no capital letter added).
+        """
+        chunks = self.chunker.split(
+            self.clean(text),
+            first_sentence_alone=first_sentence_alone,
+            starts_mid=continues_sentence,
+        )
         return self._prepare_all(chunks)
 
-    def stream(self) -> PreparedStream:
-        """A streaming pipeline: ``push`` text as it arrives, ``flush`` at the end."""
-        return PreparedStream(self)
+    def stream(self, normalize: Normalize | None = None) -> PreparedStream:
+        """A streaming pipeline: ``push`` text as it arrives, ``flush`` at the end.
+
+        ``normalize`` (spoken form) runs on whole sentences, as ``split`` after normalizing
+        the whole text would see them (see ``ChunkStream``).
+        """
+        return PreparedStream(self, normalize)
+
+    def chunk_stream(self, normalize: Normalize | None = None) -> ChunkStream:
+        """Like ``stream``, but releasing ``TextChunk``s (clean text and mid-sentence flag)."""
+        return ChunkStream(self, normalize)
 
     # -------------------------------------------------------------------------- internals
     def _finish(self, text: str, mid: bool) -> str:
@@ -192,15 +226,104 @@ class TextPreparer:
         return out
 
 
-class PreparedStream:
-    """``TextPreparer`` over text that arrives in pieces (see ``StreamingChunker``)."""
+class ChunkStream:
+    """Text arriving in fragments (LLM tokens) → the chunks the batch path makes of it.
 
-    def __init__(self, preparer: TextPreparer) -> None:
+    The batch path is ``split(normalize(text))``. Here ``normalize`` runs on each run of
+    sentences as soon as their ends are certain in the raw text, and the result is cleaned and
+    chunked incrementally (``StreamingChunker``: the first sentence alone, an overlong open
+    sentence cut early). For that early cut the open sentence is normalized too, and only
+    words its normalized form keeps however it goes on are passed on (all but the last
+    ``OPEN_SENTENCE_MARGIN_WORDS`` raw words, and only if their normalized form is a prefix of
+    the whole open sentence's). Each chunk carries its mid-sentence flag, so it is prepared
+    exactly as the same chunk of the batch path.
+    """
+
+    def __init__(self, preparer: TextPreparer, normalize: Normalize | None = None) -> None:
         self._preparer = preparer
+        self._normalize = normalize
         self._chunks: StreamingChunker = preparer.chunker.stream(self._clean)
+        self._raw = ""  # raw text of the open sentence (normalize only)
+        self._passed_words = 0  # normalized words of the open sentence already passed on
+
+    @property
+    def pending_text(self) -> str:
+        """Text received but not released as chunks yet."""
+        return (self._chunks.pending_text + " " + self._raw).strip()
+
+    def push(self, text: str) -> list[TextChunk]:
+        """Add text; return the chunks that became certain."""
+        if self._normalize is None:
+            return self._chunks.push(text)
+        raw = self._raw + text
+        out: list[TextChunk] = []
+        cut = self._preparer.chunker.certain_end(raw)
+        if cut:
+            out += self._pass_sentences(raw[:cut])
+            raw = raw[cut:]
+        self._raw = raw
+        return out + self._pass_open_sentence()
+
+    def flush(self) -> list[TextChunk]:
+        """The stream has ended: return the remaining chunks and start afresh."""
+        out: list[TextChunk] = []
+        if self._normalize is not None and self._raw.strip():
+            out += self._pass_rest(_spoken_words(self._normalize(self._raw)))
+        self._raw = ""
+        self._passed_words = 0
+        return out + self._chunks.flush()
 
     def _clean(self, text: str, final: bool) -> str:
         return self._preparer.clean(text, final=final)
+
+    def _pass_sentences(self, raw: str) -> list[TextChunk]:
+        """Pass on whole sentences (``raw`` ends at a certain sentence end)."""
+        assert self._normalize is not None
+        words = _spoken_words(self._normalize(raw))
+        if words and raw.rstrip(" \t").endswith("\n"):  # a line end, as the chunker reads it
+            words[-1] = ensure_terminal_punctuation(words[-1].rstrip()) + "\n"
+        out = self._pass_rest(words)
+        self._passed_words = 0
+        return out
+
+    def _pass_open_sentence(self) -> list[TextChunk]:
+        """Pass on the stable words of a long open sentence, so it can be cut early."""
+        assert self._normalize is not None
+        raw = self._raw
+        ends = complete_word_ends(raw)
+        if len(ends) <= OPEN_SENTENCE_MARGIN_WORDS:
+            return []
+        complete = raw[: ends[-1]]
+        chunker = self._preparer.chunker
+        if chunker.measure(" ".join(complete.split()), True) <= chunker.max_tokens:
+            return []  # far from any early cut
+        head = _spoken_words(self._normalize(raw[: ends[-1 - OPEN_SENTENCE_MARGIN_WORDS]]))
+        whole = _spoken_words(self._normalize(complete))
+        stable = 0
+        while stable < min(len(head), len(whole)) and head[stable] == whole[stable]:
+            stable += 1
+        if stable <= self._passed_words:
+            return []
+        return self._pass_rest(head[:stable])
+
+    def _pass_rest(self, words: list[str]) -> list[TextChunk]:
+        """Pass on the normalized words of the open sentence not passed on yet."""
+        rest = words[self._passed_words :]
+        self._passed_words = len(words)
+        return self._chunks.push(" ".join(rest) + " ") if rest else []
+
+
+class PreparedStream:
+    """``TextPreparer`` over text that arrives in pieces (see ``ChunkStream``)."""
+
+    def __init__(self, preparer: TextPreparer, normalize: Normalize | None = None) -> None:
+        self._preparer = preparer
+        self._chunks = ChunkStream(preparer, normalize)
+
+    @property
+    def pending_text(self) -> str:
+        """Text received but not released yet."""
+        return self._chunks.pending_text
 
     def push(self, text: str) -> list[PreparedChunk]:
         """Add text; return the chunks that became certain."""
@@ -211,11 +334,20 @@ class PreparedStream:
         return self._preparer._prepare_all(self._chunks.flush())
 
 
+def _spoken_words(text: str) -> list[str]:
+    """The words of ``text``, each with a newline appended when a line break follows it."""
+    return [
+        m.group(1) + ("\n" if "\n" in m.group(2) else "") for m in _WORD_AND_SPACE.finditer(text)
+    ]
+
+
 def _collapse(match: re.Match[str]) -> str:
     return "\n" if "\n" in match.group() else " "
 
 
 __all__ = [
+    "ChunkStream",
+    "Normalize",
     "PreparedChunk",
     "PreparedStream",
     "TextPreparer",
