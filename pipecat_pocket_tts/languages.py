@@ -11,6 +11,7 @@ from pipecat.transcriptions.language import Language
 
 from .engine.config import config_names
 from .engine.errors import UnknownLanguageError
+from .engine.text.normalize import resolve_language
 
 # One pack per spoken language: the 6-layer distilled model, fast enough for real time on a CPU.
 # The 24-layer variants (``french_24l``...) are chosen by passing the pack name itself.
@@ -80,6 +81,21 @@ def pack_iso_code(pack: str) -> str:
         if pack == spoken or pack.startswith(spoken + "_"):
             return code
     return "en"
+
+
+def text_variant(language: Language | str) -> str | None:
+    """The regional variant the text normalizer should read (``Language.PT_BR`` → "pt-BR").
+
+    None when the language is a pack name or carries no variant of its own: the pack's
+    language is read then.
+    """
+    if isinstance(language, str) and language.strip() in config_names():
+        return None
+    try:
+        code = resolve_language(language)
+    except UnknownLanguageError:
+        return None
+    return code if "-" in code else None
 
 
 def supported_languages() -> list[Language]:

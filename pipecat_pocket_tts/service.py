@@ -42,7 +42,7 @@ from .engine.config import SAMPLE_RATE
 from .engine.errors import PocketTTSError, UnknownLanguageError
 from .engine.text.normalize import TextNormalizer
 from .engine.text.prepare import ChunkStream
-from .languages import language_to_pack, pack_iso_code, resolve_pack
+from .languages import language_to_pack, pack_iso_code, resolve_pack, text_variant
 from .resampler import StreamResampler
 
 if TYPE_CHECKING:
@@ -190,6 +190,8 @@ class PocketTTSService(TTSService):
             if is_given(settings.model) and settings.model:
                 defaults.language = settings.model  # the model is the pack
         self._model_dir = Path(model_dir).expanduser() if model_dir is not None else None
+        #: A regional variant for the text normalizer ("pt-BR"), or None for the pack's own.
+        self._text_language = text_variant(defaults.language)
         pack = self._resolve_pack(defaults.language)
         defaults.language = pack
         defaults.model = pack
@@ -392,6 +394,10 @@ class PocketTTSService(TTSService):
         """Apply a settings delta: utterance settings (seed included) at the next utterance."""
         requested_pack = self._requested_pack(delta)
         if requested_pack is not None:
+            variant = text_variant(delta.language) if is_given(delta.language) else None
+            if variant != self._text_language:
+                self._text_language = variant
+                self._retire_main_stream()  # the next turn's session reads the new variant
             delta.language = requested_pack
             delta.model = requested_pack
         if is_given(delta.lexicon) and delta.lexicon:
@@ -626,6 +632,7 @@ class PocketTTSService(TTSService):
             "temperature": settings.temperature,
             "seed": settings.seed if is_given(settings.seed) else None,
             "normalize": settings.normalize,
+            "text_language": self._text_language,
         }
         return options
 

@@ -699,3 +699,23 @@ async def test_voice_setting_accepts_a_saved_voice_and_a_recording(
         assert audio_of(down).size > 0
     # the recording is cloned once and then served from the engine's voice cache
     assert engine.voice_state(str(recording)) is engine.voice_state(recording)
+
+
+async def test_brazilian_portuguese_reads_numbers_the_brazilian_way(
+    tmp_path: Path, opened: list[dict]
+) -> None:
+    build_pack(tmp_path / "portuguese", tiny_config_dict("standard"), language="portuguese")
+    tts = service(tmp_path, language=Language.PT_BR)
+    frames = [
+        TTSSpeakFrame("São 16 km."),
+        TTSUpdateSettingsFrame(delta=PocketTTSService.Settings(language=Language.PT)),
+        TTSSpeakFrame("São 16 km."),
+    ]
+    down, _ = await run_test(tts, frames_to_send=frames, start_timeout=START)
+    assert kinds(down).count(TTSStoppedFrame) == 2
+    assert tts.pack == "portuguese"
+    # same pack, but the first session normalizes as pt-BR and the second as European pt
+    assert [(c["language"], c["text_language"]) for c in opened] == [
+        ("portuguese", "pt-BR"),
+        ("portuguese", None),
+    ]

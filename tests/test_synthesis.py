@@ -364,3 +364,25 @@ def test_streaming_normalizes_whole_sentences_and_keeps_line_ends(
     assert spoken[:3] == ["Title.", "It", "costs"]
     assert "twelve dollars and fifty cents" in " ".join(spoken)
     assert " ".join(spoken).endswith("Ring me at nine.")
+
+
+def test_text_language_picks_a_regional_variant_of_the_pack_language(tmp_path):
+    from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
+    from pipecat_pocket_tts.engine.errors import UnknownLanguageError
+
+    folder = build_pack(tmp_path / "pt", tiny_config_dict("standard"), language="portuguese")
+    tts = PocketTTS.load("portuguese", backend="numpy", model_dir=folder)
+    european = TextPlanner(tts.config, tts.tokenizer)
+    brazilian = european.with_text_language("pt-BR")
+    assert (european.text_language, brazilian.text_language) == ("pt", "pt-BR")
+    assert brazilian.preparer is european.preparer  # shares the tokenizer work
+    assert european.with_text_language("pt") is european
+    assert "dezasseis" in european.plan("São 16 km.")[0].text
+    assert "dezesseis" in brazilian.plan("São 16 km.")[0].text
+    session = tts.session(text_language="pt-BR", seed=1)
+    try:
+        assert session._planner.text_language == "pt-BR"
+    finally:
+        session.cancel()
+    with pytest.raises(UnknownLanguageError, match="not a variant"):
+        tts.session(text_language="fr")

@@ -13,6 +13,7 @@ None of them knows which backend runs: they only call the stages of ``backends.b
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -22,7 +23,8 @@ import numpy as np
 
 from .audio import fade_in
 from .config import FRAME_SIZE, SAMPLE_RATE
-from .text.normalize import normalize_text
+from .errors import UnknownLanguageError
+from .text.normalize import normalize_text, resolve_language
 from .text.prepare import ChunkStream, PreparedChunk, TextPreparer
 
 if TYPE_CHECKING:
@@ -149,9 +151,30 @@ class AudioDecoder:
 class TextPlanner:
     """An utterance's text → prepared chunks: normalize, filter, chunk, prepare, tokenize."""
 
-    def __init__(self, config: ModelConfig, tokenizer: Tokenizer) -> None:
+    def __init__(
+        self, config: ModelConfig, tokenizer: Tokenizer, *, text_language: str | None = None
+    ) -> None:
         self.config = config
         self.preparer = TextPreparer.for_config(tokenizer, config)
+        #: What the normalizer reads the text as: the pack's language unless a variant of it
+        #: is asked for ("pt-BR" on the portuguese pack).
+        self.text_language = resolve_language(text_language or config.name)
+
+    def with_text_language(self, text_language: str | None) -> TextPlanner:
+        """This planner, normalizing as ``text_language`` (shares the tokenizer and preparer)."""
+        if text_language is None:
+            return self
+        code = resolve_language(text_language)
+        if code == self.text_language:
+            return self
+        if code.split("-")[0] != self.text_language.split("-")[0]:
+            raise UnknownLanguageError(
+                f"text_language {text_language!r} is not a variant of the {self.config.name!r} "
+                f"pack's language ({self.text_language}); load the pack of that language instead"
+            )
+        planner = copy.copy(self)
+        planner.text_language = code
+        return planner
 
     def plan(
         self,
@@ -169,7 +192,7 @@ class TextPlanner:
         piece of a ``stream`` chunk marked mid-sentence): its first chunk is prepared so.
         """
         if normalize:
-            text = normalize_text(text, self.config.name, lexicon=lexicon)
+            text = normalize_text(text, self.text_language, lexicon=lexicon)
         return self.preparer.split(text, continues_sentence=continues_sentence)
 
     def stream(
@@ -182,9 +205,11 @@ class TextPlanner:
         """
         if not normalize:
             return self.preparer.chunk_stream()
-        name = self.config.name
+        language = self.text_language
         lexicon = dict(lexicon) if lexicon else None
-        return self.preparer.chunk_stream(lambda text: normalize_text(text, name, lexicon=lexicon))
+        return self.preparer.chunk_stream(
+            lambda text: normalize_text(text, language, lexicon=lexicon)
+        )
 
 
 __all__ = [

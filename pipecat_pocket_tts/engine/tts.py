@@ -192,11 +192,13 @@ class PocketTTS:
         max_frames: int | None = None,
         normalize: bool = True,
         lexicon: Mapping[str, str] | None = None,
+        text_language: str | None = None,
     ) -> Session:
         """A session: ``enqueue`` text, iterate frames; one voice, RNG and Mimi state.
 
         ``max_frames`` bounds the frames of each chunk; ``lexicon`` ({word: spoken form})
-        feeds the text normalizer.
+        feeds the text normalizer; ``text_language`` makes it read the text as a regional
+        variant of the pack's language (``"pt-BR"`` on the portuguese pack).
         """
         settings = GenerationSettings(
             temperature=check_temperature(
@@ -211,7 +213,7 @@ class PocketTTS:
             raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
         return Session(
             backend=self.backend,
-            planner=self._planner,
+            planner=self._planner.with_text_language(text_language),
             voice_state=self.voice_state(voice),
             resolve_voice=self.voice_state,
             settings=settings,
