@@ -16,6 +16,10 @@ from __future__ import annotations
 
 import os
 
+# OpenBLAS keeps idle threads spinning ~0.1 s after each call; with a short timeout the CPU is
+# idle within milliseconds of an interruption. It must be set before numpy is first imported.
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "1")
+
 from loguru import logger
 from pipecat.audio.vad.silero import SileroVADAnalyzer
 from pipecat.frames.frames import LLMRunFrame

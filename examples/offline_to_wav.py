@@ -15,6 +15,12 @@ prints when the first audio arrived.
 
 from __future__ import annotations
 
+import os
+
+# OpenBLAS keeps idle threads spinning ~0.1 s after each call; with a short timeout the CPU is
+# idle within milliseconds of an interruption. It must be set before numpy is first imported.
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "1")
+
 import argparse
 import asyncio
 import re

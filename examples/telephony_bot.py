@@ -12,6 +12,12 @@ stays at 16 kHz for VAD and STT.
 
 from __future__ import annotations
 
+import os
+
+# OpenBLAS keeps idle threads spinning ~0.1 s after each call; with a short timeout the CPU is
+# idle within milliseconds of an interruption. It must be set before numpy is first imported.
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "1")
+
 from bot import run_bot, transport_params
 from pipecat.runner.types import RunnerArguments
 from pipecat.runner.utils import create_transport
