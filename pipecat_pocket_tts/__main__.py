@@ -63,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--clone-voice",
         type=Path,
         metavar="AUDIO",
-        help="speak with the voice of this recording (WAV; needs the weights with voice "
+        help="speak with the voice of this recording (WAV; FLAC/OGG/MP3 with the audio extra; "
+        "needs the weights with voice "
         "cloning: accept the terms at https://huggingface.co/kyutai/pocket-tts, set HF_TOKEN). "
         "Clone only voices you have consent to use.",
     )

@@ -40,7 +40,7 @@ from pipecat.utils.types import NOT_GIVEN, NotGiven, is_given
 
 from .engine.config import SAMPLE_RATE
 from .engine.errors import PocketTTSError, UnknownLanguageError
-from .engine.text.normalize import TextNormalizer
+from .engine.text.normalize import checked_lexicon
 from .engine.text.prepare import ChunkStream
 from .languages import language_to_pack, pack_iso_code, resolve_pack, text_variant
 from .resampler import StreamResampler
@@ -196,7 +196,7 @@ class PocketTTSService(TTSService):
         defaults.language = pack
         defaults.model = pack
         if defaults.lexicon:
-            check_lexicon(defaults.lexicon)  # LexiconError now, not at the first turn
+            checked_lexicon(defaults.lexicon)  # LexiconError now, not at the first turn
 
         kwargs.setdefault("push_stop_frames", True)  # a stop frame even if a context times out
         super().__init__(
@@ -402,7 +402,7 @@ class PocketTTSService(TTSService):
             delta.model = requested_pack
         if is_given(delta.lexicon) and delta.lexicon:
             try:
-                check_lexicon(delta.lexicon)
+                checked_lexicon(delta.lexicon)
             except PocketTTSError as e:
                 await self.push_error(error_msg=f"PocketTTS: {e}")
                 delta.lexicon = NOT_GIVEN
@@ -844,8 +844,3 @@ def warm_up_engine(engine: PocketTTS, voice: Any = None) -> None:
         engine.synthesize(WARMUP_TEXT, voice=voice, max_frames=WARMUP_FRAMES, seed=0)
     except PocketTTSError as e:  # a warm-up problem must not keep the service from starting
         logger.warning(f"PocketTTS warm-up failed: {e}")
-
-
-def check_lexicon(lexicon: Any) -> None:
-    """Raise ``LexiconError`` (saying what is wrong) unless ``lexicon`` is usable."""
-    TextNormalizer("english", lexicon=lexicon)

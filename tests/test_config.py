@@ -2,7 +2,13 @@
 
 import pytest
 
-from pipecat_pocket_tts.engine.config import HubFile, ModelConfig, config_names, get_config
+from pipecat_pocket_tts.engine.config import (
+    HubFile,
+    ModelConfig,
+    canonical_config_name,
+    config_names,
+    get_config,
+)
 from pipecat_pocket_tts.engine.errors import UnknownLanguageError
 
 EXPECTED = {
@@ -96,3 +102,22 @@ def test_hub_file_parsing():
         "abc",
     )
     assert f.folder == "languages/english" and f.filename == "model.safetensors"
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("english", "english"),
+        ("English", "english"),
+        (" FRENCH_24L ", "french_24l"),
+        ("en", "english"),
+        ("en-US", "english"),
+        ("pt-BR", "portuguese"),
+        ("pt_BR", "portuguese"),
+        ("de", "german"),
+        ("english_tiny", "english_tiny"),  # custom packs keep their names
+        ("klingon", "klingon"),  # unknown stays unknown: get_config says what is valid
+    ],
+)
+def test_canonical_config_names(name, expected):
+    assert canonical_config_name(name) == expected

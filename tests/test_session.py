@@ -440,3 +440,12 @@ def test_finish_flushes_fed_text_and_feed_after_finish_is_refused(engine_tts: Po
     assert {f.utterance_index for f in session} == {0, 1}
     with pytest.raises(SessionClosedError):
         session.feed("More.")
+
+
+def test_a_lexicon_that_is_not_a_mapping_is_refused_clearly(engine_tts):
+    from pipecat_pocket_tts.engine.errors import LexiconError
+
+    with pytest.raises(LexiconError, match="mapping"):
+        engine_tts.session(lexicon=["NVIDIA"])  # type: ignore[arg-type]
+    with pytest.raises(LexiconError, match="mapping"):
+        engine_tts.synthesize("Hello there.", lexicon=["NVIDIA"])  # type: ignore[arg-type]

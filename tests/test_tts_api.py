@@ -3,6 +3,8 @@ raising a clear error of a named type."""
 
 from __future__ import annotations
 
+import logging
+import sys
 import wave
 from pathlib import Path
 
@@ -209,8 +211,32 @@ def test_bad_seed_and_sampler_steps(engine_tts: PocketTTS, engine_pack_dir: Path
         engine_tts.session(seed="7")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="sampler_steps"):
         PocketTTS.load("english", backend="numpy", model_dir=engine_pack_dir, sampler_steps=0)
-    with pytest.raises(TypeError, match="numpy backend takes no options"):
+    with pytest.raises(ValueError, match="precision: options of the CoreML backend"):
         PocketTTS.load("english", backend="numpy", model_dir=engine_pack_dir, precision="int8")
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="auto picks CoreML where it can run")
+def test_coreml_options_are_ignored_where_auto_picks_numpy(engine_pack_dir: Path, caplog):
+    with caplog.at_level(logging.INFO, logger="pipecat_pocket_tts.engine.tts"):
+        tts = PocketTTS.load(
+            "english", backend="auto", model_dir=engine_pack_dir, precision="int8",
+            compute_units="no-ane",
+        )  # fmt: skip
+    assert tts.backend.name == "numpy"
+    assert "ignoring the CoreML options compute_units, precision" in caplog.text
+
+
+def test_a_bare_recording_file_name_is_cloned(
+    engine_tts: PocketTTS, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from pipecat_pocket_tts.engine.audio import write_wav
+
+    audio = engine_tts.synthesize(TEXT, seed=1, eos_threshold=100.0, max_frames=30)
+    write_wav(tmp_path / "speaker.wav", audio, engine_tts.sample_rate)
+    monkeypatch.chdir(tmp_path)
+    by_name = engine_tts.synthesize(TEXT, seed=2, voice="speaker.wav")
+    by_path = engine_tts.synthesize(TEXT, seed=2, voice=tmp_path / "speaker.wav")
+    np.testing.assert_array_equal(by_name, by_path)
 
 
 def test_text_is_normalized_unless_asked_not_to(engine_tts: PocketTTS):

@@ -25,13 +25,19 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     The file gets the usual permissions (0666 minus the umask), not mkstemp's 0600.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot write {path}: {exc.strerror or exc}") from exc
     os.close(fd)
     try:
         yield Path(tmp)
         os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise OSError(exc.errno, f"cannot write {path}: {exc.strerror or exc}") from exc
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -357,6 +357,26 @@ def config_names() -> list[str]:
     return sorted(_registry())
 
 
+#: The pack each spoken language uses when only the language is named ("en", "English").
+DEFAULT_PACKS = {
+    "en": "english", "fr": "french", "de": "german", "it": "italian",
+    "pt": "portuguese", "es": "spanish", "nl": "dutch",
+}  # fmt: skip
+
+
+def canonical_config_name(name: str) -> str:
+    """``name`` as the registry spells it: "English" → "english", "en" or "pt-BR" → the default
+    pack of that language; any other name is returned unchanged (custom packs keep theirs).
+    """
+    if not isinstance(name, str) or name in _registry():
+        return name
+    key = name.strip().lower()
+    if key in _registry():
+        return key
+    code = key.replace("_", "-").split("-", 1)[0]
+    return DEFAULT_PACKS.get(code, name)
+
+
 @cache
 def get_config(name: str) -> ModelConfig:
     """The config registered under ``name`` (e.g. 'english', 'french_24l')."""

@@ -34,6 +34,7 @@ from .config import (
     VOICES_REVISION,
     HubFile,
     ModelConfig,
+    canonical_config_name,
     config_names,
     get_config,
 )
@@ -186,7 +187,7 @@ def resolve_pack(
             f"known: {', '.join(sorted(_RESOLVERS))}"
         )
     request = PackRequest(
-        config_name=config_name,
+        config_name=canonical_config_name(config_name),
         model_dir=Path(model_dir).expanduser() if model_dir is not None else None,
         revision=revision,
         token=token,

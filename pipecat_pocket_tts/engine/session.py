@@ -36,6 +36,7 @@ from .synthesis import (
     TextPlanner,
     generate_chunk,
 )
+from .text.normalize import checked_lexicon
 
 if TYPE_CHECKING:
     from .backends.base import Backend, FlowState
@@ -223,7 +224,7 @@ class Session:
         self._resolve_voice = resolve_voice
         self._settings = settings
         self._normalize = normalize
-        self._lexicon = dict(lexicon) if lexicon else None
+        self._lexicon = checked_lexicon(lexicon)
         self._overlap = overlap_decode
         self._rng = np.random.default_rng(seed)
         self._decoder = AudioDecoder(backend)

@@ -24,7 +24,7 @@ import numpy as np
 from .audio import fade_in
 from .config import FRAME_SIZE, SAMPLE_RATE
 from .errors import UnknownLanguageError
-from .text.normalize import normalize_text, resolve_language
+from .text.normalize import checked_lexicon, normalize_text, resolve_language
 from .text.prepare import ChunkStream, PreparedChunk, TextPreparer
 
 if TYPE_CHECKING:
@@ -206,7 +206,7 @@ class TextPlanner:
         if not normalize:
             return self.preparer.chunk_stream()
         language = self.text_language
-        lexicon = dict(lexicon) if lexicon else None
+        lexicon = checked_lexicon(lexicon)
         return self.preparer.chunk_stream(
             lambda text: normalize_text(text, language, lexicon=lexicon)
         )

@@ -12,6 +12,7 @@ live in the backend and are shared; voices are prefilled once per voice and copi
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping
@@ -24,7 +25,7 @@ from . import audio as audio_ops
 from .backends import create_backend, resolve_backend_name
 from .backends.base import Backend, FlowState
 from .cloning import AudioSource, clone_voice, is_audio_path
-from .config import SAMPLE_RATE, ModelConfig
+from .config import SAMPLE_RATE, ModelConfig, canonical_config_name
 from .errors import EmptyTextError, UnknownVoiceError
 from .packs import PackFiles, resolve_pack
 from .session import (
@@ -37,6 +38,8 @@ from .synthesis import AudioFrame, GenerationSettings, TextPlanner
 from .text.prepare import TextPreparer
 from .text.tokenizer import Tokenizer
 from .voices import Voice
+
+logger = logging.getLogger(__name__)
 
 VoiceLike = str | os.PathLike[str] | Voice
 
@@ -92,7 +95,15 @@ class PocketTTS:
         """
         if not isinstance(sampler_steps, int) or sampler_steps < 1:
             raise ValueError(f"sampler_steps must be an integer ≥ 1, got {sampler_steps!r}")
+        language = canonical_config_name(language)
         kind = resolve_backend_name(backend, language=language, model_dir=model_dir)
+        if kind == "numpy" and backend == "auto" and backend_options:
+            # Options written for CoreML (precision, compute units) where auto picked NumPy.
+            logger.info(
+                "backend='auto' picked numpy here: ignoring the CoreML options %s",
+                ", ".join(sorted(backend_options)),
+            )
+            backend_options = {}
         pack = resolve_pack(
             language, model_dir=model_dir, revision=revision, token=token, backend_kind=kind
         )
@@ -127,6 +138,7 @@ class PocketTTS:
         For servers: ten calls each opening a session load the weights once. The key is
         (language, concrete backend, model_dir, revision, sampler_steps, backend options).
         """
+        language = canonical_config_name(language)
         kind = resolve_backend_name(backend, language=language, model_dir=model_dir)
         folder = None if model_dir is None else str(Path(model_dir).expanduser().resolve())
         key = (
@@ -332,7 +344,8 @@ class PocketTTS:
                 ("pack", voice), lambda: Voice.load(self.pack.voice_path(voice), self.config)
             )
         if isinstance(voice, os.PathLike) or (
-            isinstance(voice, str) and (voice.endswith(".safetensors") or os.sep in voice)
+            isinstance(voice, str)
+            and (voice.endswith(".safetensors") or os.sep in voice or is_audio_path(voice))
         ):
             path = Path(voice).expanduser().resolve()
             stat = path.stat() if path.is_file() else None

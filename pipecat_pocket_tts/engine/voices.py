@@ -68,6 +68,12 @@ class Voice:
 
     # -- files --------------------------------------------------------------------------
 
+    def __repr__(self) -> str:
+        return (
+            f"Voice(config_name={self.config_name!r}, source={self.source!r}, "
+            f"positions={self.length}, layers={self.num_layers})"
+        )
+
     @classmethod
     def load(cls, path: str | os.PathLike[str], config: ModelConfig | None = None) -> Voice:
         """Read a voice-state file; with ``config``, also check it fits that model.

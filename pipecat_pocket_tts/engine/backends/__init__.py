@@ -94,8 +94,9 @@ def create_backend(
     kind = resolve_backend_name(kind)
     if kind == "numpy":
         if options:
-            raise TypeError(
-                f"the numpy backend takes no options, got: {', '.join(sorted(options))}"
+            raise ValueError(
+                f"{', '.join(sorted(options))}: options of the CoreML backend, which the numpy "
+                "backend does not take; drop them or use backend='coreml' (Apple) or 'auto'"
             )
         if weights_path is None:
             raise BackendUnavailableError("the numpy backend needs a model.safetensors file")
