@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -314,25 +315,88 @@ COMMANDS = {
 }
 
 
+# -- errors in the terms of this command line ------------------------------------------------
+
+# Engine messages name API arguments; here they are flags.
+_FLAG_OF_ARGUMENT = {
+    "model_dir": "--model-dir",
+    "backend": "--backend",
+    "voice": "--voice",
+    "revision": "--revision",
+    "compute_units": "--compute-units",
+    "precision": "--precision",
+    "temperature": "--temperature",
+    "eos_threshold": "--eos-threshold",
+    "max_frames": "--max-frames",
+    "seed": "--seed",
+}
+# `backend='numpy'`, `model_dir=<a folder>`, `voice=` (not inside a word or a path).
+_ASSIGNMENT = re.compile(
+    r"(?<![\w/.-])(" + "|".join(_FLAG_OF_ARGUMENT) + r")=(?:'([^']*)'|(<[^>]*>))?"
+)
+# Bare argument names that are no English word: `model_dir /x does not exist`.
+_BARE_ARGUMENT = re.compile(
+    r"(?<![\w/.-])(model_dir|compute_units|eos_threshold|max_frames)(?![\w/])"
+)
+# The command line has no token option: HF_TOKEN is the way.
+_TOKEN_ARGUMENT = re.compile(r" \(or pass token=\)| / token=")
+
+
+def shell_wording(message: str, args: argparse.Namespace) -> str:
+    """An engine error message as a shell user needs it: flags, and fixes that fit the command.
+
+    ``download`` itself is the prefetch step: its errors do not suggest running it again,
+    and name ``--model-dir`` as an option of ``say``.
+    """
+    from .engine.packs import PREFETCH_FIX
+
+    if args.command == "download":
+        message = message.replace(f"; or {PREFETCH_FIX}", "")
+    elif isinstance(getattr(args, "language", None), str):
+        message = message.replace("download <language>`", f"download {args.language}`")
+    message = _TOKEN_ARGUMENT.sub("", message)
+    message = _ASSIGNMENT.sub(_as_flag, message)
+    message = _BARE_ARGUMENT.sub(lambda m: _FLAG_OF_ARGUMENT[m.group(1)], message)
+    if args.command == "download":  # which has no --model-dir
+        message = message.replace("pass --model-dir", "run `say` with --model-dir")
+    return message
+
+
+def _as_flag(match: re.Match[str]) -> str:
+    flag = _FLAG_OF_ARGUMENT[match.group(1)]
+    value = match.group(2) if match.group(2) is not None else match.group(3)
+    return flag if value is None else f"{flag} {value}"
+
+
+def _configure_logging(verbose: bool) -> None:
+    """Log lines on stderr, each once.
+
+    huggingface_hub prints its records with a handler of its own (added at import); they must
+    not also reach the root handler configured here, or every retry line shows twice.
+    """
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(levelname)s: %(message)s",
+    )
+    logging.getLogger("huggingface_hub").propagate = False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(levelname)s: %(message)s",
-    )
+    _configure_logging(args.verbose)
     from .engine.errors import PocketTTSError
 
     try:
         return COMMANDS[args.command](args)
     except PocketTTSError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {shell_wording(str(exc), args)}", file=sys.stderr)
         return EXIT_USAGE
     except (ValueError, NotImplementedError) as exc:  # invalid option values
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {shell_wording(str(exc), args)}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {shell_wording(str(exc), args)}", file=sys.stderr)
         return EXIT_IO
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

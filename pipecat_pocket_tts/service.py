@@ -30,6 +30,7 @@ from pipecat.frames.frames import (
     StartFrame,
     TTSAudioRawFrame,
     TTSStoppedFrame,
+    TTSTextFrame,
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessorSetup
 from pipecat.services.settings import TTSSettings
@@ -116,8 +117,9 @@ class _Turn:
     context_id: str
     stream: _Stream
     chunker: ChunkStream | None = None  # TOKEN aggregation: LLM tokens → planned chunks
-    enqueued: int = 0  # utterances handed to the session
-    completed: int = 0  # utterances whose last frame arrived
+    enqueued: int = 0  # utterances handed to the session (failed ones included)
+    completed: int = 0  # utterances whose last frame arrived (or that failed), in order
+    failed: set[int] = field(default_factory=set)  # 1-based ordinals whose enqueue raised
     text_done: bool = False  # flush_audio() was called: no more text
     closed: bool = False
     # Non-audio frames of the context, each released once `completed` reaches its barrier.
@@ -372,9 +374,13 @@ class PocketTTSService(TTSService):
 
         ``TTSTextFrame`` (the sentence, once spoken) and the next sentence's announcement are
         appended by Pipecat right after the text is handed over, long before the audio
-        exists; each is released after the utterances enqueued before it.
+        exists; each is released after the utterances enqueued before it. A ``TTSTextFrame``
+        whose audio is never made (its utterance failed, or its text reached no session) is
+        dropped, so the assistant aggregator never adds unspoken text to the LLM context.
         """
         turn = self._turns.get(context_id) if context_id else None
+        if isinstance(frame, TTSTextFrame) and (turn is None or turn.closed):
+            return  # no session got this text: not loaded, failed, stopped or interrupted
         if (
             turn is not None
             and not turn.closed
@@ -383,6 +389,8 @@ class PocketTTSService(TTSService):
         ):
             pending = turn.chunker is not None and bool(turn.chunker.pending_text.strip())
             barrier = turn.enqueued + (1 if pending else 0)
+            if isinstance(frame, TTSTextFrame) and barrier in turn.failed:
+                return  # the utterance that ends this text failed: nothing was spoken
             if turn.held or turn.completed < barrier:
                 turn.held.append((barrier, frame))
                 return
@@ -651,15 +659,19 @@ class PocketTTSService(TTSService):
             seed = settings.seed if is_given(settings.seed) else None
             reseed = secrets.randbits(64) if seed is None else seed
         streamed = continues_sentence is not None
-        index = stream.session.enqueue(
-            text,
-            voice=settings.voice,
-            temperature=settings.temperature,
-            normalize=bool(settings.normalize) and not streamed,
-            lexicon=settings.lexicon or None,
-            seed=reseed,
-            continues_sentence=bool(continues_sentence),
-        )
+        try:
+            index = stream.session.enqueue(
+                text,
+                voice=settings.voice,
+                temperature=settings.temperature,
+                normalize=bool(settings.normalize) and not streamed,
+                lexicon=settings.lexicon or None,
+                seed=reseed,
+                continues_sentence=bool(continues_sentence),
+            )
+        except Exception:
+            _count_failed_utterance(turn)
+            raise
         if index is None:  # nothing speakable after normalization (the seed still waits)
             return
         stream.seed_version = self._seed_version
@@ -690,7 +702,7 @@ class PocketTTSService(TTSService):
             stream.audio_turn = turn
         await self._append_audio(turn, stream.resampler.process(frame.samples))
         if frame.is_last_in_utterance:
-            turn.completed += 1
+            _count_completed_utterance(turn)
             if not stream.utterances:  # the session has nothing queued: the audio pauses
                 await self._flush_resampler(stream)
             await self._release_held(turn)
@@ -713,7 +725,9 @@ class PocketTTSService(TTSService):
 
     async def _release_held(self, turn: _Turn, *, everything: bool = False) -> None:
         while turn.held and (everything or turn.held[0][0] <= turn.completed):
-            _, frame = turn.held.popleft()
+            barrier, frame = turn.held.popleft()
+            if isinstance(frame, TTSTextFrame) and barrier in turn.failed:
+                continue  # its audio was never made: the text was not spoken
             if self.audio_context_available(turn.context_id):
                 await TTSService.append_to_audio_context(self, turn.context_id, frame)
 
@@ -808,6 +822,21 @@ def _outcome(task: asyncio.Task | None) -> Any:
     if task is None or not task.done() or task.cancelled():
         return None
     return task.result()
+
+
+def _count_completed_utterance(turn: _Turn) -> None:
+    """The turn's next utterance finished; failed ones right after it count as finished too."""
+    turn.completed += 1
+    while turn.completed + 1 in turn.failed:
+        turn.completed += 1
+
+
+def _count_failed_utterance(turn: _Turn) -> None:
+    """An utterance of the turn failed to enqueue: it takes an ordinal but makes no audio."""
+    turn.enqueued += 1
+    turn.failed.add(turn.enqueued)
+    if turn.completed == turn.enqueued - 1:  # nothing before it is still playing
+        turn.completed += 1
 
 
 def _voice_known_to(engine: PocketTTS, voice: Any) -> bool:

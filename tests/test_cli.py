@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hub_cache import cache_put
 
-from pipecat_pocket_tts.__main__ import main
+from pipecat_pocket_tts.__main__ import build_parser, main, shell_wording
 from pipecat_pocket_tts.engine import packs
 from pipecat_pocket_tts.engine.config import config_names, get_config
 from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
@@ -117,7 +117,8 @@ def test_say_with_coreml_off_apple_says_what_to_use(pack: Path, tmp_path: Path, 
     argv = ["say", "Hi.", "-o", str(out), "--model-dir", str(pack), "--backend", "coreml"]
     assert main([*argv, "--precision", "int8", "--compute-units", "no-ane"]) == 2
     err = capsys.readouterr().err
-    assert "backend='coreml' is not available" in err and "backend='numpy'" in err
+    assert "--backend coreml is not available" in err and "--backend numpy" in err
+    assert "backend='" not in err  # the flags, not the API's keyword arguments
     assert not out.exists()
 
 
@@ -130,7 +131,8 @@ def test_say_unknown_language_from_the_hub(capsys) -> None:
 def test_say_missing_model_dir_in_a_subprocess(tmp_path: Path) -> None:
     result = _run("say", "Hi.", "-o", str(tmp_path / "x.wav"), "--model-dir", str(tmp_path / "no"))
     assert result.returncode == 2
-    assert "error: model_dir" in result.stderr and "does not exist" in result.stderr
+    assert "error: --model-dir" in result.stderr and "does not exist" in result.stderr
+    assert "leave --model-dir out" in result.stderr
     assert "Traceback" not in result.stderr
 
 
@@ -207,6 +209,78 @@ def test_download_offline_with_an_empty_cache(tmp_path: Path) -> None:
     assert "error:" in err and "not in the Hugging Face cache" in err
     assert "kyutai/pocket-tts-without-voice-cloning/languages/english/model.safetensors" in err
     assert "Traceback" not in err
+
+
+def test_download_offline_says_to_go_online_not_to_run_download(tmp_path: Path) -> None:
+    env = {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "empty")}
+    result = _run("download", "english", "--voices", "alba", env=env)
+    assert result.returncode == 2
+    err = result.stderr
+    assert "pipecat_pocket_tts download" not in err  # the very command that just failed
+    assert "go online once" in err and "HF_ENDPOINT" in err
+    assert "run `say` with --model-dir" in err and "model_dir" not in err
+    gated = get_config("english").weights
+    assert f"{gated.repo}/{gated.path}@{gated.revision}" in err  # tried before the fallback
+
+
+def test_say_offline_names_the_download_command_and_flags(tmp_path: Path) -> None:
+    env = {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "empty")}
+    result = _run("say", "Hi.", "-o", str(tmp_path / "x.wav"), "-l", "french", env=env)
+    assert result.returncode == 2
+    err = result.stderr
+    assert "`python -m pipecat_pocket_tts download french`" in err
+    assert "pass --model-dir <a folder with the pack's files>" in err
+    assert "model_dir" not in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        (
+            "set HF_TOKEN (or pass token=) to a token of that account.",
+            "set HF_TOKEN to a token of that account.",
+        ),
+        ("check HF_TOKEN / token=, or pass model_dir=.", "check HF_TOKEN, or pass --model-dir."),
+        ("pass voice= as the path of a file", "pass --voice as the path of a file"),
+        ("use backend='coreml' (Apple) or 'auto'", "use --backend coreml (Apple) or 'auto'"),
+        ("unknown stage in compute_units; stages:", "unknown stage in --compute-units; stages:"),
+        ("eos_threshold must be a finite number", "--eos-threshold must be a finite number"),
+        # paths and other words that merely contain an argument name stay as they are
+        (
+            "cannot read /srv/model_dir/voice=x.wav or my_model_dir",
+            "cannot read /srv/model_dir/voice=x.wav or my_model_dir",
+        ),
+    ],
+)
+def test_error_messages_use_the_flags(message: str, expected: str) -> None:
+    args = build_parser().parse_args(["voices"])
+    assert shell_wording(message, args) == expected
+
+
+def test_hub_log_lines_print_once_on_stderr(tmp_path: Path) -> None:
+    """huggingface_hub has a handler of its own: its lines must not also reach ours."""
+    script = """
+import logging, sys
+from pipecat_pocket_tts import __main__ as cli
+
+def noisy(args):
+    from huggingface_hub.utils import logging as hf_logging
+
+    hf_logging.get_logger("huggingface_hub.utils._http").warning("Retrying in 1s [Retry 1/5].")
+    logging.getLogger("pipecat_pocket_tts.engine.packs").info("our progress line")
+    return 0
+
+cli.COMMANDS["languages"] = noisy
+sys.exit(cli.main(["-v", "languages"]))
+"""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env.pop("HF_HUB_VERBOSITY", None)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("Retrying in 1s [Retry 1/5].") == 1
+    assert result.stderr.count("our progress line") == 1
 
 
 def test_download_from_a_populated_cache(hf_cache: Path, pack: Path, capsys) -> None:

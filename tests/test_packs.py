@@ -206,6 +206,28 @@ def test_offline_with_empty_cache_says_what_to_do(hf_cache: Path) -> None:
     assert "model_dir" in message
 
 
+def test_offline_names_the_gated_weights_tried_first_and_the_fallback(hf_cache: Path) -> None:
+    with pytest.raises(PackFilesMissingError) as info:
+        packs.resolve_hub_pack("english")
+    message = str(info.value)
+    gated, ungated = ENGLISH.weights, ENGLISH.weights_without_voice_cloning
+    tried_gated = f"{gated.repo}/{gated.path}@{gated.revision}"
+    tried_ungated = f"{ungated.repo}/{ungated.path}@{ungated.revision}"
+    assert tried_gated in message and tried_ungated in message
+    assert message.index(tried_gated) < message.index(tried_ungated)  # the order they were tried
+    assert "HF_ENDPOINT" in message and packs.PREFETCH_FIX in message
+    assert packs.MODEL_DIR_FIX in message
+
+
+def test_offline_without_cloning_names_only_the_ungated_weights(hf_cache: Path) -> None:
+    with pytest.raises(PackFilesMissingError) as info:
+        packs.resolve_hub_pack("english", voice_cloning=False)
+    message = str(info.value)
+    assert "kyutai/pocket-tts/" not in message
+    assert "kyutai/pocket-tts-without-voice-cloning/languages/english" in message
+    assert packs.NOT_CACHED_FIXES in message
+
+
 def test_gated_weights_from_the_cache(hf_cache: Path, tiny_pack: Path, caplog) -> None:
     _populate_english(hf_cache, tiny_pack, gated=True, voices=("alba",))
     with caplog.at_level(logging.WARNING, logger="pipecat_pocket_tts"):

@@ -47,7 +47,7 @@ from pipecat_pocket_tts import service as service_module
 from pipecat_pocket_tts.engine import PocketTTS, Session
 from pipecat_pocket_tts.engine.audio import write_wav
 from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
-from pipecat_pocket_tts.engine.errors import LexiconError, UnknownLanguageError
+from pipecat_pocket_tts.engine.errors import LexiconError, UnknownLanguageError, VoiceFileError
 from pipecat_pocket_tts.engine.synthesis import TextPlanner
 from pipecat_pocket_tts.service import WARMUP_FRAMES, WARMUP_TEXT
 
@@ -650,6 +650,93 @@ async def test_services_of_one_pack_share_the_model(
     await run_test(Pipeline([first, second]), frames_to_send=[], start_timeout=START)
     assert len(loads) == 1  # ten calls on one server would load the weights once, too
     assert len(engines) == 2 and engines[0] is engines[1]
+
+
+# -- failures: text that was never spoken ----------------------------------------------------
+
+
+@pytest.fixture
+def failing_text(monkeypatch: pytest.MonkeyPatch) -> set[str]:
+    """Texts whose ``Session.enqueue`` raises (as an unusable voice would)."""
+    texts: set[str] = set()
+    original = Session.enqueue
+
+    def enqueue(self, text, **kwargs):
+        if text in texts:
+            raise VoiceFileError(f"cannot speak {text!r}")
+        return original(self, text, **kwargs)
+
+    monkeypatch.setattr(Session, "enqueue", enqueue)
+    return texts
+
+
+def spoken_texts(frames: list[Frame]) -> list[str]:
+    return [f.text for f in frames if isinstance(f, TTSTextFrame)]
+
+
+def errors_of(frames: list[Frame]) -> list[str]:
+    return [f.error for f in frames if isinstance(f, ErrorFrame)]
+
+
+async def test_a_sentence_that_fails_is_not_pushed_as_spoken_text(
+    packs: dict[str, Path], failing_text: set[str]
+) -> None:
+    failing_text.add("The middle one fails.")
+    tts = service(packs["english"])
+    reply = "The first one plays. The middle one fails. The last one plays too."
+    down, up = await run_test(tts, frames_to_send=llm_turn(reply), start_timeout=START)
+    assert spoken_texts(down) == ["The first one plays.", "The last one plays too."]
+    assert any("cannot speak" in e for e in errors_of(up))
+    seen = kinds(down)
+    assert seen.count(TTSStartedFrame) == seen.count(TTSStoppedFrame) == 1
+    assert seen[-2:] == [TTSStoppedFrame, LLMFullResponseEndFrame]
+    assert tts._turns == {} and tts.get_audio_contexts() == []
+
+
+async def test_a_turn_whose_only_sentence_fails_closes_without_spoken_text(
+    packs: dict[str, Path], tmp_path: Path
+) -> None:
+    missing = str(tmp_path / "gone.safetensors")  # accepted as a path, fails at the next turn
+    frames = [
+        TTSSpeakFrame("Before."),
+        TTSUpdateSettingsFrame(delta=PocketTTSService.Settings(voice=missing)),
+        TTSSpeakFrame("Never spoken."),
+    ]
+    down, up = await run_test(service(packs["english"]), frames_to_send=frames, start_timeout=START)
+    assert spoken_texts(down) == ["Before."]
+    assert any("gone.safetensors" in e for e in errors_of(up))
+    seen = kinds(down)
+    assert seen.count(TTSStartedFrame) == seen.count(TTSStoppedFrame) == 2
+    assert seen[-1] is TTSStoppedFrame
+
+
+async def test_a_failed_chunk_of_streamed_tokens_is_not_pushed_as_spoken_text(
+    packs: dict[str, Path], failing_text: set[str]
+) -> None:
+    failing_text.add("The first train leaves at nine.")
+    tts = service(packs["english"], text_aggregation_mode=TextAggregationMode.TOKEN)
+    reply = "Sure thing. The first train leaves at nine. The second one leaves at ten."
+    down, up = await run_test(tts, frames_to_send=llm_turn(reply), start_timeout=START)
+    spoken = " ".join(spoken_texts(down))
+    assert " ".join(spoken.split()) == "Sure thing. The second one leaves at ten."
+    assert any("cannot speak" in e for e in errors_of(up))
+    seen = kinds(down)
+    assert seen.count(TTSStartedFrame) == seen.count(TTSStoppedFrame) == 1
+    assert seen[-2:] == [TTSStoppedFrame, LLMFullResponseEndFrame]
+
+
+@pytest.mark.parametrize("mode", [TextAggregationMode.SENTENCE, TextAggregationMode.TOKEN])
+async def test_no_spoken_text_when_the_pack_failed_to_load(
+    tmp_path: Path, mode: TextAggregationMode
+) -> None:
+    tts = PocketTTSService(model_dir=tmp_path, backend="numpy", text_aggregation_mode=mode)
+    frames = [*llm_turn(TWO_SENTENCES), TTSSpeakFrame("Nobody hears this.")]
+    down, up = await run_test(tts, frames_to_send=frames, start_timeout=START)
+    assert spoken_texts(down) == []
+    assert any("could not load pack 'english'" in e for e in errors_of(up))
+    seen = kinds(down)
+    assert TTSAudioRawFrame not in seen
+    assert seen.count(TTSStartedFrame) == seen.count(TTSStoppedFrame) == 2
 
 
 # -- ending --------------------------------------------------------------------------------

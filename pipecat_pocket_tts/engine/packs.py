@@ -98,6 +98,15 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model")
 CONFIG_FILE = "config.json"
 VOICES_FOLDER = "embeddings"
 
+#: Fixes named in download errors; the command line rewords them in its own terms.
+PREFETCH_FIX = "prefetch with `python -m pipecat_pocket_tts download <language>`"
+MODEL_DIR_FIX = "pass model_dir=<a folder with the pack's files>"
+NOT_CACHED = "not in the Hugging Face cache and cannot be downloaded (offline, or no connection)"
+NOT_CACHED_FIXES = (
+    "Fixes: go online once (unset HF_HUB_OFFLINE; where huggingface.co is blocked, set "
+    f"HF_ENDPOINT to a reachable mirror) so it is cached; or {PREFETCH_FIX}; or {MODEL_DIR_FIX}."
+)
+
 
 @dataclass(frozen=True)
 class PackFiles:
@@ -415,7 +424,15 @@ def _hub_weights(
         return hub_download(gated, revision=revision, token=token, what="weights"), True
     except (GatedRepoError, PackFilesMissingError) as exc:
         gated_failure = exc
-    path = hub_download(ungated, revision=revision, token=token, what="weights")
+    try:
+        path = hub_download(ungated, revision=revision, token=token, what="weights")
+    except PackFilesMissingError as exc:
+        if not (_not_cached(exc) and _not_cached(gated_failure)):
+            raise
+        raise PackFilesMissingError(
+            f"weights are {NOT_CACHED}: tried {_hub_location(gated, revision)} (with voice "
+            f"cloning), then {_hub_location(ungated, revision)} (without). {NOT_CACHED_FIXES}"
+        ) from exc
     logger.warning(
         "Voice cloning is unavailable: the weights with voice cloning (%s/%s) could not be "
         "fetched (%s: %s). Using %s/%s instead: predefined voices work, cloning raises "
@@ -447,16 +464,11 @@ def hub_download(
     from huggingface_hub import errors, hf_hub_download
 
     rev = revision or file.revision
-    at = f"{file.repo}/{file.path}@{rev or 'main'}"
+    at = _hub_location(file, revision)
     try:
         return Path(hf_hub_download(file.repo, file.path, revision=rev, token=token))
     except errors.LocalEntryNotFoundError as exc:
-        raise PackFilesMissingError(
-            f"{what} {at} is not in the Hugging Face cache and cannot be downloaded (offline, "
-            "or no connection). Fixes: go online once (unset HF_HUB_OFFLINE) so it is cached; "
-            "or prefetch with `python -m pipecat_pocket_tts download <language>`; or pass "
-            "model_dir=<a folder with the pack's files>."
-        ) from exc
+        raise PackFilesMissingError(f"{what} {at} is {NOT_CACHED}. {NOT_CACHED_FIXES}") from exc
     except errors.GatedRepoError as exc:
         raise GatedRepoError(
             f"{what} {at} is in a gated repository you have no access to. Accept the model "
@@ -485,9 +497,20 @@ def hub_download(
         raise PackFilesMissingError(
             f"{what} {at} could not be downloaded ({type(exc).__name__}: {exc}). Check the "
             "connection (and HF_TOKEN, if set: an invalid token fails every request) and retry; "
-            "or prefetch with `python -m pipecat_pocket_tts download <language>`; or pass "
-            "model_dir."
+            f"or {PREFETCH_FIX}; or {MODEL_DIR_FIX}."
         ) from exc
+
+
+def _hub_location(file: HubFile, revision: str | None = None) -> str:
+    """``repo/path@revision`` of a hub file, as error messages name it."""
+    return f"{file.repo}/{file.path}@{revision or file.revision or 'main'}"
+
+
+def _not_cached(exc: BaseException) -> bool:
+    """Whether a ``hub_download`` failure means: offline (or no connection) and not cached."""
+    from huggingface_hub import errors
+
+    return isinstance(exc.__cause__, errors.LocalEntryNotFoundError)
 
 
 # -- prefetching ---------------------------------------------------------------------------
