@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ...config import FlowLMTransformerConfig, MimiConfig, MimiTransformerConfig, ModelConfig
-from ...config import SEANetConfig as _SEANet
+from ...config import FlowLMTransformerConfig, ModelConfig
 from ...errors import WeightsMismatchError
+from .mimi import mimi_weight_shapes
 
 Shape = tuple[int, ...]
 
@@ -59,7 +59,7 @@ def expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
     """Every key of upstream's ``TTSModel.state_dict()`` for ``config``, with its shape."""
     shapes: dict[str, Shape] = {}
     shapes.update(_flow_lm_shapes(config))
-    shapes.update(_mimi_shapes(config.mimi))
+    shapes.update({f"mimi.{k}": v for k, v in mimi_weight_shapes(config.mimi).items()})
     return shapes
 
 
@@ -122,99 +122,6 @@ def _flow_transformer_shapes(prefix: str, tr: FlowLMTransformerConfig) -> dict[s
         out.update(_norm(layer + "norm2", d))
         out[layer + "linear1.weight"] = (tr.ffn_dim, d)
         out[layer + "linear2.weight"] = (d, tr.ffn_dim)
-    return out
-
-
-def _mimi_shapes(mimi: MimiConfig) -> dict[str, Shape]:
-    out: dict[str, Shape] = {}
-    out.update(_seanet_encoder_shapes("encoder.model.", mimi.seanet, mimi.channels))
-    out.update(_seanet_decoder_shapes("decoder.model.", mimi.decoder_seanet, mimi.channels))
-    out.update(_mimi_transformer_shapes("encoder_transformer.", mimi.transformer))
-    out.update(_mimi_transformer_shapes("decoder_transformer.", mimi.decoder_transformer))
-    out["quantizer.output_proj.weight"] = (
-        mimi.quantizer_output_dimension,
-        mimi.quantizer_dimension,
-        1,
-    )
-    encoder_frame_rate = mimi.sample_rate / mimi.seanet.hop_length
-    if encoder_frame_rate != mimi.frame_rate:
-        stride = round(encoder_frame_rate / mimi.frame_rate)
-        encoder_dim = mimi.seanet.dimension
-        decoder_dim = mimi.decoder_seanet.dimension
-        inner = mimi.inner_dim or encoder_dim
-        out["downsample.conv.conv.weight"] = (inner, encoder_dim, 2 * stride)
-        # Depthwise transposed conv: groups = decoder dimension, so one output channel per group.
-        out["upsample.convtr.convtr.weight"] = (mimi.outer_dim or decoder_dim, 1, 2 * stride)
-    return {f"mimi.{k}": v for k, v in out.items()}
-
-
-def _seanet_encoder_shapes(prefix: str, s: _SEANet, channels: int) -> dict[str, Shape]:
-    out: dict[str, Shape] = {}
-    index = 0
-    out.update(_conv(f"{prefix}{index}.conv", channels, s.n_filters, s.kernel_size))
-    index += 1
-    mult = 1
-    for ratio in reversed(s.ratios):
-        width = mult * s.n_filters
-        for _ in range(s.n_residual_layers):
-            out.update(_resblock(f"{prefix}{index}.", width, s))
-            index += 1
-        index += 1  # ELU
-        out.update(_conv(f"{prefix}{index}.conv", width, 2 * width, 2 * ratio))
-        index += 1
-        mult *= 2
-    index += 1  # ELU
-    out.update(_conv(f"{prefix}{index}.conv", mult * s.n_filters, s.dimension, s.last_kernel_size))
-    return out
-
-
-def _seanet_decoder_shapes(prefix: str, s: _SEANet, channels: int) -> dict[str, Shape]:
-    out: dict[str, Shape] = {}
-    index = 0
-    mult = 2 ** len(s.ratios)
-    out.update(_conv(f"{prefix}{index}.conv", s.dimension, mult * s.n_filters, s.kernel_size))
-    index += 1
-    for ratio in s.ratios:
-        width = mult * s.n_filters
-        index += 1  # ELU
-        convtr = f"{prefix}{index}.convtr."
-        out[convtr + "weight"] = (width, width // 2, 2 * ratio)
-        out[convtr + "bias"] = (width // 2,)
-        index += 1
-        for _ in range(s.n_residual_layers):
-            out.update(_resblock(f"{prefix}{index}.", width // 2, s))
-            index += 1
-        mult //= 2
-    index += 1  # ELU
-    out.update(_conv(f"{prefix}{index}.conv", s.n_filters, channels, s.last_kernel_size))
-    return out
-
-
-def _resblock(prefix: str, dim: int, s: _SEANet) -> dict[str, Shape]:
-    hidden = dim // s.compress
-    out = _conv(f"{prefix}block.1.conv", dim, hidden, s.residual_kernel_size)
-    out.update(_conv(f"{prefix}block.3.conv", hidden, dim, 1))
-    return out
-
-
-def _mimi_transformer_shapes(prefix: str, tr: MimiTransformerConfig) -> dict[str, Shape]:
-    d = tr.d_model
-    out: dict[str, Shape] = {}
-    if tr.input_dimension != d:
-        out[prefix + "input_proj.weight"] = (d, tr.input_dimension)
-    for i in range(tr.num_layers):
-        layer = f"{prefix}transformer.layers.{i}."
-        out[layer + "self_attn.in_proj.weight"] = (3 * d, d)
-        out[layer + "self_attn.out_proj.weight"] = (d, d)
-        out.update(_norm(layer + "norm1", d))
-        out.update(_norm(layer + "norm2", d))
-        out[layer + "linear1.weight"] = (tr.dim_feedforward, d)
-        out[layer + "linear2.weight"] = (d, tr.dim_feedforward)
-        out[layer + "layer_scale_1.scale"] = (d,)
-        out[layer + "layer_scale_2.scale"] = (d,)
-    for i, width in enumerate(tr.output_dimensions):
-        if width != d:
-            out[f"{prefix}output_projs.{i}.weight"] = (width, d)
     return out
 
 
@@ -350,10 +257,6 @@ def _linear(name: str, n_in: int, n_out: int, *, bias: bool) -> dict[str, Shape]
     if bias:
         out[f"{name}.bias"] = (n_out,)
     return out
-
-
-def _conv(name: str, n_in: int, n_out: int, kernel: int) -> dict[str, Shape]:
-    return {f"{name}.weight": (n_out, n_in, kernel), f"{name}.bias": (n_out,)}
 
 
 def _norm(name: str, dim: int) -> dict[str, Shape]:
