@@ -119,8 +119,6 @@ class PackFiles:
     has_voice_cloning: bool
     backend_kind: str = "numpy"
     model_dir: Path | None = None
-    #: Backend-specific files (e.g. CoreML model packages), by role name.
-    extra: Mapping[str, Path] = field(default_factory=dict)
     _fetch_voice: Callable[[str], Path] | None = field(default=None, repr=False, compare=False)
 
     @property
