@@ -25,19 +25,6 @@ LANGUAGE_TO_PACK: dict[Language, str] = {
     Language.NL: "dutch",
 }
 
-# Spoken language of a pack (``ModelConfig.language``) → ISO 639-1 code, for Pipecat's
-# sentence splitter.
-_ISO_CODES = {
-    "english": "en",
-    "french": "fr",
-    "german": "de",
-    "italian": "it",
-    "portuguese": "pt",
-    "spanish": "es",
-    "dutch": "nl",
-}
-
-
 def language_to_pack(language: Language) -> str | None:
     """The pack speaking ``language`` (regional variants by base code), or None."""
     pack = LANGUAGE_TO_PACK.get(language)
@@ -76,11 +63,12 @@ def resolve_pack(language: Language | str, *, custom_pack: bool = False) -> str:
 
 
 def pack_iso_code(pack: str) -> str:
-    """ISO 639-1 code of the language a pack speaks ("english_7m_2026-10" → "en")."""
-    for spoken, code in _ISO_CODES.items():
-        if pack == spoken or pack.startswith(spoken + "_"):
-            return code
-    return "en"
+    """ISO 639-1 code of the language a pack speaks ("english_7m_2026-10" → "en"; "en" when
+    the name tells no language)."""
+    try:
+        return resolve_language(pack).split("-")[0]
+    except UnknownLanguageError:
+        return "en"
 
 
 def text_variant(language: Language | str) -> str | None:
