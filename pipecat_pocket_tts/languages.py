@@ -9,21 +9,16 @@ from __future__ import annotations
 
 from pipecat.transcriptions.language import Language
 
-from .engine.config import config_names
+from .engine.config import DEFAULT_PACKS, config_names
 from .engine.errors import UnknownLanguageError
 from .engine.text.normalize import resolve_language
 
-# One pack per spoken language: the 6-layer distilled model, fast enough for real time on a CPU.
-# The 24-layer variants (``french_24l``...) are chosen by passing the pack name itself.
+# One pack per spoken language (the engine's defaults: the 6-layer distilled models, fast enough
+# for real time on a CPU). The 24-layer variants (``french_24l``...) are chosen by pack name.
 LANGUAGE_TO_PACK: dict[Language, str] = {
-    Language.EN: "english",
-    Language.FR: "french",
-    Language.DE: "german",
-    Language.IT: "italian",
-    Language.PT: "portuguese",
-    Language.ES: "spanish",
-    Language.NL: "dutch",
+    Language(code): pack for code, pack in DEFAULT_PACKS.items()
 }
+
 
 def language_to_pack(language: Language) -> str | None:
     """The pack speaking ``language`` (regional variants by base code), or None."""
