@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import sentencepiece as spm
 import tokenizers
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from sp_model import train_sentencepiece, write_tokenizer_json
 
@@ -91,6 +91,7 @@ _ALPHABET = st.sampled_from(
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(_ALPHABET, max_size=60).map("".join))
+@example("aab)))")  # equal-scoring segmentations: tokenizers keeps its first, in float64
 def test_json_ids_equal_tokenizers_on_random_text(from_json: Tokenizer, hf, text: str) -> None:
     assert from_json.encode_list(text) == hf.encode(text).ids
 

@@ -3,10 +3,10 @@
 Both file kinds hold the same unigram vocabulary (the English packs ship ``tokenizer.json``
 converted from the SentencePiece model; the small models ship ``tokenizer.model``). A
 ``.model`` file is run by sentencepiece exactly as upstream runs it. A ``tokenizer.json`` is
-read without the ``tokenizers`` package: its pieces and scores become a SentencePiece model
-built in memory (the Viterbi search is the same algorithm), and the steps around the model
-that ``tokenizers`` applies (added/special tokens, normalizer, Metaspace pre-tokenizer,
-template post-processor) are replayed in Python, so the ids equal what ``tokenizers`` gives.
+read without the ``tokenizers`` package: its Unigram search (``_Unigram``) and the steps
+around it (added/special tokens, normalizer, Metaspace pre-tokenizer, template
+post-processor) are replayed in Python, so the ids equal what ``tokenizers`` gives; the
+pieces also become a SentencePiece model in memory, used for decoding.
 
 Representable characters: a character is representable when the vocabulary has it as a
 piece of its own. Byte pieces do not count: the models were trained on text, so the byte
@@ -307,6 +307,7 @@ class _HFPipeline:
         self,
         *,
         model_proto: bytes,
+        unigram: _Unigram,
         vocab: list[str],
         added: list[_AddedToken],
         normalize: Callable[[str], str],
@@ -315,9 +316,9 @@ class _HFPipeline:
         split: bool,
         template: tuple[list[int], list[int]],
         byte_fallback: bool,
-        byte_ids: dict[str, int],
     ) -> None:
         self.model_proto = model_proto
+        self.unigram = unigram
         self.vocab = vocab
         self.vocab_size = max(len(vocab), 1 + max((t.id for t in added), default=-1))
         self.added = added
@@ -327,7 +328,6 @@ class _HFPipeline:
         self.split = split
         self.prefix_ids, self.suffix_ids = template
         self.byte_fallback = byte_fallback
-        self.byte_ids = byte_ids
         self._added_re = _added_tokens_regex(added)
         # Pieces never hold the replacement character after their first position, so one
         # Viterbi pass over the whole string equals one pass per Metaspace word.
@@ -366,17 +366,17 @@ class _HFPipeline:
         )
         normalize = _read_normalizer(document.get("normalizer"), source)
         template = _read_post_processor(document.get("post_processor"), source)
-        byte_ids = {}
         if byte_fallback:
-            byte_ids = {p: i for i, p in enumerate(vocab) if _BYTE_PIECE.fullmatch(p)}
-            if len(byte_ids) != 256:
+            byte_pieces = sum(1 for p in vocab if _BYTE_PIECE.fullmatch(p))
+            if byte_pieces != 256:
                 raise TokenizerFileError(
-                    f"{source}: byte_fallback is set but the vocab has {len(byte_ids)} of the "
+                    f"{source}: byte_fallback is set but the vocab has {byte_pieces} of the "
                     "256 byte pieces"
                 )
         proto = _sentencepiece_proto(vocab, scores, unk_id, {t.id for t in added}, byte_fallback)
         return cls(
             model_proto=proto,
+            unigram=_Unigram(vocab, scores, unk_id, byte_fallback),
             vocab=vocab,
             added=added,
             normalize=normalize,
@@ -385,7 +385,6 @@ class _HFPipeline:
             split=split,
             template=template,
             byte_fallback=byte_fallback,
-            byte_ids=byte_ids,
         )
 
     # --------------------------------------------------------------------------- encode
@@ -425,19 +424,7 @@ class _HFPipeline:
                 self._viterbi(word, sp, out)
 
     def _viterbi(self, text: str, sp: spm.SentencePieceProcessor, out: list[int]) -> None:
-        # tokenizers' Unigram model matches the byte pieces' literal text ("<0x41>") like any
-        # other piece (score 0); sentencepiece never does, so such literals are cut out here.
-        if self.byte_fallback and "<0x" in text:
-            position = 0
-            for match in _BYTE_PIECE.finditer(text):
-                if match.start() > position:
-                    out.extend(sp.encode(text[position : match.start()]))
-                out.append(self.byte_ids[match.group()])
-                position = match.end()
-            if position < len(text):
-                out.extend(sp.encode(text[position:]))
-            return
-        out.extend(sp.encode(text))
+        out.extend(self.unigram.encode(text))
 
     def decode(self, ids: list[int], sp: spm.SentencePieceProcessor) -> str:
         added = {t.id for t in self.added}
@@ -447,6 +434,92 @@ class _HFPipeline:
             if self.prepend_scheme != "never" and text.startswith(" "):
                 text = text[1:]
         return text
+
+
+class _Unigram:
+    """The Viterbi search of ``tokenizers``' Unigram model, as it computes it.
+
+    sentencepiece runs the same algorithm but sums scores in float32; ``tokenizers`` sums in
+    float64 and keeps the first of equal-scoring paths, and where two segmentations score the
+    same up to rounding (")" + "))" against "))" + ")") the two libraries can pick differently.
+    Upstream reads ``tokenizer.json`` with ``tokenizers``, so this search follows it: float64
+    sums, start positions in increasing order, a strictly better score to replace a path, an
+    unknown character scored ``min_score - 10``, consecutive unknowns fused, and (with byte
+    fallback) the fused text spelled as byte pieces.
+    """
+
+    UNKNOWN_PENALTY = 10.0
+
+    def __init__(
+        self, vocab: list[str], scores: list[float], unk_id: int | None, byte_fallback: bool
+    ) -> None:
+        self.pieces: dict[str, tuple[int, float]] = {}
+        for i, (piece, score) in enumerate(zip(vocab, scores, strict=True)):
+            self.pieces.setdefault(piece, (i, score))
+        self.max_length = max((len(p) for p in self.pieces), default=1)
+        self.unk_id = unk_id
+        self.unk_score = min(scores, default=0.0) - self.UNKNOWN_PENALTY
+        self.byte_fallback = byte_fallback
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of the best segmentation of ``text`` (one pre-tokenized word or string)."""
+        n = len(text)
+        if not n:
+            return []
+        # best[end] = (score of the best path to end, start of its last piece, piece id)
+        best: list[tuple[float, int, int] | None] = [None] * (n + 1)
+        best[0] = (0.0, 0, -1)
+        pieces = self.pieces
+        for start in range(n):
+            reached = best[start]
+            if reached is None:
+                continue
+            so_far = reached[0]
+            single = False
+            for end in range(start + 1, min(n, start + self.max_length) + 1):
+                found = pieces.get(text[start:end])
+                if found is None:
+                    continue
+                candidate = found[1] + so_far
+                target = best[end]
+                if target is None or candidate > target[0]:
+                    best[end] = (candidate, start, found[0])
+                if end == start + 1:
+                    single = True
+            if not single:
+                candidate = self.unk_score + so_far
+                target = best[start + 1]
+                if target is None or candidate > target[0]:
+                    best[start + 1] = (candidate, start, -2)  # -2: the unknown token
+        spans: list[tuple[int, int, int]] = []  # (start, end, id) from the end backwards
+        end = n
+        while end > 0:
+            _, start, piece_id = best[end]  # type: ignore[misc]
+            if piece_id == -2 and spans and spans[-1][2] == -2:
+                spans[-1] = (start, spans[-1][1], -2)  # fuse consecutive unknowns
+            else:
+                spans.append((start, end, piece_id))
+            end = start
+        ids: list[int] = []
+        for start, end, piece_id in reversed(spans):
+            if piece_id != -2:
+                ids.append(piece_id)
+            else:
+                ids.extend(self._unknown(text[start:end]))
+        return ids
+
+    def _unknown(self, fused: str) -> list[int]:
+        """Ids for a run of characters no piece covers: byte pieces, or the unknown token."""
+        known = self.pieces.get(fused)
+        if known is not None:
+            return [known[0]]
+        if self.byte_fallback:
+            byte_ids = [self.pieces.get(f"<0x{b:02X}>") for b in fused.encode("utf-8")]
+            if all(found is not None for found in byte_ids):
+                return [found[0] for found in byte_ids]  # type: ignore[index]
+        if self.unk_id is None:
+            raise TokenizerFileError("the text holds an unknown character and there is no unk_id")
+        return [self.unk_id]
 
 
 def _split_before(text: str, delimiter: str) -> list[str]:
