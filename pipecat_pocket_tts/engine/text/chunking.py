@@ -252,27 +252,34 @@ class Chunker:
             for word in clause:
                 if packer.extend([word]) or packer.start([word]):
                     continue
-                parts = self._slice_word(word)
+                parts = self._slice_word(word, packer.next_flag())
                 for k, part in enumerate(parts):
                     packer.force([part], ends_word=k == len(parts) - 1)
         pieces = packer.finish()
         self._rebalance_tail(pieces)
         return pieces
 
-    def _slice_word(self, word: str) -> list[str]:
-        """Cut a word too long for one chunk into the longest parts that fit (≥ 1 character)."""
+    def _slice_word(self, word: str, first_mid: bool) -> list[str]:
+        """Cut a word too long for one chunk into the longest parts that fit (≥ 1 character).
+
+        Each part is measured as it will be prepared: the first with the flag of the piece it
+        opens (``first_mid``; a sentence start is capitalized and punctuated), the rest as
+        mid-sentence.
+        """
         parts = []
         rest = word
+        mid = first_mid
         while rest:
             low, high = 1, len(rest)  # longest prefix that fits, by bisection
             while low < high:
                 middle = (low + high + 1) // 2
-                if self._fits([rest[:middle]], True):
+                if self._fits([rest[:middle]], mid):
                     low = middle
                 else:
                     high = middle - 1
             parts.append(rest[:low])
             rest = rest[low:]
+            mid = True
         return parts
 
     def _rebalance_tail(self, pieces: list[_Piece]) -> None:
@@ -330,6 +337,10 @@ class _Packer:
     def _flag(self, *, new: bool) -> bool:
         opened = self._pieces or (new and self._current)
         return True if opened else self._first_mid
+
+    def next_flag(self) -> bool:
+        """The mid-sentence flag of a piece opened now (``start``/``force``)."""
+        return self._flag(new=True)
 
     def extend(self, words: list[str]) -> bool:
         """Append ``words`` to the open piece if the result fits."""
