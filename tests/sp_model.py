@@ -21,7 +21,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-from pipecat_pocket_tts.engine.devpack import sentencepiece_model, sentencepiece_to_json
+from pipecat_pocket_tts.devpack import sentencepiece_model, sentencepiece_to_json
 
 DEFAULT_VOCAB_SIZE = 4000
 
