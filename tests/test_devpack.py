@@ -221,3 +221,13 @@ def test_command_line_builds_a_tiny_pack(tmp_path: Path, capsys) -> None:
     ]
     assert devpack.main([str(tmp_path / "bad"), "--config", "klingon"]) == 2
     assert "klingon" in capsys.readouterr().err
+
+
+def test_package_command_line_has_a_devpack_verb(tmp_path: Path, capsys) -> None:
+    from pipecat_pocket_tts.__main__ import main as package_main
+
+    assert package_main(["devpack", str(tmp_path / "verb"), "--config", "tiny"]) == 0
+    assert "wrote" in capsys.readouterr().out
+    assert (tmp_path / "verb" / "tokenizer.model").exists()
+    assert (tmp_path / "verb" / "embeddings" / "alba.safetensors").exists()
+    assert package_main(["devpack", str(tmp_path / "bad"), "--config", "klingon"]) == 2

@@ -12,12 +12,12 @@ from ..engine.errors import PocketTTSError
 from .configs import tiny_config_dict
 from .pack import DEFAULT_VOICES, build_pack
 
+DESCRIPTION = "Write a random-weight PocketTTS pack (for tests, examples and benchmarks)."
+_TINY = {"tiny": "standard", "tiny-standard": "standard", "tiny-small": "small"}
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m pipecat_pocket_tts.devpack",
-        description="Write a random-weight PocketTTS pack (for tests, examples and benchmarks).",
-    )
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The command's options (also those of ``python -m pipecat_pocket_tts devpack``)."""
     parser.add_argument("out", type=Path, help="output folder")
     parser.add_argument(
         "--config",
@@ -35,11 +35,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="voice prompt length in 80 ms frames (default: 12 for tiny, 63 ≈ 5 s otherwise)",
     )
-    args = parser.parse_args(argv)
 
-    tiny = {"tiny": "standard", "tiny-standard": "standard", "tiny-small": "small"}
+
+def run(args: argparse.Namespace) -> int:
+    """Build the pack ``args`` describe; the exit code (2 for a bad config)."""
     config: str | dict[str, Any] = (
-        tiny_config_dict(tiny[args.config]) if args.config in tiny else args.config  # type: ignore[arg-type]
+        tiny_config_dict(_TINY[args.config]) if args.config in _TINY else args.config  # type: ignore[arg-type]
     )
     try:
         folder = build_pack(
@@ -50,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             tokenizer_format=args.tokenizer_format,
             dtype=args.dtype,
             with_cloning=not args.without_cloning,
-            voice_frames=args.voice_frames or (12 if args.config in tiny else 63),
+            voice_frames=args.voice_frames or (12 if args.config in _TINY else 63),
         )
     except PocketTTSError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -58,3 +59,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
     print(f"wrote {folder} ({size / 1e6:.1f} MB)")
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m pipecat_pocket_tts.devpack``: parse ``argv`` and build the pack."""
+    parser = argparse.ArgumentParser(
+        prog="python -m pipecat_pocket_tts.devpack", description=DESCRIPTION
+    )
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
