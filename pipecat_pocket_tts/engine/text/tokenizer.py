@@ -291,15 +291,7 @@ def _candidates(char: str) -> list[str]:
 
 
 def _single_characters(pieces: Iterable[str], replacement: str) -> frozenset[str]:
-    chars = set()
-    for piece in pieces:
-        surface = piece.replace(replacement, " ")
-        if len(surface) == 1:
-            chars.add(surface)
-    return frozenset(chars)
-
-
-def _single_characters(pieces: Iterable[str], replacement: str) -> frozenset[str]:
+    """The pieces that are one character once ``replacement`` reads as a space."""
     chars = set()
     for piece in pieces:
         surface = piece.replace(replacement, " ")
