@@ -104,9 +104,9 @@ def load_standins(args: argparse.Namespace) -> PocketTTS:
     sys.path.insert(0, str(ROOT / "tests"))
     from coreml_standins import standin_models, write_coreml_pack
 
+    from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
     from pipecat_pocket_tts.engine.backends.coreml.backend import CoreMLBackend
     from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
-    from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
     from pipecat_pocket_tts.engine.packs import resolve_pack
     from pipecat_pocket_tts.engine.text.tokenizer import Tokenizer
 

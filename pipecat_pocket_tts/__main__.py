@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .devpack import cli as devpack_cli
 from .engine.backends.coreml import cli as coreml_cli
 
 EXIT_OK = 0
@@ -146,6 +147,14 @@ def build_parser() -> argparse.ArgumentParser:
         default="fp16",
         help="with --backend coreml: the FlowLM variant to fetch",
     )
+    devpack_cli.add_arguments(
+        commands.add_parser(
+            "devpack",
+            help="write a random-weight pack (tests, offline trials)",
+            description=devpack_cli.DESCRIPTION,
+        )
+    )
+
     return parser
 
 
@@ -312,6 +321,7 @@ COMMANDS = {
     "voices": cmd_voices,
     "languages": cmd_languages,
     "download": cmd_download,
+    "devpack": devpack_cli.run,
 }
 
 

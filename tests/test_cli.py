@@ -13,9 +13,9 @@ import pytest
 from hub_cache import cache_put
 
 from pipecat_pocket_tts.__main__ import build_parser, main, shell_wording
+from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine import packs
 from pipecat_pocket_tts.engine.config import config_names, get_config
-from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -18,13 +18,13 @@ from coreml_standins import (
     write_coreml_pack,
 )
 
+from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine import PocketTTS
 from pipecat_pocket_tts.engine.backends import resolve_backend_name
 from pipecat_pocket_tts.engine.backends.coreml.backend import CoreMLBackend
 from pipecat_pocket_tts.engine.backends.coreml.contracts import mimi_state_layout
 from pipecat_pocket_tts.engine.backends.coreml.runtime import CompiledModel
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
-from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine.errors import (
     BackendUnavailableError,
     CloningUnavailableError,

@@ -26,6 +26,7 @@ from coreml_standins import (
     write_model_folder,
 )
 
+from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine.audio import write_wav
 from pipecat_pocket_tts.engine.backends.coreml.backend import CoreMLBackend
 from pipecat_pocket_tts.engine.backends.coreml.constants import write_floats
@@ -45,7 +46,6 @@ from pipecat_pocket_tts.engine.cloning import (
     clone_voice,
     prepare_prompt,
 )
-from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine.errors import CloningUnavailableError, WeightsMismatchError
 from pipecat_pocket_tts.engine.packs import resolve_pack
 from pipecat_pocket_tts.engine.text.tokenizer import Tokenizer

@@ -15,9 +15,9 @@ import pytest
 from hub_cache import cache_put
 from huggingface_hub import errors as hf_errors
 
+from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine import packs
 from pipecat_pocket_tts.engine.config import VOICES_REPO, VOICES_REVISION, get_config
-from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine.errors import (
     GatedRepoError,
     PackFilesMissingError,
