@@ -409,6 +409,7 @@ class _RecordingBackend:
     def __init__(self, inner: NumpyBackend) -> None:
         self._inner = inner
         self.config = inner.config
+        self.capabilities = inner.capabilities  # the declared record, not a stage call
         self.calls: list[tuple[str, tuple]] = []
 
     def __getattr__(self, name: str):

@@ -95,6 +95,14 @@ class LoadOptions:
             return replace(self, backend=kind, precision=None, compute_units=None)
         return replace(self, backend=kind)
 
+    def dropped_for(self, concrete: LoadOptions) -> list[str]:
+        """The option names ``for_backend`` dropped to make ``concrete`` (sorted)."""
+        return sorted(
+            f.name
+            for f in fields(self)
+            if f.name != "backend" and getattr(self, f.name) != getattr(concrete, f.name)
+        )
+
     def cache_key(self) -> tuple[Any, ...]:
         """What identifies one loaded model (``token`` aside: it does not change the files)."""
         folder = None if self.model_dir is None else str(self.model_dir.resolve())

@@ -52,6 +52,7 @@ class PackFiles:
     has_voice_cloning: bool
     backend_kind: str = "numpy"
     model_dir: Path | None = None
+    voices_dir: Path | None = None  # the local folder of the voice files, if any
     _fetch_voice: Callable[[str], Path] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -71,7 +72,7 @@ class PackFiles:
     def voice_path(self, name: str) -> Path:
         """The local file of voice ``name`` (downloaded on first use for hub packs)."""
         if name not in self.voice_names:
-            where = f"in {self.model_dir}" if self.model_dir else "on the hub"
+            where = f"in {self.voices_dir or self.model_dir}" if self.model_dir else "on the hub"
             available = ", ".join(self.voice_names) or "(none)"
             raise UnknownVoiceError(
                 f"unknown voice {name!r} for pack {self.config.name!r} ({where}); "

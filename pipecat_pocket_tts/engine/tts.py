@@ -98,10 +98,12 @@ class PocketTTS:
         name = resolve_config_name(language, custom=options.model_dir is not None)
         kind = resolve_backend_name(options.backend, language=name, model_dir=options.model_dir)
         concrete = options.for_backend(kind)
-        if concrete.compute_units != options.compute_units or (
-            concrete.precision != options.precision
-        ):
-            logger.info("backend='auto' picked numpy here: ignoring the CoreML options")
+        dropped = options.dropped_for(concrete)
+        if dropped:
+            logger.info(
+                "backend='auto' picked numpy here: ignoring the CoreML options %s",
+                ", ".join(dropped),
+            )
         pack = resolve_pack(
             name,
             model_dir=concrete.model_dir,

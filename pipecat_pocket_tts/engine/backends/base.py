@@ -132,15 +132,17 @@ class Backend(ABC):
     config: ModelConfig
 
     # -- building -----------------------------------------------------------------------
+    # Every backend of ``backends.BACKEND_CLASSES`` overrides both (a test checks it);
+    # backends built in memory (test doubles, wrappers) are not loaded from packs.
     @classmethod
-    @abstractmethod
     def resolve_pack(cls, request: PackRequest) -> PackFiles:
         """The files of the requested pack in this backend's layout (local or the hub)."""
+        raise NotImplementedError(f"{cls.__name__} has no pack layout")
 
     @classmethod
-    @abstractmethod
     def from_pack(cls, pack: PackFiles, options: LoadOptions) -> Backend:
         """Load a pack ``resolve_pack`` returned, with the backend's ``options``."""
+        raise NotImplementedError(f"{cls.__name__} is not loaded from packs")
 
     @property
     @abstractmethod

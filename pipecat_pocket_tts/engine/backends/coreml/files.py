@@ -371,6 +371,7 @@ def resolve_local_coreml_pack(language: str, model_dir: str | os.PathLike[str]) 
         has_voice_cloning=reason is None,
         backend_kind="coreml",
         model_dir=folder,
+        voices_dir=constants,
         _fetch_voice=fetch_voice,
         root=folder,
         cloning_unavailable_reason=reason,

@@ -77,18 +77,15 @@ class NumpyBackend(Backend):
             for name, given in (
                 ("compute_units", options.compute_units is not None),
                 ("placement", options.placement != "gpu"),
+                ("precision", options.precision not in (None, *PRECISIONS)),
             )
             if given
         ]
         if coreml_only:
             raise LoadOptionError(
                 f"{', '.join(coreml_only)}: options of the CoreML backend, which the numpy "
-                "backend does not take; drop them or use backend='coreml' (Apple) or 'auto'"
-            )
-        if options.precision not in (None, *PRECISIONS):
-            raise LoadOptionError(
-                f"precision {options.precision!r} is not available on the numpy backend; "
-                f"choose one of: {', '.join(PRECISIONS)} (or leave it out)"
+                f"backend does not take (it runs {', '.join(PRECISIONS)}); drop them or use "
+                "backend='coreml' (Apple) or 'auto'"
             )
         if pack.backend_kind != "numpy":
             raise TypeError(

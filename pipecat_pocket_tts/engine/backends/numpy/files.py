@@ -125,6 +125,7 @@ def resolve_local_pack(config_name: str, model_dir: str | os.PathLike[str]) -> P
         has_voice_cloning=_file_has_cloning_weights(folder / WEIGHTS_FILE, config),
         backend_kind="numpy",
         model_dir=folder,
+        voices_dir=voices_dir,
         _fetch_voice=fetch,
     )
 
