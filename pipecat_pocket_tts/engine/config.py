@@ -368,7 +368,10 @@ def resolve_config_name(value: object, *, custom: bool = False) -> str:
     """
     raw = value.value if hasattr(value, "value") else value  # Pipecat Language members
     if not isinstance(raw, str) or not raw.strip():
-        raise UnknownLanguageError(f"a language or model config name is a string, not {raw!r}")
+        raise UnknownLanguageError(
+            f"a language or model config name is a non-empty string, not {raw!r}; choose a "
+            f"language ({', '.join(codes())}) or a model config: {', '.join(config_names())}"
+        )
     registry = _registry()
     key = raw.strip().lower()
     if raw in registry or key in registry:
