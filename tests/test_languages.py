@@ -31,7 +31,11 @@ def test_one_record_per_language_with_its_facts() -> None:
         assert info.default_pack in config_names()
         assert get_config(info.default_pack).language == info.key
     german = languages.language_info("de")
-    assert (german.name, german.default_pack, german.default_voice) == ("German", "german", "juergen")
+    assert (german.name, german.default_pack, german.default_voice) == (
+        "German",
+        "german",
+        "juergen",
+    )
 
 
 @pytest.mark.parametrize(
