@@ -94,6 +94,24 @@ class PackRequest:
     voice_cloning: bool | None = None
 
 
+def local_voices(folder: Path) -> tuple[tuple[str, ...], Callable[[str], Path]]:
+    """The voice names in a local folder of ``<name>.safetensors`` files (sorted; none when
+    the folder is absent) and the function a ``PackFiles`` fetches one with."""
+    names = (
+        tuple(sorted(p.stem for p in folder.glob("*.safetensors") if p.is_file()))
+        if folder.is_dir()
+        else ()
+    )
+
+    def fetch(name: str) -> Path:
+        path = folder / f"{name}.safetensors"
+        if not path.is_file():
+            raise PackFilesMissingError(f"voice file {path} disappeared; restore it")
+        return path
+
+    return names, fetch
+
+
 def load_local_config(config_name: str, folder: Path) -> ModelConfig:
     """``folder/config.json`` (upstream schema) if present, else the registry config.
 

@@ -37,7 +37,7 @@ from ...errors import (
     UnknownLanguageError,
     UnknownVoiceError,
 )
-from ...packs import PackFiles, PackRequest, load_local_config
+from ...packs import PackFiles, PackRequest, load_local_config, local_voices
 from .constants import (
     BOS_BEFORE_VOICE,
     BOS_EMB,
@@ -346,13 +346,7 @@ def resolve_local_coreml_pack(language: str, model_dir: str | os.PathLike[str]) 
             f"model_dir {folder} is not a complete CoreML pack: {CONSTANTS_DIR}/ lacks "
             f"{', '.join(missing)}. Copy the whole {pack_folder(language)} folder of {REPO}."
         )
-    names = tuple(sorted(p.stem for p in constants.glob("*.safetensors") if p.is_file()))
-
-    def fetch_voice(name: str) -> Path:
-        path = constants / f"{name}.safetensors"
-        if not path.is_file():
-            raise PackFilesMissingError(f"voice file {path} disappeared; restore it")
-        return path
+    names, fetch_voice = local_voices(constants)
 
     english = config.language == "english"
     reason = _cloning_reason(constants, find_encoder(folder, english=english))

@@ -29,6 +29,7 @@ from ...packs import (
     hub_download,
     hub_location,
     load_local_config,
+    local_voices,
     not_cached,
 )
 from .weights import expected_shapes, is_cloning_key
@@ -105,18 +106,7 @@ def resolve_local_pack(config_name: str, model_dir: str | os.PathLike[str]) -> P
             "cache (then load without model_dir)."
         )
     voices_dir = folder / VOICES_FOLDER
-    names = (
-        tuple(sorted(p.stem for p in voices_dir.glob("*.safetensors") if p.is_file()))
-        if voices_dir.is_dir()
-        else ()
-    )
-
-    def fetch(name: str) -> Path:
-        path = voices_dir / f"{name}.safetensors"
-        if not path.is_file():
-            raise PackFilesMissingError(f"voice file {path} disappeared; restore it")
-        return path
-
+    names, fetch = local_voices(voices_dir)
     return PackFiles(
         config=config,
         weights=folder / WEIGHTS_FILE,
