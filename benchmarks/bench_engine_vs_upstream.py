@@ -74,6 +74,10 @@ class CountingBackend(Backend):
         self.inner, self.name, self.config = inner, inner.name, inner.config
         self.calls = 0
 
+    @property
+    def capabilities(self):
+        return self.inner.capabilities
+
     def _count(self) -> None:
         self.calls += 1
 

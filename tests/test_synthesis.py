@@ -15,7 +15,12 @@ from hypothesis import strategies as st
 from pipecat_pocket_tts.devpack import tiny_config_dict
 from pipecat_pocket_tts.engine import FRAME_SIZE, PocketTTS
 from pipecat_pocket_tts.engine.audio import post_process
-from pipecat_pocket_tts.engine.backends.base import Backend, StepOutput, VoiceKV
+from pipecat_pocket_tts.engine.backends.base import (
+    Backend,
+    BackendCapabilities,
+    StepOutput,
+    VoiceKV,
+)
 from pipecat_pocket_tts.engine.config import ModelConfig
 from pipecat_pocket_tts.engine.synthesis import (
     FADE_IN_SAMPLES,
@@ -51,6 +56,10 @@ class ScriptedBackend(Backend):
     calls: list[tuple] = field(default_factory=list)
     name: str = "scripted"
     config: ModelConfig = CONFIG
+
+    @property
+    def capabilities(self) -> BackendCapabilities:
+        return BackendCapabilities("a scripted test backend cannot clone", None, 1)
 
     def embed_text(self, token_ids):
         self.calls.append(("embed", len(token_ids)))
