@@ -137,6 +137,16 @@ class EngineLoader:
                 raise PocketTTSError(f"could not load pack {pack!r}: {e}") from e
         return Ready(self._engine, switched=switched, switch_error=switch_error)
 
+    async def voice_error(self, engine: PocketTTS, voice: Any) -> PocketTTSError | None:
+        """Why ``engine`` cannot use ``voice`` (None: it can): the engine's own parser decides,
+        off the loop (the voice is cached by it for the next utterance)."""
+        try:
+            await asyncio.to_thread(engine.voice_state, voice)
+        except PocketTTSError as e:
+            logger.warning(f"PocketTTS: pack {engine.language!r} cannot use voice {voice!r}: {e}")
+            return e
+        return None
+
     async def close(self, cancel_task: Callable[[asyncio.Task], Coroutine[Any, Any, Any]]) -> None:
         """Forget the engine (the shared cache keeps the model) and stop waiting for loads."""
         for task in (self._load_task, self._switch_task):

@@ -1,20 +1,13 @@
-"""PocketTTSService: Pipecat frames ⇄ one PocketTTS engine session.
+"""PocketTTSService: the Pipecat hooks over one persistent PocketTTS engine session.
 
-Text of a turn goes into a persistent engine session (``Session.enqueue``, or ``Session.feed``
-token by token with TOKEN aggregation), which synthesizes it on its own worker thread while
-earlier audio plays. Frames come back through ``async for`` on the session, are resampled to
-the pipeline's rate by the service's own soxr stream, and are appended to the turn's Pipecat
-audio context; text frames and the end of each turn follow their audio as session markers
-(see ``turns``). An interruption cancels the session (compute stops within one frame) before
-the ``InterruptionFrame`` goes on; the next turn opens a fresh one. Loading and pack switching
-live in ``loading``.
+Text goes to the session (``enqueue`` per sentence, ``feed`` per token with TOKEN aggregation);
+its audio, text frames and turn ends come back in order (``turns``); an interruption cancels
+the session before the ``InterruptionFrame`` goes on. Loading and pack switching: ``loading``.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncGenerator, Coroutine
-from dataclasses import dataclass, field
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,19 +22,18 @@ from pipecat.frames.frames import (
     TTSTextFrame,
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessorSetup
-from pipecat.services.settings import TTSSettings
 from pipecat.services.tts_service import TextAggregationMode, TTSService
 from pipecat.transcriptions.language import Language
 from pipecat.utils.tracing.service_decorators import traced_tts
-from pipecat.utils.types import NOT_GIVEN, NotGiven, is_given
+from pipecat.utils.types import NOT_GIVEN, is_given
 
 from .engine.config import SAMPLE_RATE
 from .engine.errors import PocketTTSError, UnknownLanguageError
-from .engine.text.normalize import checked_lexicon
 from .languages import language_to_pack, pack_iso_code, text_variant
 from .loading import WARMUP_FRAMES, WARMUP_TEXT, EngineLoader, LoadSettings
 from .resampler import StreamResampler
-from .turns import Stream, Turn, Turns, UtteranceOptions
+from .settings import UTTERANCE_SETTINGS, PocketTTSSettings, initial_settings
+from .turns import ContextOutput, Turn, Turns, UtteranceOptions, session_options
 
 if TYPE_CHECKING:
     from pipecat.frames.frames import CancelFrame, EndFrame
@@ -54,35 +46,6 @@ on a setup after 20 s). A load still running then finishes in the background; th
 waits for it, its audio context kept alive."""
 
 __all__ = ["WARMUP_FRAMES", "WARMUP_TEXT", "PocketTTSService", "PocketTTSSettings"]
-
-
-@dataclass
-class PocketTTSSettings(TTSSettings):
-    """Runtime-updatable settings of ``PocketTTSService``.
-
-    Parameters:
-        voice: A voice of the pack (``alba``...), a voice-state ``.safetensors`` path, or a
-            ``Voice``; None for the pack's default voice. Applies from the next utterance.
-        language: A Pipecat ``Language`` or a pack name (``english``, ``french_24l``...). A
-            change loads that pack in the background and switches at the next turn.
-        model: The pack name (kept equal to ``language``; setting it also switches packs).
-        temperature: Sampling temperature (None: the pack's default). Next utterance.
-        seed: Seed of the session's noise generator (None: random). Next utterance: the
-            running session restarts its generator there (no new session, no seam).
-        normalize: Spell out numbers, dates, symbols before synthesis. Next utterance.
-        lexicon: ``{written: spoken}`` for the text normalizer (whole words; keys with a capital
-            match exactly, lowercase keys in any case); used when ``normalize`` is on.
-            Next utterance.
-    """
-
-    temperature: float | NotGiven | None = field(default_factory=lambda: NOT_GIVEN)
-    seed: int | NotGiven | None = field(default_factory=lambda: NOT_GIVEN)
-    normalize: bool | NotGiven = field(default_factory=lambda: NOT_GIVEN)
-    lexicon: dict[str, str] | NotGiven | None = field(default_factory=lambda: NOT_GIVEN)
-
-
-# Settings applied per utterance (a new seed restarts the session's generator there).
-_UTTERANCE_SETTINGS = frozenset({"voice", "temperature", "normalize", "lexicon", "seed"})
 
 
 class PocketTTSService(TTSService):
@@ -135,29 +98,17 @@ class PocketTTSService(TTSService):
             resampler_quality: soxr quality of the output resampler (QQ, LQ, MQ, HQ, VHQ).
             **kwargs: Other ``TTSService`` arguments (``sample_rate``, ``text_transforms``...).
         """
-        defaults = self.Settings(
-            model=None,
-            voice=None,
-            language="english",
-            temperature=None,
-            seed=None,
-            normalize=True,
-            lexicon=None,
-        )
-        if language is not None:
-            defaults.language = language
-        if settings is not None:
-            defaults.apply_update(settings)
-            if is_given(settings.model) and settings.model:
-                defaults.language = settings.model  # the model is the pack
+        defaults = initial_settings(language, settings)
         model_path = Path(model_dir).expanduser() if model_dir is not None else None
         load = LoadSettings(backend, model_path, revision, token, sampler_steps, warmup)
-        self._loader = EngineLoader(load, create_task=self._task, keep_alive=self._keep_alive)
+        self._loader = EngineLoader(
+            load,
+            create_task=lambda coroutine, name: self.create_task(coroutine, name=name),
+            keep_alive=lambda context_id: self._refresh_audio_context(context_id),
+        )
         #: A regional variant for the text normalizer ("pt-BR"), or None for the pack's own.
         self._text_language = text_variant(defaults.language)
         defaults.language = defaults.model = self._loader.resolve_pack(defaults.language)
-        if defaults.lexicon:
-            checked_lexicon(defaults.lexicon)  # LexiconError now, not at the first turn
 
         kwargs.setdefault("push_stop_frames", True)  # a stop frame even if a context times out
         super().__init__(
@@ -168,13 +119,14 @@ class PocketTTSService(TTSService):
             **kwargs,
         )
         self._set_sentence_language(self.pack)
-        self._resampler_quality = resampler_quality
-        self._turns = Turns()
+        self._output = ContextOutput(self)
+        self._turns = Turns(
+            self._output,
+            lambda: StreamResampler(SAMPLE_RATE, self.sample_rate, quality=resampler_quality),
+        )
         self._seed_version = 0  # bumped by every seed update
         self._stopped = False
         self._load_error: Exception | None = None
-
-    # ------------------------------------------------------------------ properties
 
     def can_generate_metrics(self) -> bool:
         """TTFB, usage and text-aggregation metrics are supported."""
@@ -198,8 +150,6 @@ class PocketTTSService(TTSService):
     def pack(self) -> str:
         """The pack of the current settings."""
         return str(self._settings.language)
-
-    # ------------------------------------------------------------------ lifecycle
 
     async def setup(self, setup: FrameProcessorSetup) -> None:
         """Start loading (and warming up) the pack, off the event loop; wait a while for it."""
@@ -233,8 +183,6 @@ class PocketTTSService(TTSService):
         self._stopped = True
         await self._turns.close_all()
         await self._loader.close(self.cancel_task)
-
-    # ------------------------------------------------------------------ text and turns
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         """Pipecat's processing; an interruption first cancels the main session."""
@@ -277,7 +225,7 @@ class PocketTTSService(TTSService):
             return
         turn = self._turns.get(context_id)
         if turn is None:  # text never reached a session (an error, or all whitespace)
-            await self.end_context(context_id)
+            await self._output.end_context(context_id)
             return
         try:
             turn.stream.end_turn(turn, self._utterance_options())
@@ -317,95 +265,26 @@ class PocketTTSService(TTSService):
         if ready.switch_error is not None:
             await self._report_load_error(self.pack, ready.switch_error, permanent=False)
             self._settings.language = self._settings.model = ready.engine.language
-        if ready.switched:
-            await self._adopt_engine(ready.engine)
-        private = not self._context_interruptible(context_id)
-        stream = self._turns.stream_for(private)
-        if stream is None:
-            stream = await self._open_stream(ready.engine, private=private)
-        return self._turns.open(context_id, stream, streamed=self._is_streaming_tokens)
-
-    async def _adopt_engine(self, engine: PocketTTS) -> None:
-        """A newly loaded pack: later turns open sessions on it, with a voice it can use."""
-        voice = self._settings.voice
-        if voice is not None and not await self._voice_usable(engine, voice):
-            logger.warning(f"{self}: pack {engine.language!r} cannot use voice {voice!r}")
-            self._settings.voice = None  # the pack's default voice
-        self._turns.retire_main()
-        logger.info(f"{self}: switched to pack {engine.language!r}")
+        if ready.switched:  # later turns open sessions on the new pack, with a voice it has
+            if await self._loader.voice_error(ready.engine, self._settings.voice):
+                self._settings.voice = None  # the pack's default voice
+            self._turns.retire_main()
+        return await self._turns.open(
+            context_id,
+            ready.engine,
+            private=not self._context_interruptible(context_id),
+            streamed=self._is_streaming_tokens,
+            session_options=session_options(self._settings, self._text_language),
+            seed_version=self._seed_version,
+        )
 
     def _context_interruptible(self, context_id: str) -> bool:
         # Pipecat keeps per-context flags in a private map (1.14); default to interruptible.
-        contexts = getattr(self, "_tts_contexts", {})
-        context = contexts.get(context_id)
+        context = getattr(self, "_tts_contexts", {}).get(context_id)
         return True if context is None else bool(getattr(context, "interruptible", True))
 
-    async def _open_stream(self, engine: PocketTTS, *, private: bool) -> Stream:
-        """A new engine session with its consumer task and resampler."""
-        settings = self._settings
-        # Opening a session prefills the voice (cached per voice by the engine): off the loop.
-        session = await asyncio.to_thread(
-            engine.session,
-            voice=settings.voice,
-            temperature=settings.temperature,
-            seed=settings.seed if is_given(settings.seed) else None,
-            normalize=settings.normalize,
-            text_language=self._text_language,
-        )
-        resampler = StreamResampler(SAMPLE_RATE, self.sample_rate, quality=self._resampler_quality)
-        stream = Stream(
-            session,
-            resampler,
-            self,
-            private=private,
-            seed_version=self._seed_version,
-            on_closed=self._turns.on_closed,
-        )
-        self._turns.add_stream(stream)
-        return stream
-
-    def _utterance_options(self) -> UtteranceOptions:
-        settings = self._settings
-        return UtteranceOptions(
-            voice=settings.voice,
-            temperature=settings.temperature,
-            normalize=bool(settings.normalize),
-            lexicon=settings.lexicon or None,
-            seed=settings.seed if is_given(settings.seed) else None,
-            seed_version=self._seed_version,
-        )
-
-    # ------------------------------------------------------------------ what streams call
-
-    async def append_audio(self, context_id: str, pcm: bytes) -> None:
-        if pcm:
-            frame = TTSAudioRawFrame(
-                audio=pcm, sample_rate=self.sample_rate, num_channels=1, context_id=context_id
-            )
-            await TTSService.append_to_audio_context(self, context_id, frame)
-
-    async def append_frame(self, context_id: str, frame: Frame) -> None:
-        if self.audio_context_available(context_id):
-            await TTSService.append_to_audio_context(self, context_id, frame)
-
-    async def end_context(self, context_id: str) -> None:
-        """``TTSStoppedFrame`` and the end marker for a context that is still registered."""
-        if self.audio_context_available(context_id):
-            stop = TTSStoppedFrame(context_id=context_id)
-            await TTSService.append_to_audio_context(self, context_id, stop)
-            await self.remove_audio_context(context_id)
-
-    async def report_failure(self, error: Exception) -> None:
-        logger.opt(exception=error).error(f"{self}: synthesis failed")
-        await self.push_error(error_msg=f"PocketTTS synthesis failed: {error}", exception=error)
-
-    def _task(self, coroutine: Coroutine[Any, Any, Any], name: str) -> asyncio.Task:
-        return self.create_task(coroutine, name=name)
-
-    def _keep_alive(self, context_id: str) -> None:
-        self._refresh_audio_context(context_id)
-
-    # ------------------------------------------------------------------ settings
+    def _utterance_options(self) -> UtteranceOptions:  # settings as of now
+        return UtteranceOptions.of(self._settings, self._seed_version)
 
     async def _update_settings(self, delta: PocketTTSSettings) -> dict[str, Any]:
         """Apply a settings delta: utterance settings (seed included) at the next utterance."""
@@ -416,16 +295,14 @@ class PocketTTSService(TTSService):
                 self._text_language = variant
                 self._turns.retire_main()  # the next turn's session reads the new variant
             delta.language = delta.model = requested_pack
-        if is_given(delta.lexicon) and delta.lexicon:
-            try:
-                checked_lexicon(delta.lexicon)
-            except PocketTTSError as e:
-                await self.push_error(error_msg=f"PocketTTS: {e}")
-                delta.lexicon = NOT_GIVEN
+        if (error := delta.drop_invalid_lexicon()) is not None:
+            await self.push_error(error_msg=f"PocketTTS: {error}")
         engine = self._loader.engine
-        voice = delta.voice
-        if is_given(voice) and engine and not await self._voice_usable(engine, voice, report=True):
-            delta.voice = NOT_GIVEN  # the previous voice stays
+        if is_given(delta.voice) and engine is not None:
+            error = await self._loader.voice_error(engine, delta.voice)
+            if error is not None:
+                await self.push_error(error_msg=f"PocketTTS: voice {delta.voice!r}: {error}")
+                delta.voice = NOT_GIVEN  # the previous voice stays
 
         changed = await super()._update_settings(delta)
         if "language" in changed or "model" in changed:
@@ -433,19 +310,9 @@ class PocketTTSService(TTSService):
             self._loader.request_switch(self.pack, self._settings.voice)
         if "seed" in changed:
             self._seed_version += 1  # each stream restarts its generator at its next utterance
-        known = _UTTERANCE_SETTINGS | {"language", "model"}  # the rest is unknown here
+        known = UTTERANCE_SETTINGS | {"language", "model"}  # the rest is unknown here
         self._warn_unhandled_updated_settings(set(changed) - known)
         return changed
-
-    async def _voice_usable(self, engine: PocketTTS, voice: Any, *, report: bool = False) -> bool:
-        """Whether the engine can load ``voice`` (loaded off the loop, then cached by it)."""
-        try:
-            await asyncio.to_thread(engine.voice_state, voice)
-        except PocketTTSError as e:
-            if report:
-                await self.push_error(error_msg=f"PocketTTS: voice {voice!r} refused: {e}")
-            return False
-        return True
 
     def _requested_pack(self, delta: PocketTTSSettings) -> str | None:
         """The pack a delta asks for (through ``language`` or ``model``), or None."""
@@ -466,14 +333,10 @@ class PocketTTSService(TTSService):
             if aggregator is not None and hasattr(aggregator, "set_language"):
                 aggregator.set_language(code)
 
-    async def _report_load_error(
-        self, pack: str, error: BaseException | None, *, permanent: bool = True
-    ) -> None:
+    async def _report_load_error(self, pack: str, error: Exception, *, permanent=True) -> None:
         """An ErrorFrame upstream; ``permanent`` when the service has no model to speak with."""
         message = f"PocketTTS could not load pack {pack!r}: {error}"
         logger.error(f"{self}: {message}")
         await self.push_error(
-            error_msg=message,
-            exception=error if isinstance(error, Exception) else None,
-            force_treat_as_permanent=permanent,
+            error_msg=message, exception=error, force_treat_as_permanent=permanent
         )

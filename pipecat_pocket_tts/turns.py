@@ -21,27 +21,61 @@ import asyncio
 import secrets
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from pipecat.frames.frames import Frame, TTSTextFrame
+from loguru import logger
+from pipecat.frames.frames import Frame, TTSAudioRawFrame, TTSStoppedFrame, TTSTextFrame
+from pipecat.services.tts_service import TTSService
+from pipecat.utils.types import is_given
 
 from .engine.channel import Marker
 
 if TYPE_CHECKING:
-    from .engine import Session
+    from .engine import PocketTTS, Session
     from .engine.synthesis import AudioFrame
     from .resampler import StreamResampler
+    from .settings import PocketTTSSettings
 
 
-class TurnOutput(Protocol):
-    """What streams need from the service: its audio contexts and its task manager."""
+class ContextOutput:
+    """A service's audio contexts and task manager, as its streams use them."""
 
-    async def append_audio(self, context_id: str, pcm: bytes) -> None: ...
-    async def append_frame(self, context_id: str, frame: Frame) -> None: ...
-    async def end_context(self, context_id: str) -> None: ...
-    async def report_failure(self, error: Exception) -> None: ...
-    def create_task(self, coroutine: Coroutine[Any, Any, Any], name: str) -> asyncio.Task: ...
-    async def cancel_task(self, task: asyncio.Task) -> None: ...
+    def __init__(self, service: TTSService) -> None:
+        self._service = service
+
+    async def append_audio(self, context_id: str, pcm: bytes) -> None:
+        if pcm:
+            frame = TTSAudioRawFrame(
+                audio=pcm,
+                sample_rate=self._service.sample_rate,
+                num_channels=1,
+                context_id=context_id,
+            )
+            await TTSService.append_to_audio_context(self._service, context_id, frame)
+
+    async def append_frame(self, context_id: str, frame: Frame) -> None:
+        if self._service.audio_context_available(context_id):
+            await TTSService.append_to_audio_context(self._service, context_id, frame)
+
+    async def end_context(self, context_id: str) -> None:
+        """``TTSStoppedFrame`` and the end marker for a context that is still registered."""
+        service = self._service
+        if service.audio_context_available(context_id):
+            stop = TTSStoppedFrame(context_id=context_id)
+            await TTSService.append_to_audio_context(service, context_id, stop)
+            await service.remove_audio_context(context_id)
+
+    async def report_failure(self, error: Exception) -> None:
+        logger.opt(exception=error).error(f"{self._service}: synthesis failed")
+        await self._service.push_error(
+            error_msg=f"PocketTTS synthesis failed: {error}", exception=error
+        )
+
+    def create_task(self, coroutine: Coroutine[Any, Any, Any], name: str) -> asyncio.Task:
+        return self._service.create_task(coroutine, name=name)
+
+    async def cancel_task(self, task: asyncio.Task) -> None:
+        await self._service.cancel_task(task)
 
 
 @dataclass(frozen=True)
@@ -54,6 +88,29 @@ class UtteranceOptions:
     lexicon: dict[str, str] | None
     seed: int | None  # the seed setting (None: random)
     seed_version: int  # bumped by every seed update
+
+    @classmethod
+    def of(cls, settings: PocketTTSSettings, seed_version: int) -> UtteranceOptions:
+        """The options of the service's current settings."""
+        return cls(
+            voice=settings.voice,
+            temperature=settings.temperature,
+            normalize=bool(settings.normalize),
+            lexicon=settings.lexicon or None,
+            seed=settings.seed if is_given(settings.seed) else None,
+            seed_version=seed_version,
+        )
+
+
+def session_options(settings: PocketTTSSettings, text_language: str | None) -> dict[str, Any]:
+    """Keyword arguments of ``PocketTTS.session()`` for the service's current settings."""
+    return {
+        "voice": settings.voice,
+        "temperature": settings.temperature,
+        "seed": settings.seed if is_given(settings.seed) else None,
+        "normalize": settings.normalize,
+        "text_language": text_language,
+    }
 
 
 @dataclass(eq=False)
@@ -93,7 +150,7 @@ class Stream:
         self,
         session: Session,
         resampler: StreamResampler,
-        output: TurnOutput,
+        output: ContextOutput,
         *,
         private: bool,
         seed_version: int,
@@ -315,7 +372,11 @@ class Stream:
 class Turns:
     """The open turns of a service by context id, the main stream and every stream alive."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, output: ContextOutput, make_resampler: Callable[[], StreamResampler]
+    ) -> None:
+        self._output = output
+        self._make_resampler = make_resampler
         self._turns: dict[str, Turn] = {}
         self._streams: set[Stream] = set()
         self._main: Stream | None = None
@@ -323,19 +384,32 @@ class Turns:
     def get(self, context_id: str | None) -> Turn | None:
         return self._turns.get(context_id) if context_id else None
 
-    def stream_for(self, private: bool) -> Stream | None:
-        """The stream a new turn joins, or None when a new one must be opened."""
-        main = self._main
-        if private or main is None or main.retired or main.closed:
-            return None
-        return main
-
-    def add_stream(self, stream: Stream) -> None:
-        self._streams.add(stream)
-        if not stream.private:
-            self._main = stream
-
-    def open(self, context_id: str, stream: Stream, *, streamed: bool) -> Turn:
+    async def open(
+        self,
+        context_id: str,
+        engine: PocketTTS,
+        *,
+        private: bool,
+        streamed: bool,
+        session_options: dict[str, Any],
+        seed_version: int,
+    ) -> Turn:
+        """Bind a new audio context to the main stream, or to a new (private) one."""
+        stream = self._main
+        if private or stream is None or stream.retired or stream.closed:
+            # Opening a session prefills the voice (cached by the engine): off the loop.
+            session = await asyncio.to_thread(engine.session, **session_options)
+            stream = Stream(
+                session,
+                self._make_resampler(),
+                self._output,
+                private=private,
+                seed_version=seed_version,
+                on_closed=self.on_closed,
+            )
+            self._streams.add(stream)
+            if not private:
+                self._main = stream
         turn = Turn(context_id=context_id, stream=stream, streamed=streamed)
         stream.add(turn)
         self._turns[context_id] = turn
@@ -370,4 +444,4 @@ class Turns:
         self._main = None
 
 
-__all__ = ["Stream", "Turn", "TurnOutput", "Turns", "UtteranceOptions"]
+__all__ = ["ContextOutput", "Stream", "Turn", "Turns", "UtteranceOptions", "session_options"]
