@@ -13,9 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 from pipecat.frames.frames import (
+    EndFrame,
     ErrorFrame,
     Frame,
     InterruptionFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
     StartFrame,
     TTSAudioRawFrame,
     TTSStoppedFrame,
@@ -36,7 +39,7 @@ from .settings import UTTERANCE_SETTINGS, PocketTTSSettings, initial_settings
 from .turns import ContextOutput, Turn, Turns, UtteranceOptions, session_options
 
 if TYPE_CHECKING:
-    from pipecat.frames.frames import CancelFrame, EndFrame
+    from pipecat.frames.frames import CancelFrame
 
     from .engine import PocketTTS
 
@@ -126,6 +129,7 @@ class PocketTTSService(TTSService):
         )
         self._seed_version = 0  # bumped by every seed update
         self._stopped = False
+        self._reply_open = False  # an LLM reply started and has not ended
         self._load_error: Exception | None = None
 
     def can_generate_metrics(self) -> bool:
@@ -166,7 +170,7 @@ class PocketTTSService(TTSService):
             await self._report_load_error(self.pack, self._load_error)
 
     async def stop(self, frame: EndFrame) -> None:
-        """Play everything already queued, then release the sessions."""
+        """Play everything queued, then release the sessions."""
         await super().stop(frame)  # waits until every audio context has played
         self._stopped = True
         await self._turns.close_all()
@@ -185,21 +189,23 @@ class PocketTTSService(TTSService):
         await self._loader.close(self.cancel_task)
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
-        """Pipecat's processing; an interruption first cancels the main session."""
+        """Pipecat's, after cancelling the main session at an interruption (all its turns are
+        interruptible) and ending a reply still open at an ``EndFrame`` (its rest is spoken:
+        Pipecat would stop the service first)."""
         if isinstance(frame, InterruptionFrame):
-            # Every turn of the main stream is interruptible: none outlives an interruption,
-            # and no synthesis runs once the InterruptionFrame goes on.
             await self._turns.interrupt()
+        if isinstance(frame, LLMFullResponseStartFrame):
+            self._reply_open = True
+        elif isinstance(frame, (LLMFullResponseEndFrame, InterruptionFrame)):
+            self._reply_open = False
+        elif isinstance(frame, EndFrame) and self._reply_open:
+            await self.process_frame(LLMFullResponseEndFrame(), direction)
         await super().process_frame(frame, direction)
 
     @traced_tts
     async def run_tts(self, text: str, context_id: str) -> AsyncGenerator[Frame | None, None]:
-        """Hand text to the turn's session; audio arrives through the stream's consumer.
-
-        Args:
-            text: A sentence (SENTENCE aggregation) or an LLM token (TOKEN aggregation).
-            context_id: The audio context of the turn.
-        """
+        """Hand a sentence (SENTENCE aggregation) or an LLM token (TOKEN) of the context's
+        turn to its session; the audio arrives through the stream's consumer."""
         if self._stopped:
             yield None
             return

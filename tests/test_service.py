@@ -841,3 +841,22 @@ async def test_brazilian_portuguese_reads_numbers_the_brazilian_way(
         ("portuguese", "pt-BR"),
         ("portuguese", None),
     ]
+
+
+# -- reliability (issue 14) ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", [TextAggregationMode.SENTENCE, TextAggregationMode.TOKEN])
+async def test_end_frame_while_a_reply_streams_speaks_all_of_it(
+    packs: dict[str, Path], mode: TextAggregationMode
+) -> None:
+    """Issue 14 #6: Pipecat calls stop() before the final flush; nothing given is lost."""
+    tts = service(packs["english"], text_aggregation_mode=mode)
+    frames = llm_turn(TWO_SENTENCES)[:-1]  # no LLMFullResponseEndFrame: the EndFrame comes
+    down, _ = await run_test(tts, frames_to_send=frames, start_timeout=START)
+    spoken = " ".join(spoken_texts(down))
+    assert spoken.split() == TWO_SENTENCES.split()
+    seen = kinds(down)
+    assert seen.count(TTSStartedFrame) == seen.count(TTSStoppedFrame) == 1
+    first_alone = engine_of(packs["english"]).synthesize("Hello there.", seed=7)
+    assert audio_of(down).size > first_alone.size  # the second sentence was spoken too
