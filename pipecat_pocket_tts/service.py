@@ -311,8 +311,9 @@ class PocketTTSService(TTSService):
                 delta.voice = NOT_GIVEN  # the previous voice stays
 
         changed = await super()._update_settings(delta)
-        if "language" in changed or "model" in changed:
+        if requested_pack is not None:  # Pipecat gave its splitters the pack name: mend it
             self._set_sentence_language(self.pack)
+        if "language" in changed or "model" in changed:
             self._loader.request_switch(self.pack, self._settings.voice)
         if "seed" in changed:
             self._seed_version += 1  # each stream restarts its generator at its next utterance

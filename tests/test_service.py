@@ -860,3 +860,15 @@ async def test_end_frame_while_a_reply_streams_speaks_all_of_it(
     assert seen.count(TTSStartedFrame) == seen.count(TTSStoppedFrame) == 1
     first_alone = engine_of(packs["english"]).synthesize("Hello there.", seed=7)
     assert audio_of(down).size > first_alone.size  # the second sentence was spoken too
+
+
+@pytest.mark.parametrize("update", [Language.EN, "english", Language.FR])
+async def test_sentence_splitter_reads_the_pack_language_code_after_an_update(
+    packs: dict[str, Path], update: Language | str
+) -> None:
+    """Issue 14: an update to the language in use set the splitter to "english"."""
+    tts = service(packs["root"], language=Language.EN)
+    assert tts.text_aggregation_language == "en"
+    frames = [TTSUpdateSettingsFrame(delta=PocketTTSService.Settings(language=update))]
+    await run_test(tts, frames_to_send=frames, start_timeout=START)
+    assert tts.text_aggregation_language == ("fr" if update == Language.FR else "en")
