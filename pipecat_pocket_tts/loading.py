@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loguru import logger
+from pipecat.utils.types import is_given
 
 from .engine.errors import PocketTTSError
+from .engine.synthesis import TextPlanner
 from .languages import resolve_pack
 
 if TYPE_CHECKING:
@@ -71,6 +73,7 @@ class EngineLoader:
         self._engine: PocketTTS | None = None
         self._load_task: asyncio.Task | None = None  # the pack of the current settings
         self._switch_task: asyncio.Task | None = None  # a pack requested at runtime
+        self._planner: tuple[PocketTTS, TextPlanner] | None = None  # for has_speech
 
     @property
     def engine(self) -> PocketTTS | None:
@@ -136,6 +139,27 @@ class EngineLoader:
                 self._load_task = None  # the next turn tries again
                 raise PocketTTSError(f"could not load pack {pack!r}: {e}") from e
         return Ready(self._engine, switched=switched, switch_error=switch_error)
+
+    def requested_pack(self, model: Any, language: Any) -> str | None:
+        """The pack a settings delta asks for (``model`` wins over ``language``), or None."""
+        requested = model if is_given(model) and model else language
+        if not is_given(requested) or requested is None:
+            return None
+        return self.resolve_pack(requested)
+
+    def has_speech(self, text: str, normalize: Any, lexicon: Any, text_language: Any) -> bool:
+        """False when ``text`` says nothing once normalized and filtered ("👍", "***").
+
+        Text with an ASCII letter or digit is taken as speech without planning it (cheap);
+        True while no engine is loaded (the turn finds out).
+        """
+        engine = self._engine
+        if engine is None or any(c.isascii() and c.isalnum() for c in text):
+            return True
+        if self._planner is None or self._planner[0] is not engine:
+            self._planner = (engine, TextPlanner(engine.config, engine.tokenizer))
+        planner = self._planner[1].with_text_language(text_language)
+        return bool(planner.plan(text, normalize=bool(normalize), lexicon=lexicon or None))
 
     async def voice_error(self, engine: PocketTTS, voice: Any) -> PocketTTSError | None:
         """Why ``engine`` cannot use ``voice`` (None: it can): the engine's own parser decides,

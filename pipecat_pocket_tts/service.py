@@ -93,10 +93,8 @@ class PocketTTSService(TTSService):
             token: Hugging Face token (gated packs); defaults to ``HF_TOKEN``.
             sampler_steps: Flow-matching decode steps of the sampler.
             settings: Voice, temperature, seed, normalize, lexicon (see ``Settings``).
-            text_aggregation_mode: SENTENCE (default) or TOKEN. With TOKEN, LLM tokens go to
-                the engine's text stream, which releases the first sentence alone for the
-                fastest first audio and prepares each piece of an overlong sentence as the
-                batch path does (mid-sentence: no capital, same padding and EOS rules).
+            text_aggregation_mode: SENTENCE (default) or TOKEN: LLM tokens go to the session's
+                text stream (``Session.feed``), which cuts and prepares as the batch path.
             warmup: Run a short synthesis in ``setup`` so the first turn is fast.
             resampler_quality: soxr quality of the output resampler (QQ, LQ, MQ, HQ, VHQ).
             **kwargs: Other ``TTSService`` arguments (``sample_rate``, ``text_transforms``...).
@@ -122,6 +120,8 @@ class PocketTTSService(TTSService):
             **kwargs,
         )
         self._set_sentence_language(self.pack)
+        if not self._is_streaming_tokens:  # runs after the user's transforms
+            self.add_text_transformer(self._drop_unspeakable, "*")
         self._output = ContextOutput(self)
         self._turns = Turns(
             self._output,
@@ -247,14 +247,10 @@ class PocketTTSService(TTSService):
         await super().on_audio_context_interrupted(context_id)
 
     async def append_to_audio_context(self, context_id: str | None, frame: Any) -> None:
-        """Let the base class's frames of a turn out only after the audio before them.
-
-        ``TTSTextFrame`` (the sentence, once spoken) and the next sentence's announcement are
-        appended by Pipecat right after the text is handed over, long before the audio
-        exists: each goes through the turn's session as a marker. A ``TTSTextFrame`` whose
-        audio is never made (its utterance failed, or its text reached no session) is
-        dropped, so the assistant aggregator never adds unspoken text to the LLM context.
-        """
+        """Let Pipecat's frames of a turn (``TTSTextFrame``, announcements: appended before the
+        audio exists) out after the audio before them, as session markers. A ``TTSTextFrame``
+        whose audio is never made (failed, or reached no session) is dropped, so unspoken
+        text never enters the LLM context."""
         turn = self._turns.get(context_id)
         if isinstance(frame, TTSTextFrame) and (turn is None or turn.closed):
             return  # no session got this text: not loaded, failed, stopped or interrupted
@@ -288,6 +284,12 @@ class PocketTTSService(TTSService):
         # Pipecat keeps per-context flags in a private map (1.14); default to interruptible.
         context = getattr(self, "_tts_contexts", {}).get(context_id)
         return True if context is None else bool(getattr(context, "interruptible", True))
+
+    async def _drop_unspeakable(self, text: str, text_type: str) -> str:
+        """Nothing to say ("👍", "***"): no context (Pipecat's no-audio guard never counts it)."""
+        s = self._settings
+        speech = self._loader.has_speech(text, s.normalize, s.lexicon, self._text_language)
+        return text if speech else ""
 
     def _utterance_options(self) -> UtteranceOptions:  # settings as of now
         return UtteranceOptions.of(self._settings, self._seed_version)
@@ -323,11 +325,8 @@ class PocketTTSService(TTSService):
 
     def _requested_pack(self, delta: PocketTTSSettings) -> str | None:
         """The pack a delta asks for (through ``language`` or ``model``), or None."""
-        requested = delta.model if is_given(delta.model) and delta.model else delta.language
-        if not is_given(requested) or requested is None:
-            return None
         try:
-            return self._loader.resolve_pack(requested)
+            return self._loader.requested_pack(delta.model, delta.language)
         except UnknownLanguageError as e:
             logger.error(f"{self}: {e}")
             delta.language = delta.model = NOT_GIVEN

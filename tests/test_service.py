@@ -872,3 +872,17 @@ async def test_sentence_splitter_reads_the_pack_language_code_after_an_update(
     frames = [TTSUpdateSettingsFrame(delta=PocketTTSService.Settings(language=update))]
     await run_test(tts, frames_to_send=frames, start_timeout=START)
     assert tts.text_aggregation_language == ("fr" if update == Language.FR else "en")
+
+
+async def test_replies_with_nothing_to_say_open_no_context_and_keep_the_bot_speaking(
+    packs: dict[str, Path],
+) -> None:
+    """Issue 14 #1: three such replies in a row wrote the service off (no-audio guard)."""
+    frames: list[Frame] = [TTSSpeakFrame(t) for t in ("👍", "***", "👍👍", "🎉")]
+    frames += [*llm_turn("👍"), TTSSpeakFrame("Still speaking.")]
+    down, up = await run_test(service(packs["english"]), frames_to_send=frames, start_timeout=START)
+    assert errors_of(up) == []
+    seen = kinds(down)
+    assert seen.count(TTSStartedFrame) == seen.count(TTSStoppedFrame) == 1
+    assert spoken_texts(down) == ["Still speaking."]
+    assert audio_of(down).size > 0
