@@ -10,18 +10,6 @@ import pytest
 from pipecat_pocket_tts.engine import AudioFrame, Marker, PocketTTS, SessionClosedError
 
 
-@pytest.fixture(params=[True, False], ids=["overlap", "inline"])
-def tts(request, engine_tts: PocketTTS) -> PocketTTS:
-    clone = PocketTTS(
-        config=engine_tts.config,
-        backend=engine_tts.backend,
-        tokenizer=engine_tts.tokenizer,
-        pack=engine_tts.pack,
-    )
-    clone.overlap_decode = request.param
-    return clone
-
-
 def layout(items: list) -> list:
     """Each marker's payload, and ("u", index) for each utterance's last frame."""
     out = []
