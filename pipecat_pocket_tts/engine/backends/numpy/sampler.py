@@ -100,6 +100,42 @@ class Sampler:
             x = x + self._net(cond + self._time_conditioning[i], x) / n
         return x
 
+    def sample_batch(self, hidden: np.ndarray, noise: np.ndarray) -> np.ndarray:
+        """``sample`` for B rows at once: hidden [B, head_input_dim] + noise [B, latent_dim]
+        → latents [B, latent_dim] (each weight read once for the whole batch)."""
+        c = np.asarray(hidden, dtype=np.float32)
+        x = np.asarray(noise, dtype=np.float32)
+        if c.ndim != 2 or c.shape[1] != self.head_input_dim:
+            raise ValueError(f"hidden must be [B, {self.head_input_dim}], got {c.shape}")
+        if x.shape != (c.shape[0], self.latent_dim):
+            raise ValueError(f"noise must be [{c.shape[0]}, {self.latent_dim}], got {x.shape}")
+        cond = c @ self.cond_w.T + self.cond_b  # [B, width]
+        if self.type == "drifting":
+            return self._net_batch(cond, x)
+        if self.type == "pointwise":
+            return x + self._net_batch(cond, x)
+        n = np.float32(self.steps)
+        for i in range(self.steps):
+            x = x + self._net_batch(cond + self._time_conditioning[i], x) / n
+        return x
+
+    def _net_batch(self, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """``_net`` on rows: conditioning y [B, width] and input x [B, latent] → [B, latent]."""
+        width = y.shape[1]
+        act = silu(y)
+        h = x @ self.input_w.T + self.input_b  # [B, width]
+        for ln_w, ln_b, w0, b0, w2, b2, mod_w, mod_b in self.blocks:
+            mod = act @ mod_w.T + mod_b  # [B, 3 · width]: shift, scale, gate
+            shift, scale, gate = mod[:, :width], mod[:, width : 2 * width], mod[:, 2 * width :]
+            z = layer_norm(h, ln_w, ln_b, FLOW_LAYER_NORM_EPS)
+            z = z * (1 + scale) + shift
+            z = silu(z @ w0.T + b0) @ w2.T + b2
+            h = h + gate * z
+        mod = act @ self.final_mod_w.T + self.final_mod_b  # [B, 2 · width]: shift, scale
+        z = layer_norm(h, None, None, FLOW_LAYER_NORM_EPS)
+        z = z * (1 + mod[:, width:]) + mod[:, :width]
+        return z @ self.final_w.T + self.final_b
+
     def _net(self, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Flow net on conditioning y [width] and input x [latent] → [latent]."""
         width = y.shape[0]
