@@ -185,7 +185,8 @@ def test_default_batched_stages_loop_over_solo_stages(backend):
     mimi = _mimi_states(backend, (0, 1))
     looped = Backend.decode_batch(backend, mimi, np.stack(previous))
     assert looped.shape == (2, 1920)
-    solo = [backend.decode(s, x) for s, x in zip(_mimi_states(backend, (0, 1)), previous)]
+    fresh = _mimi_states(backend, (0, 1))
+    solo = [backend.decode(s, x) for s, x in zip(fresh, previous, strict=True)]
     np.testing.assert_array_equal(looped, np.stack(solo))
 
 
