@@ -32,19 +32,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from .streams import ChunkJob, Notice, Stream
+from .ticks import PREFILL_PIECE_TOKENS, PREFILL_TOKENS_PER_TICK, TickPlan
 
 if TYPE_CHECKING:
     from .backends.base import Backend
 
 logger = logging.getLogger(__name__)
 
-PREFILL_PIECE_TOKENS = 16
-"""Largest prefill piece of one stream in a tick while other streams are stepping."""
-PREFILL_TOKENS_PER_TICK = 32
-"""Prefill tokens, over all streams, one busy tick takes on."""
 MAX_LEAD_SECONDS = 1.0
 """Lead beyond which a stream waits while another stream is behind it."""
 
@@ -293,7 +288,7 @@ class Scheduler:
                     self._cond.wait()
                 if self._closed:
                     return
-                plan = _TickPlan(
+                plan = TickPlan(
                     self.backend, self._active, self._clock(), self.threads, self.max_lead
                 )
                 self._in_tick = True
@@ -338,153 +333,68 @@ def _deliver(outputs: list[tuple[Stream, list[Any]]]) -> None:
                     logger.exception("the output callback of %s failed", stream.name)
 
 
-class _TickPlan:
-    """Which streams step, decode and prefill this tick; the tasks; applying their results.
+class SessionLink:
+    """A session's end of its model's scheduler: utterances in, frames and notices out.
 
-    Built and applied under the scheduler's lock; the tasks run outside it and only touch the
-    states of the streams they were given (each stream is in at most one task per stage).
+    ``on_frame`` gets each ``AudioFrame``, ``on_notice`` each payload given to ``notice`` (in
+    order with the frames), ``on_error`` the error that stopped the stream. The random
+    generator (``seed``) belongs to the stream, as it belongs to a session.
     """
 
     def __init__(
-        self, backend: Backend, active: list[Stream], now: float, threads: int, max_lead: float
+        self,
+        scheduler: Scheduler,
+        *,
+        seed: int | None,
+        on_frame: Callable[[Any], None],
+        on_notice: Callable[[Any], None],
+        on_error: Callable[[BaseException], None],
+        name: str | None = None,
     ) -> None:
-        self._backend = backend
-        self.early_outputs: list[tuple[Stream, list[Any]]] = []
-        candidates = []
-        for stream in active:
-            if stream.stopped:
-                continue
-            due = stream.next_run()
-            if due:
-                self.early_outputs.append((stream, due))
-            if stream.has_work:
-                candidates.append(stream)
-        leads = {stream: stream.lead(now) for stream in candidates}
-        # First frames first, then the stream nearest to running dry.
-        candidates.sort(key=lambda s: (s.started, leads[s]))
-        anyone_behind = any(leads[s] <= max_lead for s in candidates)
+        self._scheduler = scheduler
+        self._on_frame, self._on_notice = on_frame, on_notice
+        self._stream = scheduler.open_stream(self._output, on_error, seed=seed, name=name)
 
-        def may_compute(stream: Stream) -> bool:
-            return leads[stream] <= max_lead or not anyone_behind
+    def speak(
+        self,
+        utterance_index: int,
+        chunks: list[Any],
+        voice_state: Any,
+        settings: Any,
+        seed: int | None = None,
+    ) -> None:
+        """Queue an utterance's prepared chunks (``seed`` restarts the generator first)."""
+        last = len(chunks) - 1
+        for index, plan in enumerate(chunks):
+            job = ChunkJob(
+                plan,
+                voice_state,
+                settings,
+                utterance_index,
+                index,
+                index == last,
+                seed if index == 0 else None,
+            )
+            self._scheduler.submit(self._stream, job)
 
-        stepping = [s for s in candidates if s.wants_step and may_compute(s)]
-        decoding = [s for s in candidates if s.wants_decode]
-        budget = PREFILL_TOKENS_PER_TICK if stepping else None  # idle: whole prefills
-        self.prefills: list[tuple[Stream, int]] = []
-        for stream in candidates:
-            if not (stream.wants_prefill and may_compute(stream)):
-                continue
-            assert stream.run is not None
-            tokens = stream.run.prefill_left
-            if budget is not None:
-                tokens = min(tokens, PREFILL_PIECE_TOKENS, budget)
-                if tokens <= 0:
-                    break
-                budget -= tokens
-            self.prefills.append((stream, tokens))
-        step_groups = 1 if threads <= 2 else threads // 2
-        self.step_parts = _split(stepping, step_groups)
-        self.decode_parts = _split(decoding, max(1, threads - step_groups))
-        self.streams = {*stepping, *decoding, *(s for s, _ in self.prefills)}
-        for stream in self.streams:
-            stream.busy = True
-        self._results: dict[str, Any] = {}
-        self.tasks = self._tasks()
+    def notice(self, payload: Any) -> None:
+        """``payload`` comes out through ``on_notice`` after every frame queued before it."""
+        self._scheduler.submit(self._stream, Notice(_NoticePayload(payload)))
 
-    def _tasks(self) -> list[Callable[[], None]]:
-        tasks: list[Callable[[], None]] = []
-        for i, part in enumerate(self.step_parts):
-            inputs = [(s.run.state, s.run.previous, s.noise()) for s in part]  # type: ignore[union-attr]
-            tasks.append(self._task(f"step{i}", self._step, inputs))
-        for i, part in enumerate(self.decode_parts):
-            latents = np.stack([s.next_decode() for s in part])
-            tasks.append(self._task(f"decode{i}", self._decode, [s.mimi for s in part], latents))
-        for stream, tokens in self.prefills:
-            run = stream.run
-            assert run is not None
-            piece = run.prefill_piece(tokens)
-            tasks.append(self._task(f"prefill-{stream.name}", self._prefill, run.state, piece))
-        return tasks
+    def cancel(self) -> None:
+        """Drop everything; return once no computation of this stream runs."""
+        self._scheduler.cancel(self._stream)
 
-    def _task(self, key: str, function: Callable[..., Any], *args: Any) -> Callable[[], None]:
-        def task() -> None:
-            try:
-                self._results[key] = function(*args)
-            except Exception as exc:
-                self._results[key] = exc
-
-        return task
-
-    def _step(self, inputs: list[tuple[Any, Any, np.ndarray]]) -> list[Any]:
-        """FlowLM step then sampler for a group → per stream (StepOutput, latent) or error.
-
-        When the batched call fails, each stream is retried alone, so only the streams
-        whose own step fails get the error (a failed step changes no state).
-        """
-        backend = self._backend
-        try:
-            outs = backend.step_batch([i[0] for i in inputs], [i[1] for i in inputs])
-            hidden = np.stack([out.hidden for out in outs])
-            latents = backend.sample_batch(hidden, np.stack([i[2] for i in inputs]))
-            return list(zip(outs, latents, strict=True))
-        except Exception:
-            if len(inputs) == 1:
-                raise
-        results: list[Any] = []
-        for state, previous, noise in inputs:
-            try:
-                out = backend.step(state, previous)
-                results.append((out, backend.sample(out.hidden, noise)))
-            except Exception as exc:
-                results.append(exc)
-        return results
-
-    def _decode(self, states: list[Any], latents: np.ndarray) -> np.ndarray:
-        return self._backend.decode_batch(states, latents)
-
-    def _prefill(self, state: Any, piece: np.ndarray) -> None:
-        self._backend.prefill(state, piece)
-
-    def apply(
-        self, now: float
-    ) -> tuple[list[tuple[Stream, list[Any]]], dict[Stream, BaseException]]:
-        """Hand each stream its results (dropped for stopped streams) → (outputs to deliver,
-        streams that failed with their error)."""
-        out: dict[Stream, list[Any]] = {}
-        failed: dict[Stream, BaseException] = {}
-        for i, part in enumerate(self.step_parts):
-            result = self._results.get(f"step{i}")
-            for j, stream in enumerate(part):
-                item = result if isinstance(result, BaseException) else result[j]
-                if isinstance(item, BaseException):
-                    failed[stream] = item
-                elif not stream.stopped:
-                    stream.stepped(*item)
-        for i, part in enumerate(self.decode_parts):
-            result = self._results.get(f"decode{i}")
-            for j, stream in enumerate(part):
-                if isinstance(result, BaseException):
-                    failed[stream] = result
-                elif not stream.stopped:
-                    out.setdefault(stream, []).append(stream.decoded(result[j], now))
-                    out[stream] += stream.due_notices()
-        for stream, tokens in self.prefills:
-            result = self._results.get(f"prefill-{stream.name}")
-            if isinstance(result, BaseException):
-                failed[stream] = result
-            elif not stream.stopped and stream.run is not None:
-                stream.run.prefilled(tokens)
-        failed = {stream: error for stream, error in failed.items() if not stream.stopped}
-        return list(out.items()), failed
+    def _output(self, item: Any) -> None:
+        if isinstance(item, _NoticePayload):
+            self._on_notice(item.payload)
+        else:
+            self._on_frame(item)
 
 
-def _split(streams: list[Stream], groups: int) -> list[list[Stream]]:
-    """Streams cut into at most ``groups`` contiguous, non-empty parts."""
-    if not streams:
-        return []
-    groups = min(groups, len(streams))
-    size = -(-len(streams) // groups)
-    return [streams[i : i + size] for i in range(0, len(streams), size)]
+@dataclass(frozen=True, eq=False)
+class _NoticePayload:
+    payload: Any
 
 
 __all__ = [
@@ -496,5 +406,6 @@ __all__ = [
     "Notice",
     "Scheduler",
     "SchedulerStats",
+    "SessionLink",
     "Stream",
 ]

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errors import SessionClosedError
+from .scheduler import SessionLink
 from .synthesis import (
     AudioDecoder,
     AudioFrame,
@@ -40,6 +41,7 @@ from .text.normalize import checked_lexicon
 
 if TYPE_CHECKING:
     from .backends.base import Backend, FlowState
+    from .scheduler import Scheduler
     from .text.chunking import TextChunk
     from .text.prepare import ChunkStream, PreparedChunk
 
@@ -217,7 +219,10 @@ class Session:
         normalize: bool = True,
         lexicon: Mapping[str, str] | None = None,
         overlap_decode: bool = True,
+        scheduler: Scheduler | None = None,
     ) -> None:
+        """``scheduler``: run on the model's shared scheduler (batched with every other
+        session); None runs this session on threads of its own."""
         self._backend = backend
         self._planner = planner
         self._voice_state = voice_state
@@ -242,6 +247,16 @@ class Session:
         self._done = 0
         self._feed_lock = threading.Lock()
         self._feed_stream: ChunkStream | None = None
+        self._link: SessionLink | None = None
+        if scheduler is not None:
+            self._link = SessionLink(
+                scheduler,
+                seed=seed,
+                on_frame=self._scheduled_frame,
+                on_notice=self._scheduled_notice,
+                on_error=self._scheduled_error,
+                name=self._name,
+            )
 
     # -- input --------------------------------------------------------------------------
     def enqueue(
@@ -288,6 +303,9 @@ class Session:
             self._check_open()
             index = self._enqueued
             self._enqueued += 1
+            if self._link is not None:
+                self._link.speak(index, chunks, voice_state, settings, seed)
+                return index
             self._utterances.put(_Utterance(index, chunks, voice_state, settings, seed))
             if self._worker is None:
                 self._worker = threading.Thread(
@@ -384,6 +402,9 @@ class Session:
             if self._closed:
                 return
             self._closed = True
+            if self._link is not None:
+                self._link.notice(_FINISH)
+                return
             self._utterances.put(_FINISH)
             if self._worker is None:
                 self._frames.close()
@@ -398,6 +419,8 @@ class Session:
             self._cancelled = True
             self._halt()
             worker = self._worker
+        if self._link is not None:
+            self._link.cancel()
         self._frames.close(discard=True)
         if worker is not None and worker is not threading.current_thread():
             worker.join()
@@ -529,6 +552,21 @@ class Session:
                         is_last_in_utterance=frame.is_last and chunk_index == last_chunk,
                     )
                 )
+
+    # -- on the scheduler ---------------------------------------------------------------
+    def _scheduled_frame(self, frame: AudioFrame) -> None:
+        if self._frames.put(frame) and frame.is_last_in_utterance:
+            self._done += 1
+
+    def _scheduled_notice(self, payload: Any) -> None:
+        if payload is _FINISH:
+            self._frames.close()
+
+    def _scheduled_error(self, error: BaseException) -> None:
+        with self._lock:
+            self._closed = True  # a failed session takes no more text
+            self._failure = error
+        self._frames.close(error)
 
     def _decode_job(self, job: _DecodeJob) -> None:
         """Mimi side: decode one latent and hand the frame to the consumers."""

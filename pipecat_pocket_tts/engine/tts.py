@@ -28,6 +28,7 @@ from .cloning import AudioSource, clone_voice, is_audio_path
 from .config import SAMPLE_RATE, ModelConfig, canonical_config_name
 from .errors import EmptyTextError, UnknownVoiceError
 from .packs import PackFiles, resolve_pack
+from .scheduler import Scheduler
 from .session import (
     Session,
     check_eos_threshold,
@@ -57,8 +58,17 @@ class PocketTTS:
         tokenizer: Tokenizer,
         pack: PackFiles,
         overlap_decode: bool | None = None,
+        batching: bool = True,
+        threads: int | None = None,
+        max_streams: int | None = None,
     ) -> None:
-        """Assemble from loaded parts (``load`` is the usual way in)."""
+        """Assemble from loaded parts (``load`` is the usual way in).
+
+        ``batching``: every session runs on one scheduler of this model (a pool of ``threads``
+        compute threads, default the usable cores, batching all streams each frame; at most
+        ``max_streams`` speak at once, later ones wait in order). False: each session runs on
+        threads of its own, as before the scheduler.
+        """
         self.config = config
         self.backend = backend
         self.tokenizer = tokenizer
@@ -68,6 +78,10 @@ class PocketTTS:
         self.overlap_decode = (
             overlap_decode_by_default() if overlap_decode is None else overlap_decode
         )
+        self.batching = batching
+        self._scheduler_options = {"threads": threads, "max_streams": max_streams}
+        self._scheduler: Scheduler | None = None
+        self._scheduler_lock = threading.Lock()
         self._planner = TextPlanner(config, tokenizer)
         self._voice_lock = threading.Lock()
         self._voice_states: dict[Hashable, FlowState] = {}
@@ -84,6 +98,9 @@ class PocketTTS:
         revision: str | None = None,
         token: str | bool | None = None,
         sampler_steps: int = 1,
+        batching: bool = True,
+        threads: int | None = None,
+        max_streams: int | None = None,
         **backend_options: Any,
     ) -> PocketTTS:
         """Load a language pack (``config_names()`` lists them) on a backend.
@@ -92,6 +109,8 @@ class PocketTTS:
         ``model_dir``: a local pack folder (nothing is downloaded; its ``config.json``, if any,
         replaces the registry config); otherwise files come from the Hugging Face hub at the
         pinned revisions (or ``revision``), through the HF cache and ``HF_TOKEN``/``token``.
+        ``batching``, ``threads``, ``max_streams``: how sessions share the model (see
+        ``PocketTTS``).
         """
         if not isinstance(sampler_steps, int) or sampler_steps < 1:
             raise ValueError(f"sampler_steps must be an integer ≥ 1, got {sampler_steps!r}")
@@ -119,7 +138,15 @@ class PocketTTS:
         tokenizer = Tokenizer.from_file(
             pack.tokenizer, expected_vocab_size=config.flow_lm.lookup_table.n_bins
         )
-        return cls(config=config, backend=loaded, tokenizer=tokenizer, pack=pack)
+        return cls(
+            config=config,
+            backend=loaded,
+            tokenizer=tokenizer,
+            pack=pack,
+            batching=batching,
+            threads=threads,
+            max_streams=max_streams,
+        )
 
     @classmethod
     def load_shared(
@@ -131,6 +158,9 @@ class PocketTTS:
         revision: str | None = None,
         token: str | bool | None = None,
         sampler_steps: int = 1,
+        batching: bool = True,
+        threads: int | None = None,
+        max_streams: int | None = None,
         **backend_options: Any,
     ) -> PocketTTS:
         """Like ``load``, but every call with the same arguments returns the same instance.
@@ -147,6 +177,7 @@ class PocketTTS:
             folder,
             revision,
             sampler_steps,
+            (batching, threads, max_streams),
             tuple(sorted((k, repr(v)) for k, v in backend_options.items())),
         )
         with _SHARED_LOCK:
@@ -162,6 +193,9 @@ class PocketTTS:
                     revision=revision,
                     token=token,
                     sampler_steps=sampler_steps,
+                    batching=batching,
+                    threads=threads,
+                    max_streams=max_streams,
                     **backend_options,
                 )
             return entry.tts
@@ -192,6 +226,14 @@ class PocketTTS:
     def text_preparer(self) -> TextPreparer:
         """The pack's text cleaning, chunking and tokenizing, as every session uses them."""
         return self._planner.preparer
+
+    @property
+    def scheduler(self) -> Scheduler:
+        """The scheduler every batched session of this model runs on (made on first use)."""
+        with self._scheduler_lock:
+            if self._scheduler is None:
+                self._scheduler = Scheduler(self.backend, **self._scheduler_options)
+            return self._scheduler
 
     # -- speaking -----------------------------------------------------------------------
     def session(
@@ -233,6 +275,7 @@ class PocketTTS:
             normalize=normalize,
             lexicon=lexicon,
             overlap_decode=self.overlap_decode,
+            scheduler=self.scheduler if self.batching else None,
         )
 
     def stream(
