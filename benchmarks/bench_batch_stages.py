@@ -6,8 +6,9 @@ its own Mimi state. Usage:
 
     python benchmarks/bench_batch_stages.py [--config english] [--sizes 1,2,4,8,16] [--frames 12]
 
-Prints ms per call and ms per stream for every stage and B; the last column is the per-stream
-speed-up against B = 1. On a machine shared with other jobs, run it twice and keep the lower.
+Prints CPU ms (of the calling thread) per call and per stream for every stage and B; the last
+column is the per-stream speed-up against B = 1. CPU time, not wall time, so other jobs on a
+shared machine move the figures less (memory bandwidth is still shared).
 """
 
 from __future__ import annotations
@@ -42,13 +43,17 @@ from pipecat_pocket_tts.engine.devpack import random_weights  # noqa: E402
 
 
 def timed(call, repeats: int) -> float:
-    """Median ms of ``call()`` over ``repeats`` runs (after one warm-up run)."""
+    """Median CPU ms of this thread in ``call()`` over ``repeats`` runs (after a warm-up).
+
+    CPU time of the calling thread (BLAS runs single-threaded in it), not wall time: other
+    jobs on a shared machine then barely move the figures.
+    """
     call()
     times = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = time.thread_time()
         call()
-        times.append(1000 * (time.perf_counter() - start))
+        times.append(1000 * (time.thread_time() - start))
     return statistics.median(times)
 
 
@@ -81,7 +86,7 @@ def main() -> None:
     base = {
         name: rows[0][i + 1] / rows[0][0] for i, name in enumerate(("step", "sample", "decode"))
     }
-    print(f"\n{ARGS.config}, 1 BLAS thread, median of {ARGS.frames} calls")
+    print(f"\n{ARGS.config}, 1 BLAS thread, median thread CPU time of {ARGS.frames} calls")
     print(f"{'stage':<8}{'B':>4}{'ms/call':>10}{'ms/stream':>11}{'speed-up':>10}")
     for batch, *times in rows:
         for name, ms in zip(("step", "sample", "decode"), times, strict=True):

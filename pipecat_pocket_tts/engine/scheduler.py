@@ -22,6 +22,7 @@ have work at once; later ones wait in order (logged; ``on_wait`` is called with 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import queue
@@ -257,11 +258,18 @@ class Scheduler:
     def _limit_blas(self) -> None:
         """One BLAS thread per call: the pool's threads are the parallelism."""
         try:
-            from threadpoolctl import threadpool_limits
+            from threadpoolctl import ThreadpoolController
         except ImportError:  # pragma: no cover - a dependency; BLAS then keeps its threads
             logger.warning("threadpoolctl is missing: BLAS keeps its own threads")
             return
-        self._blas_limit = threadpool_limits(limits=1, user_api="blas")
+        self._blas = ThreadpoolController()
+        self._blas_limit = self._blas.limit(limits=1, user_api="blas")
+
+    def _wide_blas(self) -> contextlib.AbstractContextManager[Any]:
+        """BLAS on every pool thread's core for one call, while the other threads are idle."""
+        if self._blas_limit is None:
+            return contextlib.nullcontext()
+        return self._blas.limit(limits=self.threads, user_api="blas")
 
     def _serve(self) -> None:
         """A compute thread: run tasks of the current tick until told to stop."""
@@ -293,7 +301,10 @@ class Scheduler:
                 )
                 self._in_tick = True
             outputs: list[tuple[Stream, list[Any]]] = plan.early_outputs
-            if plan.tasks:
+            if len(plan.tasks) == 1 and self.threads > 1:
+                with self._wide_blas():  # a lone task (a first prefill or step): every core
+                    self._run_tasks(_Tick(plan.tasks))
+            elif plan.tasks:
                 tick = _Tick(plan.tasks)
                 for _ in range(min(len(plan.tasks), len(self._pool)) - 1):
                     self._tasks.put(tick)

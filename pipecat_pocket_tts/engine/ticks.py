@@ -66,9 +66,11 @@ class TickPlan:
                     break
                 budget -= tokens
             self.prefills.append((stream, tokens))
+        # Mimi decode is compute-bound (batching saves little) and costs about twice a batched
+        # step per stream: cut it into more, smaller tasks so the threads finish together.
         step_groups = 1 if threads <= 2 else threads // 2
         self.step_parts = _split(stepping, step_groups)
-        self.decode_parts = _split(decoding, max(1, threads - step_groups))
+        self.decode_parts = _split(decoding, max(1, 2 * threads - step_groups))
         self.streams = {*stepping, *decoding, *(s for s, _ in self.prefills)}
         for stream in self.streams:
             stream.busy = True
