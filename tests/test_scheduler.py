@@ -6,6 +6,7 @@ Everything waits on events or conditions; the reference is a today's per-session
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass, field
 
@@ -205,7 +206,12 @@ def test_one_streams_failure_does_not_stop_the_others(engine_tts, engine_small_p
         overflow = Collector()
         stream = scheduler.open_stream(overflow.output, overflow.error)
         scheduler.submit(stream, ChunkJob(job.plan, full_state, job.settings, 0, 0, True))
-        for collector in (bad_voice, overflow):
+        # Token ids the model has no embedding for: the text embedding fails.
+        bad_ids = Collector()
+        stream = scheduler.open_stream(bad_ids.output, bad_ids.error)
+        bad_plan = dataclasses.replace(job.plan, token_ids=np.array([10**6]))
+        scheduler.submit(stream, ChunkJob(bad_plan, job.voice_state, job.settings, 0, 0, True))
+        for collector in (bad_voice, overflow, bad_ids):
             assert collector.ended.wait(WAIT)
             assert len(collector.errors) == 1
         assert isinstance(overflow.errors[0], ContextOverflowError)

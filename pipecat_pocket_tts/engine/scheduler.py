@@ -300,22 +300,22 @@ class Scheduler:
                     self.backend, self._active, self._clock(), self.threads, self.max_lead
                 )
                 self._in_tick = True
-            outputs: list[tuple[Stream, list[Any]]] = plan.early_outputs
-            if len(plan.tasks) == 1 and self.threads > 1:
-                with self._wide_blas():  # a lone task (a first prefill or step): every core
-                    self._run_tasks(_Tick(plan.tasks))
-            elif plan.tasks:
-                tick = _Tick(plan.tasks)
-                for _ in range(min(len(plan.tasks), len(self._pool)) - 1):
-                    self._tasks.put(tick)
-                self._run_tasks(tick)
-                tick.wait()
-            with self._cond:
-                results, failed = plan.apply(self._clock())
+            outputs: list[tuple[Stream, list[Any]]] = list(plan.early_outputs)
+            failed = dict(plan.early_failures)
+            try:
+                self._run_tick(plan)
+                with self._cond:
+                    results, tick_failures = plan.apply(self._clock())
                 outputs += results
+                failed.update(tick_failures)
+            except Exception as exc:  # a scheduler bug: fail the tick's streams, keep serving
+                logger.exception("a scheduler tick failed")
+                failed.update((stream, exc) for stream in plan.streams)
+            with self._cond:
                 for stream, error in failed.items():
-                    self._stop(stream)
-                    outputs.append((stream, [error]))
+                    if not stream.stopped:
+                        self._stop(stream)
+                        outputs.append((stream, [error]))
                 self._ticks += 1
                 for stream in plan.streams:
                     stream.busy = False
@@ -326,6 +326,18 @@ class Scheduler:
                 self._in_tick = False
                 self._cond.notify_all()
             _deliver(outputs)
+
+    def _run_tick(self, plan: TickPlan) -> None:
+        """Run the plan's tasks on the pool (this thread included); return when all are done."""
+        if len(plan.tasks) == 1 and self.threads > 1:
+            with self._wide_blas():  # a lone task (a first prefill or step): every core
+                self._run_tasks(_Tick(plan.tasks))
+        elif plan.tasks:
+            tick = _Tick(plan.tasks)
+            for _ in range(min(len(plan.tasks), len(self._pool)) - 1):
+                self._tasks.put(tick)
+            self._run_tasks(tick)
+            tick.wait()
 
 
 def _deliver(outputs: list[tuple[Stream, list[Any]]]) -> None:

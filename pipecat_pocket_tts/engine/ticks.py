@@ -34,11 +34,16 @@ class TickPlan:
     ) -> None:
         self._backend = backend
         self.early_outputs: list[tuple[Stream, list[Any]]] = []
+        self.early_failures: dict[Stream, BaseException] = {}
         candidates = []
         for stream in active:
             if stream.stopped:
                 continue
-            due = stream.next_run()
+            try:
+                due = stream.next_run()  # embeds the next chunk's text
+            except Exception as exc:
+                self.early_failures[stream] = exc
+                continue
             if due:
                 self.early_outputs.append((stream, due))
             if stream.has_work:
@@ -160,7 +165,6 @@ class TickPlan:
                 failed[stream] = result
             elif not stream.stopped and stream.run is not None:
                 stream.run.prefilled(tokens)
-        failed = {stream: error for stream, error in failed.items() if not stream.stopped}
         return list(out.items()), failed
 
 
