@@ -26,7 +26,6 @@ The machine may be shared: the load average is printed with each row.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import statistics
@@ -38,10 +37,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
-TEXT = "The quick brown fox jumps over the lazy sleeping dog near the river."
+from full_size_pack import build_files, pack_files  # noqa: E402
+
+TEXT = "Hello there, how are you doing today?"
 WARM_UP = "Warm up, please."
-VOICE_FRAMES = 125  # a typical shipped voice prompt (10 s)
 FRAME_SECONDS = 0.08
 BUFFERS = (0.2, 0.5)
 UPSTREAM_PYTHON = Path("/tmp/refvenv/bin/python")
@@ -209,29 +210,6 @@ def summarize(result: dict, n: int) -> dict:
     }
 
 
-def files(work: Path) -> tuple[Path, Path]:
-    """Where the pack and the upstream config (JSON is YAML) are."""
-    return work / "english", work / "upstream_english.json"
-
-
-def build_files(work: Path) -> tuple[Path, Path]:
-    """The pack (ours) and an upstream config pointing at its files."""
-    from pipecat_pocket_tts.engine.config import _registry
-    from pipecat_pocket_tts.engine.devpack import build_pack
-
-    pack, config_path = files(work)
-    if not (pack / "model.safetensors").exists():
-        print(f"writing a full-size random English pack to {pack} ...", flush=True)
-        build_pack(pack, "english", voices=("alba",), voice_frames=VOICE_FRAMES)
-    raw = copy.deepcopy(_registry()["english"])
-    raw["weights_path"] = str(pack / "model.safetensors")
-    raw.pop("weights_path_without_voice_cloning", None)
-    raw["flow_lm"]["lookup_table"]["tokenizer"] = "tokenizers"
-    raw["flow_lm"]["lookup_table"]["tokenizer_path"] = str(pack / "tokenizer.json")
-    config_path.write_text(json.dumps(raw))
-    return pack, config_path
-
-
 def run_child(mode: str, n: int) -> dict:
     command = [sys.executable, __file__, "--child", mode, str(n), "--work", str(ARGS.work)]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -242,12 +220,12 @@ def run_child(mode: str, n: int) -> dict:
 
 def main() -> None:
     if ARGS.upstream_worker:
-        pack, config_path = files(ARGS.work)
+        pack, config_path = pack_files(ARGS.work)
         upstream_worker(config_path, pack)
         return
     if ARGS.child:
         mode, n = ARGS.child[0], int(ARGS.child[1])
-        print(json.dumps(run_ours(mode, n, files(ARGS.work)[0])))
+        print(json.dumps(run_ours(mode, n, pack_files(ARGS.work)[0])))
         return
     ARGS.work.mkdir(parents=True, exist_ok=True)
     pack, config_path = build_files(ARGS.work)

@@ -16,7 +16,7 @@ depend on the step index, so they are computed once per model, not per frame.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -90,15 +90,7 @@ class Sampler:
             raise ValueError(f"hidden must be [{self.head_input_dim}], got {c.shape}")
         if x.shape != (self.latent_dim,):
             raise ValueError(f"noise must be [{self.latent_dim}], got {x.shape}")
-        cond = self.cond_w @ c + self.cond_b  # [width]
-        if self.type == "drifting":
-            return self._net(cond, x)
-        if self.type == "pointwise":
-            return x + self._net(cond, x)
-        n = np.float32(self.steps)
-        for i in range(self.steps):
-            x = x + self._net(cond + self._time_conditioning[i], x) / n
-        return x
+        return self._decode(self.cond_w @ c + self.cond_b, x, self._net)  # cond [width]
 
     def sample_batch(self, hidden: np.ndarray, noise: np.ndarray) -> np.ndarray:
         """``sample`` for B rows at once: hidden [B, head_input_dim] + noise [B, latent_dim]
@@ -109,14 +101,19 @@ class Sampler:
             raise ValueError(f"hidden must be [B, {self.head_input_dim}], got {c.shape}")
         if x.shape != (c.shape[0], self.latent_dim):
             raise ValueError(f"noise must be [{c.shape[0]}, {self.latent_dim}], got {x.shape}")
-        cond = c @ self.cond_w.T + self.cond_b  # [B, width]
+        return self._decode(c @ self.cond_w.T + self.cond_b, x, self._net_batch)  # [B, width]
+
+    def _decode(
+        self, cond: np.ndarray, x: np.ndarray, net: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    ) -> np.ndarray:
+        """The decoder of this sampler type around ``net`` (one row or rows of [B, ...])."""
         if self.type == "drifting":
-            return self._net_batch(cond, x)
+            return net(cond, x)
         if self.type == "pointwise":
-            return x + self._net_batch(cond, x)
+            return x + net(cond, x)
         n = np.float32(self.steps)
         for i in range(self.steps):
-            x = x + self._net_batch(cond + self._time_conditioning[i], x) / n
+            x = x + net(cond + self._time_conditioning[i], x) / n
         return x
 
     def _net_batch(self, y: np.ndarray, x: np.ndarray) -> np.ndarray:
