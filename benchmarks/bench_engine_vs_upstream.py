@@ -1,8 +1,9 @@
 """The engine (sessions on the NumPy backend) beside upstream pocket-tts, same weights, offline.
 
-A full-size random English pack is written with ``engine/devpack.py`` (``model.safetensors`` in
-upstream's key layout, ``tokenizer.json``, a voice state); upstream 4.0.1 (torch, fp32) loads
-the very same weights, tokenizer and voice. Measured in one process, one side at a time:
+A full-size random English pack is written by ``pipecat_pocket_tts.devpack``
+(``model.safetensors`` in upstream's key layout, ``tokenizer.json``, a voice state); upstream
+4.0.1 (torch, fp32) loads the very same weights, tokenizer and voice. Measured in one process,
+one side at a time:
 
 1. time to first audio for a 10-word sentence: ours in a warm session (voice prefilled, one
    utterance already spoken) from ``enqueue`` to the first frame; upstream from the
@@ -40,7 +41,6 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 SENTENCE = "The quick brown fox jumps over the lazy sleeping dog."  # 10 words
 WARM_UP = "Warm up, please."
-VOICE_FRAMES = 125  # a typical shipped voice prompt (10 s)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -72,6 +72,10 @@ class CountingBackend(Backend):
     def __init__(self, inner: Backend) -> None:
         self.inner, self.name, self.config = inner, inner.name, inner.config
         self.calls = 0
+
+    @property
+    def capabilities(self):
+        return self.inner.capabilities
 
     def _count(self) -> None:
         self.calls += 1

@@ -1,6 +1,6 @@
 """The full-size random ``english`` pack the side-by-side benchmarks share, and an upstream config.
 
-``build_files(work)`` writes (once) ``work/english`` with ``engine/devpack.py`` (weights in
+``build_files(work)`` writes (once) ``work/english`` with ``pipecat_pocket_tts.devpack`` (weights in
 upstream's key layout, ``tokenizer.json``, a voice) and a config upstream pocket-tts loads the
 very same files from.
 """
@@ -21,8 +21,8 @@ def pack_files(work: Path) -> tuple[Path, Path]:
 
 def build_files(work: Path) -> tuple[Path, Path]:
     """The pack (ours) and an upstream config pointing at its files; built when missing."""
+    from pipecat_pocket_tts.devpack import build_pack
     from pipecat_pocket_tts.engine.config import _registry
-    from pipecat_pocket_tts.engine.devpack import build_pack
 
     pack, config_path = pack_files(work)
     if not (pack / "model.safetensors").exists():

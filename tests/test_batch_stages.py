@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from reference_fixtures import load_family, snr_db
 
+from pipecat_pocket_tts.devpack import random_weights, tiny_config_dict
 from pipecat_pocket_tts.engine.backends.base import Backend, VoiceKV
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
 from pipecat_pocket_tts.engine.backends.numpy.weights import load_checkpoint
 from pipecat_pocket_tts.engine.config import ModelConfig
-from pipecat_pocket_tts.engine.devpack import random_weights, tiny_config_dict
 
 MIN_SNR_DB = 60.0
 KINDS = ("standard", "small", "standard_24l", "flow_matching")

@@ -26,9 +26,9 @@ from pipecat.frames.frames import (
 from pipecat.tests.utils import SleepFrame, run_test
 
 from pipecat_pocket_tts import PocketTTSService
+from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine import PocketTTS
 from pipecat_pocket_tts.engine.config import FRAME_SIZE
-from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine.synthesis import TextPlanner
 
 START = 60.0  # run_test start timeout: eight services load and warm up at once

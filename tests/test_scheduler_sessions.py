@@ -11,6 +11,7 @@ import pytest
 from reference_fixtures import snr_db
 
 from pipecat_pocket_tts.engine import PocketTTS, SessionClosedError
+from pipecat_pocket_tts.engine.options import LoadOptions
 
 MIN_SNR_DB = 60.0
 TEXTS = [
@@ -23,8 +24,13 @@ WAIT = 60.0  # hang guard only
 
 
 def _model(tts: PocketTTS, **options) -> PocketTTS:
+    """The same loaded model with other scheduling options (a scheduler of its own)."""
     return PocketTTS(
-        config=tts.config, backend=tts.backend, tokenizer=tts.tokenizer, pack=tts.pack, **options
+        config=tts.config,
+        backend=tts.backend,
+        tokenizer=tts.tokenizer,
+        pack=tts.pack,
+        options=LoadOptions(backend="numpy", **options),
     )
 
 

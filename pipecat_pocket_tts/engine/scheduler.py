@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .channel import usable_cores
 from .streams import ChunkJob, Notice, Stream
 from .ticks import PREFILL_PIECE_TOKENS, PREFILL_TOKENS_PER_TICK, TickPlan
 
@@ -106,8 +107,6 @@ class Scheduler:
         on_wait: Callable[[AdmissionWait], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        from .session import usable_cores
-
         if threads is not None and threads < 1:
             raise ValueError(f"scheduler threads must be at least 1, got {threads}")
         if max_streams is not None and max_streams < 1:
@@ -357,67 +356,63 @@ def _deliver(outputs: list[tuple[Stream, list[Any]]]) -> None:
 
 
 class SessionLink:
-    """A session's end of its model's scheduler: utterances in, frames and notices out.
+    """A session's end of its model's scheduler: utterances in, frames and markers out.
 
-    ``on_frame`` gets each ``AudioFrame``, ``on_notice`` each payload given to ``notice`` (in
-    order with the frames), ``on_error`` the error that stopped the stream. The random
-    generator (``seed``) belongs to the stream, as it belongs to a session.
+    Frames and notices go into the session's frame channel in order (``finish`` closes it
+    after the last frame); ``on_failure`` gets the error that stopped the stream, which then
+    also ends the channel. The random generator (``seed``) belongs to the stream, as it
+    belongs to a session. ``done``: utterances whose last frame is out.
     """
 
     def __init__(
         self,
         scheduler: Scheduler,
-        *,
         seed: int | None,
-        on_frame: Callable[[Any], None],
-        on_notice: Callable[[Any], None],
-        on_error: Callable[[BaseException], None],
+        channel: Any,
+        on_failure: Callable[[BaseException], None],
         name: str | None = None,
     ) -> None:
         self._scheduler = scheduler
-        self._on_frame, self._on_notice = on_frame, on_notice
-        self._stream = scheduler.open_stream(self._output, on_error, seed=seed, name=name)
+        self._channel = channel
+        self._on_failure = on_failure
+        self.done = 0
+        self._stream = scheduler.open_stream(self._output, self._failed, seed=seed, name=name)
 
     def speak(
-        self,
-        utterance_index: int,
-        chunks: list[Any],
-        voice_state: Any,
-        settings: Any,
-        seed: int | None = None,
+        self, utterance_index: int, chunks: list[Any], voice_state: Any, settings: Any, seed: Any
     ) -> None:
-        """Queue an utterance's prepared chunks (``seed`` restarts the generator first)."""
+        """Queue an utterance's prepared chunks (``seed``: restart the generator first)."""
         last = len(chunks) - 1
-        for index, plan in enumerate(chunks):
+        for i, plan in enumerate(chunks):
             job = ChunkJob(
-                plan,
-                voice_state,
-                settings,
-                utterance_index,
-                index,
-                index == last,
-                seed if index == 0 else None,
+                plan, voice_state, settings, utterance_index, i, i == last, seed if i == 0 else None
             )
             self._scheduler.submit(self._stream, job)
 
-    def notice(self, payload: Any) -> None:
-        """``payload`` comes out through ``on_notice`` after every frame queued before it."""
-        self._scheduler.submit(self._stream, Notice(_NoticePayload(payload)))
+    def notice(self, item: Any) -> None:
+        """Put ``item`` (a marker) in the channel after every frame queued before it."""
+        self._scheduler.submit(self._stream, Notice(item))
+
+    def finish(self) -> None:
+        """Close the channel after every frame queued so far."""
+        self._scheduler.submit(self._stream, Notice(_FINISH))
 
     def cancel(self) -> None:
         """Drop everything; return once no computation of this stream runs."""
         self._scheduler.cancel(self._stream)
 
     def _output(self, item: Any) -> None:
-        if isinstance(item, _NoticePayload):
-            self._on_notice(item.payload)
-        else:
-            self._on_frame(item)
+        if item is _FINISH:
+            self._channel.close()
+        elif self._channel.put(item) and getattr(item, "is_last_in_utterance", False):
+            self.done += 1
+
+    def _failed(self, error: BaseException) -> None:
+        self._on_failure(error)
+        self._channel.close(error)
 
 
-@dataclass(frozen=True, eq=False)
-class _NoticePayload:
-    payload: Any
+_FINISH: Any = object()
 
 
 __all__ = [
