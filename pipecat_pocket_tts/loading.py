@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 from pipecat.utils.types import is_given
 
 from .engine.errors import PocketTTSError
+from .engine.options import LoadOptions
 from .engine.synthesis import TextPlanner
 from .languages import resolve_pack
 
@@ -38,13 +38,9 @@ WARMUP_FRAMES = 2
 
 @dataclass(frozen=True)
 class LoadSettings:
-    """How the service loads packs (its constructor's loading arguments)."""
+    """How the service loads packs: the engine's ``LoadOptions`` and whether to warm up."""
 
-    backend: str = "auto"
-    model_dir: Path | None = None
-    revision: str | None = None
-    token: str | None = None
-    sampler_steps: int = 1
+    options: LoadOptions = field(default_factory=LoadOptions)
     warmup: bool = True
 
 
@@ -81,7 +77,7 @@ class EngineLoader:
 
     def resolve_pack(self, language: Language | str) -> str:
         """A pack name for a language; any name a ``model_dir`` provides is accepted."""
-        model_dir = self.options.model_dir
+        model_dir = self.options.options.model_dir
         custom = (
             model_dir is not None
             and isinstance(language, str)
@@ -198,21 +194,13 @@ class EngineLoader:
     async def _load(self, pack: str, voice: Any) -> PocketTTS | Exception:
         """Load and warm up ``pack``; returns the failure instead of raising it (Pipecat's task
         manager would swallow it)."""
-        options = self.options
+        options = self.options.options
         model_dir = options.model_dir
         if model_dir is not None and (model_dir / pack).is_dir():
-            model_dir = model_dir / pack  # one subfolder per pack
+            options = replace(options, model_dir=model_dir / pack)  # one subfolder per pack
         try:
-            engine = await asyncio.to_thread(
-                load_shared_engine,
-                pack,
-                backend=options.backend,
-                model_dir=model_dir,
-                revision=options.revision,
-                token=options.token,
-                sampler_steps=options.sampler_steps,
-            )
-            if options.warmup:
+            engine = await asyncio.to_thread(load_shared_engine, pack, options)
+            if self.options.warmup:
                 await asyncio.to_thread(warm_up_engine, engine, voice)
         except Exception as e:
             return e
@@ -226,26 +214,11 @@ def _outcome(task: asyncio.Task | None) -> Any:
     return task.result()
 
 
-def load_shared_engine(
-    pack: str,
-    *,
-    backend: str = "auto",
-    model_dir: Path | None = None,
-    revision: str | None = None,
-    token: str | None = None,
-    sampler_steps: int = 1,
-) -> PocketTTS:
+def load_shared_engine(pack: str, options: LoadOptions) -> PocketTTS:
     """Load a pack once per process: every service of the same pack shares the weights."""
     from .engine import PocketTTS
 
-    return PocketTTS.load_shared(
-        pack,
-        backend=backend,
-        model_dir=model_dir,
-        revision=revision,
-        token=token,
-        sampler_steps=sampler_steps,
-    )
+    return PocketTTS.load_shared(pack, options=options)
 
 
 def warm_up_engine(engine: PocketTTS, voice: Any = None) -> None:

@@ -32,6 +32,7 @@ from pipecat.utils.types import NOT_GIVEN, is_given
 
 from .engine.config import SAMPLE_RATE
 from .engine.errors import PocketTTSError, UnknownLanguageError
+from .engine.options import LoadOptions
 from .languages import language_to_pack, pack_iso_code, text_variant
 from .loading import WARMUP_FRAMES, WARMUP_TEXT, EngineLoader, LoadSettings
 from .resampler import StreamResampler
@@ -100,8 +101,14 @@ class PocketTTSService(TTSService):
             **kwargs: Other ``TTSService`` arguments (``sample_rate``, ``text_transforms``...).
         """
         defaults = initial_settings(language, settings)
-        model_path = Path(model_dir).expanduser() if model_dir is not None else None
-        load = LoadSettings(backend, model_path, revision, token, sampler_steps, warmup)
+        options = LoadOptions(
+            backend=backend,
+            model_dir=model_dir,
+            revision=revision,
+            token=token,
+            sampler_steps=sampler_steps,
+        )  # bad values fail here, not at setup
+        load = LoadSettings(options, warmup)
         self._loader = EngineLoader(
             load,
             create_task=lambda coroutine, name: self.create_task(coroutine, name=name),
