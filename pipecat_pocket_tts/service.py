@@ -75,6 +75,8 @@ class PocketTTSService(TTSService):
         revision: str | None = None,
         token: str | None = None,
         sampler_steps: int = 1,
+        threads: int | None = None,
+        max_streams: int | None = None,
         settings: PocketTTSSettings | None = None,
         text_aggregation_mode: TextAggregationMode | None = None,
         warmup: bool = True,
@@ -93,6 +95,10 @@ class PocketTTSService(TTSService):
             revision: Hub revision of the pack (without ``model_dir``).
             token: Hugging Face token (gated packs); defaults to ``HF_TOKEN``.
             sampler_steps: Flow-matching decode steps of the sampler.
+            threads: Compute threads of the model's scheduler, shared by every service and
+                session on the pack (default: the usable cores).
+            max_streams: Most streams the model speaks at once; later turns wait in order
+                (logged). Default: no limit.
             settings: Voice, temperature, seed, normalize, lexicon (see ``Settings``).
             text_aggregation_mode: SENTENCE (default) or TOKEN: LLM tokens go to the session's
                 text stream (``Session.feed``), which cuts and prepares as the batch path.
@@ -107,6 +113,8 @@ class PocketTTSService(TTSService):
             revision=revision,
             token=token,
             sampler_steps=sampler_steps,
+            threads=threads,
+            max_streams=max_streams,
         )  # bad values fail here, not at setup
         load = LoadSettings(options, warmup)
         self._loader = EngineLoader(
