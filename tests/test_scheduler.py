@@ -303,3 +303,58 @@ def test_a_stream_far_ahead_waits_while_a_new_one_starts(engine_endless_tts):
         scheduler.cancel(new_stream)
     finally:
         scheduler.close()
+
+
+class PrefillSpy:
+    """The backend, recording the size of every prefill call."""
+
+    def __init__(self, backend) -> None:
+        self._backend = backend
+        self.prefills: list[int] = []
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+    def prefill(self, state, embeddings) -> None:
+        self.prefills.append(len(embeddings))
+        self._backend.prefill(state, embeddings)
+
+
+class StepClock:
+    """Time moves on a frame's worth at every look: no stream ever gets ahead."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 0.08
+        return self.now
+
+
+LONG_TEXT = "This sentence has a good many words in it, so that its prefill is long."
+
+
+@pytest.mark.parametrize(("clock", "whole"), [(FrozenClock(), True), (StepClock(), False)])
+def test_a_new_utterance_is_prefilled_whole_when_the_others_have_audio_in_hand(
+    engine_endless_tts, clock, whole
+):
+    spy = PrefillSpy(engine_endless_tts.backend)
+    scheduler = Scheduler(spy, threads=2, clock=clock)
+    try:
+        first, first_out = start(scheduler, engine_endless_tts, [LONG_TEXT], seed=1, end=False)
+        first_out.wait_frames(10)  # frozen clock: 0.8 s in hand; step clock: none
+        (job,) = jobs_for(engine_endless_tts, [LONG_TEXT])
+        tokens = job.plan.num_tokens
+        assert tokens > 16
+        spy.prefills.clear()
+        second, second_out = start(scheduler, engine_endless_tts, [LONG_TEXT], seed=2, end=False)
+        second_out.wait_frames(1)
+        if whole:
+            assert spy.prefills == [tokens]
+        else:
+            assert len(spy.prefills) > 1 and max(spy.prefills) <= 16
+            assert sum(spy.prefills) == tokens
+        scheduler.cancel(first)
+        scheduler.cancel(second)
+    finally:
+        scheduler.close()

@@ -16,8 +16,9 @@ Deadlines: each stream's lead is the audio it has out ahead of a consumer playin
 from its first frame. A stream more than ``max_lead`` seconds ahead sits out a tick while
 another is behind it; a stream's first frame goes first (its prefill is served before the
 others'); prefills are cut into pieces of at most ``PREFILL_PIECE_TOKENS`` while other streams
-are stepping, and run whole when nothing else does. Admission: at most ``max_streams`` streams
-have work at once; later ones wait in order (logged; ``on_wait`` is called with each wait).
+are stepping, and run whole when nothing else does or every speaking stream has audio in
+hand. Admission: at most ``max_streams`` streams have work at once; later ones wait in order
+(logged; ``on_wait`` is called with each wait).
 """
 
 from __future__ import annotations

@@ -24,6 +24,8 @@ PREFILL_PIECE_TOKENS = 16
 """Largest prefill piece of one stream in a tick while other streams are stepping."""
 PREFILL_TOKENS_PER_TICK = 32
 """Prefill tokens, over all streams, one busy tick takes on."""
+PREFILL_SLACK_SECONDS = 0.4
+"""Lead every speaking stream has when a new utterance's whole prefill may go in one tick."""
 
 
 class TickPlan:
@@ -58,14 +60,18 @@ class TickPlan:
 
         stepping = [s for s in candidates if s.wants_step and may_compute(s)]
         decoding = [s for s in candidates if s.wants_decode]
-        budget = PREFILL_TOKENS_PER_TICK if stepping else None  # idle: whole prefills
+        # Idle, or every speaking stream has audio in hand: a new utterance's text is
+        # prefilled whole (its first frame sooner). Otherwise prefills go in small pieces.
+        slack = min((leads[s] for s in stepping if s.started), default=None)
+        roomy = slack is None or slack >= PREFILL_SLACK_SECONDS
+        budget = None if not stepping else PREFILL_TOKENS_PER_TICK
         self.prefills: list[tuple[Stream, int]] = []
         for stream in candidates:
             if not (stream.wants_prefill and may_compute(stream)):
                 continue
             assert stream.run is not None
             tokens = stream.run.prefill_left
-            if budget is not None:
+            if budget is not None and not (roomy and not stream.started):
                 tokens = min(tokens, PREFILL_PIECE_TOKENS, budget)
                 if tokens <= 0:
                     break
