@@ -24,7 +24,7 @@ import numpy as np
 from ...config import MAX_TOKENS_PER_CHUNK, ModelConfig
 from ...errors import ContextOverflowError
 from ..base import StepOutput, check_token_ids
-from .layers import apply_rope, gelu_tanh, layer_norm, rope_tables
+from .layers import apply_rope, gelu_tanh, layer_norm, linear_rows, rope_tables
 
 #: Longest voice prompt upstream builds: 30 s of audio at 12.5 frames/s, plus bos_before_voice.
 MAX_VOICE_POSITIONS = 1 + 375
@@ -206,7 +206,7 @@ class FlowLM:
         if not states:
             return []
         vecs = np.stack([self._input_vector(latent) for latent in latents])  # [B, latent]
-        x = vecs @ self.input_linear.T  # [B, d]
+        x = linear_rows(vecs, self.input_linear)  # [B, d]
         x = self._transformer_batch(states, x)
         hidden = layer_norm(x, self.out_norm_w, self.out_norm_b, LAYER_NORM_EPS)
         if self.z_proj is not None:
@@ -234,7 +234,7 @@ class FlowLM:
         attended = np.empty((batch, q_dim), dtype=np.float32)
         for index, layer in enumerate(self.layers):
             h = layer_norm(x, layer.norm1_w, layer.norm1_b, LAYER_NORM_EPS)
-            qkv = h @ layer.in_proj.T  # [B, q + 2·kv]
+            qkv = linear_rows(h, layer.in_proj)  # [B, q + 2·kv]
             q = apply_rope(qkv[:, :q_dim].reshape(batch, self.num_heads, self.head_dim), cos, sin)
             k = qkv[:, q_dim : q_dim + kv_dim].reshape(batch, self.kv_heads, self.head_dim)
             k = apply_rope(k, cos, sin)
@@ -245,9 +245,9 @@ class FlowLM:
                 values[:, start] = v[b]
                 end = start + 1
                 attended[b] = self._attend(q[b : b + 1], keys[:, :end], values[:, :end], start)[0]
-            x += attended @ layer.out_proj.T
+            x += linear_rows(attended, layer.out_proj)
             h = layer_norm(x, layer.norm2_w, layer.norm2_b, LAYER_NORM_EPS)
-            x += gelu_tanh(h @ layer.linear1.T) @ layer.linear2.T
+            x += linear_rows(gelu_tanh(linear_rows(h, layer.linear1)), layer.linear2)
         for state in states:
             state.advance(1)
         return x
