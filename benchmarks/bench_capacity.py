@@ -12,14 +12,17 @@ and each is consumed in real time from its first frame. Per N and column:
 - RSS (peak) and per-stream memory ((peak - idle) / N).
 
 Columns: ``batched`` (one scheduler per model: batched ticks on a pool of usable-core threads),
-``threads`` (``batching=False``: today's FlowLM + Mimi threads per session) and ``upstream``
-(pocket-tts 4.0.1, one process per stream, one torch thread each; needs /tmp/refvenv). Every
+``threads`` (``batching=False``: today's FlowLM + Mimi threads per session, BLAS at its default
+of every core), ``threads1`` (the same with ``OPENBLAS_NUM_THREADS=1``, as the README advises
+servers) and ``upstream`` (pocket-tts 4.0.1, one process per stream, one torch thread each;
+needs /tmp/refvenv). Every
 (column, N) runs in fresh processes, one after the other. Usage:
 
     python benchmarks/bench_capacity.py [--sizes 1,2,4,8,12,16,24]
         [--modes batched,threads,upstream] [--upstream-max 8] [--work /tmp/bench_capacity]
 
-A column stops growing N once every stream of a run stalls at 500 ms (later rows print "-").
+A column stops growing N after two runs in a row where every stream stalls at 500 ms (later
+rows print "-").
 The machine may be shared: the load average is printed with each row.
 """
 
@@ -51,7 +54,7 @@ UPSTREAM_PYTHON = Path("/tmp/refvenv/bin/python")
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1,2,4,8,12,16,24")
-    parser.add_argument("--modes", default="batched,threads,upstream")
+    parser.add_argument("--modes", default="batched,threads,threads1,upstream")
     parser.add_argument("--upstream-max", type=int, default=8, help="largest upstream N (memory)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench_capacity"))
     parser.add_argument("--child", nargs=2, metavar=("MODE", "N"), help=argparse.SUPPRESS)
@@ -90,6 +93,7 @@ def run_ours(mode: str, n: int, pack: Path) -> dict:
     from pipecat_pocket_tts.engine import PocketTTS
 
     tts = PocketTTS.load("english", backend="numpy", model_dir=pack, batching=mode == "batched")
+    assert mode != "threads1" or os.environ.get("OPENBLAS_NUM_THREADS") == "1"
     for _ in tts.stream(WARM_UP):
         pass
     idle = rss_bytes()
@@ -212,7 +216,10 @@ def summarize(result: dict, n: int) -> dict:
 
 def run_child(mode: str, n: int) -> dict:
     command = [sys.executable, __file__, "--child", mode, str(n), "--work", str(ARGS.work)]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    env = dict(os.environ)
+    if mode == "threads1":
+        env["OPENBLAS_NUM_THREADS"] = "1"
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"{mode} N={n} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -236,9 +243,9 @@ def main() -> None:
         modes.remove("upstream")
     rows: dict[tuple[str, int], dict | None] = {}
     for mode in modes:
-        saturated = False
+        saturated = 0
         for n in sizes:
-            if saturated or (mode == "upstream" and n > ARGS.upstream_max):
+            if saturated >= 2 or (mode == "upstream" and n > ARGS.upstream_max):
                 rows[mode, n] = None
                 continue
             result = (
@@ -250,30 +257,27 @@ def main() -> None:
                 f"{mode:>9} N={n:<3} {json.dumps({k: round(v, 2) for k, v in row.items()})}",
                 flush=True,
             )
-            saturated = row["stall500"] == n and n > 1
+            saturated = saturated + 1 if row["stall500"] == n else 0
     print_table(sizes, modes, rows)
 
 
 def print_table(sizes: list[int], modes: list[str], rows: dict) -> None:
     print(f"\n{TEXT!r}, EOS off, each stream consumed in real time from its first frame")
-    header = "  N | " + " | ".join(f"{m:^46}" for m in modes)
-    print(header)
-    sub = "stall@200/500  TTFA p50/p95 ms  core-s/s  RSS/stream MB"
-    print("    | " + " | ".join(f"{sub:^46}" for _ in modes))
+    print(
+        f"{'N':>3} {'column':<9} {'stall@200':>9} {'stall@500':>9} {'TTFA p50':>9} "
+        f"{'TTFA p95':>9} {'core-s/s':>9} {'RSS MB':>7} {'MB/stream':>9} {'load':>5}"
+    )
     for n in sizes:
-        cells = []
         for mode in modes:
             row = rows.get((mode, n))
             if row is None:
-                cells.append(f"{'-':^46}")
+                print(f"{n:>3} {mode:<9} {'-':>9}")
                 continue
-            cells.append(
-                f"{row['stall200']:>3}/{row['stall500']:<3}"
-                f"  {row['ttfa50']:>6.0f}/{row['ttfa95']:<6.0f}"
-                f"  {row['core_per_audio']:>7.2f}  {row['rss']:>6.0f}/{row['per_stream']:<5.0f}"
-                f" L{row['load']:.1f}"
+            print(
+                f"{n:>3} {mode:<9} {row['stall200']:>9} {row['stall500']:>9} "
+                f"{row['ttfa50']:>9.0f} {row['ttfa95']:>9.0f} {row['core_per_audio']:>9.2f} "
+                f"{row['rss']:>7.0f} {row['per_stream']:>9.0f} {row['load']:>5.1f}"
             )
-        print(f"{n:>3} | " + " | ".join(cells))
     for mode in modes:
         ok = [n for n in sizes if rows.get((mode, n)) and rows[mode, n]["stall200"] == 0]
         print(f"{mode}: most streams with no stall at 200 ms: {max(ok) if ok else 0}")
