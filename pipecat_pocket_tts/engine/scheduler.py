@@ -18,7 +18,8 @@ another is behind it; a stream's first frame goes first (its prefill is served b
 others'); prefills are cut into pieces of at most ``PREFILL_PIECE_TOKENS`` while other streams
 are stepping, and run whole when nothing else does or every speaking stream has audio in
 hand. Admission: at most ``max_streams`` streams have work at once; later ones wait in order
-(logged; ``on_wait`` is called with each wait).
+(logged; ``on_wait`` is called with each wait, under the scheduler's lock: keep it short and
+do not call the scheduler from it).
 """
 
 from __future__ import annotations
