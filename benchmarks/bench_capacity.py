@@ -22,7 +22,7 @@ needs /tmp/refvenv). Every
         [--modes batched,threads,upstream] [--upstream-max 8] [--work /tmp/bench_capacity]
 
 A column stops growing N after two runs in a row where every stream stalls at 500 ms (later
-rows print "-").
+rows print "-"), unless ``--every-n``.
 The machine may be shared: the load average is printed with each row.
 """
 
@@ -56,6 +56,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--sizes", default="1,2,4,8,12,16,24")
     parser.add_argument("--modes", default="batched,threads,threads1,upstream")
     parser.add_argument("--upstream-max", type=int, default=8, help="largest upstream N (memory)")
+    parser.add_argument("--every-n", action="store_true", help="never stop a column early")
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench_capacity"))
     parser.add_argument("--child", nargs=2, metavar=("MODE", "N"), help=argparse.SUPPRESS)
     parser.add_argument("--upstream-worker", action="store_true", help=argparse.SUPPRESS)
@@ -245,7 +246,8 @@ def main() -> None:
     for mode in modes:
         saturated = 0
         for n in sizes:
-            if saturated >= 2 or (mode == "upstream" and n > ARGS.upstream_max):
+            stop = saturated >= 2 and not ARGS.every_n
+            if stop or (mode == "upstream" and n > ARGS.upstream_max):
                 rows[mode, n] = None
                 continue
             result = (
