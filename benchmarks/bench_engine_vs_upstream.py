@@ -28,7 +28,6 @@ sets torch itself on import); 0 leaves every library at its default.
 from __future__ import annotations
 
 import argparse
-import copy
 import os
 import statistics
 import sys
@@ -38,10 +37,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
 SENTENCE = "The quick brown fox jumps over the lazy sleeping dog."  # 10 words
 WARM_UP = "Warm up, please."
-VOICE_FRAMES = 125  # a typical shipped voice prompt (10 s)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -59,11 +58,11 @@ if ARGS.threads > 0:
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
+from full_size_pack import build_files  # noqa: E402
 
-from pipecat_pocket_tts.devpack import build_pack  # noqa: E402
 from pipecat_pocket_tts.engine import PocketTTS  # noqa: E402
 from pipecat_pocket_tts.engine.backends.base import Backend  # noqa: E402
-from pipecat_pocket_tts.engine.config import FRAME_SIZE, SAMPLE_RATE, _registry  # noqa: E402
+from pipecat_pocket_tts.engine.config import FRAME_SIZE, SAMPLE_RATE  # noqa: E402
 from pipecat_pocket_tts.engine.synthesis import TextPlanner  # noqa: E402
 
 
@@ -122,24 +121,6 @@ class CountingBackend(Backend):
 
 def median_ms(values: list[float]) -> float:
     return 1e3 * statistics.median(values)
-
-
-def build_files(work: Path) -> tuple[Path, Path]:
-    """The pack (ours) and an upstream YAML config pointing at its files."""
-    import yaml
-
-    pack = work / "english"
-    if not (pack / "model.safetensors").exists():
-        print(f"writing a full-size random English pack to {pack} ...", flush=True)
-        build_pack(pack, "english", voices=("alba",), voice_frames=VOICE_FRAMES)
-    raw = copy.deepcopy(_registry()["english"])
-    raw["weights_path"] = str(pack / "model.safetensors")
-    raw.pop("weights_path_without_voice_cloning", None)
-    raw["flow_lm"]["lookup_table"]["tokenizer"] = "tokenizers"
-    raw["flow_lm"]["lookup_table"]["tokenizer_path"] = str(pack / "tokenizer.json")
-    config_path = work / "upstream_english.yaml"
-    config_path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    return pack, config_path
 
 
 # -- upstream ------------------------------------------------------------------------------

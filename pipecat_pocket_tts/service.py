@@ -75,6 +75,8 @@ class PocketTTSService(TTSService):
         revision: str | None = None,
         token: str | None = None,
         sampler_steps: int = 1,
+        threads: int | None = None,
+        max_streams: int | None = None,
         settings: PocketTTSSettings | None = None,
         text_aggregation_mode: TextAggregationMode | None = None,
         warmup: bool = True,
@@ -93,6 +95,10 @@ class PocketTTSService(TTSService):
             revision: Hub revision of the pack (without ``model_dir``).
             token: Hugging Face token (gated packs); defaults to ``HF_TOKEN``.
             sampler_steps: Flow-matching decode steps of the sampler.
+            threads: Compute threads of the model's scheduler, shared by every service and
+                session on the pack (default: the usable cores).
+            max_streams: Most streams the model speaks at once; later turns wait in order
+                (logged). Default: no limit.
             settings: Voice, temperature, seed, normalize, lexicon (see ``Settings``).
             text_aggregation_mode: SENTENCE (default) or TOKEN: LLM tokens go to the session's
                 text stream (``Session.feed``), which cuts and prepares as the batch path.
@@ -101,7 +107,15 @@ class PocketTTSService(TTSService):
             **kwargs: Other ``TTSService`` arguments (``sample_rate``, ``text_transforms``...).
         """
         defaults = initial_settings(language, settings)
-        options = LoadOptions(backend, model_dir, revision, token, sampler_steps)  # checked now
+        options = LoadOptions(  # checked now, not at setup
+            backend,
+            model_dir,
+            revision,
+            token,
+            sampler_steps,
+            threads=threads,
+            max_streams=max_streams,
+        )
         self._loader = EngineLoader(
             LoadSettings(options, warmup),
             create_task=lambda coroutine, name: self.create_task(coroutine, name=name),

@@ -89,16 +89,19 @@ def engine_endless_tts(engine_endless_pack_dir: Path):
     return PocketTTS.load("english", backend="numpy", model_dir=engine_endless_pack_dir)
 
 
-@pytest.fixture(params=[True, False], ids=["overlap", "inline"])
+@pytest.fixture(params=["batched", "overlap", "inline"])
 def tts(request, engine_tts):
-    """The tiny model, with Mimi decode on its own thread or inline."""
+    """The tiny model: sessions on its scheduler (the default), or on threads of their own
+    with Mimi decode on a thread of its own or inline (``batching=False``)."""
     from pipecat_pocket_tts.engine import PocketTTS
+    from pipecat_pocket_tts.engine.options import LoadOptions
 
     clone = PocketTTS(
         config=engine_tts.config,
         backend=engine_tts.backend,
         tokenizer=engine_tts.tokenizer,
         pack=engine_tts.pack,
+        options=LoadOptions(backend="numpy", batching=request.param == "batched"),
     )
-    clone.overlap_decode = request.param
+    clone.overlap_decode = request.param == "overlap"
     return clone

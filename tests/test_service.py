@@ -161,16 +161,24 @@ def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
 def spoken_plans(monkeypatch: pytest.MonkeyPatch) -> list:
     """Every chunk the sessions synthesize (warm-up excluded), in order."""
     from pipecat_pocket_tts.engine import session as session_module
+    from pipecat_pocket_tts.engine import streams
 
     plans: list = []
     original = session_module.generate_chunk
+    original_run = streams.ChunkRun.__init__
 
     def spy(backend, voice_state, plan, *args, **kwargs):
         if plan.text.strip() != WARMUP_TEXT:
             plans.append(plan)
         return original(backend, voice_state, plan, *args, **kwargs)
 
+    def spy_run(run, backend, job):  # the same on the model's scheduler
+        if job.plan.text.strip() != WARMUP_TEXT:
+            plans.append(job.plan)
+        original_run(run, backend, job)
+
     monkeypatch.setattr(session_module, "generate_chunk", spy)
+    monkeypatch.setattr(streams.ChunkRun, "__init__", spy_run)
     return plans
 
 

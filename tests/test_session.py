@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 import pytest
+from reference_fixtures import snr_db
 
 from pipecat_pocket_tts.engine import PocketTTS, SessionClosedError
 from pipecat_pocket_tts.engine.backends.base import Backend
@@ -299,7 +300,11 @@ def test_four_sessions_on_four_threads_match_each_alone(tts: PocketTTS):
     for t in threads:
         t.join(timeout=30)
     for a, b in zip(alone, together, strict=True):
-        np.testing.assert_array_equal(a, b)
+        if tts.options.batching:  # batched together: float32 rounding of other batch sizes
+            assert a.shape == b.shape
+            assert snr_db(a, b) >= 60.0
+        else:
+            np.testing.assert_array_equal(a, b)
 
 
 def test_overlapped_and_inline_decoding_give_the_same_audio(engine_tts: PocketTTS):
@@ -389,17 +394,24 @@ FED_SENTENCES = [
 
 
 def _planned(monkeypatch: pytest.MonkeyPatch) -> list:
-    """Every chunk a session generates, in order."""
+    """Every chunk a session starts to generate, in order (on the scheduler or its threads)."""
     from pipecat_pocket_tts.engine import session as session_module
+    from pipecat_pocket_tts.engine import streams
 
     plans: list = []
     original = session_module.generate_chunk
+    original_run = streams.ChunkRun.__init__
 
     def spy(backend, voice_state, plan, *args, **kwargs):
         plans.append(plan)
         return original(backend, voice_state, plan, *args, **kwargs)
 
+    def spy_run(run, backend, job):
+        plans.append(job.plan)
+        original_run(run, backend, job)
+
     monkeypatch.setattr(session_module, "generate_chunk", spy)
+    monkeypatch.setattr(streams.ChunkRun, "__init__", spy_run)
     return plans
 
 

@@ -35,6 +35,10 @@ class LoadOptions:
     ``precision``: the weights' precision on the backend (CoreML: "fp16" or "int8"; NumPy:
     "fp32" today — narrower ones land here); None is the backend's default.
     ``compute_units`` / ``placement``: CoreML only (see ``backends.coreml.runtime``).
+    ``batching``: every session runs on the model's one scheduler (its streams batched each
+    frame) on a pool of ``threads`` compute threads (None: the usable cores), with at most
+    ``max_streams`` speaking at once (None: no limit; later utterances wait in order).
+    ``batching=False``: each session on threads of its own, as before the scheduler.
     """
 
     backend: str = "auto"
@@ -45,6 +49,9 @@ class LoadOptions:
     precision: str | None = None
     compute_units: str | Mapping[str, str] | None = None
     placement: str = "gpu"
+    batching: bool = True
+    threads: int | None = None
+    max_streams: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.backend, str) or self.backend.lower() not in BACKEND_NAMES:
@@ -70,6 +77,14 @@ class LoadOptions:
         _check_optional_str("precision", self.precision)
         if not isinstance(self.placement, str):
             raise LoadOptionError(f"placement must be a string, got {self.placement!r}")
+        if not isinstance(self.batching, bool):
+            raise LoadOptionError(f"batching must be True or False, got {self.batching!r}")
+        for name in ("threads", "max_streams"):
+            value = getattr(self, name)
+            if value is not None and (
+                not isinstance(value, int) or isinstance(value, bool) or value < 1
+            ):
+                raise LoadOptionError(f"{name} must be an integer ≥ 1 or None, got {value!r}")
         if self.compute_units is not None:
             from .backends.coreml.runtime import resolve_compute_units
 
@@ -117,6 +132,9 @@ class LoadOptions:
             self.precision,
             units,
             self.placement,
+            self.batching,  # one scheduler per loaded model: its settings are the model's
+            self.threads,
+            self.max_streams,
         )
 
 

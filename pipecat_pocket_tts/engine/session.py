@@ -2,14 +2,15 @@
 
 One session owns everything that makes its audio one continuous voice: the sampler's random
 generator, the Mimi streaming state (never reset, so no seam between chunks or utterances) and
-the prefilled voice state every chunk starts from. Its work runs off the caller's thread:
+the prefilled voice state every chunk starts from. Its work runs off the caller's thread, on
+the model's scheduler (``scheduler.SessionLink``: batched with every other stream) or, with no
+scheduler, on threads of its own:
 
     enqueue/feed/mark ─▶ [queue] ─▶ FlowLM thread: prefill, step, sample ─▶ [latents, markers]
           ─▶ Mimi thread: decode ─▶ [frame channel: frames, markers] ─▶ for / async for
 
-With ``overlap_decode`` the Mimi decode of frame n runs beside the FlowLM step of frame n+1
-(NumPy releases the GIL in BLAS); without it one thread does both in turn. Both threads check
-the cancel flag before every frame, and ``cancel()`` returns only after both have stopped.
+With ``overlap_decode`` the Mimi decode of frame n runs beside the FlowLM step of frame n+1;
+without it one thread does both. ``cancel()`` returns once no computation of the session runs.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from .channel import (
     usable_cores,
 )
 from .errors import SessionClosedError
+from .scheduler import Scheduler, SessionLink
 from .synthesis import (
     AudioDecoder,
     AudioFrame,
@@ -98,6 +100,7 @@ class Session:
         normalize: bool = True,
         lexicon: Mapping[str, str] | None = None,
         overlap_decode: bool = True,
+        scheduler: Scheduler | None = None,
     ) -> None:
         self._backend = backend
         self._planner = planner
@@ -123,6 +126,9 @@ class Session:
         self._done = 0
         self._feed_lock = threading.Lock()
         self._feed_stream: TextStream | None = None
+        self._link = scheduler and SessionLink(
+            scheduler, seed, self._frames, self._failed, self._name
+        )
 
     # -- input --------------------------------------------------------------------------
     def enqueue(
@@ -220,7 +226,9 @@ class Session:
         marker = Marker(payload)
         with self._lock:
             self._check_open()
-            if self._worker is None:  # nothing was ever queued: nothing to wait for
+            if self._link is not None:
+                self._link.notice(marker)
+            elif self._worker is None:  # nothing was ever queued: nothing to wait for
                 self._frames.put(marker)
             else:
                 self._utterances.put(marker)
@@ -260,6 +268,9 @@ class Session:
             self._check_open()
             index = self._enqueued
             self._enqueued += 1
+            if self._link is not None:
+                self._link.speak(index, chunks, voice_state, settings, seed)
+                return index
             self._utterances.put(_Utterance(index, chunks, voice_state, settings, seed))
             if self._worker is None:
                 self._worker = threading.Thread(
@@ -279,6 +290,8 @@ class Session:
             if self._closed:
                 return
             self._closed = True
+            if self._link is not None:
+                return self._link.finish()
             self._utterances.put(_FINISH)
             if self._worker is None:
                 self._frames.close()
@@ -292,6 +305,8 @@ class Session:
             self._cancelled = True
             self._halt()
             worker = self._worker
+        if self._link is not None:
+            self._link.cancel()
         self._frames.close(discard=True)
         if worker is not None and worker is not threading.current_thread():
             worker.join()
@@ -310,7 +325,7 @@ class Session:
         """Utterances enqueued whose last frame has not been produced yet (0 once stopped)."""
         if self._cancelled or self._failure is not None:
             return 0
-        return self._enqueued - self._done
+        return self._enqueued - (self._done if self._link is None else self._link.done)
 
     @property
     def is_idle(self) -> bool:
@@ -397,10 +412,13 @@ class Session:
             except BaseException as exc:
                 error = error or exc
             if error is not None:
-                with self._lock:
-                    self._closed = True  # a failed session takes no more text
-                    self._failure = error
+                self._failed(error)
             self._frames.close(error)
+
+    def _failed(self, error: BaseException) -> None:
+        with self._lock:
+            self._closed = True  # a failed session takes no more text
+            self._failure = error
 
     def _produce(
         self,

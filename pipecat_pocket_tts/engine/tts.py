@@ -29,6 +29,7 @@ from .config import SAMPLE_RATE, ModelConfig, resolve_config_name
 from .errors import EmptyTextError, UnknownVoiceError
 from .options import LoadOptions
 from .packs import PackFiles
+from .scheduler import Scheduler
 from .session import (
     Session,
     check_eos_threshold,
@@ -74,6 +75,8 @@ class PocketTTS:
         self.overlap_decode = (
             overlap_decode_by_default() if overlap_decode is None else overlap_decode
         )
+        self._scheduler: Scheduler | None = None
+        self._scheduler_lock = threading.Lock()
         self._planner = TextPlanner(config, tokenizer)
         self._voice_lock = threading.Lock()
         self._voice_states: dict[Hashable, FlowState] = {}
@@ -170,6 +173,17 @@ class PocketTTS:
         """The pack's text cleaning, chunking and tokenizing, as every session uses them."""
         return self._planner.preparer
 
+    @property
+    def scheduler(self) -> Scheduler:
+        """The scheduler every batched session of this model runs on (made on first use)."""
+        with self._scheduler_lock:
+            if self._scheduler is None:
+                options = self.options
+                self._scheduler = Scheduler(
+                    self.backend, threads=options.threads, max_streams=options.max_streams
+                )
+            return self._scheduler
+
     # -- speaking -----------------------------------------------------------------------
     def session(
         self,
@@ -210,6 +224,7 @@ class PocketTTS:
             normalize=normalize,
             lexicon=lexicon,
             overlap_decode=self.overlap_decode,
+            scheduler=self.scheduler if self.options.batching else None,
         )
 
     def stream(

@@ -6,12 +6,16 @@ The synthesizer drives these stages and never asks which backend runs:
 
 Weights live in the backend and are shared by every session; all per-sequence state lives in
 ``FlowState`` / ``MimiState`` objects, so many sessions run on one loaded model and a voice
-state is copied cheaply for every chunk. Shapes are given per call, without a batch axis.
+state is copied cheaply for every chunk. Shapes are given per call, without a batch axis,
+except in the batched stages (``step_batch``, ``sample_batch``, ``decode_batch``): one call for
+B independent sequences, which a backend may run on stacked inputs (each weight read once for
+the batch). Their defaults loop over the single-sequence stages, so every backend has them.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -193,6 +197,20 @@ class Backend(ABC):
         ``noise`` is already scaled: N(0, 1) · √temperature.
         """
 
+    def step_batch(
+        self, states: Sequence[FlowState], latents: Sequence[np.ndarray | None]
+    ) -> list[StepOutput]:
+        """``step`` for B sequences (distinct states, each at its own position) at once."""
+        if len(states) != len(latents):
+            raise ValueError(f"{len(states)} states but {len(latents)} latents")
+        return [self.step(state, latent) for state, latent in zip(states, latents, strict=True)]
+
+    def sample_batch(self, hidden: np.ndarray, noise: np.ndarray) -> np.ndarray:
+        """``sample`` for B rows: hidden [B, head_input_dim], noise [B, latent] → [B, latent]."""
+        if len(hidden) != len(noise):
+            raise ValueError(f"{len(hidden)} hidden rows but {len(noise)} noise rows")
+        return _stacked([self.sample(h, n) for h, n in zip(hidden, noise, strict=True)])
+
     # -- Voices -------------------------------------------------------------------------
     @abstractmethod
     def bos_before_voice(self) -> np.ndarray | None:
@@ -218,6 +236,12 @@ class Backend(ABC):
         Denormalization (latent·emb_std + emb_mean) is part of this stage.
         """
 
+    def decode_batch(self, states: Sequence[MimiState], latents: np.ndarray) -> np.ndarray:
+        """``decode`` for B streams: latents [B, latent_dim] → samples [B, frame_size]."""
+        if len(states) != len(latents):
+            raise ValueError(f"{len(states)} states but {len(latents)} latents")
+        return _stacked([self.decode(s, latent) for s, latent in zip(states, latents, strict=True)])
+
     @abstractmethod
     def encode(self, audio: np.ndarray) -> np.ndarray:
         """24 kHz mono audio [n] (n a multiple of frame_size) → voice conditioning [T, d_model].
@@ -225,3 +249,10 @@ class Backend(ABC):
         Mimi encoder + speaker projection. Raises ``CloningUnavailableError`` when the
         loaded weights have no encoder or projection.
         """
+
+
+def _stacked(rows: list[np.ndarray]) -> np.ndarray:
+    """Per-sequence outputs → one float32 array [B, ...] (B may be 0)."""
+    if not rows:
+        return np.zeros((0, 0), dtype=np.float32)
+    return np.stack([np.asarray(row, dtype=np.float32) for row in rows])

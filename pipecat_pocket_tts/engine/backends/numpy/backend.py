@@ -9,7 +9,7 @@ serves many sessions from many threads.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -114,6 +114,14 @@ class NumpyBackend(Backend):
     def sample(self, hidden: np.ndarray, noise: np.ndarray) -> np.ndarray:
         return self.sampler.sample(hidden, noise)
 
+    def step_batch(
+        self, states: Sequence[KVCache], latents: Sequence[np.ndarray | None]
+    ) -> list[StepOutput]:
+        return self.flow_lm.step_batch(states, latents)
+
+    def sample_batch(self, hidden: np.ndarray, noise: np.ndarray) -> np.ndarray:
+        return self.sampler.sample_batch(hidden, noise)
+
     # -- Voices -------------------------------------------------------------------------
     def bos_before_voice(self) -> np.ndarray | None:
         return self._bos_before_voice
@@ -151,6 +159,11 @@ class NumpyBackend(Backend):
         """Normalized latent [latent_dim] → [frame_size] samples (denormalized here)."""
         latent = np.asarray(latent, dtype=np.float32)
         return self.mimi.decode(state, latent * self._emb_std + self._emb_mean)
+
+    def decode_batch(self, states: Sequence[MimiDecoderState], latents: np.ndarray) -> np.ndarray:
+        """Normalized latents [B, latent_dim] → [B, frame_size] samples."""
+        latents = np.asarray(latents, dtype=np.float32)
+        return self.mimi.decode_batch(states, latents * self._emb_std + self._emb_mean)
 
     def encode(self, audio: np.ndarray) -> np.ndarray:
         """24 kHz mono audio [n] → voice conditioning [T, d_model] (encoder + speaker proj)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import mmap
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +24,7 @@ import numpy as np
 from ...config import MAX_TOKENS_PER_CHUNK, ModelConfig
 from ...errors import ContextOverflowError
 from ..base import StepOutput, check_token_ids
-from .layers import apply_rope, gelu_tanh, layer_norm, rope_tables
+from .layers import apply_rope, gelu_tanh, layer_norm, linear_rows, rope_tables
 
 #: Longest voice prompt upstream builds: 30 s of audio at 12.5 frames/s, plus bos_before_voice.
 MAX_VOICE_POSITIONS = 1 + 375
@@ -192,6 +192,65 @@ class FlowLM:
             hidden = self.z_proj @ hidden
         eos = float(self.out_eos_w @ hidden) + self.out_eos_b
         return StepOutput(hidden=hidden, eos_logit=eos)
+
+    def step_batch(
+        self, states: Sequence[KVCache], latents: Sequence[np.ndarray | None]
+    ) -> list[StepOutput]:
+        """``step`` for B sequences at once: their linears run on one stacked [B, d] input.
+
+        Each sequence appends one position at its own position and attends over its own
+        filled cache. Outputs match B solo ``step`` calls (up to float32 rounding).
+        """
+        if len(states) != len(latents):
+            raise ValueError(f"{len(states)} states but {len(latents)} latents")
+        if not states:
+            return []
+        vecs = np.stack([self._input_vector(latent) for latent in latents])  # [B, latent]
+        x = linear_rows(vecs, self.input_linear)  # [B, d]
+        x = self._transformer_batch(states, x)
+        hidden = layer_norm(x, self.out_norm_w, self.out_norm_b, LAYER_NORM_EPS)
+        if self.z_proj is not None:
+            hidden = hidden @ self.z_proj.T
+        eos = hidden @ self.out_eos_w + self.out_eos_b  # [B]
+        return [StepOutput(hidden=hidden[b], eos_logit=float(eos[b])) for b in range(len(states))]
+
+    def _input_vector(self, latent: np.ndarray | None) -> np.ndarray:
+        """A step's input [latent_dim]: the latent, BOS for None, BOS where it is NaN."""
+        if latent is None:
+            return self.bos_emb
+        vec = np.asarray(latent, dtype=np.float32).reshape(-1)
+        if vec.shape[0] != self.latent_dim:
+            raise ValueError(f"latent must be [{self.latent_dim}], got {np.shape(latent)}")
+        nan = np.isnan(vec)
+        return np.where(nan, self.bos_emb, vec) if nan.any() else vec
+
+    def _transformer_batch(self, states: Sequence[KVCache], x: np.ndarray) -> np.ndarray:
+        """The layers on x [B, d] (modified in place): row b is the next position of states[b]."""
+        starts = [state.reserve(1)[0] for state in states]
+        cos, sin = self._rope(0, max(starts) + 1)
+        cos, sin = cos[starts], sin[starts]  # [B, Dh/2]
+        batch = x.shape[0]
+        q_dim, kv_dim = self.query_dim, self.kv_heads * self.head_dim
+        attended = np.empty((batch, q_dim), dtype=np.float32)
+        for index, layer in enumerate(self.layers):
+            h = layer_norm(x, layer.norm1_w, layer.norm1_b, LAYER_NORM_EPS)
+            qkv = linear_rows(h, layer.in_proj)  # [B, q + 2·kv]
+            q = apply_rope(qkv[:, :q_dim].reshape(batch, self.num_heads, self.head_dim), cos, sin)
+            k = qkv[:, q_dim : q_dim + kv_dim].reshape(batch, self.kv_heads, self.head_dim)
+            k = apply_rope(k, cos, sin)
+            v = qkv[:, q_dim + kv_dim :].reshape(batch, self.kv_heads, self.head_dim)
+            for b, (state, start) in enumerate(zip(states, starts, strict=True)):
+                keys, values = state.keys[index], state.values[index]
+                keys[:, start] = k[b]
+                values[:, start] = v[b]
+                end = start + 1
+                attended[b] = self._attend(q[b : b + 1], keys[:, :end], values[:, :end], start)[0]
+            x += linear_rows(attended, layer.out_proj)
+            h = layer_norm(x, layer.norm2_w, layer.norm2_b, LAYER_NORM_EPS)
+            x += linear_rows(gelu_tanh(linear_rows(h, layer.linear1)), layer.linear2)
+        for state in states:
+            state.advance(1)
+        return x
 
     def _transformer(self, state: KVCache, x: np.ndarray) -> np.ndarray:
         """Run the layers on x [n, d] (modified in place) at the next n positions of state."""

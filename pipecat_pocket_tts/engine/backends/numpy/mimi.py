@@ -17,7 +17,7 @@ per-sequence data lives in ``MimiDecoderState`` (plain arrays, cheap to copy).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -124,16 +124,7 @@ class MimiTransformer:
     def __call__(self, x: np.ndarray, cache: AttentionCache) -> np.ndarray:
         """x [T, input_dim] at positions cache.position … +T-1 → [T, output_dim]; fills cache."""
         t = x.shape[0]
-        slots = cache.slot_positions.shape[0]
-        if t > slots - (self.context - 1):
-            raise ValueError(f"{t} steps in one call exceed the attention cache")
-        positions = cache.position + np.arange(t)
-        cos, sin = rope_tables(positions, self.head_dim, self.max_period)
-        ring = positions % slots
-        cache.slot_positions[ring] = positions
-        delta = positions[:, None] - cache.slot_positions[None, :]  # [T, slots]
-        visible = (cache.slot_positions[None, :] >= 0) & (delta >= 0) & (delta < self.context)
-        mask = np.where(visible, np.float32(0.0), np.float32(-np.inf))
+        ring, cos, sin, mask = self._positions(cache, t)
 
         if self.input_proj is not None:
             x = x @ self.input_proj.T
@@ -143,6 +134,74 @@ class MimiTransformer:
         if self.output_proj is not None:
             x = x @ self.output_proj.T
         return x
+
+    def call_batch(self, x: np.ndarray, caches: Sequence[AttentionCache]) -> np.ndarray:
+        """``__call__`` for B streams: x [B, T, input_dim], one cache each → [B, T, output_dim].
+
+        The linears run on all B·T rows at once; each stream attends over its own cache.
+        """
+        batch, t = x.shape[0], x.shape[1]
+        views = [self._positions(cache, t) for cache in caches]
+        rows = x.reshape(batch * t, x.shape[2])
+        if self.input_proj is not None:
+            rows = rows @ self.input_proj.T
+        d = self.d_model
+        attended = np.empty((batch, t, d), dtype=np.float32)
+        for index, layer in enumerate(self.layers):
+            qkv = layer_norm(rows, *layer.norm1, LAYER_NORM_EPS) @ layer.in_proj.T
+            qkv = qkv.reshape(batch, t, 3 * d)
+            for b, (cache, (ring, cos, sin, mask)) in enumerate(zip(caches, views, strict=True)):
+                attended[b] = self._attend(qkv[b], cache, index, ring, cos, sin, mask)
+            rows = rows + attended.reshape(batch * t, d) @ layer.out_proj.T
+            hidden = gelu_tanh(layer_norm(rows, *layer.norm2, LAYER_NORM_EPS) @ layer.linear1.T)
+            rows += hidden @ layer.linear2.T
+        for cache in caches:
+            cache.position += t
+        if self.output_proj is not None:
+            rows = rows @ self.output_proj.T
+        return rows.reshape(batch, t, -1)
+
+    def _positions(
+        self, cache: AttentionCache, t: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Ring slots [T], RoPE cos/sin [T, Dh/2] and mask [T, slots] of a cache's next T
+        positions (marks the slots as holding them)."""
+        slots = cache.slot_positions.shape[0]
+        if t > slots - (self.context - 1):
+            raise ValueError(f"{t} steps in one call exceed the attention cache")
+        positions = cache.position + np.arange(t)
+        cos, sin = rope_tables(positions, self.head_dim, self.max_period)
+        ring = positions % slots
+        cache.slot_positions[ring] = positions
+        delta = positions[:, None] - cache.slot_positions[None, :]  # [T, slots]
+        visible = (cache.slot_positions[None, :] >= 0) & (delta >= 0) & (delta < self.context)
+        return ring, cos, sin, np.where(visible, np.float32(0.0), np.float32(-np.inf))
+
+    def _attend(
+        self,
+        qkv: np.ndarray,
+        cache: AttentionCache,
+        index: int,
+        ring: np.ndarray,
+        cos: np.ndarray,
+        sin: np.ndarray,
+        mask: np.ndarray,
+    ) -> np.ndarray:
+        """One stream's attention in layer ``index``: qkv [T, 3D] → [T, D]; writes its K/V."""
+        t = qkv.shape[0]
+        d, h, dh = self.d_model, self.num_heads, self.head_dim
+        q = apply_rope(qkv[:, :d].reshape(t, h, dh), cos, sin)
+        k = apply_rope(qkv[:, d : 2 * d].reshape(t, h, dh), cos, sin)
+        keys, values = cache.keys[index], cache.values[index]  # [H, slots, Dh]
+        keys[:, ring] = k.transpose(1, 0, 2)
+        values[:, ring] = qkv[:, 2 * d :].reshape(t, h, dh).transpose(1, 0, 2)
+        q = q.transpose(1, 0, 2) * np.float32(1.0 / np.sqrt(dh))  # [H, T, Dh]
+        scores = q @ keys.transpose(0, 2, 1)  # [H, T, slots]
+        scores += mask
+        scores -= scores.max(axis=-1, keepdims=True)
+        np.exp(scores, out=scores)
+        scores /= scores.sum(axis=-1, keepdims=True)
+        return (scores @ values).transpose(1, 0, 2).reshape(t, d)
 
     def _layer(
         self,
@@ -156,22 +215,8 @@ class MimiTransformer:
         mask: np.ndarray,
     ) -> np.ndarray:
         """One pre-norm block on x [T, D]; writes this layer's K/V into the ring slots."""
-        t, d = x.shape
-        h, dh = self.num_heads, self.head_dim
         qkv = layer_norm(x, *layer.norm1, LAYER_NORM_EPS) @ layer.in_proj.T  # [T, 3D]
-        q = apply_rope(qkv[:, :d].reshape(t, h, dh), cos, sin)
-        k = apply_rope(qkv[:, d : 2 * d].reshape(t, h, dh), cos, sin)
-        keys, values = cache.keys[index], cache.values[index]  # [H, slots, Dh]
-        keys[:, ring] = k.transpose(1, 0, 2)
-        values[:, ring] = qkv[:, 2 * d :].reshape(t, h, dh).transpose(1, 0, 2)
-
-        q = q.transpose(1, 0, 2) * np.float32(1.0 / np.sqrt(dh))  # [H, T, Dh]
-        scores = q @ keys.transpose(0, 2, 1)  # [H, T, slots]
-        scores += mask
-        scores -= scores.max(axis=-1, keepdims=True)
-        np.exp(scores, out=scores)
-        scores /= scores.sum(axis=-1, keepdims=True)
-        attended = (scores @ values).transpose(1, 0, 2).reshape(t, d)  # [T, D]
+        attended = self._attend(qkv, cache, index, ring, cos, sin, mask)  # [T, D]
         x = x + attended @ layer.out_proj.T
 
         hidden = gelu_tanh(layer_norm(x, *layer.norm2, LAYER_NORM_EPS) @ layer.linear1.T)
@@ -312,6 +357,24 @@ class Mimi:
         x = self.decoder_transformer(x, state.attention)  # [16, D]
         audio = self.decoder(x, state.seanet)  # [frame_size, 1]
         return audio.reshape(-1)
+
+    def decode_batch(self, states: Sequence[MimiDecoderState], latents: np.ndarray) -> np.ndarray:
+        """``decode`` for B streams: denormalized latents [B, latent_dim] → audio [B,
+        frame_size]; every stage runs once on the stacked streams."""
+        latents = np.asarray(latents, dtype=np.float32)
+        batch = len(states)
+        if latents.shape != (batch, self.latent_dim):
+            raise ValueError(
+                f"Mimi decode_batch takes latents [{batch}, {self.latent_dim}], got {latents.shape}"
+            )
+        x = (latents @ self.latent_projection.T)[:, None, :]  # [B, 1, outer_dim]
+        if self.upsample is not None:
+            x, partials = self.upsample.call_batch(x, [s.upsample_partial for s in states])
+            for state, partial in zip(states, partials, strict=True):
+                state.upsample_partial = partial
+        x = self.decoder_transformer.call_batch(x, [s.attention for s in states])
+        audio = self.decoder.call_batch(x, [s.seanet for s in states])  # [B, frame_size, 1]
+        return audio.reshape(batch, -1)
 
     # -- encoder ------------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ depend on the step index, so they are computed once per model, not per frame.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -90,15 +90,48 @@ class Sampler:
             raise ValueError(f"hidden must be [{self.head_input_dim}], got {c.shape}")
         if x.shape != (self.latent_dim,):
             raise ValueError(f"noise must be [{self.latent_dim}], got {x.shape}")
-        cond = self.cond_w @ c + self.cond_b  # [width]
+        return self._decode(self.cond_w @ c + self.cond_b, x, self._net)  # cond [width]
+
+    def sample_batch(self, hidden: np.ndarray, noise: np.ndarray) -> np.ndarray:
+        """``sample`` for B rows at once: hidden [B, head_input_dim] + noise [B, latent_dim]
+        → latents [B, latent_dim] (each weight read once for the whole batch)."""
+        c = np.asarray(hidden, dtype=np.float32)
+        x = np.asarray(noise, dtype=np.float32)
+        if c.ndim != 2 or c.shape[1] != self.head_input_dim:
+            raise ValueError(f"hidden must be [B, {self.head_input_dim}], got {c.shape}")
+        if x.shape != (c.shape[0], self.latent_dim):
+            raise ValueError(f"noise must be [{c.shape[0]}, {self.latent_dim}], got {x.shape}")
+        return self._decode(c @ self.cond_w.T + self.cond_b, x, self._net_batch)  # [B, width]
+
+    def _decode(
+        self, cond: np.ndarray, x: np.ndarray, net: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    ) -> np.ndarray:
+        """The decoder of this sampler type around ``net`` (one row or rows of [B, ...])."""
         if self.type == "drifting":
-            return self._net(cond, x)
+            return net(cond, x)
         if self.type == "pointwise":
-            return x + self._net(cond, x)
+            return x + net(cond, x)
         n = np.float32(self.steps)
         for i in range(self.steps):
-            x = x + self._net(cond + self._time_conditioning[i], x) / n
+            x = x + net(cond + self._time_conditioning[i], x) / n
         return x
+
+    def _net_batch(self, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """``_net`` on rows: conditioning y [B, width] and input x [B, latent] → [B, latent]."""
+        width = y.shape[1]
+        act = silu(y)
+        h = x @ self.input_w.T + self.input_b  # [B, width]
+        for ln_w, ln_b, w0, b0, w2, b2, mod_w, mod_b in self.blocks:
+            mod = act @ mod_w.T + mod_b  # [B, 3 · width]: shift, scale, gate
+            shift, scale, gate = mod[:, :width], mod[:, width : 2 * width], mod[:, 2 * width :]
+            z = layer_norm(h, ln_w, ln_b, FLOW_LAYER_NORM_EPS)
+            z = z * (1 + scale) + shift
+            z = silu(z @ w0.T + b0) @ w2.T + b2
+            h = h + gate * z
+        mod = act @ self.final_mod_w.T + self.final_mod_b  # [B, 2 · width]: shift, scale
+        z = layer_norm(h, None, None, FLOW_LAYER_NORM_EPS)
+        z = z * (1 + mod[:, width:]) + mod[:, :width]
+        return z @ self.final_w.T + self.final_b
 
     def _net(self, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Flow net on conditioning y [width] and input x [latent] → [latent]."""

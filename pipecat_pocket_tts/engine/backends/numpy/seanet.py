@@ -180,3 +180,28 @@ class SEANet:
                 x, state[slot] = layer(elu(x) if elu_first else x, state[slot])
                 slot += 1
         return x
+
+    def call_batch(self, x: np.ndarray, states: list[list[np.ndarray]]) -> np.ndarray:
+        """``__call__`` for B streams: x [B, T, C_in] → y [B, T', C_out]; updates each state."""
+        slot = 0
+
+        def run(layer, x: np.ndarray, activate: bool) -> np.ndarray:
+            nonlocal slot
+            if isinstance(layer, StreamingConv1d):
+                y, nexts = layer.call_batch(x, [state[slot] for state in states], activate)
+            else:
+                y, nexts = layer.call_batch(elu(x) if activate else x, [s[slot] for s in states])
+            for state, array in zip(states, nexts, strict=True):
+                state[slot] = array
+            slot += 1
+            return y
+
+        for elu_first, layer in self.steps:
+            if isinstance(layer, ResidualBlock):
+                h = run(layer.conv_in, x, True)
+                h = run(layer.conv_out, h, True)
+                h += x
+                x = h
+            else:
+                x = run(layer, x, elu_first)
+        return x

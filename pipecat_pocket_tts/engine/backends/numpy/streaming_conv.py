@@ -21,9 +21,14 @@ TAPS_MIN_FRAMES = 64  # from this many output frames, per-tap matmuls beat im2co
 
 
 def elu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """ELU (alpha 1) as expm1(min(x, 0)) + max(x, 0), written into ``out`` when given."""
+    """ELU (alpha 1) as exp(min(x, 0)) - 1 + max(x, 0), written into ``out`` when given.
+
+    ``exp`` - 1 rather than ``expm1``: NumPy's float32 exp is vectorized and ~8× faster, and
+    the difference (≤ 1 ulp of 1.0, ~6e-8 absolute) is far below float32 noise of the convs.
+    """
     out = np.minimum(x, 0.0, out=out)
-    np.expm1(out, out=out)
+    np.exp(out, out=out)
+    out -= np.float32(1.0)
     out += np.maximum(x, 0.0)
     return out
 
@@ -89,6 +94,41 @@ class StreamingConv1d:
                 padded[:hist] = history
             next_history = padded[t:].copy()
         return self._apply(padded, t // self.stride), next_history
+
+    def call_batch(
+        self, x: np.ndarray, histories: list[np.ndarray], activate: bool = False
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """``__call__`` for B streams: x [B, T, C_in], one history each → (y [B, T/stride,
+        C_out], next histories). Short inputs share one matmul (each weight read once)."""
+        batch, t = x.shape[0], x.shape[1]
+        hist = self.history
+        if t % self.stride:
+            raise ValueError(f"conv input length {t} is not a multiple of stride {self.stride}")
+        padded = np.empty((batch, hist + t, self.in_channels), dtype=np.float32)
+        if activate:
+            elu(x, out=padded[:, hist:])
+        else:
+            padded[:, hist:] = x
+        for b, history in enumerate(histories):
+            padded[b, :hist] = history
+        next_histories = [padded[b, t:].copy() for b in range(batch)] if hist else histories
+        n_out = t // self.stride
+        if n_out >= TAPS_MIN_FRAMES:  # long inputs: little to share, per-stream taps
+            return np.stack([self._apply(padded[b], n_out) for b in range(batch)]), next_histories
+        if self.kernel_size == 1 and self.stride == 1:
+            out = padded.reshape(batch * n_out, self.in_channels) @ self.matrix
+        else:
+            seq, row, item = padded.strides
+            windows = as_strided(
+                padded,
+                shape=(batch, n_out, self.kernel_size, self.in_channels),
+                strides=(seq, row * self.stride, row * self.dilation, item),
+                writeable=False,
+            )
+            out = windows.reshape(batch * n_out, self.kernel_size * self.in_channels) @ self.matrix
+        if self.bias is not None:
+            out += self.bias
+        return out.reshape(batch, n_out, self.out_channels), next_histories
 
     def _apply(self, padded: np.ndarray, n_out: int) -> np.ndarray:
         """padded [n_out·stride + history, C_in] (C-contiguous) → [n_out, C_out]."""
@@ -184,6 +224,32 @@ class StreamingConvTranspose1d:
         if self.bias is not None:
             y += self.bias
         return y, next_partial
+
+    def call_batch(
+        self, x: np.ndarray, partials: list[np.ndarray]
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """``__call__`` for B streams: x [B, T, C_in], one partial each → (y [B, T·stride,
+        C_out], next partials); dense blocks run as one matmul over all streams."""
+        batch, t = x.shape[0], x.shape[1]
+        s, c_out, blocks = self.stride, self.out_channels, self.blocks
+        if t * s < self.carried:
+            raise ValueError(f"ConvTranspose1d needs at least {self.carried} output frames")
+        rows = np.ascontiguousarray(x).reshape(batch * t, self.in_channels)
+        y = self._block(rows, 0).reshape(batch, t, s, c_out)
+        tail = np.zeros((batch, blocks - 1, s, c_out), dtype=np.float32)
+        for j in range(1, blocks):
+            contribution = self._block(rows, j).reshape(batch, t, s, c_out)
+            y[:, j:] += contribution[:, : t - j]
+            tail[:, :j] += contribution[:, t - j :]
+        y = y.reshape(batch, t * s, c_out)
+        carried = self.carried
+        tail = tail.reshape(batch, -1, c_out)
+        next_partials = [tail[b, :carried].copy() for b in range(batch)]
+        if carried:
+            y[:, :carried] += np.stack(partials)
+        if self.bias is not None:
+            y += self.bias
+        return y, next_partials
 
     def _block(self, x: np.ndarray, j: int) -> np.ndarray:
         """The outputs [T, stride, C_out] of taps j·stride … (j+1)·stride - 1 for x [T, C_in]."""

@@ -1,0 +1,104 @@
+"""Per-stream cost of each batched stage (FlowLM step, sampler, Mimi decode) against batch size.
+
+Full-size config, random weights, one BLAS thread (what a scheduler worker runs). Each stream
+has its own KV cache (a voice-sized prefill plus a text chunk, all at different lengths) and
+its own Mimi state. Usage:
+
+    python benchmarks/bench_batch_stages.py [--config english] [--sizes 1,2,4,8,16] [--frames 12]
+
+Prints CPU ms (of the calling thread) per call and per stream for every stage and B; the last
+column is the per-stream speed-up against B = 1. CPU time, not wall time, so other jobs on a
+shared machine move the figures less (memory bandwidth is still shared).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="english")
+    parser.add_argument("--sizes", default="1,2,4,8,16")
+    parser.add_argument("--frames", type=int, default=12, help="timed calls per stage and B")
+    return parser.parse_args()
+
+
+ARGS = parse_args()
+for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_variable] = "1"
+
+import numpy as np  # noqa: E402
+
+from pipecat_pocket_tts.devpack import random_weights  # noqa: E402
+from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend  # noqa: E402
+from pipecat_pocket_tts.engine.config import get_config  # noqa: E402
+
+
+def timed(call, repeats: int) -> float:
+    """Median CPU ms of this thread in ``call()`` over ``repeats`` runs (after a warm-up).
+
+    CPU time of the calling thread (BLAS runs single-threaded in it), not wall time: other
+    jobs on a shared machine then barely move the figures.
+    """
+    call()
+    times = []
+    for _ in range(repeats):
+        start = time.thread_time()
+        call()
+        times.append(1000 * (time.thread_time() - start))
+    return statistics.median(times)
+
+
+def main() -> None:
+    config = get_config(ARGS.config)
+    print(f"building random weights for {ARGS.config!r}…", flush=True)
+    backend = NumpyBackend(config, random_weights(config, seed=1))
+    sizes = [int(size) for size in ARGS.sizes.split(",")]
+    rng = np.random.default_rng(0)
+    d, latent_dim = config.flow_lm.transformer.d_model, config.flow_lm.latent_dim
+    head_dim = config.flow_lm.head_input_dim
+    rows = []
+    for batch in sizes:
+        # Streams at different KV lengths: 150…300 prefilled positions.
+        states = []
+        for b in range(batch):
+            state = backend.new_flow_state()
+            length = 150 + (150 * b) // max(1, batch - 1) if batch > 1 else 200
+            backend.prefill(state, rng.standard_normal((length, d)).astype(np.float32) * 0.1)
+            states.append(state)
+        latents = [rng.standard_normal(latent_dim).astype(np.float32) for _ in range(batch)]
+        hidden = rng.standard_normal((batch, head_dim)).astype(np.float32)
+        noise = rng.standard_normal((batch, latent_dim)).astype(np.float32)
+        mimi_states = [backend.new_mimi_state() for _ in range(batch)]
+        step_ms = timed(lambda s=states, x=latents: backend.step_batch(s, x), ARGS.frames)
+        sample_ms = timed(lambda h=hidden, n=noise: backend.sample_batch(h, n), ARGS.frames)
+        decode_ms = timed(lambda m=mimi_states, n=noise: backend.decode_batch(m, n), ARGS.frames)
+        rows.append((batch, step_ms, sample_ms, decode_ms))
+        print(f"  B={batch} done", flush=True)
+    base = {
+        name: rows[0][i + 1] / rows[0][0] for i, name in enumerate(("step", "sample", "decode"))
+    }
+    print(f"\n{ARGS.config}, 1 BLAS thread, median thread CPU time of {ARGS.frames} calls")
+    print(f"{'stage':<8}{'B':>4}{'ms/call':>10}{'ms/stream':>11}{'speed-up':>10}")
+    for batch, *times in rows:
+        for name, ms in zip(("step", "sample", "decode"), times, strict=True):
+            per = ms / batch
+            print(f"{name:<8}{batch:>4}{ms:>10.2f}{per:>11.2f}{base[name] / per:>9.1f}×")
+    print(f"{'total':<8}{'B':>4}")
+    for batch, *times in rows:
+        total = sum(times) / batch
+        print(
+            f"{'':<8}{batch:>4}{sum(times):>10.2f}{total:>11.2f}{sum(base.values()) / total:>9.1f}×"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,431 @@
+"""One scheduler per loaded model: a fixed pool of compute threads running batched ticks.
+
+Every session (and ``synthesize``/``stream``) on a model is a ``Stream`` of its scheduler.
+Each tick the scheduler takes every stream that needs work and runs each stage once for all:
+
+    FlowLM step_batch [B, d] → sample_batch [B, 32]   (streams that need their next latent)
+    decode_batch [B', 32]                              (latents of the previous tick)
+    prefill pieces                                     (text of streams starting a chunk)
+
+The three kinds of work are independent, so they run side by side on the pool's threads (BLAS
+single-threaded in each: no BLAS thread spins once the work ends). Streams join and leave at
+tick boundaries; ``Stream.cancel`` returns once the tick holding the stream is over (≤ one
+frame) and never delays the others.
+
+Deadlines: each stream's lead is the audio it has out ahead of a consumer playing in real time
+from its first frame. A stream more than ``max_lead`` seconds ahead sits out a tick while
+another is behind it; a stream's first frame goes first (its prefill is served before the
+others'); prefills are cut into pieces of at most ``PREFILL_PIECE_TOKENS`` while other streams
+are stepping, and run whole when nothing else does or every speaking stream has audio in
+hand. Admission: at most ``max_streams`` streams have work at once; later ones wait in order
+(logged; ``on_wait`` is called with each wait, under the scheduler's lock: keep it short and
+do not call the scheduler from it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .channel import usable_cores
+from .streams import ChunkJob, Notice, Stream
+from .ticks import PREFILL_PIECE_TOKENS, PREFILL_TOKENS_PER_TICK, TickPlan
+
+if TYPE_CHECKING:
+    from .backends.base import Backend
+
+logger = logging.getLogger(__name__)
+
+MAX_LEAD_SECONDS = 1.0
+"""Lead beyond which a stream waits while another stream is behind it."""
+
+_stream_ids = itertools.count()
+
+
+@dataclass(frozen=True)
+class AdmissionWait:
+    """A stream waiting for a slot (``waited`` None) or admitted after a wait (seconds)."""
+
+    stream: str
+    position: int  # 1 = next in line (0 once admitted)
+    active: int
+    waited: float | None = None
+
+
+@dataclass(frozen=True)
+class SchedulerStats:
+    """A snapshot: streams with work, streams waiting for a slot, ticks run, threads working."""
+
+    active: int
+    waiting: int
+    ticks: int
+    busy_threads: int
+    threads: int
+
+
+class _Tick:
+    """The work of one tick, as tasks any pool thread may run; ``wait`` until all are done."""
+
+    def __init__(self, tasks: list[Callable[[], None]]) -> None:
+        self._tasks = deque(tasks)
+        self._left = len(tasks)
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        if not tasks:
+            self._done.set()
+
+    def take(self) -> Callable[[], None] | None:
+        with self._lock:
+            return self._tasks.popleft() if self._tasks else None
+
+    def finished_one(self) -> None:
+        with self._lock:
+            self._left -= 1
+            if self._left == 0:
+                self._done.set()
+
+    def wait(self) -> None:
+        self._done.wait()
+
+
+class Scheduler:
+    """The compute pool of one backend, shared by all its streams."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        threads: int | None = None,
+        max_streams: int | None = None,
+        max_lead: float = MAX_LEAD_SECONDS,
+        on_wait: Callable[[AdmissionWait], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if threads is not None and threads < 1:
+            raise ValueError(f"scheduler threads must be at least 1, got {threads}")
+        if max_streams is not None and max_streams < 1:
+            raise ValueError(f"max_streams must be at least 1, got {max_streams}")
+        self.backend = backend
+        self.threads = threads or usable_cores()
+        self.max_streams = max_streams
+        self.max_lead = max_lead
+        self._on_wait = on_wait
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._active: list[Stream] = []
+        self._waiting: deque[Stream] = deque()
+        self._ticks = 0
+        self._busy = 0  # pool threads running a task
+        self._in_tick = False
+        self._closed = False
+        self._pool: list[threading.Thread] = []
+        self._tasks: queue.SimpleQueue[_Tick | None] = queue.SimpleQueue()
+        self._blas_limit: Any = None
+
+    # -- streams ------------------------------------------------------------------------
+    def open_stream(
+        self,
+        on_output: Callable[[Any], None],
+        on_error: Callable[[BaseException], None],
+        *,
+        seed: int | None = None,
+        name: str | None = None,
+    ) -> Stream:
+        """A new stream (idle until its first job) with its own random generator."""
+        name = name or f"pocket-tts-stream-{next(_stream_ids)}"
+        return Stream(self.backend, name, on_output, on_error, seed=seed)
+
+    def submit(self, stream: Stream, job: ChunkJob | Notice) -> None:
+        """Queue a chunk or a notice on a stream (thread-safe); it runs in order."""
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("this scheduler is closed")
+            if stream.stopped:
+                return
+            stream.jobs.append(job)
+            self._request_slot(stream)
+            self._start_pool()
+            self._cond.notify_all()
+
+    def cancel(self, stream: Stream) -> None:
+        """Drop the stream's work; return once no computation of it runs (≤ one tick)."""
+        with self._cond:
+            self._stop(stream)
+            if threading.current_thread() not in self._pool:
+                while stream.busy:
+                    self._cond.wait()
+        with stream.delivery:  # an output being handed over finishes first; no more follow
+            pass
+
+    def stats(self) -> SchedulerStats:
+        with self._cond:
+            return SchedulerStats(
+                len(self._active), len(self._waiting), self._ticks, self._busy, len(self._pool)
+            )
+
+    def wait_parked(self, timeout: float | None = None) -> bool:
+        """Wait until no stream has work and every pool thread is parked (True), or timeout."""
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: not self._active and not self._in_tick and self._busy == 0, timeout
+            )
+
+    def close(self) -> None:
+        """Stop the pool threads (streams with work are cancelled)."""
+        with self._cond:
+            self._closed = True
+            for stream in [*self._active, *self._waiting]:
+                self._stop(stream)
+            self._cond.notify_all()
+            pool = list(self._pool)
+        for _ in pool[1:]:
+            self._tasks.put(None)
+        for thread in pool:
+            if thread is not threading.current_thread():
+                thread.join()
+        if self._blas_limit is not None:
+            self._blas_limit.restore_original_limits()
+            self._blas_limit = None
+
+    # -- admission (under the lock) -------------------------------------------------------
+    def _request_slot(self, stream: Stream) -> None:
+        if stream.admitted or stream in self._waiting:
+            return
+        if self.max_streams is None or len(self._active) < self.max_streams:
+            stream.admitted = True
+            self._active.append(stream)
+            return
+        stream.waiting_since = self._clock()
+        self._waiting.append(stream)
+        event = AdmissionWait(stream.name, len(self._waiting), len(self._active))
+        logger.info(
+            "%s waits for a slot: %d streams speak (max_streams=%d), %d in line",
+            stream.name,
+            len(self._active),
+            self.max_streams,
+            len(self._waiting),
+        )
+        self._notify_wait(event)
+
+    def _release_slot(self, stream: Stream) -> None:
+        if stream in self._waiting:
+            self._waiting.remove(stream)
+        if stream.admitted:
+            stream.admitted = False
+            self._active.remove(stream)
+        while self._waiting and (self.max_streams is None or len(self._active) < self.max_streams):
+            admitted = self._waiting.popleft()
+            admitted.admitted = True
+            self._active.append(admitted)
+            waited = self._clock() - (admitted.waiting_since or self._clock())
+            logger.info("%s admitted after waiting %.2f s", admitted.name, waited)
+            self._notify_wait(AdmissionWait(admitted.name, 0, len(self._active), waited))
+
+    def _notify_wait(self, event: AdmissionWait) -> None:
+        if self._on_wait is not None:
+            try:
+                self._on_wait(event)
+            except Exception:
+                logger.exception("the scheduler's on_wait hook failed")
+
+    def _stop(self, stream: Stream) -> None:
+        stream.stop()
+        self._release_slot(stream)
+        self._cond.notify_all()
+
+    # -- the pool -----------------------------------------------------------------------
+    def _start_pool(self) -> None:
+        if self._pool:
+            return
+        self._limit_blas()
+        self._pool = [
+            threading.Thread(target=self._coordinate, name="pocket-tts-scheduler", daemon=True)
+        ]
+        self._pool += [
+            threading.Thread(target=self._serve, name=f"pocket-tts-compute-{i}", daemon=True)
+            for i in range(1, self.threads)
+        ]
+        for thread in self._pool:
+            thread.start()
+
+    def _limit_blas(self) -> None:
+        """One BLAS thread per call: the pool's threads are the parallelism."""
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:  # pragma: no cover - a dependency; BLAS then keeps its threads
+            logger.warning("threadpoolctl is missing: BLAS keeps its own threads")
+            return
+        self._blas = ThreadpoolController()
+        self._blas_limit = self._blas.limit(limits=1, user_api="blas")
+
+    def _wide_blas(self) -> contextlib.AbstractContextManager[Any]:
+        """BLAS on every pool thread's core for one call, while the other threads are idle."""
+        if self._blas_limit is None:
+            return contextlib.nullcontext()
+        return self._blas.limit(limits=self.threads, user_api="blas")
+
+    def _serve(self) -> None:
+        """A compute thread: run tasks of the current tick until told to stop."""
+        while (tick := self._tasks.get()) is not None:
+            self._run_tasks(tick)
+
+    def _run_tasks(self, tick: _Tick) -> None:
+        while (task := tick.take()) is not None:
+            with self._cond:
+                self._busy += 1
+            try:
+                task()
+            finally:
+                with self._cond:
+                    self._busy -= 1
+                    self._cond.notify_all()
+                tick.finished_one()
+
+    def _coordinate(self) -> None:
+        """The first pool thread: plan a tick, run it with the others, apply its results."""
+        while True:
+            with self._cond:
+                while not self._closed and not any(s.has_work for s in self._active):
+                    self._cond.wait()
+                if self._closed:
+                    return
+                plan = TickPlan(
+                    self.backend, self._active, self._clock(), self.threads, self.max_lead
+                )
+                self._in_tick = True
+            outputs: list[tuple[Stream, list[Any]]] = list(plan.early_outputs)
+            failed = dict(plan.early_failures)
+            try:
+                self._run_tick(plan)
+                with self._cond:
+                    results, tick_failures = plan.apply(self._clock())
+                outputs += results
+                failed.update(tick_failures)
+            except Exception as exc:  # a scheduler bug: fail the tick's streams, keep serving
+                logger.exception("a scheduler tick failed")
+                failed.update((stream, exc) for stream in plan.streams)
+            with self._cond:
+                for stream, error in failed.items():
+                    if not stream.stopped:
+                        self._stop(stream)
+                        outputs.append((stream, [error]))
+                self._ticks += 1
+                for stream in plan.streams:
+                    stream.busy = False
+                for stream in list(self._active):
+                    if not stream.has_work:
+                        stream.went_idle()
+                        self._release_slot(stream)
+                self._in_tick = False
+                self._cond.notify_all()
+            _deliver(outputs)
+
+    def _run_tick(self, plan: TickPlan) -> None:
+        """Run the plan's tasks on the pool (this thread included); return when all are done."""
+        if len(plan.tasks) == 1 and self.threads > 1:
+            with self._wide_blas():  # a lone task (a first prefill or step): every core
+                self._run_tasks(_Tick(plan.tasks))
+        elif plan.tasks:
+            tick = _Tick(plan.tasks)
+            for _ in range(min(len(plan.tasks), len(self._pool)) - 1):
+                self._tasks.put(tick)
+            self._run_tasks(tick)
+            tick.wait()
+
+
+def _deliver(outputs: list[tuple[Stream, list[Any]]]) -> None:
+    """Hand frames, notices and errors to their streams' callbacks (outside the lock)."""
+    for stream, items in outputs:
+        with stream.delivery:
+            for item in items:
+                if stream.stopped and not isinstance(item, BaseException):
+                    continue  # cancelled meanwhile (or failed): no more frames come out
+                try:
+                    if isinstance(item, BaseException):
+                        stream.on_error(item)
+                    else:
+                        stream.on_output(item)
+                except Exception:
+                    logger.exception("the output callback of %s failed", stream.name)
+
+
+class SessionLink:
+    """A session's end of its model's scheduler: utterances in, frames and markers out.
+
+    Frames and notices go into the session's frame channel in order (``finish`` closes it
+    after the last frame); ``on_failure`` gets the error that stopped the stream, which then
+    also ends the channel. The random generator (``seed``) belongs to the stream, as it
+    belongs to a session. ``done``: utterances whose last frame is out.
+    """
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        seed: int | None,
+        channel: Any,
+        on_failure: Callable[[BaseException], None],
+        name: str | None = None,
+    ) -> None:
+        self._scheduler = scheduler
+        self._channel = channel
+        self._on_failure = on_failure
+        self.done = 0
+        self._stream = scheduler.open_stream(self._output, self._failed, seed=seed, name=name)
+
+    def speak(
+        self, utterance_index: int, chunks: list[Any], voice_state: Any, settings: Any, seed: Any
+    ) -> None:
+        """Queue an utterance's prepared chunks (``seed``: restart the generator first)."""
+        last = len(chunks) - 1
+        for i, plan in enumerate(chunks):
+            job = ChunkJob(
+                plan, voice_state, settings, utterance_index, i, i == last, seed if i == 0 else None
+            )
+            self._scheduler.submit(self._stream, job)
+
+    def notice(self, item: Any) -> None:
+        """Put ``item`` (a marker) in the channel after every frame queued before it."""
+        self._scheduler.submit(self._stream, Notice(item))
+
+    def finish(self) -> None:
+        """Close the channel after every frame queued so far."""
+        self._scheduler.submit(self._stream, Notice(_FINISH))
+
+    def cancel(self) -> None:
+        """Drop everything; return once no computation of this stream runs."""
+        self._scheduler.cancel(self._stream)
+
+    def _output(self, item: Any) -> None:
+        if item is _FINISH:
+            self._channel.close()
+        elif self._channel.put(item) and getattr(item, "is_last_in_utterance", False):
+            self.done += 1
+
+    def _failed(self, error: BaseException) -> None:
+        self._on_failure(error)
+        self._channel.close(error)
+
+
+_FINISH: Any = object()
+
+
+__all__ = [
+    "MAX_LEAD_SECONDS",
+    "PREFILL_PIECE_TOKENS",
+    "PREFILL_TOKENS_PER_TICK",
+    "AdmissionWait",
+    "ChunkJob",
+    "Notice",
+    "Scheduler",
+    "SchedulerStats",
+    "SessionLink",
+    "Stream",
+]

@@ -1,0 +1,183 @@
+"""One tick of the scheduler: which streams step, decode and prefill; the tasks; the results.
+
+A ``TickPlan`` is built and applied under the scheduler's lock. Its tasks run outside the lock,
+on any pool thread, and each touches only the states of the streams it was given (a stream is
+in at most one task per stage), so they run side by side:
+
+    step{i}:     FlowLM step_batch + sample_batch for a group of streams
+    decode{i}:   Mimi decode_batch of the latents the previous tick sampled
+    prefill-*:   one stream's next prefill piece
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .backends.base import Backend
+    from .streams import Stream
+
+PREFILL_PIECE_TOKENS = 16
+"""Largest prefill piece of one stream in a tick while other streams are stepping."""
+PREFILL_TOKENS_PER_TICK = 32
+"""Prefill tokens, over all streams, one busy tick takes on."""
+PREFILL_SLACK_SECONDS = 0.4
+"""Lead every speaking stream has when a new utterance's whole prefill may go in one tick."""
+
+
+class TickPlan:
+    """Which streams step, decode and prefill this tick; its tasks; applying their results."""
+
+    def __init__(
+        self, backend: Backend, active: list[Stream], now: float, threads: int, max_lead: float
+    ) -> None:
+        self._backend = backend
+        self.early_outputs: list[tuple[Stream, list[Any]]] = []
+        self.early_failures: dict[Stream, BaseException] = {}
+        candidates = []
+        for stream in active:
+            if stream.stopped:
+                continue
+            try:
+                due = stream.next_run()  # embeds the next chunk's text
+            except Exception as exc:
+                self.early_failures[stream] = exc
+                continue
+            if due:
+                self.early_outputs.append((stream, due))
+            if stream.has_work:
+                candidates.append(stream)
+        leads = {stream: stream.lead(now) for stream in candidates}
+        # First frames first, then the stream nearest to running dry.
+        candidates.sort(key=lambda s: (s.started, leads[s]))
+        anyone_behind = any(leads[s] <= max_lead for s in candidates)
+
+        def may_compute(stream: Stream) -> bool:
+            return leads[stream] <= max_lead or not anyone_behind
+
+        stepping = [s for s in candidates if s.wants_step and may_compute(s)]
+        decoding = [s for s in candidates if s.wants_decode]
+        # Idle, or every speaking stream has audio in hand: a new utterance's text is
+        # prefilled whole (its first frame sooner). Otherwise prefills go in small pieces.
+        slack = min((leads[s] for s in stepping if s.started), default=None)
+        roomy = slack is None or slack >= PREFILL_SLACK_SECONDS
+        budget = None if not stepping else PREFILL_TOKENS_PER_TICK
+        self.prefills: list[tuple[Stream, int]] = []
+        for stream in candidates:
+            if not (stream.wants_prefill and may_compute(stream)):
+                continue
+            assert stream.run is not None
+            tokens = stream.run.prefill_left
+            if budget is not None and not (roomy and not stream.started):
+                tokens = min(tokens, PREFILL_PIECE_TOKENS, budget)
+                if tokens <= 0:
+                    break
+                budget -= tokens
+            self.prefills.append((stream, tokens))
+        # Mimi decode is compute-bound (batching saves little) and costs about twice a batched
+        # step per stream: cut it into more, smaller tasks so the threads finish together.
+        step_groups = 1 if threads <= 2 else threads // 2
+        self.step_parts = _split(stepping, step_groups)
+        self.decode_parts = _split(decoding, max(1, 2 * threads - step_groups))
+        self.streams = {*stepping, *decoding, *(s for s, _ in self.prefills)}
+        for stream in self.streams:
+            stream.busy = True
+        self._results: dict[str, Any] = {}
+        self.tasks = self._tasks()
+
+    def _tasks(self) -> list[Callable[[], None]]:
+        tasks: list[Callable[[], None]] = []
+        for i, part in enumerate(self.step_parts):
+            inputs = [(s.run.state, s.run.previous, s.noise()) for s in part]  # type: ignore[union-attr]
+            tasks.append(self._task(f"step{i}", self._step, inputs))
+        for i, part in enumerate(self.decode_parts):
+            latents = np.stack([s.next_decode() for s in part])
+            tasks.append(self._task(f"decode{i}", self._decode, [s.mimi for s in part], latents))
+        for stream, tokens in self.prefills:
+            run = stream.run
+            assert run is not None
+            piece = run.prefill_piece(tokens)
+            tasks.append(self._task(f"prefill-{stream.name}", self._prefill, run.state, piece))
+        return tasks
+
+    def _task(self, key: str, function: Callable[..., Any], *args: Any) -> Callable[[], None]:
+        def task() -> None:
+            try:
+                self._results[key] = function(*args)
+            except Exception as exc:
+                self._results[key] = exc
+
+        return task
+
+    def _step(self, inputs: list[tuple[Any, Any, np.ndarray]]) -> list[Any]:
+        """FlowLM step then sampler for a group → per stream (StepOutput, latent) or error.
+
+        When the batched call fails, each stream is retried alone, so only the streams
+        whose own step fails get the error (a failed step changes no state).
+        """
+        backend = self._backend
+        try:
+            outs = backend.step_batch([i[0] for i in inputs], [i[1] for i in inputs])
+            hidden = np.stack([out.hidden for out in outs])
+            latents = backend.sample_batch(hidden, np.stack([i[2] for i in inputs]))
+            return list(zip(outs, latents, strict=True))
+        except Exception:
+            if len(inputs) == 1:
+                raise
+        results: list[Any] = []
+        for state, previous, noise in inputs:
+            try:
+                out = backend.step(state, previous)
+                results.append((out, backend.sample(out.hidden, noise)))
+            except Exception as exc:
+                results.append(exc)
+        return results
+
+    def _decode(self, states: list[Any], latents: np.ndarray) -> np.ndarray:
+        return self._backend.decode_batch(states, latents)
+
+    def _prefill(self, state: Any, piece: np.ndarray) -> None:
+        self._backend.prefill(state, piece)
+
+    def apply(
+        self, now: float
+    ) -> tuple[list[tuple[Stream, list[Any]]], dict[Stream, BaseException]]:
+        """Hand each stream its results (dropped for stopped streams) → (outputs to deliver,
+        streams that failed with their error)."""
+        out: dict[Stream, list[Any]] = {}
+        failed: dict[Stream, BaseException] = {}
+        for i, part in enumerate(self.step_parts):
+            result = self._results.get(f"step{i}")
+            for j, stream in enumerate(part):
+                item = result if isinstance(result, BaseException) else result[j]
+                if isinstance(item, BaseException):
+                    failed[stream] = item
+                elif not stream.stopped:
+                    stream.stepped(*item)
+        for i, part in enumerate(self.decode_parts):
+            result = self._results.get(f"decode{i}")
+            for j, stream in enumerate(part):
+                if isinstance(result, BaseException):
+                    failed[stream] = result
+                elif not stream.stopped:
+                    out.setdefault(stream, []).append(stream.decoded(result[j], now))
+                    out[stream] += stream.due_notices()
+        for stream, tokens in self.prefills:
+            result = self._results.get(f"prefill-{stream.name}")
+            if isinstance(result, BaseException):
+                failed[stream] = result
+            elif not stream.stopped and stream.run is not None:
+                stream.run.prefilled(tokens)
+        return list(out.items()), failed
+
+
+def _split(streams: list[Stream], groups: int) -> list[list[Stream]]:
+    """Streams cut into at most ``groups`` contiguous, non-empty parts."""
+    if not streams:
+        return []
+    groups = min(groups, len(streams))
+    size = -(-len(streams) // groups)
+    return [streams[i : i + size] for i in range(0, len(streams), size)]

@@ -1,0 +1,360 @@
+"""The scheduler through its stream interface: batched audio equals solo audio per stream,
+streams joining and leaving, cancel, failures, the thread pool, parking, admission, deadlines.
+
+Everything waits on events or conditions; the reference is a today's per-session Session.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+from reference_fixtures import snr_db
+
+from pipecat_pocket_tts.engine import PocketTTS
+from pipecat_pocket_tts.engine.errors import ContextOverflowError
+from pipecat_pocket_tts.engine.scheduler import AdmissionWait, ChunkJob, Notice, Scheduler
+from pipecat_pocket_tts.engine.synthesis import GenerationSettings, TextPlanner
+
+MIN_SNR_DB = 60.0
+TEXTS = [
+    ["Hello there, this is the first stream.", "It says a second thing too."],
+    ["A different voice speaks here, rather longer than the others do today."],
+    ["Short one."],
+    ["The fourth stream talks.", "Then it talks again.", "And a third time."],
+]
+END = "end"
+WAIT = 60.0  # hang guard only: every wait returns as soon as its condition holds
+
+
+@dataclass
+class Collector:
+    """A stream's outputs; events for the end, errors and a frame count."""
+
+    frames: list = field(default_factory=list)
+    notices: list = field(default_factory=list)
+    errors: list = field(default_factory=list)
+    ended: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Condition = field(default_factory=threading.Condition)
+
+    def output(self, item) -> None:
+        with self.lock:
+            if isinstance(item, str):
+                self.notices.append(item)
+                if item == END:
+                    self.ended.set()
+            else:
+                self.frames.append(item)
+            self.lock.notify_all()
+
+    def error(self, exc: BaseException) -> None:
+        with self.lock:
+            self.errors.append(exc)
+            self.ended.set()
+            self.lock.notify_all()
+
+    def wait_frames(self, n: int) -> None:
+        with self.lock:
+            assert self.lock.wait_for(lambda: len(self.frames) >= n or self.ended.is_set(), WAIT)
+
+    def audio(self) -> np.ndarray:
+        return np.concatenate([f.samples for f in self.frames])
+
+
+def jobs_for(tts: PocketTTS, texts, *, voice=None, temperature=None, seed=None):
+    planner = TextPlanner(tts.config, tts.tokenizer)
+    settings = GenerationSettings(
+        temperature=tts.config.default_temperature if temperature is None else temperature,
+        eos_threshold=tts.config.default_eos_threshold,
+    )
+    voice_state = tts.voice_state(voice)
+    jobs = []
+    for u, text in enumerate(texts):
+        chunks = planner.plan(text)
+        for c, plan in enumerate(chunks):
+            first = u == 0 and c == 0
+            jobs.append(
+                ChunkJob(
+                    plan, voice_state, settings, u, c, c == len(chunks) - 1, seed if first else None
+                )
+            )
+    return jobs
+
+
+def solo(tts: PocketTTS, texts, *, voice=None, temperature=None, seed=None):
+    """Today's per-session path: the frames of one session speaking ``texts``."""
+    session = tts.session(voice=voice, temperature=temperature)
+    for u, text in enumerate(texts):
+        session.enqueue(text, seed=seed if u == 0 else None)
+    session.finish()
+    return list(session)
+
+
+def start(scheduler, tts, texts, *, voice=None, temperature=None, seed=None, end=True, tap=None):
+    """A stream speaking ``texts`` (``tap`` sees every output first) and its collector."""
+    collector = Collector()
+
+    def output(item) -> None:
+        if tap is not None:
+            tap(item)
+        collector.output(item)
+
+    stream = scheduler.open_stream(output, collector.error)
+    for job in jobs_for(tts, texts, voice=voice, temperature=temperature, seed=seed):
+        scheduler.submit(stream, job)
+    if end:
+        scheduler.submit(stream, Notice(END))
+    return stream, collector
+
+
+def assert_same_audio(frames, reference) -> None:
+    assert len(frames) == len(reference)
+    for got, want in zip(frames, reference, strict=True):
+        assert (got.utterance_index, got.chunk_index, got.frame_index) == (
+            want.utterance_index,
+            want.chunk_index,
+            want.frame_index,
+        )
+        assert got.is_last_in_utterance == want.is_last_in_utterance
+    got = np.concatenate([f.samples for f in frames])
+    want = np.concatenate([f.samples for f in reference])
+    assert snr_db(want, got) >= MIN_SNR_DB
+
+
+@pytest.fixture
+def scheduler(engine_tts):
+    scheduler = Scheduler(engine_tts.backend, threads=2)
+    yield scheduler
+    scheduler.close()
+
+
+STREAMS = [
+    {"texts": TEXTS[0], "seed": 1},
+    {"texts": TEXTS[1], "seed": 2, "voice": "marius"},
+    {"texts": TEXTS[2], "seed": 3, "temperature": 0.0},
+    {"texts": TEXTS[3], "seed": 4},
+]
+
+
+def test_streams_joining_at_different_frames_sound_as_alone(engine_tts, scheduler):
+    running = []
+    for i, spec in enumerate(STREAMS):
+        running.append(start(scheduler, engine_tts, **spec))
+        if i < len(STREAMS) - 1:
+            running[-1][1].wait_frames(2 + i)  # the next one joins mid-way
+    for (_, collector), spec in zip(running, STREAMS, strict=True):
+        assert collector.ended.wait(WAIT)
+        assert not collector.errors
+        assert collector.notices == [END]
+        assert_same_audio(collector.frames, solo(engine_tts, **spec))
+    assert scheduler.wait_parked(WAIT)
+
+
+def test_notices_come_out_after_the_frames_before_them(engine_tts, scheduler):
+    order = []
+    collector = Collector()
+
+    def output(item):
+        order.append(item if isinstance(item, str) else "frame")
+        collector.output(item)
+
+    stream = scheduler.open_stream(output, collector.error)
+    first, second = jobs_for(engine_tts, ["One thing.", "Another thing."], seed=5)
+    scheduler.submit(stream, Notice("before"))
+    scheduler.submit(stream, first)
+    scheduler.submit(stream, Notice("middle"))
+    scheduler.submit(stream, second)
+    scheduler.submit(stream, Notice(END))
+    assert collector.ended.wait(WAIT)
+    assert order[0] == "before" and order[-1] == END
+    middle = order.index("middle")
+    frames_first = sum(1 for f in collector.frames if f.utterance_index == 0)
+    assert order[1:middle] == ["frame"] * frames_first
+
+
+def test_cancelling_one_stream_mid_batch_leaves_the_others_unchanged(engine_tts, scheduler):
+    running = [start(scheduler, engine_tts, **spec) for spec in STREAMS[:3]]
+    victim, victim_out = running[1]
+    victim_out.wait_frames(3)
+    scheduler.cancel(victim)
+    frames_at_cancel = len(victim_out.frames)
+    for i in (0, 2):
+        assert running[i][1].ended.wait(WAIT)
+        assert_same_audio(running[i][1].frames, solo(engine_tts, **STREAMS[i]))
+    assert len(victim_out.frames) == frames_at_cancel  # nothing after cancel returned
+    assert not victim_out.ended.is_set()
+    assert scheduler.wait_parked(WAIT)
+
+
+def test_one_streams_failure_does_not_stop_the_others(engine_tts, engine_small_pack_dir):
+    other_model = PocketTTS.load("english", backend="numpy", model_dir=engine_small_pack_dir)
+    scheduler = Scheduler(engine_tts.backend, threads=2)
+    try:
+        good = [start(scheduler, engine_tts, **spec) for spec in (STREAMS[0], STREAMS[3])]
+        # A voice state of another model: its prefill fails in the scheduler.
+        bad_voice = Collector()
+        stream = scheduler.open_stream(bad_voice.output, bad_voice.error)
+        (job, *_) = jobs_for(engine_tts, ["Words."])
+        wrong = ChunkJob(job.plan, other_model.voice_state(), job.settings, 0, 0, True)
+        scheduler.submit(stream, wrong)
+        # A voice state with no room left: context overflow.
+        full = engine_tts.voice_state().copy()
+        full_state = full.copy(capacity=full.position + 2)
+        overflow = Collector()
+        stream = scheduler.open_stream(overflow.output, overflow.error)
+        scheduler.submit(stream, ChunkJob(job.plan, full_state, job.settings, 0, 0, True))
+        # Token ids the model has no embedding for: the text embedding fails.
+        bad_ids = Collector()
+        stream = scheduler.open_stream(bad_ids.output, bad_ids.error)
+        bad_plan = dataclasses.replace(job.plan, token_ids=np.array([10**6]))
+        scheduler.submit(stream, ChunkJob(bad_plan, job.voice_state, job.settings, 0, 0, True))
+        for collector in (bad_voice, overflow, bad_ids):
+            assert collector.ended.wait(WAIT)
+            assert len(collector.errors) == 1
+        assert isinstance(overflow.errors[0], ContextOverflowError)
+        for (_, collector), spec in zip(good, (STREAMS[0], STREAMS[3]), strict=True):
+            assert collector.ended.wait(WAIT)
+            assert not collector.errors
+            assert_same_audio(collector.frames, solo(engine_tts, **spec))
+    finally:
+        scheduler.close()
+
+
+def test_threads_are_the_pool_and_park_after_the_last_cancel(engine_endless_tts):
+    before = {t.ident for t in threading.enumerate()}
+    scheduler = Scheduler(engine_endless_tts.backend, threads=2)
+    try:
+        running = [
+            start(scheduler, engine_endless_tts, [text], seed=i, end=False)
+            for i, text in enumerate(["A long text that never ends."] * 6)
+        ]
+        for _, collector in running:
+            collector.wait_frames(2)
+        new = [t for t in threading.enumerate() if t.ident not in before]
+        assert len(new) == 2  # six streams, the pool's two threads
+        assert scheduler.stats().threads == 2
+        for stream, _ in running:
+            scheduler.cancel(stream)
+        assert scheduler.wait_parked(WAIT)  # no stream, no tick, no task running
+        stats = scheduler.stats()
+        assert (stats.active, stats.busy_threads) == (0, 0)
+    finally:
+        scheduler.close()
+    assert all(not t.is_alive() for t in new)
+
+
+def test_admission_waits_in_order_and_says_so(engine_tts):
+    events: list[AdmissionWait] = []
+    scheduler = Scheduler(engine_tts.backend, threads=2, max_streams=1, on_wait=events.append)
+    try:
+        order: list[int] = []
+        lock = threading.Lock()
+        running = []
+        for i, spec in enumerate(STREAMS[:3]):
+
+            def tap(item, i=i):
+                with lock:
+                    if not order or order[-1] != i:
+                        order.append(i)
+
+            running.append(start(scheduler, engine_tts, **spec, tap=tap))
+        for _, collector in running:
+            assert collector.ended.wait(WAIT)
+        assert order == [0, 1, 2]  # one at a time, in arrival order
+        waits = [e for e in events if e.waited is None]
+        admits = [e for e in events if e.waited is not None]
+        assert [e.position for e in waits][:2] == [1, 2]
+        assert [e.stream for e in admits] == [running[1][0].name, running[2][0].name]
+        for (_, collector), spec in zip(running, STREAMS[:3], strict=True):
+            assert_same_audio(collector.frames, solo(engine_tts, **spec))
+    finally:
+        scheduler.close()
+
+
+class FrozenClock:
+    """Time stands still: a stream's lead is exactly the audio it has out."""
+
+    def __call__(self) -> float:
+        return 100.0
+
+
+def test_a_stream_far_ahead_waits_while_a_new_one_starts(engine_endless_tts):
+    scheduler = Scheduler(engine_endless_tts.backend, threads=2, clock=FrozenClock())
+    try:
+        ahead_stream, ahead = start(
+            scheduler, engine_endless_tts, ["A long text that goes on."], seed=1, end=False
+        )
+        ahead.wait_frames(20)  # 1.6 s of lead
+        new_stream, new = start(
+            scheduler, engine_endless_tts, ["Another long text here."], seed=2, end=False
+        )
+        new.wait_frames(1)
+        with ahead.lock:
+            frames_when_new_started = len(ahead.frames)
+        new.wait_frames(10)  # 0.8 s: still behind the 1 s limit
+        with ahead.lock:
+            # at most the one frame already in the pipeline when the new stream arrived
+            assert len(ahead.frames) <= frames_when_new_started + 1
+        new.wait_frames(20)
+        scheduler.cancel(ahead_stream)
+        scheduler.cancel(new_stream)
+    finally:
+        scheduler.close()
+
+
+class PrefillSpy:
+    """The backend, recording the size of every prefill call."""
+
+    def __init__(self, backend) -> None:
+        self._backend = backend
+        self.prefills: list[int] = []
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+    def prefill(self, state, embeddings) -> None:
+        self.prefills.append(len(embeddings))
+        self._backend.prefill(state, embeddings)
+
+
+class StepClock:
+    """Time moves on a frame's worth at every look: no stream ever gets ahead."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 0.08
+        return self.now
+
+
+LONG_TEXT = "This sentence has a good many words in it, so that its prefill is long."
+
+
+@pytest.mark.parametrize(("clock", "whole"), [(FrozenClock(), True), (StepClock(), False)])
+def test_a_new_utterance_is_prefilled_whole_when_the_others_have_audio_in_hand(
+    engine_endless_tts, clock, whole
+):
+    spy = PrefillSpy(engine_endless_tts.backend)
+    scheduler = Scheduler(spy, threads=2, clock=clock)
+    try:
+        first, first_out = start(scheduler, engine_endless_tts, [LONG_TEXT], seed=1, end=False)
+        first_out.wait_frames(10)  # frozen clock: 0.8 s in hand; step clock: none
+        (job,) = jobs_for(engine_endless_tts, [LONG_TEXT])
+        tokens = job.plan.num_tokens
+        assert tokens > 16
+        spy.prefills.clear()
+        second, second_out = start(scheduler, engine_endless_tts, [LONG_TEXT], seed=2, end=False)
+        second_out.wait_frames(1)
+        if whole:
+            assert spy.prefills == [tokens]
+        else:
+            assert len(spy.prefills) > 1 and max(spy.prefills) <= 16
+            assert sum(spy.prefills) == tokens
+        scheduler.cancel(first)
+        scheduler.cancel(second)
+    finally:
+        scheduler.close()
