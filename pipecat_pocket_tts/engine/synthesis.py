@@ -22,10 +22,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .audio import fade_in
+from .backends.base import AttentionProbe
 from .config import FRAME_SIZE, SAMPLE_RATE
 from .errors import UnknownLanguageError
 from .text.normalize import checked_lexicon, normalize_text, resolve_language
 from .text.prepare import ChunkStream, PreparedChunk, TextPreparer
+from .text.words import CallerWord, ChunkUnits, WordMapper, caller_words, chunk_units, token_spans
+from .timestamps import Heads
+from .word_timing import Word
 
 if TYPE_CHECKING:
     from .backends.base import Backend, FlowState, MimiState
@@ -48,6 +52,7 @@ class AudioFrame:
     chunk_index: int  # 0-based within its utterance
     utterance_index: int  # which enqueue call (0 for synthesize/stream)
     is_last_in_utterance: bool
+    words: tuple[Word, ...] = ()  # words completed by this frame (with timestamps on)
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,7 @@ class LatentFrame:
     latent: np.ndarray  # [latent_dim] float32, normalized space
     frame_index: int
     is_last: bool  # last frame of its chunk
+    attention: np.ndarray | None = None  # [heads, chunk tokens] logits when heads were probed
 
 
 def draw_noise(rng: np.random.Generator, temperature: float, dim: int) -> np.ndarray:
@@ -89,18 +95,25 @@ def generate_chunk(
     settings: GenerationSettings,
     rng: np.random.Generator,
     cancelled: Callable[[], bool],
+    heads: Heads | None = None,
 ) -> Iterator[LatentFrame]:
     """The latents of one chunk, one per frame, until EOS + frames_after_eos or the limit.
 
     ``voice_state`` is copied, never changed. The first step is BOS (``step(state, None)``);
     an EOS logit above the threshold counts from frame ``MIN_FRAMES_BEFORE_EOS`` on; after EOS
     at step e the chunk ends before step e + frames_after_eos (upstream's rule). ``cancelled``
-    is checked before every step and between the step and the sampler.
+    is checked before every step and between the step and the sampler. ``heads`` (on a backend
+    that ``supports_attention_probe``): each frame carries those heads' attention logits over
+    the chunk's text tokens.
     """
     if cancelled():
         return
     state = voice_state.copy()
+    text_start = state.position
     backend.prefill(state, backend.embed_text(plan.token_ids))
+    probe = None
+    if heads and backend.supports_attention_probe:
+        probe = AttentionProbe(tuple(heads), text_start, state.position)
     limit = frame_limit(plan, settings, state.capacity - state.position)
     after_eos = max(1, plan.frames_after_eos)
     latent_dim = backend.config.flow_lm.latent_dim
@@ -110,7 +123,11 @@ def generate_chunk(
     for index in range(limit):
         if cancelled():
             return
-        out = backend.step(state, previous)
+        out = (
+            backend.step(state, previous)
+            if probe is None
+            else backend.step(state, previous, probe=probe)
+        )  # type: ignore[call-arg]
         if (
             eos_step is None
             and index >= MIN_FRAMES_BEFORE_EOS
@@ -121,7 +138,12 @@ def generate_chunk(
         if cancelled():
             return
         latent = backend.sample(out.hidden, draw_noise(rng, settings.temperature, latent_dim))
-        yield LatentFrame(latent=latent, frame_index=index, is_last=index + 1 >= stop_at)
+        yield LatentFrame(
+            latent=latent,
+            frame_index=index,
+            is_last=index + 1 >= stop_at,
+            attention=out.attention,
+        )
         if index + 1 >= stop_at:
             return
         previous = latent
@@ -194,6 +216,22 @@ class TextPlanner:
         if normalize:
             text = normalize_text(text, self.text_language, lexicon=lexicon)
         return self.preparer.split(text, continues_sentence=continues_sentence)
+
+    def words(
+        self, text: str, *, normalize: bool = True, lexicon: Mapping[str, str] | None = None
+    ) -> list[CallerWord]:
+        """The caller's words of ``text``, each with the keys of its spoken form."""
+        if not normalize:
+            return caller_words(text)
+        language = self.text_language
+        lexicon = checked_lexicon(lexicon)
+        return caller_words(text, lambda word: normalize_text(word, language, lexicon=lexicon))
+
+    def units(self, chunk: PreparedChunk, mapper: WordMapper) -> ChunkUnits:
+        """The text units of a prepared chunk, its lexical words mapped to caller words."""
+        ids = [int(i) for i in chunk.token_ids]
+        spans = token_spans(self.preparer.tokenizer.decode, ids, chunk.text)
+        return chunk_units(chunk.text, spans, mapper)
 
     def stream(
         self, *, normalize: bool = True, lexicon: Mapping[str, str] | None = None

@@ -45,6 +45,21 @@ class StepOutput:
 
     hidden: np.ndarray  # [head_input_dim] float32: input of the sampler and EOS heads
     eos_logit: float
+    attention: np.ndarray | None = None  # [probe heads, probe positions] logits, if probed
+
+
+@dataclass(frozen=True)
+class AttentionProbe:
+    """Which attention logits a step should also return (for word timestamps).
+
+    ``heads``: (layer, query head) pairs, 0-based; positions ``[start, end)`` of the sequence
+    (a chunk's text tokens). The step returns, per pair, q·k/√head_dim of its query at the new
+    position against those keys: [len(heads), end - start] float32, before any softmax.
+    """
+
+    heads: tuple[tuple[int, int], ...]
+    start: int
+    end: int
 
 
 @dataclass
@@ -84,6 +99,9 @@ class Backend(ABC):
 
         Raises ``ContextOverflowError`` when position + n exceeds the capacity.
         """
+
+    #: Whether ``step`` takes ``probe=AttentionProbe(...)`` (else timestamps are estimated).
+    supports_attention_probe: bool = False
 
     @abstractmethod
     def step(self, state: FlowState, latent: np.ndarray | None) -> StepOutput:

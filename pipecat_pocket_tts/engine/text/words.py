@@ -22,6 +22,7 @@ when a letter or digit follows: "twenty-six", "don't".
 from __future__ import annotations
 
 import difflib
+import itertools
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -206,7 +207,7 @@ class WordMapper:
         bounds: list[tuple[int, int | None]] = [(-1, self._cursor - 1)]
         bounds += [(a, owner_of[b]) for a, b in anchors]
         bounds.append((n, None))
-        for (left, left_owner), (right, right_owner) in zip(bounds, bounds[1:], strict=False):
+        for (left, left_owner), (right, right_owner) in itertools.pairwise(bounds):
             gap = range(left + 1, right)
             if not gap:
                 continue
@@ -226,7 +227,9 @@ class WordMapper:
             weights = np.array([max(1, len(self.words[w].keys)) for w in candidates], float)
             edges = np.cumsum(weights) / weights.sum() * len(gap)
             for j, s in enumerate(gap):
-                owners[s] = candidates[min(int(np.searchsorted(edges, j + 0.5)), len(candidates) - 1)]
+                owners[s] = candidates[
+                    min(int(np.searchsorted(edges, j + 0.5)), len(candidates) - 1)
+                ]
 
     def _next_spoken(self, start: int) -> list[int]:
         """[the first caller word from ``start`` on that has a spoken form] (or [])."""
@@ -306,9 +309,7 @@ def chunk_units(
     )
 
 
-def overlap_matrix(
-    token_spans: Sequence[tuple[int, int]], units: Sequence[TextUnit]
-) -> np.ndarray:
+def overlap_matrix(token_spans: Sequence[tuple[int, int]], units: Sequence[TextUnit]) -> np.ndarray:
     """[tokens, units] share of each token's characters in each unit (rows sum to 1 or 0)."""
     if not token_spans or not units:
         return np.zeros((len(token_spans), len(units)), np.float32)
@@ -333,7 +334,9 @@ def token_spans(decode: Callable[[Sequence[int]], str], ids: Sequence[int], text
     previous = ""
     for k in range(len(ids)):
         decoded = decode(list(ids[: k + 1]))
-        common = len(previous) if decoded.startswith(previous) else _common_prefix(previous, decoded)
+        common = (
+            len(previous) if decoded.startswith(previous) else _common_prefix(previous, decoded)
+        )
         added = decoded[common:]
         previous = decoded
         begin = end = None
@@ -344,11 +347,9 @@ def token_spans(decode: Callable[[Sequence[int]], str], ids: Sequence[int], text
                 cursor += 1
             if cursor >= len(text):
                 break
-            if char != _UNKNOWN_PIECE and not _same_char(char, text[cursor]):
-                # a compatibility form that decodes to several characters: stay put unless
-                # the text character is done
-                if begin is not None and _same_char(char, text[cursor - 1]):
-                    continue
+            mismatch = char != _UNKNOWN_PIECE and not _same_char(char, text[cursor])
+            if mismatch and begin is not None and _same_char(char, text[cursor - 1]):
+                continue  # a compatibility form decoding to several characters
             begin = cursor if begin is None else begin
             cursor += 1
             end = cursor

@@ -15,7 +15,7 @@ import numpy as np
 
 from ...config import ModelConfig
 from ...errors import CloningUnavailableError, VoiceFileError
-from ..base import Backend, StepOutput, VoiceKV
+from ..base import AttentionProbe, Backend, StepOutput, VoiceKV
 from .flowlm import CHUNK_POSITIONS, DEFAULT_CAPACITY, FlowLM, KVCache
 from .mimi import Mimi, MimiDecoderState
 from .sampler import Sampler
@@ -66,8 +66,12 @@ class NumpyBackend(Backend):
     def prefill(self, state: KVCache, embeddings: np.ndarray) -> None:
         self.flow_lm.prefill(state, embeddings)
 
-    def step(self, state: KVCache, latent: np.ndarray | None) -> StepOutput:
-        return self.flow_lm.step(state, latent)
+    supports_attention_probe = True
+
+    def step(
+        self, state: KVCache, latent: np.ndarray | None, probe: AttentionProbe | None = None
+    ) -> StepOutput:
+        return self.flow_lm.step(state, latent, probe)
 
     def sample(self, hidden: np.ndarray, noise: np.ndarray) -> np.ndarray:
         return self.sampler.sample(hidden, noise)

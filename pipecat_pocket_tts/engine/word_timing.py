@@ -1,0 +1,139 @@
+"""The caller's words of one utterance with their times, as its frames are decoded.
+
+``UtteranceWords`` runs a ``ChunkAligner`` per chunk and turns the chunks' word-unit times into
+``Word``s of the caller's text: a caller word spans its first unit's start to its last unit's end
+(across chunks when a chunk boundary falls inside its spoken form). A word is released on the
+frame where it is complete (its end known), in order, once. A caller word with a spoken form
+that the chunks did not contain (text the tokenizer could not say) is released with the end
+time of the word before it and ``estimated=True``; words with no spoken form at all (markdown,
+emoji) are not words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .config import FRAME_RATE
+from .text.words import CallerWord, ChunkUnits
+from .timestamps import ChunkAligner, UnitTiming
+
+
+@dataclass(frozen=True)
+class Word:
+    """One word of the caller's text and when it is heard."""
+
+    text: str  # as the caller wrote it ("$12.50.")
+    index: int  # 0-based among the utterance's words
+    start: float  # seconds from the start of the utterance's audio
+    end: float
+    session_start: float  # the same on the session's audio clock
+    session_end: float
+    estimated: bool  # spread by length, not read from the model's attention
+
+
+class UtteranceWords:
+    """Word times of one utterance, fed chunk by chunk and frame by frame."""
+
+    def __init__(
+        self,
+        words: Sequence[CallerWord],
+        *,
+        session_offset: float = 0.0,
+        frame_rate: float = FRAME_RATE,
+    ) -> None:
+        self._words = words  # may grow while the utterance runs (streamed text)
+        self._offset = session_offset
+        self._frame_seconds = 1.0 / frame_rate
+        self._aligner: ChunkAligner | None = None
+        self._chunk_start = 0  # utterance frame where the current chunk starts
+        self._frames = 0  # frames of the utterance so far
+        self._spans: dict[int, list] = {}  # caller word → [start, end, estimated] (frames)
+        self._next = 0  # first caller word not released
+        self._released = 0
+        self._last_end = 0.0
+
+    def start_chunk(self, units: ChunkUnits, *, attention: bool) -> None:
+        """The next frames belong to a chunk with these units (attention: logits will come)."""
+        self._aligner = ChunkAligner(units, attention=attention)
+        self._chunk_start = self._frames
+
+    def frame(
+        self, samples: np.ndarray, logits: np.ndarray | None, *, last_in_chunk: bool
+    ) -> tuple[Word, ...]:
+        """One decoded frame of the current chunk → the words it completes."""
+        if self._aligner is None:
+            raise RuntimeError("start_chunk() must come before the chunk's frames")
+        timings = self._aligner.frame(samples, logits)
+        self._frames += 1
+        out = self._take(timings)
+        if last_in_chunk:
+            out += self._end_chunk()
+        return tuple(out)
+
+    def finish(self) -> tuple[Word, ...]:
+        """The utterance ended (or was cut): release every word still held."""
+        out: list[Word] = []
+        if self._aligner is not None:
+            out += self._end_chunk()
+        out += self._release(len(self._words))
+        return tuple(out)
+
+    # ------------------------------------------------------------------------- internals
+    def _end_chunk(self) -> list[Word]:
+        assert self._aligner is not None
+        aligner, self._aligner = self._aligner, None
+        out = self._take(aligner.finish())
+        held = aligner.units.open_word
+        known = [w for w in self._spans if w != held]
+        if known:
+            out += self._release(max(known) + 1)
+        return out
+
+    def _take(self, timings: list[UnitTiming]) -> list[Word]:
+        assert self._aligner is not None
+        units = self._aligner.units.units
+        out: list[Word] = []
+        for timing in timings:
+            word = units[timing.unit].word
+            assert word is not None
+            if word < self._next:
+                continue  # a word already released (a continuation after a cut)
+            out += self._release(word)
+            start = self._chunk_start + timing.start
+            end = self._chunk_start + timing.end
+            span = self._spans.setdefault(word, [start, end, timing.estimated])
+            span[0], span[1] = min(span[0], start), max(span[1], end)
+            span[2] = span[2] or timing.estimated
+        return out
+
+    def _release(self, limit: int) -> list[Word]:
+        """Release the caller words before ``limit``, in order."""
+        out = []
+        for index in range(self._next, min(limit, len(self._words))):
+            span = self._spans.pop(index, None)
+            if span is None:
+                if not self._words[index].keys:
+                    continue  # markup: not a word
+                span = [self._last_end, self._last_end, True]
+            start, end = span[0] * self._frame_seconds, span[1] * self._frame_seconds
+            out.append(
+                Word(
+                    text=self._words[index].text,
+                    index=self._released,
+                    start=start,
+                    end=end,
+                    session_start=self._offset + start,
+                    session_end=self._offset + end,
+                    estimated=bool(span[2]),
+                )
+            )
+            self._released += 1
+            self._last_end = span[1]
+        self._next = max(self._next, min(limit, len(self._words)))
+        return out
+
+
+__all__ = ["UtteranceWords", "Word"]

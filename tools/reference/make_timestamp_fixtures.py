@@ -1,0 +1,148 @@
+"""Word-timestamp fixtures from pocket-tts-timestamped 1.4.0 on the reference fixtures' weights.
+
+Run in a venv with torch 2.13.0 CPU and the peer (``pip install -e '.[timestamps-reference]'``,
+or ``pip install torch==2.13.0`` then ``pip install pocket-tts-timestamped==1.4.0``), offline:
+
+    /tmp/tsvenv/bin/python tools/reference/make_timestamp_fixtures.py [family ...]
+
+For each family of tests/fixtures/reference/ (its config.json, model.safetensors and
+tokenizer.model, i.e. the same random weights as every parity test) the peer is built with the
+heads of ``HEADS`` below (the tiny models have too few layers for any shipped head table), its
+voice state is prefilled from the family's ``voice_raw``, and ``generate_audio_with_timestamps``
+runs on each text of ``TEXTS`` at temperature 0 with EOS disabled (threshold 1e9: every chunk
+runs its whole frame budget, so the fixture does not hang on where random weights put EOS).
+
+Written to tests/fixtures/reference/<family>/timestamps.json: per text, per chunk, the prepared
+text, token ids, the peer's units (begin, end, is_word, synthetic), its per-frame unit scores
+and voiced flags, and its words with start/end frames (times / 80 ms). Byte-identical on re-runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import safetensors.torch
+import torch
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures" / "reference"
+FRAME_SECONDS = 0.08
+
+#: (layer, query head) pairs per family, chosen to exist in each tiny model.
+HEADS = {
+    "tiny_lsd": [[1, 2], [0, 1]],
+    "tiny_small": [[2, 3], [1, 0]],  # grouped-query attention: kv heads 1 and 0
+    "tiny_inner512": [[1, 0]],
+}
+TEXTS = [
+    "It costs $12.50 for 3 apples, not 4.",
+    "The quick brown fox jumps over the lazy dog. Then it runs far away into the woods, "
+    "where nobody can find it again.",
+]
+
+
+def build_peer(family: str, work: Path):
+    """The peer's TTSModel with the family's config, heads and weights."""
+    from pocket_tts_timestamped import TTSModel
+
+    folder = FIXTURES / family
+    config = json.loads((folder / "config.json").read_text())
+    config = copy.deepcopy(config)
+    config["flow_lm"]["lookup_table"]["tokenizer"] = "sentencepiece"
+    config["flow_lm"]["lookup_table"]["tokenizer_path"] = str(folder / "tokenizer.model")
+    config["timestamp_heads"] = [{"layer": layer, "head": head} for layer, head in HEADS[family]]
+    path = work / f"{family}.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    torch.manual_seed(0)
+    model = TTSModel.load_model(config=path)
+    state = safetensors.torch.load_file(str(folder / "model.safetensors"))
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if unexpected or [k for k in missing if "freqs" not in k]:
+        raise RuntimeError(f"{family}: weights do not fit: {missing} {unexpected}")
+    model.eval()
+    model.temp = 0.0
+    model.eos_threshold = 1e9
+    return model
+
+
+class _Recorder:
+    """Wraps the peer's WordAlignment to record the unit scores and voicing of every frame."""
+
+    def __init__(self) -> None:
+        self.chunks: list[dict] = []
+
+    def install(self):
+        from pocket_tts_timestamped.models import tts_model
+        from pocket_tts_timestamped.timestamps import alignment
+
+        recorder = self
+        original = alignment.WordAlignment
+
+        class Recording(original):  # type: ignore[misc, valid-type]
+            def __init__(self, units):
+                super().__init__(units)
+                self._record = {
+                    "units": [
+                        [u.chunk_begin, u.chunk_end, u.is_word, u.synthetic] for u in units
+                    ],
+                    "scores": [],
+                    "voiced": [],
+                }
+                recorder.chunks.append(self._record)
+
+            def process_frame(self, scores, voiced, frame_start):
+                self._record["scores"].append([float(x) for x in scores.tolist()])
+                self._record["voiced"].append(bool(voiced))
+                return super().process_frame(scores, voiced, frame_start)
+
+        tts_model.WordAlignment = Recording
+
+
+def record(family: str, work: Path) -> dict:
+    model = build_peer(family, work)
+    stages = np.load(FIXTURES / family / "stages.npz")
+    voice = torch.from_numpy(stages["voice_raw"].astype(np.float32))[None, :]
+    voice_state = model.get_state_for_audio_prompt(voice)
+    recorder = _Recorder()
+    recorder.install()
+    out = []
+    for text in TEXTS:
+        recorder.chunks.clear()
+        prepared = model._prepare_text_chunks(text, 50, None)
+        result = model.generate_audio_with_timestamps(voice_state, text)
+        frames = result.audio.shape[-1] // model.mimi.frame_size
+        chunks = []
+        for (chunk_text, _), rec in zip(prepared, recorder.chunks, strict=True):
+            ids = model.flow_lm.conditioner.prepare(chunk_text)[0].tolist()
+            chunks.append({"text": chunk_text, "token_ids": ids, **rec})
+        words = [
+            [w.word, round(w.start_time / FRAME_SECONDS, 6), round(w.end_time / FRAME_SECONDS, 6)]
+            for w in result.words
+        ]
+        out.append({"text": text, "frames": frames, "chunks": chunks, "words": words})
+    return {"heads": HEADS[family], "texts": out}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("families", nargs="*", default=sorted(HEADS))
+    args = parser.parse_args(argv)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for family in args.families:
+            data = record(family, Path(tmp))
+            path = FIXTURES / family / "timestamps.json"
+            path.write_text(json.dumps(data, indent=None, separators=(",", ":")) + "\n")
+            print(f"{family}: {path} ({path.stat().st_size} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
