@@ -1,0 +1,154 @@
+"""The caller's words followed through normalization, chunking and tokenization."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pipecat_pocket_tts.engine.text.normalize import normalize_text
+from pipecat_pocket_tts.engine.text.words import (
+    TextUnit,
+    WordMapper,
+    caller_words,
+    chunk_units,
+    lexical_keys,
+    lexical_spans,
+    overlap_matrix,
+    token_spans,
+)
+
+
+def english(word: str) -> str:
+    return normalize_text(word, "english")
+
+
+def owners_of(text: str, spoken: str | None = None, chunks: list[str] | None = None):
+    """Caller word text per spoken lexical word, mapping chunk by chunk."""
+    words = caller_words(text, english)
+    mapper = WordMapper()
+    mapper.add(words)
+    spoken = spoken if spoken is not None else normalize_text(text, "english")
+    pieces = chunks or [spoken]
+    out = []
+    for piece in pieces:
+        keys = lexical_keys(piece)
+        mapped = mapper.map(keys)
+        out += [(k, None if o is None else words[o].text) for k, o in zip(keys, mapped.owners)]
+    return out
+
+
+def test_lexical_words_join_hyphens_and_apostrophes_only_between_letters():
+    text = "don't stop - twenty-six rock'n'roll 3.14 naïve"
+    assert [text[b:e] for b, e in lexical_spans(text)] == [
+        "don't",
+        "stop",
+        "twenty-six",
+        "rock'n'roll",
+        "3",
+        "14",
+        "naïve",
+    ]
+
+
+def test_money_is_one_caller_word_spanning_its_spoken_form():
+    pairs = owners_of("It costs $12.50.")
+    assert pairs == [
+        ("it", "It"),
+        ("costs", "costs"),
+        ("twelve", "$12.50."),
+        ("dollars", "$12.50."),
+        ("and", "$12.50."),
+        ("fifty", "$12.50."),
+        ("cents", "$12.50."),
+    ]
+
+
+def test_context_dependent_forms_go_to_the_words_between_matches():
+    # "2026" alone reads "twenty twenty-six" and "Nov" alone stays "Nov"; in context the
+    # date becomes "November thirtieth, twenty twenty-six": still the right caller words.
+    pairs = owners_of("Meet at 3:45 pm on Nov 30, 2026 please.")
+    owners = dict(pairs)
+    assert owners["november"] == "Nov"
+    assert owners["thirtieth"] == "30,"
+    assert owners["twenty-six"] == "2026"
+    assert owners["please"] == "please."
+    assert [o for _, o in pairs][-1] == "please."
+
+
+def test_markdown_and_emoji_are_not_words_and_sub_shows_its_written_form():
+    words = caller_words('**Bold** # claim <sub alias="en vidia">NVDA</sub> 😀', english)
+    assert [(w.text, w.keys) for w in words] == [
+        ("**Bold**", ("bold",)),
+        ("#", ()),
+        ("claim", ("claim",)),
+        ("NVDA", ("en", "vidia")),
+        ("😀", ()),
+    ]
+
+
+def test_sub_alias_with_spaces_stays_one_word():
+    words = caller_words('say <sub alias="World Wide Web">WWW</sub>, please', english)
+    assert [w.text for w in words] == ["say", "WWW,", "please"]
+    assert words[1].keys == ("world", "wide", "web")
+
+
+def test_a_word_cut_between_chunks_keeps_its_owner_on_both_sides():
+    pairs = owners_of(
+        "It costs $12.50 today.",
+        chunks=["It costs twelve dollars", "and fifty cents today."],
+    )
+    assert [o for _, o in pairs] == ["It", "costs"] + ["$12.50"] * 5 + ["today."]
+
+
+def test_words_the_tokenizer_dropped_are_reported_unspoken():
+    words = caller_words("Hello 日本 world", english)
+    mapper = WordMapper()
+    mapper.add(words)
+    mapped = mapper.map(["hello", "world"])
+    assert mapped.owners == (0, 2)
+    assert mapped.unspoken == (1,)
+
+
+def test_streamed_words_map_as_they_arrive():
+    mapper = WordMapper()
+    mapper.add(caller_words("One two three.", english))
+    assert mapper.map(["one", "two", "three"]).owners == (0, 1, 2)
+    mapper.add(caller_words("Four five.", english))
+    assert mapper.map(["four", "five"]).owners == (3, 4)
+
+
+def test_units_mark_prepare_s_punctuation_synthetic_and_written_punctuation_not():
+    mapper = WordMapper()
+    mapper.add(caller_words("hello there", english))
+    text = "Hello there."
+    units = chunk_units(text, [(0, 5), (5, 11), (11, 12)], mapper)
+    assert [(u.begin, u.end, u.word, u.synthetic) for u in units.units] == [
+        (0, 5, 0, False),
+        (6, 11, 1, False),
+        (11, 12, None, True),
+    ]
+    mapper = WordMapper()
+    mapper.add(caller_words("hello there.", english))
+    units = chunk_units(text, [(0, 5), (5, 11), (11, 12)], mapper)
+    assert units.units[-1].synthetic is False
+
+
+def test_overlap_matrix_shares_a_token_between_the_units_it_covers():
+    units = [TextUnit(0, 4, 0), TextUnit(4, 5, None)]
+    matrix = overlap_matrix([(0, 2), (2, 5), (5, 5)], units)
+    np.testing.assert_allclose(matrix, [[1, 0], [2 / 3, 1 / 3], [0, 0]])
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["        Hello world.", "It costs 12.50, ok?", "Über café — naïve 3.14!"],
+)
+def test_token_spans_cover_each_token_s_characters(sp_model_path, text):
+    from pipecat_pocket_tts.engine.text.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer.from_file(sp_model_path)
+    ids = [int(i) for i in tokenizer.encode(text)]
+    spans = token_spans(tokenizer.decode, ids, text)
+    assert len(spans) == len(ids)
+    covered = "".join(text[b:e] for b, e in spans)
+    assert covered == "".join(text.split())  # every visible character once, in order
