@@ -68,7 +68,7 @@ class UtteranceWords:
             raise RuntimeError("start_chunk() must come before the chunk's frames")
         timings = self._aligner.frame(samples, logits)
         self._frames += 1
-        out = self._take(timings)
+        out = self._take(timings, self._aligner.units)
         if last_in_chunk:
             out += self._end_chunk()
         return tuple(out)
@@ -85,16 +85,15 @@ class UtteranceWords:
     def _end_chunk(self) -> list[Word]:
         assert self._aligner is not None
         aligner, self._aligner = self._aligner, None
-        out = self._take(aligner.finish())
+        out = self._take(aligner.finish(), aligner.units)
         held = aligner.units.open_word
         known = [w for w in self._spans if w != held]
         if known:
             out += self._release(max(known) + 1)
         return out
 
-    def _take(self, timings: list[UnitTiming]) -> list[Word]:
-        assert self._aligner is not None
-        units = self._aligner.units.units
+    def _take(self, timings: list[UnitTiming], chunk: ChunkUnits) -> list[Word]:
+        units = chunk.units
         out: list[Word] = []
         for timing in timings:
             word = units[timing.unit].word

@@ -45,8 +45,8 @@ FAMILIES = ("tiny_lsd", "tiny_small", "tiny_inner512")
 HEADS_PER_FAMILY = 2
 TEXTS = [
     "It costs 12.50 for 3 apples, not 4.",
-    "The quick brown fox jumps over the lazy dog. Then it runs far away into the woods, "
-    "where nobody can find it again.",
+    "The quick brown fox jumps over the lazy dog. Then it runs far away into the woods. "
+    "Nobody can find it there again.",
 ]
 
 
