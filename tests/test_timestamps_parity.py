@@ -128,7 +128,9 @@ def test_word_frames_match_the_peer(family, which):
         for t in timings:
             if not t.estimated:
                 unit = units.units[t.unit]
-                our_words.append([chunk.text[unit.begin : unit.end], offset + t.start, offset + t.end])
+                our_words.append(
+                    [chunk.text[unit.begin : unit.end], offset + t.start, offset + t.end]
+                )
     peer_words = [[w, s, e] for w, s, e in reference["words"]]
     # The peer names a word by its source spelling, we by the chunk's (capitalized) one.
     assert [[w.lower(), s, e] for w, s, e in our_words] == [

@@ -33,7 +33,10 @@ def owners_of(text: str, spoken: str | None = None, chunks: list[str] | None = N
     for piece in pieces:
         keys = lexical_keys(piece)
         mapped = mapper.map(keys)
-        out += [(k, None if o is None else words[o].text) for k, o in zip(keys, mapped.owners)]
+        out += [
+            (k, None if o is None else words[o].text)
+            for k, o in zip(keys, mapped.owners, strict=True)
+        ]
     return out
 
 

@@ -65,3 +65,7 @@ class EmptyTextError(PocketTTSError, ValueError):
 
 class LexiconError(PocketTTSError, ValueError):
     """A pronunciation lexicon that is not a mapping of non-blank strings to strings."""
+
+
+class TimestampsFormatError(PocketTTSError, ValueError):
+    """A word-timestamps file name whose extension is not .json, .srt or .vtt."""

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 SILENCE_RMS = 1e-3
 """A frame whose RMS is at most this is quiet."""
 
+_SILENCE_RMS_F32 = float(np.float32(SILENCE_RMS))  # the threshold as float32 holds it (peer)
+
 NEXT_WORD_ATTENTION = 1e-3
 """Below this score the open word gives way to any later word that scores above it."""
 
@@ -80,7 +82,7 @@ def heads_fit(heads: Heads, config: ModelConfig) -> bool:
 def is_voiced(samples: np.ndarray) -> bool:
     """Whether a frame of audio [n] is louder than ``SILENCE_RMS``."""
     x = np.asarray(samples, np.float32).reshape(-1)
-    return x.size > 0 and float(x @ x) > SILENCE_RMS**2 * x.size
+    return x.size > 0 and float(x @ x) > _SILENCE_RMS_F32**2 * x.size
 
 
 def unit_scores(logits: np.ndarray, token_to_unit: np.ndarray) -> np.ndarray:
