@@ -155,3 +155,17 @@ def test_token_spans_cover_each_token_s_characters(sp_model_path, text):
     assert len(spans) == len(ids)
     covered = "".join(text[b:e] for b, e in spans)
     assert covered == "".join(text.split())  # every visible character once, in order
+
+
+def test_streamed_caller_words_complete_at_whitespace_and_never_inside_a_sub_element():
+    from pipecat_pocket_tts.engine.text.words import CallerWordStream
+
+    stream = CallerWordStream(english)
+    pieces = ["Hel", "lo wor", "ld, <", 'sub alias="x y">W', "WW</sub> ok", "ay. It", " costs $3"]
+    released = [[w.text for w in stream.push(p)] for p in pieces]
+    assert released == [[], ["Hello"], ["world,"], [], ["WWW"], ["okay."], ["It", "costs"]]
+    rest = stream.flush()
+    assert [w.text for w in rest] == ["$3"]
+    assert rest[0].keys == ("three", "dollars")
+    whole = "Hello world, " + '<sub alias="x y">WWW</sub> okay. It costs $3'
+    assert rest[0].begin == whole.index("$3")

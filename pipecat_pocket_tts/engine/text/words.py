@@ -121,6 +121,45 @@ def _caller_word(raw: str, begin: int, spoken: Callable[[str], str] | None) -> C
     )
 
 
+class CallerWordStream:
+    """``caller_words`` on text that arrives in fragments (LLM tokens).
+
+    ``push`` returns the words that became complete (whitespace after them, never inside an
+    unclosed ``<sub>`` element); ``flush`` the rest. Word offsets count from the first push.
+    """
+
+    _OPEN_SUB = re.compile(r"<(?:s(?:ub?)?)?$|<sub\b(?:(?!</sub\s*>).){0,2600}$", re.I | re.S)
+
+    def __init__(self, spoken: Callable[[str], str] | None = None) -> None:
+        self._spoken = spoken
+        self._pending = ""
+        self._offset = 0  # caller-text offset of _pending
+
+    def push(self, text: str) -> list[CallerWord]:
+        self._pending += text
+        cut = self._last_complete_end(self._pending)
+        return self._take(cut)
+
+    def flush(self) -> list[CallerWord]:
+        return self._take(len(self._pending))
+
+    def _last_complete_end(self, text: str) -> int:
+        held = self._OPEN_SUB.search(text)
+        limit = held.start() if held else len(text)
+        cut = limit
+        while cut > 0 and not text[cut - 1].isspace():
+            cut -= 1
+        return cut
+
+    def _take(self, cut: int) -> list[CallerWord]:
+        if cut <= 0:
+            return []
+        words = caller_words(self._pending[:cut], self._spoken, offset=self._offset)
+        self._pending = self._pending[cut:]
+        self._offset += cut
+        return words
+
+
 @dataclass(frozen=True)
 class MappedChunk:
     """What ``WordMapper.map`` found for one chunk's lexical words."""
@@ -372,6 +411,7 @@ def _common_prefix(a: str, b: str) -> int:
 
 __all__ = [
     "CallerWord",
+    "CallerWordStream",
     "ChunkUnits",
     "MappedChunk",
     "TextUnit",
