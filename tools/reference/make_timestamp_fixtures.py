@@ -98,7 +98,7 @@ class _Recorder:
                 recorder.chunks.append(self._record)
 
             def process_frame(self, scores, voiced, frame_start):
-                self._record["scores"].append([float(x) for x in scores.tolist()])
+                self._record["scores"].append(_floats(scores.numpy()))
                 self._record["voiced"].append(bool(voiced))
                 return super().process_frame(scores, voiced, frame_start)
 
@@ -176,12 +176,17 @@ def pointer_cases(texts: list[dict], frames: int = 60) -> list[dict]:
         cases.append(
             {
                 "units": chunk["units"],
-                "scores": scores.tolist(),
+                "scores": [_floats(row) for row in scores],
                 "voiced": voiced,
                 "events": events,
             }
         )
     return cases
+
+
+def _floats(values: np.ndarray) -> list[float]:
+    """float32 values as the shortest decimals that read back to the same float32."""
+    return [float(repr(np.float32(v)).removeprefix("np.float32(").rstrip(")")) for v in values]
 
 
 def _event(event) -> list:
