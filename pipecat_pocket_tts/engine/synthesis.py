@@ -27,7 +27,15 @@ from .config import FRAME_SIZE, SAMPLE_RATE
 from .errors import UnknownLanguageError
 from .text.normalize import checked_lexicon, normalize_text, resolve_language
 from .text.prepare import ChunkStream, PreparedChunk, TextPreparer
-from .text.words import CallerWord, ChunkUnits, WordMapper, caller_words, chunk_units, token_spans
+from .text.words import (
+    CallerWord,
+    CallerWordStream,
+    ChunkUnits,
+    WordMapper,
+    caller_words,
+    chunk_units,
+    token_spans,
+)
 from .timestamps import Heads
 from .word_timing import Word
 
@@ -221,11 +229,30 @@ class TextPlanner:
         self, text: str, *, normalize: bool = True, lexicon: Mapping[str, str] | None = None
     ) -> list[CallerWord]:
         """The caller's words of ``text``, each with the keys of its spoken form."""
+        return caller_words(text, self._spoken_form(normalize, lexicon))
+
+    def word_stream(
+        self, *, normalize: bool = True, lexicon: Mapping[str, str] | None = None
+    ) -> CallerWordStream:
+        """``words`` for text arriving in fragments (``Session.feed``)."""
+        return CallerWordStream(self._spoken_form(normalize, lexicon))
+
+    def _spoken_form(
+        self, normalize: bool, lexicon: Mapping[str, str] | None
+    ) -> Callable[[str], str] | None:
+        """One word → its spoken form on its own (memoized per call site), or None."""
         if not normalize:
-            return caller_words(text)
+            return None
         language = self.text_language
         lexicon = checked_lexicon(lexicon)
-        return caller_words(text, lambda word: normalize_text(word, language, lexicon=lexicon))
+        forms: dict[str, str] = {}
+
+        def spoken(word: str) -> str:
+            if word not in forms:
+                forms[word] = normalize_text(word, language, lexicon=lexicon)
+            return forms[word]
+
+        return spoken
 
     def units(self, chunk: PreparedChunk, mapper: WordMapper) -> ChunkUnits:
         """The text units of a prepared chunk, its lexical words mapped to caller words."""
