@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -169,3 +171,77 @@ def test_streamed_caller_words_complete_at_whitespace_and_never_inside_a_sub_ele
     assert rest[0].keys == ("three", "dollars")
     whole = "Hello world, " + '<sub alias="x y">WWW</sub> okay. It costs $3'
     assert rest[0].begin == whole.index("$3")
+
+
+# -- whole text path: every caller word with a spoken form comes out once, in order -----------
+PIECES = [
+    "Hello",
+    "world,",
+    "$12.50",
+    "3:45",
+    "pm",
+    "Nov",
+    "30,",
+    "2026",
+    "**bold**",
+    "#",
+    "-",
+    "😀",
+    "日本",
+    "Dr.",
+    "U.S.",
+    "twenty-six",
+    "don't",
+    "50%",
+    "1,000,000",
+    "e.g.",
+    "(see",
+    "below).",
+    '<sub alias="en vidia">NVDA</sub>',
+    "—",
+    "ok?",
+    "supercalifragilisticexpialidociousnessmadelongerstill",
+]
+
+
+@pytest.fixture(scope="module")
+def planner(sp_model_path):
+    from pipecat_pocket_tts.engine.config import get_config
+    from pipecat_pocket_tts.engine.synthesis import TextPlanner
+    from pipecat_pocket_tts.engine.text.tokenizer import Tokenizer
+
+    return TextPlanner(get_config("english"), Tokenizer.from_file(sp_model_path))
+
+
+def _timed_words(planner, text: str, attention: bool, seed: int):
+    from pipecat_pocket_tts.engine.word_timing import UtteranceWords
+
+    rng = np.random.default_rng(seed)
+    mapper = WordMapper()
+    mapper.add(planner.words(text))
+    words = UtteranceWords(mapper.words)
+    out = []
+    for chunk in planner.plan(text):
+        units = planner.units(chunk, mapper)
+        words.start_chunk(units, attention=attention)
+        frames = int(rng.integers(3, 30))
+        for f in range(frames):
+            samples = rng.standard_normal(1920).astype(np.float32) * rng.choice([0.0, 0.1])
+            logits = rng.standard_normal((2, chunk.num_tokens)).astype(np.float32) * 3
+            out += words.frame(samples, logits, last_in_chunk=f == frames - 1)
+    return mapper.words, out + list(words.finish())
+
+
+@pytest.mark.parametrize("attention", [True, False], ids=["attention", "fallback"])
+def test_every_spoken_caller_word_once_in_order_with_monotonic_times(planner, attention):
+    rng = np.random.default_rng(7)
+    for case in range(40):
+        count = int(rng.integers(1, 40))
+        text = " ".join(rng.choice(PIECES, count))
+        if case % 3 == 0:
+            text = text.replace(" ", ". ", 2)
+        callers, timed = _timed_words(planner, text, attention, case)
+        assert [w.text for w in timed] == [w.text for w in callers if w.keys], text
+        assert [w.index for w in timed] == list(range(len(timed)))
+        for a, b in itertools.pairwise(timed):
+            assert a.start <= a.end <= b.start + 1e-9, text
