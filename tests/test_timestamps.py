@@ -256,3 +256,36 @@ def test_timestamp_files_by_extension(tmp_path):
     assert vtt.startswith("WEBVTT\n\n00:00:00.000 --> 00:00:00.400\nHi,")
     with pytest.raises(TimestampsFormatError, match=r"\.json, \.srt, \.vtt"):
         write_timestamps(words, tmp_path / "t.txt")
+
+
+def test_session_words_put_each_utterance_on_the_session_clock():
+    from pipecat_pocket_tts.engine.word_timing import FrameWords, SessionWords
+
+    loud = np.full(FRAME, 0.1, np.float32)
+    session = SessionWords()
+    out = []
+    for utterance, text in enumerate(["one two", "three"]):
+        words = caller_words(text)
+        mapper = WordMapper()
+        mapper.add(words)
+        mapped = mapper.map([w.text for w in words])
+        units = ChunkUnits(
+            tuple(TextUnit(6 * i, 6 * i + 5, o) for i, o in enumerate(mapped.owners)),
+            np.eye(len(words), dtype=np.float32),
+            (),
+        )
+        for f in range(5):
+            logits = np.full((1, len(words)), -9.0, np.float32)
+            logits[0, min(f // 2, len(words) - 1)] = 9.0  # attention walks one word / 2 frames
+            out += session.frame(
+                loud,
+                FrameWords(utterance, mapper.words, units, logits, f == 0, f == 4, f == 4),
+            )
+    assert [(w.text, w.start, w.end) for w in out] == [
+        ("one", 0.0, pytest.approx(0.16)),
+        ("two", pytest.approx(0.16), pytest.approx(0.40)),
+        ("three", 0.0, pytest.approx(0.40)),
+    ]
+    assert out[2].session_start == pytest.approx(0.40)
+    assert out[2].session_end == pytest.approx(0.80)
+    assert not any(w.estimated for w in out)

@@ -135,4 +135,57 @@ class UtteranceWords:
         return out
 
 
-__all__ = ["UtteranceWords", "Word"]
+@dataclass(frozen=True, eq=False)
+class FrameWords:
+    """What the word timing of one decoded frame needs besides its samples."""
+
+    utterance: int  # the utterance's index in its session
+    words: Sequence[CallerWord]  # the utterance's caller words (shared, may grow)
+    units: ChunkUnits  # the frame's chunk
+    attention: np.ndarray | None  # [heads, chunk tokens] logits, None without heads
+    first_in_chunk: bool
+    last_in_chunk: bool
+    last_in_utterance: bool
+
+
+class SessionWords:
+    """Word times of every utterance of a session, on the session's audio clock.
+
+    Fed each decoded frame in output order; returns the words that frame completes. The
+    session clock counts every frame the session output (80 ms each) since its start.
+    """
+
+    def __init__(self, frame_rate: float = FRAME_RATE) -> None:
+        self._frame_rate = frame_rate
+        self._frames = 0
+        self._utterance: int | None = None
+        self._current: UtteranceWords | None = None
+
+    def frame(self, samples: np.ndarray, info: FrameWords) -> tuple[Word, ...]:
+        out: tuple[Word, ...] = ()
+        if info.utterance != self._utterance or self._current is None:
+            out = self.reset()
+            self._utterance = info.utterance
+            self._current = UtteranceWords(
+                info.words,
+                session_offset=self._frames / self._frame_rate,
+                frame_rate=self._frame_rate,
+            )
+        current = self._current
+        if info.first_in_chunk:
+            current.start_chunk(info.units, attention=info.attention is not None)
+        self._frames += 1
+        out += current.frame(samples, info.attention, last_in_chunk=info.last_in_chunk)
+        if info.last_in_utterance:
+            out += current.finish()
+            self._current = self._utterance = None
+        return out
+
+    def reset(self) -> tuple[Word, ...]:
+        """Forget the utterance under way (cancelled): its held words are dropped."""
+        self._current = None
+        self._utterance = None
+        return ()
+
+
+__all__ = ["FrameWords", "SessionWords", "UtteranceWords", "Word"]
