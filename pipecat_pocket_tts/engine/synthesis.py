@@ -178,6 +178,34 @@ class AudioDecoder:
         return samples
 
 
+class TimedText:
+    """The caller's words of one utterance or text stream, mapped onto its chunks' units.
+
+    ``add(text)`` takes the caller's text (all of it, or fragments as they come) and ``units``
+    maps each prepared chunk, in order, onto it. ``words`` is the shared, growing list the
+    word timing reads.
+    """
+
+    def __init__(self, planner: TextPlanner, *, normalize: bool, lexicon: Mapping[str, str] | None):
+        self._planner = planner
+        self._stream = planner.word_stream(normalize=normalize, lexicon=lexicon)
+        self._mapper = WordMapper()
+
+    @property
+    def words(self) -> list[CallerWord]:
+        return self._mapper.words
+
+    def add(self, text: str, *, final: bool = True) -> None:
+        """More caller text; ``final``: nothing follows it (its last word is complete)."""
+        self._mapper.add(self._stream.push(text))
+        if final:
+            self._mapper.add(self._stream.flush())
+
+    def units(self, chunk: PreparedChunk) -> ChunkUnits:
+        """The units of the next chunk (chunks must come in text order)."""
+        return self._planner.units(chunk, self._mapper)
+
+
 class TextPlanner:
     """An utterance's text → prepared chunks: normalize, filter, chunk, prepare, tokenize."""
 
@@ -254,6 +282,12 @@ class TextPlanner:
 
         return spoken
 
+    def timed_text(
+        self, *, normalize: bool = True, lexicon: Mapping[str, str] | None = None
+    ) -> TimedText:
+        """A ``TimedText`` for one utterance or text stream (word timestamps)."""
+        return TimedText(self, normalize=normalize, lexicon=lexicon)
+
     def units(self, chunk: PreparedChunk, mapper: WordMapper) -> ChunkUnits:
         """The text units of a prepared chunk, its lexical words mapped to caller words."""
         ids = [int(i) for i in chunk.token_ids]
@@ -286,6 +320,7 @@ __all__ = [
     "GenerationSettings",
     "LatentFrame",
     "TextPlanner",
+    "TimedText",
     "draw_noise",
     "frame_limit",
     "generate_chunk",
