@@ -40,7 +40,7 @@ for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
-from pipecat_pocket_tts.engine import devpack  # noqa: E402
+from pipecat_pocket_tts import devpack  # noqa: E402
 from pipecat_pocket_tts.engine.backends.base import AttentionProbe  # noqa: E402
 from pipecat_pocket_tts.engine.backends.numpy import NumpyBackend  # noqa: E402
 from pipecat_pocket_tts.engine.config import get_config  # noqa: E402

@@ -44,9 +44,9 @@ from pipecat.transcriptions.language import Language
 
 from pipecat_pocket_tts import PocketTTSService
 from pipecat_pocket_tts import service as service_module
+from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine import PocketTTS, Session
 from pipecat_pocket_tts.engine.audio import write_wav
-from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine.errors import LexiconError, UnknownLanguageError, VoiceFileError
 from pipecat_pocket_tts.engine.synthesis import TextPlanner
 from pipecat_pocket_tts.service import WARMUP_FRAMES, WARMUP_TEXT

@@ -34,6 +34,10 @@ class SpyBackend(Backend):
         self.noises: list[np.ndarray] = []
         self._lock = threading.Lock()
 
+    @property
+    def capabilities(self):
+        return self.inner.capabilities
+
     def _log(self, stage: str) -> int:
         with self._lock:
             self.calls.append((stage, time.monotonic()))

@@ -12,11 +12,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pipecat_pocket_tts.devpack import tiny_config_dict
 from pipecat_pocket_tts.engine import FRAME_SIZE, PocketTTS
 from pipecat_pocket_tts.engine.audio import post_process
-from pipecat_pocket_tts.engine.backends.base import Backend, StepOutput, VoiceKV
+from pipecat_pocket_tts.engine.backends.base import (
+    Backend,
+    BackendCapabilities,
+    StepOutput,
+    VoiceKV,
+)
 from pipecat_pocket_tts.engine.config import ModelConfig
-from pipecat_pocket_tts.engine.devpack import tiny_config_dict
 from pipecat_pocket_tts.engine.synthesis import (
     FADE_IN_SAMPLES,
     MIN_FRAMES_BEFORE_EOS,
@@ -51,6 +56,10 @@ class ScriptedBackend(Backend):
     calls: list[tuple] = field(default_factory=list)
     name: str = "scripted"
     config: ModelConfig = CONFIG
+
+    @property
+    def capabilities(self) -> BackendCapabilities:
+        return BackendCapabilities("a scripted test backend cannot clone", None, 1)
 
     def embed_text(self, token_ids):
         self.calls.append(("embed", len(token_ids)))
@@ -367,7 +376,7 @@ def test_streaming_normalizes_whole_sentences_and_keeps_line_ends(
 
 
 def test_text_language_picks_a_regional_variant_of_the_pack_language(tmp_path):
-    from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
+    from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
     from pipecat_pocket_tts.engine.errors import UnknownLanguageError
 
     folder = build_pack(tmp_path / "pt", tiny_config_dict("standard"), language="portuguese")

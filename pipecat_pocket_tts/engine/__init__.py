@@ -15,6 +15,7 @@ from .errors import (
     EmptyTextError,
     GatedRepoError,
     LexiconError,
+    LoadOptionError,
     PackFilesMissingError,
     PocketTTSError,
     SessionClosedError,
@@ -25,6 +26,7 @@ from .errors import (
     VoiceFileError,
     WeightsMismatchError,
 )
+from .options import LoadOptions
 from .session import Session
 from .synthesis import AudioFrame
 from .tts import PocketTTS
@@ -41,6 +43,8 @@ __all__ = [
     "EmptyTextError",
     "GatedRepoError",
     "LexiconError",
+    "LoadOptionError",
+    "LoadOptions",
     "PackFilesMissingError",
     "PocketTTS",
     "PocketTTSError",

@@ -67,5 +67,9 @@ class LexiconError(PocketTTSError, ValueError):
     """A pronunciation lexicon that is not a mapping of non-blank strings to strings."""
 
 
+class LoadOptionError(PocketTTSError, ValueError):
+    """A load option (``LoadOptions``) of the wrong type or out of range."""
+
+
 class TimestampsFormatError(PocketTTSError, ValueError):
     """A word-timestamps file name whose extension is not .json, .srt or .vtt."""

@@ -111,7 +111,7 @@ def generate_chunk(
     an EOS logit above the threshold counts from frame ``MIN_FRAMES_BEFORE_EOS`` on; after EOS
     at step e the chunk ends before step e + frames_after_eos (upstream's rule). ``cancelled``
     is checked before every step and between the step and the sampler. ``heads`` (on a backend
-    that ``supports_attention_probe``): each frame carries those heads' attention logits over
+    whose ``capabilities.attention_probe``): each frame carries those heads' attention logits over
     the chunk's text tokens.
     """
     if cancelled():
@@ -120,7 +120,7 @@ def generate_chunk(
     text_start = state.position
     backend.prefill(state, backend.embed_text(plan.token_ids))
     probe = None
-    if heads and backend.supports_attention_probe:
+    if heads and backend.capabilities.attention_probe:
         probe = AttentionProbe(tuple(heads), text_start, state.position)
     limit = frame_limit(plan, settings, state.capacity - state.position)
     after_eos = max(1, plan.frames_after_eos)

@@ -1,0 +1,7 @@
+"""``python -m pipecat_pocket_tts.devpack OUT [--config tiny]``: write a random-weight pack."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
