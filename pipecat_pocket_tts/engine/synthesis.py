@@ -37,7 +37,7 @@ from .text.words import (
     token_spans,
 )
 from .timestamps import Heads
-from .word_timing import Word
+from .word_timing import Word, WordLedger
 
 if TYPE_CHECKING:
     from .backends.base import Backend, FlowState, MimiState
@@ -190,6 +190,7 @@ class TimedText:
         self._planner = planner
         self._stream = planner.word_stream(normalize=normalize, lexicon=lexicon)
         self._mapper = WordMapper()
+        self.ledger = WordLedger(self._mapper.words)
 
     @property
     def words(self) -> list[CallerWord]:

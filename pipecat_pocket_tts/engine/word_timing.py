@@ -26,7 +26,7 @@ class Word:
     """One word of the caller's text and when it is heard."""
 
     text: str  # as the caller wrote it ("$12.50.")
-    index: int  # 0-based among the utterance's words
+    index: int  # 0-based among its text's words (an enqueued text, or a fed stream)
     start: float  # seconds from the start of the utterance's audio
     end: float
     session_start: float  # the same on the session's audio clock
@@ -34,25 +34,39 @@ class Word:
     estimated: bool  # spread by length, not read from the model's attention
 
 
+@dataclass(eq=False)
+class WordLedger:
+    """The caller words of one text and how far they were released.
+
+    One per ``enqueue``d text, or per fed text stream (whose chunks are utterances of their
+    own, sharing it). ``words`` may grow while the text streams in.
+    """
+
+    words: list[CallerWord]
+    next: int = 0  # first caller word not released
+    released: int = 0  # words released (the next Word.index)
+
+
 class UtteranceWords:
     """Word times of one utterance, fed chunk by chunk and frame by frame."""
 
     def __init__(
         self,
-        words: Sequence[CallerWord],
+        ledger: WordLedger | Sequence[CallerWord],
         *,
         session_offset: float = 0.0,
         frame_rate: float = FRAME_RATE,
     ) -> None:
-        self._words = words  # may grow while the utterance runs (streamed text)
+        if not isinstance(ledger, WordLedger):
+            ledger = WordLedger(list(ledger))
+        self._ledger = ledger
+        self._words = ledger.words
         self._offset = session_offset
         self._frame_seconds = 1.0 / frame_rate
         self._aligner: ChunkAligner | None = None
         self._chunk_start = 0  # utterance frame where the current chunk starts
         self._frames = 0  # frames of the utterance so far
         self._spans: dict[int, list] = {}  # caller word → [start, end, estimated] (frames)
-        self._next = 0  # first caller word not released
-        self._released = 0
         self._last_end = 0.0
 
     def start_chunk(self, units: ChunkUnits, *, attention: bool) -> None:
@@ -73,12 +87,15 @@ class UtteranceWords:
             out += self._end_chunk()
         return tuple(out)
 
-    def finish(self) -> tuple[Word, ...]:
-        """The utterance ended (or was cut): release every word still held."""
+    def finish(self, *, ends_text: bool = True) -> tuple[Word, ...]:
+        """The utterance ended: release its words (``ends_text``: and every word left)."""
         out: list[Word] = []
         if self._aligner is not None:
             out += self._end_chunk()
-        out += self._release(len(self._words))
+        if ends_text:
+            out += self._release(len(self._words))
+        elif self._spans:
+            out += self._release(max(self._spans) + 1)
         return tuple(out)
 
     # ------------------------------------------------------------------------- internals
@@ -98,7 +115,7 @@ class UtteranceWords:
         for timing in timings:
             word = units[timing.unit].word
             assert word is not None
-            if word < self._next:
+            if word < self._ledger.next:
                 continue  # a word already released (a continuation after a cut)
             out += self._release(word)
             start = self._chunk_start + timing.start
@@ -110,8 +127,10 @@ class UtteranceWords:
 
     def _release(self, limit: int) -> list[Word]:
         """Release the caller words before ``limit``, in order."""
+        ledger = self._ledger
+        limit = min(limit, len(self._words))
         out = []
-        for index in range(self._next, min(limit, len(self._words))):
+        for index in range(ledger.next, limit):
             span = self._spans.pop(index, None)
             if span is None:
                 if not self._words[index].keys:
@@ -121,7 +140,7 @@ class UtteranceWords:
             out.append(
                 Word(
                     text=self._words[index].text,
-                    index=self._released,
+                    index=ledger.released,
                     start=start,
                     end=end,
                     session_start=self._offset + start,
@@ -129,9 +148,9 @@ class UtteranceWords:
                     estimated=bool(span[2]),
                 )
             )
-            self._released += 1
+            ledger.released += 1
             self._last_end = span[1]
-        self._next = max(self._next, min(limit, len(self._words)))
+        ledger.next = max(ledger.next, limit)
         return out
 
 
@@ -140,12 +159,13 @@ class FrameWords:
     """What the word timing of one decoded frame needs besides its samples."""
 
     utterance: int  # the utterance's index in its session
-    words: Sequence[CallerWord]  # the utterance's caller words (shared, may grow)
+    ledger: WordLedger  # the caller words of the utterance's text
     units: ChunkUnits  # the frame's chunk
     attention: np.ndarray | None  # [heads, chunk tokens] logits, None without heads
     first_in_chunk: bool
     last_in_chunk: bool
     last_in_utterance: bool
+    ends_text: bool = True  # the utterance is the last of its text (enqueue; flush's last)
 
 
 class SessionWords:
@@ -167,7 +187,7 @@ class SessionWords:
             out = self.reset()
             self._utterance = info.utterance
             self._current = UtteranceWords(
-                info.words,
+                info.ledger,
                 session_offset=self._frames / self._frame_rate,
                 frame_rate=self._frame_rate,
             )
@@ -177,7 +197,7 @@ class SessionWords:
         self._frames += 1
         out += current.frame(samples, info.attention, last_in_chunk=info.last_in_chunk)
         if info.last_in_utterance:
-            out += current.finish()
+            out += current.finish(ends_text=info.ends_text)
             self._current = self._utterance = None
         return out
 
@@ -188,4 +208,4 @@ class SessionWords:
         return ()
 
 
-__all__ = ["FrameWords", "SessionWords", "UtteranceWords", "Word"]
+__all__ = ["FrameWords", "SessionWords", "UtteranceWords", "Word", "WordLedger"]
