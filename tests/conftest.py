@@ -87,3 +87,18 @@ def engine_endless_tts(engine_endless_pack_dir: Path):
     from pipecat_pocket_tts.engine import PocketTTS
 
     return PocketTTS.load("english", backend="numpy", model_dir=engine_endless_pack_dir)
+
+
+@pytest.fixture(params=[True, False], ids=["overlap", "inline"])
+def tts(request, engine_tts):
+    """The tiny model, with Mimi decode on its own thread or inline."""
+    from pipecat_pocket_tts.engine import PocketTTS
+
+    clone = PocketTTS(
+        config=engine_tts.config,
+        backend=engine_tts.backend,
+        tokenizer=engine_tts.tokenizer,
+        pack=engine_tts.pack,
+    )
+    clone.overlap_decode = request.param
+    return clone

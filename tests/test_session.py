@@ -105,19 +105,6 @@ def audio_of(frames) -> np.ndarray:
     return np.concatenate([f.samples for f in frames])
 
 
-@pytest.fixture(params=[True, False], ids=["overlap", "inline"])
-def tts(request, engine_tts: PocketTTS) -> PocketTTS:
-    """The tiny model, with Mimi decode on its own thread or inline."""
-    clone = PocketTTS(
-        config=engine_tts.config,
-        backend=engine_tts.backend,
-        tokenizer=engine_tts.tokenizer,
-        pack=engine_tts.pack,
-    )
-    clone.overlap_decode = request.param
-    return clone
-
-
 def test_three_utterances_come_out_in_order_with_their_flags(tts: PocketTTS):
     session = tts.session(seed=1)
     assert [session.enqueue(s) for s in SENTENCES] == [0, 1, 2]

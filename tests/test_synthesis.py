@@ -294,14 +294,9 @@ def _facts(chunks: list[PreparedChunk]) -> list[tuple[str, tuple[int, ...], int,
 
 
 def _streamed(planner: TextPlanner, fragments: list[str], **options) -> list[PreparedChunk]:
-    """Fragments through the planner's text stream, each chunk planned as a session does."""
+    """Fragments through the planner's text stream: the prepared chunks a session queues."""
     stream = planner.stream(**options)
-    chunks = [c for fragment in fragments for c in stream.push(fragment)] + stream.flush()
-    return [
-        prepared
-        for c in chunks
-        for prepared in planner.plan(c.text, normalize=False, continues_sentence=c.is_mid_sentence)
-    ]
+    return [c for fragment in fragments for c in stream.push(fragment)] + stream.flush()
 
 
 def _batch_per_sentence(planner: TextPlanner, sentences: list[str], **options):

@@ -6,6 +6,7 @@ speak. Everything a caller needs is importable from here.
 
 from __future__ import annotations
 
+from .channel import Marker
 from .config import FRAME_SIZE, SAMPLE_RATE, config_names, get_config
 from .errors import (
     BackendUnavailableError,
@@ -45,6 +46,7 @@ __all__ = [
     "LexiconError",
     "LoadOptionError",
     "LoadOptions",
+    "Marker",
     "PackFilesMissingError",
     "PocketTTS",
     "PocketTTSError",
