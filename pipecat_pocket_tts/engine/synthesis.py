@@ -37,7 +37,7 @@ from .text.words import (
     token_spans,
 )
 from .timestamps import Heads
-from .word_timing import Word, WordLedger
+from .word_timing import FrameWords, Word, WordLedger
 
 if TYPE_CHECKING:
     from .backends.base import Backend, FlowState, MimiState
@@ -70,6 +70,22 @@ class GenerationSettings:
     temperature: float
     eos_threshold: float
     max_frames: int | None = None  # the user's bound on frames per chunk
+
+
+def check_temperature(value: float) -> float:
+    """A finite temperature ≥ 0, or ValueError."""
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"temperature must be a finite number ≥ 0, got {value!r}")
+    return value
+
+
+def check_eos_threshold(value: float) -> float:
+    """A finite EOS threshold, or ValueError."""
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"eos_threshold must be a finite number, got {value!r}")
+    return value
 
 
 @dataclass(frozen=True, eq=False)
@@ -179,32 +195,67 @@ class AudioDecoder:
 
 
 class TimedText:
-    """The caller's words of one utterance or text stream, mapped onto its chunks' units.
+    """The caller's words of one text (an enqueued text, or a fed stream), mapped onto its
+    chunks' units for word timestamps.
 
-    ``add(text)`` takes the caller's text (all of it, or fragments as they come) and ``units``
-    maps each prepared chunk, in order, onto it. ``words`` is the shared, growing list the
-    word timing reads.
+    ``add`` takes the caller's text (all of it, or fragments as they come) with the chunks it
+    released; ``chunk`` maps each chunk, in order, when its frames are generated (off the
+    caller's thread). ``ledger`` is what the word timing releases words from.
     """
 
-    def __init__(self, planner: TextPlanner, *, normalize: bool, lexicon: Mapping[str, str] | None):
+    def __init__(self, planner: TextPlanner, normalize: bool, lexicon: Mapping[str, str] | None):
         self._planner = planner
         self._stream = planner.word_stream(normalize=normalize, lexicon=lexicon)
         self._mapper = WordMapper()
         self.ledger = WordLedger(self._mapper.words)
+        self._released = 0  # chunks released for this text
+        self._final = False  # the text is complete
+        self._mapped = 0  # chunks mapped so far
 
     @property
     def words(self) -> list[CallerWord]:
         return self._mapper.words
 
-    def add(self, text: str, *, final: bool = True) -> None:
-        """More caller text; ``final``: nothing follows it (its last word is complete)."""
+    def add(self, text: str, chunks: list[PreparedChunk], *, final: bool) -> None:
+        """More caller text and the chunks it released; ``final``: the text is complete."""
         self._mapper.add(self._stream.push(text))
         if final:
             self._mapper.add(self._stream.flush())
+        self._released += len(chunks)
+        self._final = final
 
     def units(self, chunk: PreparedChunk) -> ChunkUnits:
         """The units of the next chunk (chunks must come in text order)."""
+        self._mapped += 1
         return self._planner.units(chunk, self._mapper)
+
+    def chunk(self, chunk: PreparedChunk, utterance: int) -> ChunkTiming:
+        """The word timing input of the next chunk's frames (chunks in text order)."""
+        units = self.units(chunk)
+        ends_text = self._final and self._mapped >= self._released
+        return ChunkTiming(utterance, self.ledger, units, ends_text)
+
+
+@dataclass(frozen=True, eq=False)
+class ChunkTiming:
+    """One chunk of a timed utterance: builds each of its frames' ``FrameWords``."""
+
+    utterance: int
+    ledger: WordLedger
+    units: ChunkUnits
+    ends_text: bool
+
+    def frame(self, frame: LatentFrame, *, last_in_utterance: bool) -> FrameWords:
+        return FrameWords(
+            self.utterance,
+            self.ledger,
+            self.units,
+            frame.attention,
+            first_in_chunk=frame.frame_index == 0,
+            last_in_chunk=frame.is_last,
+            last_in_utterance=last_in_utterance,
+            ends_text=self.ends_text,
+        )
 
 
 class TextPlanner:
@@ -284,10 +335,10 @@ class TextPlanner:
         return spoken
 
     def timed_text(
-        self, *, normalize: bool = True, lexicon: Mapping[str, str] | None = None
+        self, normalize: bool = True, lexicon: Mapping[str, str] | None = None
     ) -> TimedText:
-        """A ``TimedText`` for one utterance or text stream (word timestamps)."""
-        return TimedText(self, normalize=normalize, lexicon=lexicon)
+        """A ``TimedText`` for one enqueued text or fed text stream (word timestamps)."""
+        return TimedText(self, normalize, lexicon)
 
     def units(self, chunk: PreparedChunk, mapper: WordMapper) -> ChunkUnits:
         """The text units of a prepared chunk, its lexical words mapped to caller words."""
@@ -318,6 +369,8 @@ __all__ = [
     "LatentFrame",
     "TextPlanner",
     "TimedText",
+    "check_eos_threshold",
+    "check_temperature",
     "draw_noise",
     "frame_limit",
     "generate_chunk",
