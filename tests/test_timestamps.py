@@ -279,7 +279,9 @@ def test_session_words_put_each_utterance_on_the_session_clock():
             logits[0, min(f // 2, len(words) - 1)] = 9.0  # attention walks one word / 2 frames
             out += session.frame(
                 loud,
-                FrameWords(utterance, WordLedger(mapper.words), units, logits, f == 0, f == 4, f == 4),
+                FrameWords(
+                    utterance, WordLedger(mapper.words), units, logits, f == 0, f == 4, f == 4
+                ),
             )
     assert [(w.text, w.start, w.end) for w in out] == [
         ("one", 0.0, pytest.approx(0.16)),
