@@ -128,3 +128,18 @@ def test_cli_say_writes_timestamps_by_extension(engine_pack_dir, tmp_path, capsy
     else:
         assert "$12.50." in text and "-->" in text
     assert str(out) in capsys.readouterr().err
+
+
+def test_coreml_declares_no_attention_so_its_words_are_estimated(tmp_path):
+    from test_coreml_backend import Setup, tiny_config
+
+    numpy_engine, coreml_engine = Setup(tmp_path, tiny_config()).engines()
+    assert not coreml_engine.backend.capabilities.attention_probe
+    assert numpy_engine.backend.capabilities.attention_probe
+    assert coreml_engine.timestamp_heads is None
+    with pytest.raises(ValueError, match="cannot read attention"):
+        coreml_engine.timestamp_heads = ((0, 0),)
+    audio, words = coreml_engine.synthesize("It costs $12.50.", seed=1, timestamps=True)
+    assert [w.text for w in words] == ["It", "costs", "$12.50."]
+    assert all(w.estimated for w in words)
+    assert words[-1].end <= audio.shape[0] / 24000 + 1e-9
