@@ -27,6 +27,7 @@ from pipecat.frames.frames import (
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessorSetup
 from pipecat.services.tts_service import TextAggregationMode, TTSService
 from pipecat.transcriptions.language import Language
+from pipecat.utils.context.word_timestamp_tracker import WordTimestamp
 from pipecat.utils.tracing.service_decorators import traced_tts
 from pipecat.utils.types import NOT_GIVEN, is_given
 
@@ -121,7 +122,7 @@ class PocketTTSService(TTSService):
         kwargs.setdefault("push_stop_frames", True)  # a stop frame even if a context times out
         super().__init__(
             push_start_frame=True,
-            push_text_frames=True,
+            push_text_frames=False,  # word timestamps: Pipecat releases words as played
             text_aggregation_mode=text_aggregation_mode,
             settings=defaults,
             **kwargs,
@@ -262,8 +263,8 @@ class PocketTTSService(TTSService):
         if isinstance(frame, TTSTextFrame) and (turn is None or turn.closed):
             return  # no session got this text: not loaded, failed, stopped or interrupted
         if turn is not None and not isinstance(
-            frame, (TTSAudioRawFrame, TTSStoppedFrame, type(None))
-        ):
+            frame, (TTSAudioRawFrame, TTSStoppedFrame, WordTimestamp, type(None))
+        ):  # word timestamps come from the stream, already in order with the audio
             turn.stream.follow_audio(turn, frame)
             return
         await super().append_to_audio_context(context_id, frame)
