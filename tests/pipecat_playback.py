@@ -17,7 +17,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from pipecat.clocks.base_clock import BaseClock
-from pipecat.frames.frames import Frame, InterruptionFrame, OutputAudioRawFrame, StartFrame
+from pipecat.frames.frames import (
+    EndFrame,
+    Frame,
+    InterruptionFrame,
+    OutputAudioRawFrame,
+    StartFrame,
+    TTSStoppedFrame,
+)
 from pipecat.processors.frame_processor import FrameDirection
 from pipecat.transports import base_output
 from pipecat.transports.base_output import BaseOutputTransport
@@ -29,8 +36,9 @@ NS = 1_000_000_000
 class PlaybackClock(BaseClock):
     """Nanoseconds of audio played; ``sleep`` waits for the playback to get there."""
 
-    def __init__(self) -> None:
-        self._now = 0
+    def __init__(self, start_ns: int = NS) -> None:
+        # Not 0: Pipecat reads a presentation time of 0 as "no time" (1.14).
+        self._now = start_ns
         self._sleepers: list[tuple[int, asyncio.Future[None]]] = []
 
     def start(self) -> None:
@@ -93,18 +101,43 @@ class PlaybackOutput(BaseOutputTransport):
         self._pause_ns: int | None = None
         self._resume = asyncio.Event()
         self.interrupted_at: float | None = None  # seconds played when interrupted
+        self.interrupted_clock: int | None = None  # the clock then (ns)
+        self.received_samples = 0  # audio that reached the transport (played or queued)
+        self._received = asyncio.Condition()
+        self._ended = False  # the speech ended: no more audio is coming
 
     def pause_at(self, seconds: float) -> None:
         """Hold playback once ``seconds`` of audio have been played (until interrupted)."""
-        self._pause_ns = round(seconds * NS)
+        self._pause_ns = self.clock.get_time() + round(seconds * NS)
 
     async def start(self, frame: StartFrame) -> None:
         await super().start(frame)
         await self.set_transport_ready(frame)
 
+    async def received_at_least(self, seconds: float) -> None:
+        """Wait until ``seconds`` of audio reached the transport (or its input ended)."""
+        async with self._received:
+            await self._received.wait_for(
+                lambda: self.received_samples >= seconds * self.sample_rate or self._ended
+            )
+
+    async def quiet(self) -> None:
+        """Let the interruption run through the transport (a few loop turns)."""
+        for _ in range(50):
+            await asyncio.sleep(0)
+
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        if isinstance(frame, OutputAudioRawFrame):
+            async with self._received:
+                self.received_samples += len(frame.audio) // 2
+                self._received.notify_all()
+        if isinstance(frame, (TTSStoppedFrame, EndFrame)):
+            async with self._received:
+                self._ended = True
+                self._received.notify_all()
         if isinstance(frame, InterruptionFrame):
             self.interrupted_at = self.played_seconds
+            self.interrupted_clock = self.clock.get_time()
             self._pause_ns = None
             self._resume.set()
         await super().process_frame(frame, direction)
