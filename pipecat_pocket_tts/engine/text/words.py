@@ -209,7 +209,7 @@ class WordMapper:
                 anchors.append((block.a + k, block.b + k))
                 owners[block.a + k] = owner_of[block.b + k]
         open_word = self._open_owner(anchors, owner_of, n)
-        self._fill_gaps(owners, anchors, owner_of, open_word)
+        self._fill_gaps(owners, anchors, owner_of)
         last_owner = max((o for o in owners if o is not None), default=self._cursor)
         spoken_set = {o for o in owners if o is not None}
         unspoken = tuple(
@@ -239,7 +239,6 @@ class WordMapper:
         owners: list[int | None],
         anchors: list[tuple[int, int]],
         owner_of: list[int],
-        open_word: int | None,
     ) -> None:
         """Give unmatched spoken words the caller words between the matches around them."""
         n = len(owners)
