@@ -97,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="speak the text as written (no spoken forms for numbers, symbols …)",
     )
     generation.add_argument(
+        "--timestamps",
+        type=Path,
+        metavar="FILE",
+        help="also write the words' start/end times: .json, .srt or .vtt (by extension)",
+    )
+    generation.add_argument(
         "--post-process",
         action="store_true",
         help="80 Hz high-pass and a gentle 6 kHz shelf on the result",
@@ -188,6 +194,7 @@ def _add_pack_options(parser: argparse.ArgumentParser) -> None:
 
 def cmd_say(args: argparse.Namespace) -> int:
     from .engine import PocketTTS
+    from .engine.subtitles import timestamps_text, write_timestamps
 
     if args.save_voice is not None and args.clone_voice is None:
         raise ValueError("--save-voice saves a cloned voice: use it with --clone-voice AUDIO")
@@ -215,7 +222,12 @@ def cmd_say(args: argparse.Namespace) -> int:
         "normalize": args.normalize,
         "post_process": args.post_process,
     }
-    audio = tts.synthesize(text, **options)
+    if args.timestamps is not None:
+        timestamps_text([], args.timestamps.suffix)  # a wrong extension fails before synthesis
+        audio, words = tts.synthesize(text, timestamps=True, **options)
+        print(f"wrote {write_timestamps(words, args.timestamps)}", file=sys.stderr)
+    else:
+        audio = tts.synthesize(text, **options)
     spoke = time.perf_counter()
     from .engine.audio import write_wav
 

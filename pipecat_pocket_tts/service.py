@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 from pipecat.frames.frames import (
+    AggregatedTextProgressFrame,
     EndFrame,
     ErrorFrame,
     Frame,
@@ -27,6 +28,7 @@ from pipecat.frames.frames import (
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessorSetup
 from pipecat.services.tts_service import TextAggregationMode, TTSService
 from pipecat.transcriptions.language import Language
+from pipecat.utils.context.word_timestamp_tracker import WordTimestamp
 from pipecat.utils.tracing.service_decorators import traced_tts
 from pipecat.utils.types import NOT_GIVEN, is_given
 
@@ -128,7 +130,7 @@ class PocketTTSService(TTSService):
         kwargs.setdefault("push_stop_frames", True)  # a stop frame even if a context times out
         super().__init__(
             push_start_frame=True,
-            push_text_frames=True,
+            push_text_frames=False,  # word timestamps: Pipecat releases words as played
             text_aggregation_mode=text_aggregation_mode,
             settings=defaults,
             **kwargs,
@@ -144,6 +146,7 @@ class PocketTTSService(TTSService):
         self._seed_version = 0  # bumped by every seed update
         self._stopped = False
         self._reply_open = False  # an LLM reply started and has not ended
+        self._unspoken: set[str] = set()  # contexts with text that made no audio
         self._load_error: Exception | None = None
 
     def can_generate_metrics(self) -> bool:
@@ -233,9 +236,11 @@ class PocketTTSService(TTSService):
             yield None
         except PocketTTSError as e:
             logger.error(f"{self}: {e}")
+            self._text_unspoken(context_id)
             yield ErrorFrame(error=f"PocketTTS: {e}")
         except Exception as e:
             logger.exception(f"{self}: synthesis request failed")
+            self._text_unspoken(context_id)
             yield ErrorFrame(error=f"PocketTTS: unexpected error: {e}")
 
     async def flush_audio(self, context_id: str | None = None) -> None:
@@ -245,6 +250,7 @@ class PocketTTSService(TTSService):
             return
         turn = self._turns.get(context_id)
         if turn is None:  # text never reached a session (an error, or all whitespace)
+            self._unspoken.add(context_id)
             await self._output.end_context(context_id)
             return
         try:
@@ -269,11 +275,41 @@ class PocketTTSService(TTSService):
         if isinstance(frame, TTSTextFrame) and (turn is None or turn.closed):
             return  # no session got this text: not loaded, failed, stopped or interrupted
         if turn is not None and not isinstance(
-            frame, (TTSAudioRawFrame, TTSStoppedFrame, type(None))
-        ):
+            frame, (TTSAudioRawFrame, TTSStoppedFrame, WordTimestamp, type(None))
+        ):  # word timestamps come from the stream, already in order with the audio
             turn.stream.follow_audio(turn, frame)
             return
         await super().append_to_audio_context(context_id, frame)
+
+    async def on_audio_context_completed(self, context_id: str) -> None:
+        self._unspoken.discard(context_id)
+        await super().on_audio_context_completed(context_id)
+
+    def _text_unspoken(self, context_id: str) -> None:
+        """The text just handed over for ``context_id`` made no audio: it never enters the
+        LLM context (its word slot is closed without words; what is left at the end of the
+        context is dropped, not force-completed). Pipecat 1.14's sequencer, by its fields."""
+        self._unspoken.add(context_id)
+        sequencer = self._aggregated_frame_sequencer
+        for slot in reversed(getattr(sequencer, "_slots", [])):
+            tracker = slot.tracker
+            if slot.context_id == context_id and slot.spoken and not slot.complete and tracker:
+                if not tracker.get_accumulated_tts_text().strip():  # no word matched yet
+                    slot.complete = True
+                break
+
+    async def _apply_force_complete(self, context_id: str) -> None:
+        """At a context's end, Pipecat writes the text no word covered into the context; for
+        a context whose text made no audio, that text is dropped instead."""
+        if context_id not in self._unspoken:
+            await super()._apply_force_complete(context_id)
+            return
+        frames = self._aggregated_frame_sequencer.force_complete(
+            context_id, self._word_timestamp_tracker.last_pts
+        )
+        for frame in frames:
+            if not isinstance(frame, (TTSTextFrame, AggregatedTextProgressFrame)):
+                await self.push_frame(frame)
 
     async def _open_turn(self, context_id: str) -> Turn:
         """Bind a new audio context to a stream (the main one, or a private one)."""

@@ -29,6 +29,7 @@ from pipecat.services.tts_service import TTSService
 from pipecat.utils.types import is_given
 
 from .engine.channel import Marker
+from .engine.config import SAMPLE_RATE
 
 if TYPE_CHECKING:
     from .engine import PocketTTS, Session
@@ -52,6 +53,12 @@ class ContextOutput:
                 context_id=context_id,
             )
             await TTSService.append_to_audio_context(self._service, context_id, frame)
+
+    async def add_words(self, context_id: str, words: list[tuple[str, float]]) -> None:
+        """Word timestamps (seconds on the context's audio timeline) for Pipecat to release
+        as ``TTSTextFrame``s while the words are played."""
+        if words and self._service.audio_context_available(context_id):
+            await self._service.add_word_timestamps(words, context_id)
 
     async def append_frame(self, context_id: str, frame: Frame) -> None:
         if self._service.audio_context_available(context_id):
@@ -110,6 +117,7 @@ def session_options(settings: PocketTTSSettings, text_language: str | None) -> d
         "seed": settings.seed if is_given(settings.seed) else None,
         "normalize": settings.normalize,
         "text_language": text_language,
+        "timestamps": True,  # frames carry their words: the context holds what was played
     }
 
 
@@ -123,6 +131,7 @@ class Turn:
     closed: bool = False
     failed_text: bool = False  # SENTENCE: the last enqueue raised; its text frame goes
     held: list[Frame] = field(default_factory=list)  # TOKEN: waiting for their chunk
+    audio_start: float | None = None  # session-clock seconds where its audio begins
 
     def close(self) -> None:
         self.closed = True
@@ -168,6 +177,7 @@ class Stream:
         self._owners: dict[int, Turn] = {}  # utterance index → turn, until its last frame
         self._audio_turn: Turn | None = None  # the turn whose audio the resampler holds
         self._feeding: Turn | None = None  # the turn whose text the session's text stream holds
+        self._clock = 0.0  # session-clock seconds of the frames that came out
         self._consumer = output.create_task(self._consume(), name="pocket_tts_consumer")
 
     @property
@@ -301,12 +311,20 @@ class Stream:
         turn = self._owners.get(frame.utterance_index)
         if frame.is_last_in_utterance:
             self._owners.pop(frame.utterance_index, None)
+        start, self._clock = self._clock, self._clock + frame.samples.shape[0] / SAMPLE_RATE
         if turn is None or turn.closed:
             return
         if self._audio_turn is not turn:
             await self._flush_resampler()  # the previous turn's audio ends here
             self._audio_turn = turn
+        if turn.audio_start is None:
+            turn.audio_start = start
         await self._output.append_audio(turn.context_id, self._resampler.process(frame.samples))
+        # Times on the context's timeline: the resampled audio stays aligned with the
+        # engine's (the filter only delays delivery), so a word at t of the turn's engine
+        # audio is heard t after the context's first audio.
+        words = [(w.text, w.session_start - turn.audio_start) for w in frame.words]
+        await self._output.add_words(turn.context_id, words)
 
     async def _on_marker(self, payload: Any) -> None:
         if not self._owners:  # nothing queued after this point: the audio pauses here

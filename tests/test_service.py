@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from pipecat.frames.frames import (
     AggregatedTextFrame,
+    AggregatedTextProgressFrame,
     CancelFrame,
     ErrorFrame,
     Frame,
@@ -96,14 +97,17 @@ def _pieces(word: str) -> list[str]:
 
 
 def kinds(frames: list[Frame]) -> list[type]:
-    """Frame types with runs of audio frames collapsed to one entry."""
+    """Frame types with runs of audio frames and the words spoken in them (``TTSTextFrame``s
+    with their progress frames, released as the words are played) collapsed to one
+    ``TTSAudioRawFrame`` entry; ``spoken_texts`` gives the words."""
     out: list[type] = []
     for frame in frames:
-        if isinstance(frame, MetricsFrame):
+        if isinstance(frame, (MetricsFrame, AggregatedTextProgressFrame)):
             continue
-        if type(frame) is TTSAudioRawFrame and out and out[-1] is TTSAudioRawFrame:
+        kind = TTSAudioRawFrame if isinstance(frame, TTSTextFrame) else type(frame)
+        if kind is TTSAudioRawFrame and out and out[-1] is TTSAudioRawFrame:
             continue
-        out.append(type(frame))
+        out.append(kind)
     return out
 
 
@@ -212,16 +216,13 @@ async def test_llm_turn_streamed_token_by_token(packs: dict[str, Path]) -> None:
         LLMFullResponseStartFrame,
         AggregatedTextFrame,  # "Hello there." announced
         TTSStartedFrame,
-        TTSAudioRawFrame,
-        TTSTextFrame,  # "Hello there." spoken
+        TTSAudioRawFrame,  # with its words ("Hello", "there.") as they are played
         AggregatedTextFrame,
         TTSAudioRawFrame,
-        TTSTextFrame,
         TTSStoppedFrame,
         LLMFullResponseEndFrame,
     ]
-    texts = [f.text for f in down if isinstance(f, TTSTextFrame)]
-    assert texts == ["Hello there.", "How are you doing today?"]
+    assert spoken_texts(down) == ["Hello there.", "How are you doing today?"]
     started = next(f for f in down if isinstance(f, TTSStartedFrame))
     audio = [f for f in down if isinstance(f, TTSAudioRawFrame)]
     assert {f.context_id for f in audio} == {started.context_id}
@@ -239,7 +240,6 @@ async def test_tts_speak_frame(packs: dict[str, Path]) -> None:
         AggregatedTextFrame,
         TTSStartedFrame,
         TTSAudioRawFrame,
-        TTSTextFrame,
         LLMAssistantPushAggregationFrame,  # a speak frame outside an LLM turn commits itself
         TTSStoppedFrame,
     ]
@@ -256,7 +256,6 @@ async def test_two_turns_back_to_back(packs: dict[str, Path]) -> None:
         AggregatedTextFrame,
         TTSStartedFrame,
         TTSAudioRawFrame,
-        TTSTextFrame,
         TTSStoppedFrame,
         LLMFullResponseEndFrame,
     ]
@@ -395,7 +394,6 @@ async def test_slow_load_keeps_the_first_turn_alive(
         AggregatedTextFrame,
         TTSStartedFrame,
         TTSAudioRawFrame,
-        TTSTextFrame,
         LLMAssistantPushAggregationFrame,
         TTSStoppedFrame,
     ]
@@ -451,7 +449,6 @@ async def test_interruption_mid_turn(packs: dict[str, Path], opened: list[dict])
         AggregatedTextFrame,
         TTSStartedFrame,
         TTSAudioRawFrame,
-        TTSTextFrame,
         LLMAssistantPushAggregationFrame,  # a speak frame outside an LLM turn commits itself
         TTSStoppedFrame,
     ]
@@ -476,13 +473,16 @@ async def test_twenty_quick_interruptions_leave_nothing_behind(packs: dict[str, 
     # (system frames jump queues), so the checks hold whatever the order: no stale audio,
     # and the last turn plays to the end.
     assert_no_stale_audio(down)
-    assert kinds(down)[-4:] == [
-        TTSAudioRawFrame,
-        TTSTextFrame,
-        LLMAssistantPushAggregationFrame,
-        TTSStoppedFrame,
-    ]
-    assert [f.text for f in down if isinstance(f, TTSTextFrame)][-1] == "Still here."
+    # The speak frame's turn plays to its end: its words come with its chunk's last frame (this
+    # pack has no timestamp heads), then its context stops. (Tokens of the last reply that an
+    # interruption overtook may start one more reply, spoken before or after it.)
+    assert "Still here." in spoken_texts(down)
+    speak = next(f.context_id for f in down if isinstance(f, TTSTextFrame) and f.text == "here.")
+    heard = next(i for i, f in enumerate(down) if isinstance(f, TTSTextFrame) and f.text == "here.")
+    stop = next(
+        i for i, f in enumerate(down) if isinstance(f, TTSStoppedFrame) and f.context_id == speak
+    )
+    assert heard < stop
     assert threads_at_interruption == [[]] * 20
     assert session_threads() == []
     assert tts.get_audio_contexts() == []
@@ -718,7 +718,17 @@ def failing_text(monkeypatch: pytest.MonkeyPatch) -> set[str]:
 
 
 def spoken_texts(frames: list[Frame]) -> list[str]:
-    return [f.text for f in frames if isinstance(f, TTSTextFrame)]
+    """The text of each sentence (segment) whose words were spoken, words joined by spaces."""
+    texts: list[str] = []
+    segment: object = None
+    for f in frames:
+        if isinstance(f, TTSTextFrame):
+            if texts and f.segment_id == segment:
+                texts[-1] += " " + f.text
+            else:
+                texts.append(f.text)
+            segment = f.segment_id
+    return texts
 
 
 def errors_of(frames: list[Frame]) -> list[str]:
@@ -792,7 +802,12 @@ async def test_end_frame_drains_queued_audio(packs: dict[str, Path]) -> None:
         frames_to_send=[TTSSpeakFrame(text)],  # run_test sends the EndFrame right after
         start_timeout=START,
     )
-    assert kinds(down)[-3:] == [TTSTextFrame, LLMAssistantPushAggregationFrame, TTSStoppedFrame]
+    assert kinds(down)[-3:] == [
+        TTSAudioRawFrame,
+        LLMAssistantPushAggregationFrame,
+        TTSStoppedFrame,
+    ]
+    assert spoken_texts(down) == [text]
     reference = engine_of(packs["english"]).synthesize(text, seed=7)
     assert audio_of(down).size == reference.size
 

@@ -20,6 +20,7 @@ from .errors import (
     PackFilesMissingError,
     PocketTTSError,
     SessionClosedError,
+    TimestampsFormatError,
     TokenizerFileError,
     UnknownBackendError,
     UnknownLanguageError,
@@ -29,9 +30,11 @@ from .errors import (
 )
 from .options import LoadOptions
 from .session import Session
+from .subtitles import write_timestamps
 from .synthesis import AudioFrame
-from .tts import PocketTTS
+from .tts import PocketTTS, TimedAudio
 from .voices import Voice
+from .word_timing import Word
 
 __all__ = [
     "FRAME_SIZE",
@@ -52,6 +55,8 @@ __all__ = [
     "PocketTTSError",
     "Session",
     "SessionClosedError",
+    "TimedAudio",
+    "TimestampsFormatError",
     "TokenizerFileError",
     "UnknownBackendError",
     "UnknownLanguageError",
@@ -59,6 +64,8 @@ __all__ = [
     "Voice",
     "VoiceFileError",
     "WeightsMismatchError",
+    "Word",
     "config_names",
     "get_config",
+    "write_timestamps",
 ]

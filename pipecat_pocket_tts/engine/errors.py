@@ -69,3 +69,7 @@ class LexiconError(PocketTTSError, ValueError):
 
 class LoadOptionError(PocketTTSError, ValueError):
     """A load option (``LoadOptions``) of the wrong type or out of range."""
+
+
+class TimestampsFormatError(PocketTTSError, ValueError):
+    """A word-timestamps file name whose extension is not .json, .srt or .vtt."""

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import math
 import queue
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -43,9 +42,14 @@ from .synthesis import (
     AudioFrame,
     GenerationSettings,
     TextPlanner,
+    TimedText,
+    check_eos_threshold,
+    check_temperature,
     generate_chunk,
 )
 from .text.normalize import checked_lexicon
+from .timestamps import Heads
+from .word_timing import FrameWords, SessionWords
 
 if TYPE_CHECKING:
     from .backends.base import Backend, FlowState
@@ -62,6 +66,7 @@ class _Utterance:
     voice_state: FlowState
     settings: GenerationSettings
     seed: int | None = None  # restart the session's random generator from it first
+    timed: TimedText | None = None  # its text's caller words (word timestamps on)
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,6 +76,7 @@ class _DecodeJob:
     chunk_index: int
     utterance_index: int
     is_last_in_utterance: bool
+    words: FrameWords | None = None  # word timing input (word timestamps on)
 
 
 class Session:
@@ -101,6 +107,8 @@ class Session:
         lexicon: Mapping[str, str] | None = None,
         overlap_decode: bool = True,
         scheduler: Scheduler | None = None,
+        timestamps: bool = False,
+        timestamp_heads: Heads | None = None,
     ) -> None:
         self._backend = backend
         self._planner = planner
@@ -126,9 +134,16 @@ class Session:
         self._done = 0
         self._feed_lock = threading.Lock()
         self._feed_stream: TextStream | None = None
-        self._link = scheduler and SessionLink(
-            scheduler, seed, self._frames, self._failed, self._name
+        # Word timestamps run on the session's own worker (the scheduler has no word timing yet).
+        self._link = (
+            SessionLink(scheduler, seed, self._frames, self._failed, self._name)
+            if scheduler is not None and not timestamps
+            else None
         )
+        self._timestamps = timestamps  # frames carry the caller's words (AudioFrame.words)
+        self._heads = timestamp_heads  # None: word times are estimated
+        self._feed_timed: TimedText | None = None
+        self._words = SessionWords(planner.config.mimi.frame_rate)
 
     # -- input --------------------------------------------------------------------------
     def enqueue(
@@ -152,14 +167,15 @@ class Session:
         self._check_open()
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
-        chunks = self._planner.plan(
-            text,
-            normalize=self._normalize if normalize is None else normalize,
-            lexicon=self._lexicon if lexicon is None else lexicon,
-        )
+        normalize = self._normalize if normalize is None else normalize
+        lexicon = self._lexicon if lexicon is None else lexicon
+        chunks = self._planner.plan(text, normalize=normalize, lexicon=lexicon)
         if not chunks:
             return None
-        return self._submit(chunks, voice, temperature, eos_threshold, seed)
+        timed = self._timed_text(normalize, lexicon)
+        if timed is not None:
+            timed.add(text, chunks, final=True)
+        return self._submit(chunks, voice, temperature, eos_threshold, seed, timed)
 
     def feed(
         self,
@@ -186,11 +202,13 @@ class Session:
         self._check_open()
         with self._feed_lock:
             if self._feed_stream is None:
-                self._feed_stream = self._planner.stream(
-                    normalize=self._normalize if normalize is None else normalize,
-                    lexicon=self._lexicon if lexicon is None else lexicon,
-                )
+                normalize = self._normalize if normalize is None else normalize
+                lexicon = self._lexicon if lexicon is None else lexicon
+                self._feed_stream = self._planner.stream(normalize=normalize, lexicon=lexicon)
+                self._feed_timed = self._timed_text(normalize, lexicon)
             chunks = self._feed_stream.push(text)
+            if self._feed_timed is not None:
+                self._feed_timed.add(text, chunks, final=False)
             return self._submit_each(chunks, voice, temperature, eos_threshold, seed)
 
     def flush(
@@ -209,7 +227,11 @@ class Session:
         with self._feed_lock:
             stream, self._feed_stream = self._feed_stream, None
             chunks = stream.flush() if stream is not None else []
-            return self._submit_each(chunks, voice, temperature, eos_threshold, seed)
+            if self._feed_timed is not None:
+                self._feed_timed.add("", chunks, final=True)
+            indices = self._submit_each(chunks, voice, temperature, eos_threshold, seed)
+            self._feed_timed = None
+            return indices
 
     @property
     def holds_fed_text(self) -> bool:
@@ -243,7 +265,9 @@ class Session:
     ) -> list[int]:
         indices = []
         for chunk in chunks:
-            indices.append(self._submit([chunk], voice, temperature, eos_threshold, seed))
+            indices.append(
+                self._submit([chunk], voice, temperature, eos_threshold, seed, self._feed_timed)
+            )
             seed = None  # the generator restarts once, at the first of them
         return indices
 
@@ -254,6 +278,7 @@ class Session:
         temperature: float | None,
         eos_threshold: float | None,
         seed: int | None,
+        timed: TimedText | None = None,
     ) -> int:
         """Queue prepared chunks as one utterance; its index."""
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
@@ -271,7 +296,7 @@ class Session:
             if self._link is not None:
                 self._link.speak(index, chunks, voice_state, settings, seed)
                 return index
-            self._utterances.put(_Utterance(index, chunks, voice_state, settings, seed))
+            self._utterances.put(_Utterance(index, chunks, voice_state, settings, seed, timed))
             if self._worker is None:
                 self._worker = threading.Thread(
                     target=self._run, name=f"{self._name}-flow", daemon=True
@@ -368,6 +393,10 @@ class Session:
         await self.acancel()
 
     # -- the worker ---------------------------------------------------------------------
+    def _timed_text(self, normalize: bool, lexicon: Mapping[str, str] | None) -> TimedText | None:
+        """A text's caller words for word timestamps (None when they are off)."""
+        return self._planner.timed_text(normalize, lexicon) if self._timestamps else None
+
     def _check_open(self) -> None:
         if self._closed:
             state = "cancelled" if self._cancelled else "finished"
@@ -428,9 +457,11 @@ class Session:
         last_chunk = len(utterance.chunks) - 1
         if utterance.seed is not None:  # only this thread draws from the generator
             self._rng = np.random.default_rng(utterance.seed)
+        timed = utterance.timed
         for chunk_index, plan in enumerate(utterance.chunks):
             if self._stopping():
                 return
+            timing = timed.chunk(plan, utterance.index) if timed else None
             for frame in generate_chunk(
                 self._backend,
                 utterance.voice_state,
@@ -438,14 +469,18 @@ class Session:
                 utterance.settings,
                 self._rng,
                 self._stopping,
+                heads=self._heads if timing else None,
             ):
+                last = frame.is_last and chunk_index == last_chunk
+                words = timing.frame(frame, last_in_utterance=last) if timing else None
                 sink.submit(
                     _DecodeJob(
                         latent=frame.latent,
                         frame_index=frame.frame_index,
                         chunk_index=chunk_index,
                         utterance_index=utterance.index,
-                        is_last_in_utterance=frame.is_last and chunk_index == last_chunk,
+                        is_last_in_utterance=last,
+                        words=words,
                     )
                 )
 
@@ -459,6 +494,7 @@ class Session:
         samples = self._decoder.decode(job.latent)
         if self._stopping():
             return
+        words = self._words.frame(samples, job.words) if job.words is not None else ()
         self._frames.put(
             AudioFrame(
                 samples=samples,
@@ -466,26 +502,11 @@ class Session:
                 chunk_index=job.chunk_index,
                 utterance_index=job.utterance_index,
                 is_last_in_utterance=job.is_last_in_utterance,
+                words=words,
             )
         )
         if job.is_last_in_utterance:
             self._done += 1
-
-
-def check_temperature(value: float) -> float:
-    """A finite temperature ≥ 0, or ValueError."""
-    value = float(value)
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"temperature must be a finite number ≥ 0, got {value!r}")
-    return value
-
-
-def check_eos_threshold(value: float) -> float:
-    """A finite EOS threshold, or ValueError."""
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"eos_threshold must be a finite number, got {value!r}")
-    return value
 
 
 __all__ = [

@@ -22,10 +22,22 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .audio import fade_in
+from .backends.base import AttentionProbe
 from .config import FRAME_SIZE, SAMPLE_RATE
 from .errors import UnknownLanguageError
 from .text.normalize import checked_lexicon, normalize_text, resolve_language
 from .text.prepare import PreparedChunk, TextPreparer, TextStream
+from .text.words import (
+    CallerWord,
+    CallerWordStream,
+    ChunkUnits,
+    WordMapper,
+    caller_words,
+    chunk_units,
+    token_spans,
+)
+from .timestamps import Heads
+from .word_timing import FrameWords, Word, WordLedger
 
 if TYPE_CHECKING:
     from .backends.base import Backend, FlowState, MimiState
@@ -48,6 +60,7 @@ class AudioFrame:
     chunk_index: int  # 0-based within its utterance
     utterance_index: int  # which enqueue call (0 for synthesize/stream)
     is_last_in_utterance: bool
+    words: tuple[Word, ...] = ()  # words completed by this frame (with timestamps on)
 
 
 @dataclass(frozen=True)
@@ -59,6 +72,22 @@ class GenerationSettings:
     max_frames: int | None = None  # the user's bound on frames per chunk
 
 
+def check_temperature(value: float) -> float:
+    """A finite temperature ≥ 0, or ValueError."""
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"temperature must be a finite number ≥ 0, got {value!r}")
+    return value
+
+
+def check_eos_threshold(value: float) -> float:
+    """A finite EOS threshold, or ValueError."""
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"eos_threshold must be a finite number, got {value!r}")
+    return value
+
+
 @dataclass(frozen=True, eq=False)
 class LatentFrame:
     """One sampled latent of a chunk."""
@@ -66,6 +95,7 @@ class LatentFrame:
     latent: np.ndarray  # [latent_dim] float32, normalized space
     frame_index: int
     is_last: bool  # last frame of its chunk
+    attention: np.ndarray | None = None  # [heads, chunk tokens] logits when heads were probed
 
 
 def draw_noise(rng: np.random.Generator, temperature: float, dim: int) -> np.ndarray:
@@ -89,18 +119,25 @@ def generate_chunk(
     settings: GenerationSettings,
     rng: np.random.Generator,
     cancelled: Callable[[], bool],
+    heads: Heads | None = None,
 ) -> Iterator[LatentFrame]:
     """The latents of one chunk, one per frame, until EOS + frames_after_eos or the limit.
 
     ``voice_state`` is copied, never changed. The first step is BOS (``step(state, None)``);
     an EOS logit above the threshold counts from frame ``MIN_FRAMES_BEFORE_EOS`` on; after EOS
     at step e the chunk ends before step e + frames_after_eos (upstream's rule). ``cancelled``
-    is checked before every step and between the step and the sampler.
+    is checked before every step and between the step and the sampler. ``heads`` (on a backend
+    whose ``capabilities.attention_probe``): each frame carries those heads' attention logits over
+    the chunk's text tokens.
     """
     if cancelled():
         return
     state = voice_state.copy()
+    text_start = state.position
     backend.prefill(state, backend.embed_text(plan.token_ids))
+    probe = None
+    if heads and backend.capabilities.attention_probe:
+        probe = AttentionProbe(tuple(heads), text_start, state.position)
     limit = frame_limit(plan, settings, state.capacity - state.position)
     after_eos = max(1, plan.frames_after_eos)
     latent_dim = backend.config.flow_lm.latent_dim
@@ -110,7 +147,11 @@ def generate_chunk(
     for index in range(limit):
         if cancelled():
             return
-        out = backend.step(state, previous)
+        out = (
+            backend.step(state, previous)
+            if probe is None
+            else backend.step(state, previous, probe=probe)
+        )  # type: ignore[call-arg]
         if (
             eos_step is None
             and index >= MIN_FRAMES_BEFORE_EOS
@@ -121,7 +162,12 @@ def generate_chunk(
         if cancelled():
             return
         latent = backend.sample(out.hidden, draw_noise(rng, settings.temperature, latent_dim))
-        yield LatentFrame(latent=latent, frame_index=index, is_last=index + 1 >= stop_at)
+        yield LatentFrame(
+            latent=latent,
+            frame_index=index,
+            is_last=index + 1 >= stop_at,
+            attention=out.attention,
+        )
         if index + 1 >= stop_at:
             return
         previous = latent
@@ -146,6 +192,70 @@ class AudioDecoder:
             self._started = True
             samples = fade_in(samples, FADE_IN_SAMPLES)
         return samples
+
+
+class TimedText:
+    """The caller's words of one text (an enqueued text, or a fed stream), mapped onto its
+    chunks' units for word timestamps.
+
+    ``add`` takes the caller's text (all of it, or fragments as they come) with the chunks it
+    released; ``chunk`` maps each chunk, in order, when its frames are generated (off the
+    caller's thread). ``ledger`` is what the word timing releases words from.
+    """
+
+    def __init__(self, planner: TextPlanner, normalize: bool, lexicon: Mapping[str, str] | None):
+        self._planner = planner
+        self._stream = planner.word_stream(normalize=normalize, lexicon=lexicon)
+        self._mapper = WordMapper()
+        self.ledger = WordLedger(self._mapper.words)
+        self._released = 0  # chunks released for this text
+        self._final = False  # the text is complete
+        self._mapped = 0  # chunks mapped so far
+
+    @property
+    def words(self) -> list[CallerWord]:
+        return self._mapper.words
+
+    def add(self, text: str, chunks: list[PreparedChunk], *, final: bool) -> None:
+        """More caller text and the chunks it released; ``final``: the text is complete."""
+        self._mapper.add(self._stream.push(text))
+        if final:
+            self._mapper.add(self._stream.flush())
+        self._released += len(chunks)
+        self._final = final
+
+    def units(self, chunk: PreparedChunk) -> ChunkUnits:
+        """The units of the next chunk (chunks must come in text order)."""
+        self._mapped += 1
+        return self._planner.units(chunk, self._mapper)
+
+    def chunk(self, chunk: PreparedChunk, utterance: int) -> ChunkTiming:
+        """The word timing input of the next chunk's frames (chunks in text order)."""
+        units = self.units(chunk)
+        ends_text = self._final and self._mapped >= self._released
+        return ChunkTiming(utterance, self.ledger, units, ends_text)
+
+
+@dataclass(frozen=True, eq=False)
+class ChunkTiming:
+    """One chunk of a timed utterance: builds each of its frames' ``FrameWords``."""
+
+    utterance: int
+    ledger: WordLedger
+    units: ChunkUnits
+    ends_text: bool
+
+    def frame(self, frame: LatentFrame, *, last_in_utterance: bool) -> FrameWords:
+        return FrameWords(
+            self.utterance,
+            self.ledger,
+            self.units,
+            frame.attention,
+            first_in_chunk=frame.frame_index == 0,
+            last_in_chunk=frame.is_last,
+            last_in_utterance=last_in_utterance,
+            ends_text=self.ends_text,
+        )
 
 
 class TextPlanner:
@@ -195,6 +305,47 @@ class TextPlanner:
             text = normalize_text(text, self.text_language, lexicon=lexicon)
         return self.preparer.split(text, continues_sentence=continues_sentence)
 
+    def words(
+        self, text: str, *, normalize: bool = True, lexicon: Mapping[str, str] | None = None
+    ) -> list[CallerWord]:
+        """The caller's words of ``text``, each with the keys of its spoken form."""
+        return caller_words(text, self._spoken_form(normalize, lexicon))
+
+    def word_stream(
+        self, *, normalize: bool = True, lexicon: Mapping[str, str] | None = None
+    ) -> CallerWordStream:
+        """``words`` for text arriving in fragments (``Session.feed``)."""
+        return CallerWordStream(self._spoken_form(normalize, lexicon))
+
+    def _spoken_form(
+        self, normalize: bool, lexicon: Mapping[str, str] | None
+    ) -> Callable[[str], str] | None:
+        """One word → its spoken form on its own (memoized per call site), or None."""
+        if not normalize:
+            return None
+        language = self.text_language
+        lexicon = checked_lexicon(lexicon)
+        forms: dict[str, str] = {}
+
+        def spoken(word: str) -> str:
+            if word not in forms:
+                forms[word] = normalize_text(word, language, lexicon=lexicon)
+            return forms[word]
+
+        return spoken
+
+    def timed_text(
+        self, normalize: bool = True, lexicon: Mapping[str, str] | None = None
+    ) -> TimedText:
+        """A ``TimedText`` for one enqueued text or fed text stream (word timestamps)."""
+        return TimedText(self, normalize, lexicon)
+
+    def units(self, chunk: PreparedChunk, mapper: WordMapper) -> ChunkUnits:
+        """The text units of a prepared chunk, its lexical words mapped to caller words."""
+        ids = [int(i) for i in chunk.token_ids]
+        spans = token_spans(self.preparer.tokenizer.decode, ids, chunk.text)
+        return chunk_units(chunk.text, spans, mapper)
+
     def stream(
         self, *, normalize: bool = True, lexicon: Mapping[str, str] | None = None
     ) -> TextStream:
@@ -217,6 +368,9 @@ __all__ = [
     "GenerationSettings",
     "LatentFrame",
     "TextPlanner",
+    "TimedText",
+    "check_eos_threshold",
+    "check_temperature",
     "draw_noise",
     "frame_limit",
     "generate_chunk",

@@ -17,7 +17,7 @@ import os
 import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -39,13 +39,22 @@ from .session import (
 from .synthesis import AudioFrame, GenerationSettings, TextPlanner
 from .text.prepare import TextPreparer
 from .text.tokenizer import Tokenizer
+from .timestamps import Heads, heads_fit, heads_for
 from .voice_source import VoiceSource, fetch_hub_voice, parse_voice
 from .voices import Voice
+from .word_timing import Word
 
 logger = logging.getLogger(__name__)
 
 VoiceLike = str | os.PathLike[str] | Voice
 """A pack voice name, a voice-state or recording path, an ``hf://`` hub file, or a Voice."""
+
+
+class TimedAudio(NamedTuple):
+    """``synthesize(..., timestamps=True)``: the audio and the caller's words in it."""
+
+    audio: np.ndarray  # float32 [n] at 24 kHz
+    words: tuple[Word, ...]
 
 
 class PocketTTS:
@@ -78,9 +87,37 @@ class PocketTTS:
         self._scheduler: Scheduler | None = None
         self._scheduler_lock = threading.Lock()
         self._planner = TextPlanner(config, tokenizer)
+        self._timestamp_heads = heads_for(config) if backend.capabilities.attention_probe else None
         self._voice_lock = threading.Lock()
         self._voice_states: dict[Hashable, FlowState] = {}
         self._voice_loading: dict[Hashable, threading.Lock] = {}
+
+    @property
+    def timestamp_heads(self) -> Heads | None:
+        """The FlowLM (layer, head) pairs word timestamps read, or None: times are estimated.
+
+        From the checkpoint's head table (``engine/timestamp_heads.json``); None for a custom
+        ``config.json``, an unknown checkpoint or a backend without attention (CoreML). Set it
+        for a fine-tuned model whose heads you know; a pair outside the model is refused.
+        """
+        return self._timestamp_heads
+
+    @timestamp_heads.setter
+    def timestamp_heads(self, heads: Heads | None) -> None:
+        if heads is not None:
+            heads = tuple((int(layer), int(head)) for layer, head in heads)
+            if not heads_fit(heads, self.config):
+                raise ValueError(
+                    f"timestamp heads {list(heads)} do not all exist in {self.config.name!r} "
+                    f"({self.config.num_layers} layers × "
+                    f"{self.config.flow_lm.transformer.num_heads} heads)"
+                )
+            if not self.backend.capabilities.attention_probe:
+                raise ValueError(
+                    f"the {self.backend.name} backend cannot read attention: its word times "
+                    "are estimated"
+                )
+        self._timestamp_heads = heads
 
     # -- loading ------------------------------------------------------------------------
     @classmethod
@@ -196,12 +233,14 @@ class PocketTTS:
         normalize: bool = True,
         lexicon: Mapping[str, str] | None = None,
         text_language: str | None = None,
+        timestamps: bool = False,
     ) -> Session:
         """A session: ``enqueue`` text, iterate frames; one voice, RNG and Mimi state.
 
         ``max_frames`` bounds the frames of each chunk; ``lexicon`` ({word: spoken form})
         feeds the text normalizer; ``text_language`` makes it read the text as a regional
-        variant of the pack's language (``"pt-BR"`` on the portuguese pack).
+        variant of the pack's language (``"pt-BR"`` on the portuguese pack). ``timestamps``:
+        each frame carries the caller's words it completes (``AudioFrame.words``).
         """
         settings = GenerationSettings(
             temperature=check_temperature(
@@ -225,6 +264,8 @@ class PocketTTS:
             lexicon=lexicon,
             overlap_decode=self.overlap_decode,
             scheduler=self.scheduler if self.options.batching else None,
+            timestamps=timestamps,
+            timestamp_heads=self._timestamp_heads,
         )
 
     def stream(
@@ -238,11 +279,13 @@ class PocketTTS:
         max_frames: int | None = None,
         normalize: bool = True,
         lexicon: Mapping[str, str] | None = None,
+        timestamps: bool = False,
     ) -> Iterator[AudioFrame]:
         """Speak ``text``, frame by frame as they are made (80 ms each).
 
         Raises ``EmptyTextError`` (a ValueError) right away when there is nothing to say.
-        Leaving the loop early stops the computation.
+        Leaving the loop early stops the computation. ``timestamps``: each frame carries the
+        words of ``text`` it completes (``AudioFrame.words``).
         """
         session = self.session(
             voice=voice,
@@ -252,6 +295,7 @@ class PocketTTS:
             max_frames=max_frames,
             normalize=normalize,
             lexicon=lexicon,
+            timestamps=timestamps,
         )
         try:
             if session.enqueue(text) is None:
@@ -277,25 +321,33 @@ class PocketTTS:
         normalize: bool = True,
         lexicon: Mapping[str, str] | None = None,
         post_process: bool = False,
-    ) -> np.ndarray:
+        timestamps: bool = False,
+    ) -> np.ndarray | TimedAudio:
         """Speak ``text`` into one float32 array [n] at 24 kHz.
 
         ``post_process`` applies an 80 Hz high-pass and a gentle 6 kHz shelf to the result.
+        ``timestamps=True`` returns ``TimedAudio(audio, words)`` instead: every word of
+        ``text`` as written, with its start and end in seconds (``Word``).
         """
-        frames = self.stream(
-            text,
-            voice=voice,
-            temperature=temperature,
-            seed=seed,
-            eos_threshold=eos_threshold,
-            max_frames=max_frames,
-            normalize=normalize,
-            lexicon=lexicon,
+        frames = list(
+            self.stream(
+                text,
+                voice=voice,
+                temperature=temperature,
+                seed=seed,
+                eos_threshold=eos_threshold,
+                max_frames=max_frames,
+                normalize=normalize,
+                lexicon=lexicon,
+                timestamps=timestamps,
+            )
         )
         samples = [frame.samples for frame in frames]
         audio = np.concatenate(samples) if samples else np.zeros(0, np.float32)
         if post_process:
             audio = audio_ops.post_process(audio, self.sample_rate)
+        if timestamps:
+            return TimedAudio(audio, tuple(w for frame in frames for w in frame.words))
         return audio
 
     def synthesize_to_file(self, text: str, path: str | os.PathLike[str], **options: Any) -> Path:

@@ -53,6 +53,21 @@ class StepOutput:
 
     hidden: np.ndarray  # [head_input_dim] float32: input of the sampler and EOS heads
     eos_logit: float
+    attention: np.ndarray | None = None  # [probe heads, probe positions] logits, if probed
+
+
+@dataclass(frozen=True)
+class AttentionProbe:
+    """Which attention logits a step should also return (for word timestamps).
+
+    ``heads``: (layer, query head) pairs, 0-based; positions ``[start, end)`` of the sequence
+    (a chunk's text tokens). The step returns, per pair, q·k/√head_dim of its query at the new
+    position against those keys: [len(heads), end - start] float32, before any softmax.
+    """
+
+    heads: tuple[tuple[int, int], ...]
+    start: int
+    end: int
 
 
 @dataclass
@@ -78,12 +93,15 @@ class BackendCapabilities:
     ``cloning_unavailable_reason``: None when ``encode`` works, else the message (saying what
     to do) that ``CloningUnavailableError`` carries. ``max_voice_frames``: the longest cloned
     prompt the backend's encoder takes (None: bounded only by the FlowLM capacity).
-    ``sampler_steps``: LSD steps each ``sample`` runs.
+    ``sampler_steps``: LSD steps each ``sample`` runs. ``attention_probe``: whether ``step``
+    takes ``probe=AttentionProbe(...)`` and returns those attention logits (word timestamps
+    from the model; without it they are estimated).
     """
 
     cloning_unavailable_reason: str | None
     max_voice_frames: int | None
     sampler_steps: int
+    attention_probe: bool = False
 
     @property
     def voice_cloning(self) -> bool:

@@ -17,7 +17,14 @@ from ...config import ModelConfig
 from ...errors import CloningUnavailableError, LoadOptionError
 from ...options import LoadOptions
 from ...packs import GATED_REPO_URL, PackFiles, PackRequest
-from ..base import Backend, BackendCapabilities, StepOutput, VoiceKV, check_voice_kv
+from ..base import (
+    AttentionProbe,
+    Backend,
+    BackendCapabilities,
+    StepOutput,
+    VoiceKV,
+    check_voice_kv,
+)
 from .files import resolve_numpy_pack
 from .flowlm import CHUNK_POSITIONS, DEFAULT_CAPACITY, FlowLM, KVCache
 from .mimi import Mimi, MimiDecoderState
@@ -56,6 +63,7 @@ class NumpyBackend(Backend):
             cloning_unavailable_reason=None if can_clone else _no_cloning_reason(config.name),
             max_voice_frames=None,
             sampler_steps=sampler_steps,
+            attention_probe=True,
         )
 
     @classmethod
@@ -108,8 +116,10 @@ class NumpyBackend(Backend):
     def prefill(self, state: KVCache, embeddings: np.ndarray) -> None:
         self.flow_lm.prefill(state, embeddings)
 
-    def step(self, state: KVCache, latent: np.ndarray | None) -> StepOutput:
-        return self.flow_lm.step(state, latent)
+    def step(
+        self, state: KVCache, latent: np.ndarray | None, probe: AttentionProbe | None = None
+    ) -> StepOutput:
+        return self.flow_lm.step(state, latent, probe)
 
     def sample(self, hidden: np.ndarray, noise: np.ndarray) -> np.ndarray:
         return self.sampler.sample(hidden, noise)

@@ -23,7 +23,7 @@ import numpy as np
 
 from ...config import MAX_TOKENS_PER_CHUNK, ModelConfig
 from ...errors import ContextOverflowError
-from ..base import StepOutput, check_token_ids
+from ..base import AttentionProbe, StepOutput, check_token_ids
 from .layers import apply_rope, gelu_tanh, layer_norm, linear_rows, rope_tables
 
 #: Longest voice prompt upstream builds: 30 s of audio at 12.5 frames/s, plus bos_before_voice.
@@ -174,8 +174,11 @@ class FlowLM:
         if x.shape[0]:
             self._transformer(state, x.copy())
 
-    def step(self, state: KVCache, latent: np.ndarray | None) -> StepOutput:
-        """Append one latent [latent_dim] (None or NaN means BOS) → head input and EOS logit."""
+    def step(
+        self, state: KVCache, latent: np.ndarray | None, probe: AttentionProbe | None = None
+    ) -> StepOutput:
+        """Append one latent [latent_dim] (None or NaN means BOS) → head input and EOS logit
+        (and the probed heads' attention logits, see ``AttentionProbe``)."""
         if latent is None:
             vec = self.bos_emb
         else:
@@ -186,12 +189,13 @@ class FlowLM:
             if nan.any():
                 vec = np.where(nan, self.bos_emb, vec)
         x = (self.input_linear @ vec)[None, :]  # [1, d]
-        x = self._transformer(state, x)[0]
+        probed = None if probe is None else self._probe_rows(probe)
+        x = self._transformer(state, x, probe, probed)[0]
         hidden = layer_norm(x, self.out_norm_w, self.out_norm_b, LAYER_NORM_EPS)
         if self.z_proj is not None:
             hidden = self.z_proj @ hidden
         eos = float(self.out_eos_w @ hidden) + self.out_eos_b
-        return StepOutput(hidden=hidden, eos_logit=eos)
+        return StepOutput(hidden=hidden, eos_logit=eos, attention=probed)
 
     def step_batch(
         self, states: Sequence[KVCache], latents: Sequence[np.ndarray | None]
@@ -252,8 +256,15 @@ class FlowLM:
             state.advance(1)
         return x
 
-    def _transformer(self, state: KVCache, x: np.ndarray) -> np.ndarray:
-        """Run the layers on x [n, d] (modified in place) at the next n positions of state."""
+    def _transformer(
+        self,
+        state: KVCache,
+        x: np.ndarray,
+        probe: AttentionProbe | None = None,
+        probed: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Run the layers on x [n, d] (modified in place) at the next n positions of state;
+        with a probe, fill probed [len(probe.heads), positions] with its heads' logits."""
         n = x.shape[0]
         start, end = state.reserve(n)
         cos, sin = self._rope(start, end)
@@ -269,6 +280,8 @@ class FlowLM:
             values = state.values[index]
             keys[:, start:end] = apply_rope(k, cos, sin).transpose(1, 0, 2)
             values[:, start:end] = v.transpose(1, 0, 2)
+            if probe is not None:
+                self._probe(index, q[-1], keys, probe, probed)
             attended = self._attend(q, keys[:, :end], values[:, :end], start)  # [n, q_dim]
             x += attended @ layer.out_proj.T
             h = layer_norm(x, layer.norm2_w, layer.norm2_b, LAYER_NORM_EPS)
@@ -301,6 +314,26 @@ class FlowLM:
             return out.reshape(1, kv_heads * group * head_dim)
         out = out.reshape(kv_heads, group, n, head_dim).transpose(2, 0, 1, 3)
         return out.reshape(n, self.num_heads * head_dim)
+
+    def _probe_rows(self, probe: AttentionProbe) -> np.ndarray:
+        """The array a probe's logits go in; raises ValueError for heads the model lacks."""
+        for layer, head in probe.heads:
+            if not (0 <= layer < self.num_layers and 0 <= head < self.num_heads):
+                raise ValueError(
+                    f"attention probe ({layer}, {head}) is outside this model "
+                    f"({self.num_layers} layers × {self.num_heads} heads)"
+                )
+        return np.empty((len(probe.heads), probe.end - probe.start), np.float32)
+
+    def _probe(
+        self, layer: int, q: np.ndarray, keys: np.ndarray, probe: AttentionProbe, out: np.ndarray
+    ) -> None:
+        """Logits of query q [H, Dh] (heads of probe in ``layer``) on keys [kv, P, Dh]."""
+        group = self.num_heads // self.kv_heads
+        for row, (probe_layer, head) in enumerate(probe.heads):
+            if probe_layer == layer:
+                out[row] = keys[head // group, probe.start : probe.end] @ q[head]
+                out[row] *= self.scale
 
     def _rope(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
         """cos, sin [end - start, Dh/2] for absolute positions start…end-1 (tables grow)."""

@@ -53,6 +53,13 @@ def substitute_sub_tags(text: str, protected: Protected) -> str:
     return _SUB.sub(lambda m: protected.hold(m[2]), text)
 
 
+def sub_tag_written(text: str) -> str:
+    """``text`` with each ``<sub alias="…">written</sub>`` element shown as its written form."""
+    if "<" not in text:
+        return text
+    return _SUB.sub(lambda m: m[3], text)
+
+
 class Lexicon:
     """Whole-word replacements chosen by the user, e.g. ``{"NVIDIA": "en-vidia"}``.
 

@@ -1,0 +1,173 @@
+"""The assistant's context after a barge-in holds the words the user heard (word timestamps).
+
+A real pipeline — PocketTTSService → an output transport playing in real time →
+LLMAssistantAggregator — on a virtual clock (``pipecat_playback``): the transport plays each
+10 ms of audio as 10 ms of pipeline time and releases each word frame when the playback reaches
+the word's time, so the test needs no wall-clock waits. The playback holds at a point in the
+middle of a long sentence, the test waits until the service has produced the audio (and so
+the words) well past that point, then interrupts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+
+import pytest
+from pipecat.frames.frames import (
+    EndFrame,
+    Frame,
+    InterruptionFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+    TTSAudioRawFrame,
+    TTSSpeakFrame,
+    TTSTextFrame,
+)
+from pipecat.pipeline.pipeline import Pipeline
+from pipecat.pipeline.worker import PipelineParams, PipelineWorker
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.aggregators.llm_response_universal import LLMAssistantAggregator
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.services.tts_service import TextAggregationMode
+from pipecat.workers.runner import WorkerRunner
+from pipecat_playback import PlaybackClock, PlaybackOutput, timed_frames_on
+
+from pipecat_pocket_tts import PocketTTSService
+from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
+
+HEADS = ((1, 2), (0, 1))  # the tiny pack's config names no checkpoint: read these heads
+LONG_SENTENCE = (
+    "This reply is one long sentence with many short words in it so that the voice keeps "
+    "talking for a good while before it ever reaches its final word and stops"
+)
+EXACT_REPLY = 'Sure — it costs $12.50, (about 3 apples) and "more" is fine! Okay? 2026-11-30.'
+
+
+@pytest.fixture(scope="module")
+def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny pack whose EOS never fires: every chunk runs its whole frame budget."""
+    root = tmp_path_factory.mktemp("ts_service")
+    return build_pack(root / "english", tiny_config_dict("standard"), eos_logit=-30.0)
+
+
+class WordTap(FrameProcessor):
+    """Records the word frames the TTS service pushes (before the transport holds them)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.words: list[TTSTextFrame] = []
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, TTSTextFrame):
+            self.words.append(frame)
+        await self.push_frame(frame, direction)
+
+
+def tokens(text: str) -> list[Frame]:
+    pieces = [p for word in re.findall(r"\s*\S+", text) for p in (word[:4], word[4:]) if p]
+    return [LLMFullResponseStartFrame(), *map(LLMTextFrame, pieces), LLMFullResponseEndFrame()]
+
+
+async def run_pipeline(pack, frames, *, rate, mode, pause_at=None, heads=HEADS):
+    """Play ``frames`` through service → playback → aggregator; interrupt at ``pause_at``."""
+    clock = PlaybackClock()
+    output = PlaybackOutput(clock, rate)
+    tts = PocketTTSService(
+        model_dir=pack,
+        backend="numpy",
+        settings=PocketTTSService.Settings(seed=3),
+        text_aggregation_mode=mode,
+    )
+    tap = WordTap()
+    context = LLMContext()
+    assistant = LLMAssistantAggregator(context)
+    worker = PipelineWorker(
+        Pipeline([tts, tap, output, assistant]),
+        clock=clock,
+        params=PipelineParams(audio_out_sample_rate=rate),
+        cancel_on_idle_timeout=False,
+    )
+    started = asyncio.Event()
+
+    @worker.event_handler("on_pipeline_started")
+    async def _started(_worker, _frame):
+        started.set()
+
+    if pause_at is not None:
+        output.pause_at(pause_at)
+
+    async def drive() -> None:
+        await asyncio.wait_for(started.wait(), timeout=120)
+        tts.engine.timestamp_heads = heads  # before the first turn opens its session
+        await worker.queue_frames(frames)
+        if pause_at is not None:
+            await output.reached.wait()
+            # the service has made the audio (and so the words) well past the pause point
+            await output.received_at_least(pause_at + 2.0)
+            while clock.sleepers_due_by(clock.get_time()):  # words due by now are out
+                await asyncio.sleep(0)
+            await worker.queue_frame(InterruptionFrame())
+            await output.quiet()
+        await worker.queue_frame(EndFrame())
+
+    with timed_frames_on(clock):
+        runner = WorkerRunner()
+        await runner.add_workers(worker)
+        await asyncio.gather(runner.run(), drive())
+    messages = [m for m in context.get_messages() if m.get("role") == "assistant"]
+    return output, tap, messages
+
+
+def _content(message) -> str:
+    content = message["content"]
+    if isinstance(content, list):
+        content = "".join(part.get("text", "") for part in content)
+    return content
+
+
+@pytest.mark.parametrize("rate", [8000, 24000])
+@pytest.mark.parametrize("mode", [TextAggregationMode.SENTENCE, TextAggregationMode.TOKEN])
+async def test_after_a_barge_in_the_context_holds_the_words_played(pack, rate, mode):
+    pause = 3.0
+    output, tap, messages = await run_pipeline(
+        pack, tokens(LONG_SENTENCE), rate=rate, mode=mode, pause_at=pause
+    )
+    assert output.interrupted_at == pytest.approx(pause, abs=0.011)
+    written = LONG_SENTENCE.split()
+    # the words whose audio had begun when the user spoke (their release time ≤ the pause)
+    heard = [f.text for f in tap.words if f.pts is not None and f.pts <= output.interrupted_clock]
+    assert 2 <= len(heard) < len(written) - 2  # interrupted in the middle of the sentence
+    assert len(messages) == 1
+    got = _content(messages[0]).split()
+    assert got == written[: len(got)]  # a prefix of the reply, as written
+    assert abs(len(got) - len(heard)) <= 1
+
+
+@pytest.mark.parametrize("mode", [TextAggregationMode.SENTENCE, TextAggregationMode.TOKEN])
+async def test_not_interrupted_the_context_holds_the_reply_as_written(pack, mode):
+    _, tap, messages = await run_pipeline(pack, tokens(EXACT_REPLY), rate=24000, mode=mode)
+    assert len(messages) == 1
+    assert _content(messages[0]).strip() == EXACT_REPLY
+    assert all(f.pts is not None for f in tap.words)
+    assert [f.pts for f in tap.words] == sorted(f.pts for f in tap.words)
+
+
+async def test_a_speak_frame_s_words_go_to_the_context(pack):
+    _, tap, messages = await run_pipeline(
+        pack, [TTSSpeakFrame("Good morning, it is 9:30.")], rate=16000, mode=None
+    )
+    assert [f.text for f in tap.words] == ["Good", "morning,", "it", "is", "9:30."]
+    assert _content(messages[-1]).strip() == "Good morning, it is 9:30."
+
+
+async def test_audio_is_all_played_before_the_words_of_its_end(pack):
+    output, tap, _ = await run_pipeline(
+        pack, [TTSSpeakFrame("One two three.")], rate=24000, mode=None
+    )
+    assert output.played_seconds > 0
+    assert max(f.pts for f in tap.words) <= output.clock.get_time()
+    assert not any(isinstance(f, TTSAudioRawFrame) for f in tap.words)

@@ -1,0 +1,145 @@
+"""Word timestamps through the engine's API: synthesize, stream, sessions (enqueue and feed)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipecat_pocket_tts.__main__ import main as cli
+from pipecat_pocket_tts.engine import AudioFrame, PocketTTS, TimedAudio
+
+FRAME_SECONDS = 0.08
+TEXT = "It costs $12.50 today. **Really** cheap, isn't it? 😀"
+WRITTEN = ["It", "costs", "$12.50", "today.", "**Really**", "cheap,", "isn't", "it?"]
+
+
+@pytest.fixture(scope="module")
+def tts(engine_pack_dir: Path) -> PocketTTS:
+    """The tiny pack with heads set (a custom config has none: estimated otherwise)."""
+    engine = PocketTTS.load("english", backend="numpy", model_dir=engine_pack_dir)
+    assert engine.timestamp_heads is None  # custom config.json: no head table
+    engine.timestamp_heads = ((1, 2), (0, 1))
+    return engine
+
+
+@pytest.fixture(scope="module")
+def estimated(engine_pack_dir: Path) -> PocketTTS:
+    return PocketTTS.load("english", backend="numpy", model_dir=engine_pack_dir)
+
+
+def _check_words(words, audio_seconds: float, *, estimated: bool) -> None:
+    assert [w.text for w in words] == WRITTEN
+    assert [w.index for w in words] == list(range(len(WRITTEN)))
+    if estimated:
+        assert all(w.estimated for w in words)
+    else:  # read from attention; words the pointer never reached in a short chunk: estimated
+        assert not words[0].estimated
+    for a, b in itertools.pairwise(words):
+        assert a.start <= a.end <= b.start + 1e-9
+    assert words[0].start >= 0 and words[-1].end <= audio_seconds + 1e-9
+
+
+@pytest.mark.parametrize("which", ["attention", "estimated"])
+def test_synthesize_returns_the_caller_s_words_with_times(tts, estimated, which):
+    engine = tts if which == "attention" else estimated
+    result = engine.synthesize(TEXT, seed=3, timestamps=True)
+    assert isinstance(result, TimedAudio)
+    audio, words = result
+    _check_words(words, audio.shape[0] / 24000, estimated=which == "estimated")
+    # the same audio as without timestamps
+    np.testing.assert_array_equal(audio, engine.synthesize(TEXT, seed=3))
+
+
+def test_stream_frames_carry_each_word_once_when_it_is_complete(tts):
+    frames = list(tts.stream(TEXT, seed=3, timestamps=True))
+    words = [w for f in frames for w in f.words]
+    _check_words(words, len(frames) * FRAME_SECONDS, estimated=False)
+    assert any(not w.estimated for w in words[1:])
+    for index, frame in enumerate(frames):
+        for w in frame.words:  # complete by the end of the frame that carries it
+            assert w.end <= (index + 1) * FRAME_SECONDS + 1e-9
+    assert not any(f.words for f in tts.stream("Hello there.", seed=3))  # off by default
+
+
+def test_session_words_are_on_the_utterance_and_the_session_clock(tts):
+    with tts.session(seed=5, timestamps=True) as session:
+        session.enqueue("First one here.")
+        session.enqueue("Then a second one.")
+        session.finish()
+        frames = [f for f in session if isinstance(f, AudioFrame)]
+    first = sum(1 for f in frames if f.utterance_index == 0) * FRAME_SECONDS
+    words = [(f.utterance_index, w) for f in frames for w in f.words]
+    assert [w.text for _, w in words] == ["First", "one", "here.", "Then", "a", "second", "one."]
+    second = [w for u, w in words if u == 1]
+    assert [w.index for w in second] == [0, 1, 2, 3]
+    for w in second:
+        assert w.session_start == pytest.approx(first + w.start)
+    assert all(w.session_start == w.start for u, w in words if u == 0)
+
+
+def test_fed_text_gives_the_same_words_as_the_whole_text(tts):
+    pieces = ["It co", "sts $12", ".50 tod", "ay. **Rea", "lly** cheap, is", "n't it? 😀"]
+    with tts.session(seed=3, timestamps=True) as session:
+        for piece in pieces:
+            session.feed(piece)
+        session.flush()
+        session.finish()
+        words = [w for f in session if isinstance(f, AudioFrame) for w in f.words]
+    assert [w.text for w in words] == WRITTEN
+    assert [w.index for w in words] == list(range(len(WRITTEN)))
+    for a, b in itertools.pairwise(words):
+        assert a.session_start <= a.session_end <= b.session_start + 1e-9
+
+
+def test_heads_outside_the_model_are_refused(estimated):
+    with pytest.raises(ValueError, match="do not all exist"):
+        estimated.timestamp_heads = ((2, 0),)
+
+
+@pytest.mark.parametrize("suffix", [".json", ".srt", ".vtt"])
+def test_cli_say_writes_timestamps_by_extension(engine_pack_dir, tmp_path, capsys, suffix):
+    out = tmp_path / f"words{suffix}"
+    code = cli(
+        [
+            "say",
+            "It costs $12.50.",
+            "-o",
+            str(tmp_path / "a.wav"),
+            "--model-dir",
+            str(engine_pack_dir),
+            "--backend",
+            "numpy",
+            "--seed",
+            "1",
+            "--timestamps",
+            str(out),
+        ]
+    )
+    assert code == 0
+    text = out.read_text(encoding="utf-8")
+    if suffix == ".json":
+        words = json.loads(text)["words"]
+        assert [w["text"] for w in words] == ["It", "costs", "$12.50."]
+        assert all(w["estimated"] for w in words)  # a custom pack: spread by length
+    else:
+        assert "$12.50." in text and "-->" in text
+    assert str(out) in capsys.readouterr().err
+
+
+def test_coreml_declares_no_attention_so_its_words_are_estimated(tmp_path):
+    from test_coreml_backend import Setup, tiny_config
+
+    numpy_engine, coreml_engine = Setup(tmp_path, tiny_config()).engines()
+    assert not coreml_engine.backend.capabilities.attention_probe
+    assert numpy_engine.backend.capabilities.attention_probe
+    assert coreml_engine.timestamp_heads is None
+    with pytest.raises(ValueError, match="cannot read attention"):
+        coreml_engine.timestamp_heads = ((0, 0),)
+    audio, words = coreml_engine.synthesize("It costs $12.50.", seed=1, timestamps=True)
+    assert [w.text for w in words] == ["It", "costs", "$12.50."]
+    assert all(w.estimated for w in words)
+    assert words[-1].end <= audio.shape[0] / 24000 + 1e-9
