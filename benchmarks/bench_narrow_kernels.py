@@ -48,6 +48,9 @@ def _threads_from_argv() -> str:
 
 for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_variable] = _threads_from_argv()
+# The kernels module is loaded here by path under another name: keep its compiled cache apart
+# from the package's own (numba keys cache entries by file).
+os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(tempfile.gettempdir(), "bench_narrow_numba"))
 
 import numpy as np  # noqa: E402
 
@@ -282,7 +285,7 @@ def main() -> None:
             for n in args.rows:
                 xs = {k: rng.standard_normal((n, k), dtype=np.float32) for k in (1024, 4096)}
                 reference = passes["numpy-fp32"](xs)
-                base = timed(lambda xs=xs: passes["numpy-fp32"](xs), args.repeats)
+                base = timed(lambda xs=xs, passes=passes: passes["numpy-fp32"](xs), args.repeats)
                 cells = [f"numpy-fp32 {base:.1f}"]
                 for name, fn in passes.items():
                     if name == "numpy-fp32":

@@ -65,3 +65,7 @@ class EmptyTextError(PocketTTSError, ValueError):
 
 class LexiconError(PocketTTSError, ValueError):
     """A pronunciation lexicon that is not a mapping of non-blank strings to strings."""
+
+
+class PrecisionUnavailableError(PocketTTSError, RuntimeError):
+    """A weight precision whose kernels are not installed (e.g. int8 without numba)."""

@@ -92,18 +92,22 @@ class PocketTTS:
         ``model_dir``: a local pack folder (nothing is downloaded; its ``config.json``, if any,
         replaces the registry config); otherwise files come from the Hugging Face hub at the
         pinned revisions (or ``revision``), through the HF cache and ``HF_TOKEN``/``token``.
+        ``precision`` (a backend option): on NumPy "fp32" (default), "bf16" or "int8" FlowLM
+        transformer linears (narrow ones need the ``fast`` extra); on CoreML "fp16" or "int8".
         """
         if not isinstance(sampler_steps, int) or sampler_steps < 1:
             raise ValueError(f"sampler_steps must be an integer ≥ 1, got {sampler_steps!r}")
         language = canonical_config_name(language)
         kind = resolve_backend_name(backend, language=language, model_dir=model_dir)
-        if kind == "numpy" and backend == "auto" and backend_options:
-            # Options written for CoreML (precision, compute units) where auto picked NumPy.
+        coreml_only = sorted(k for k in backend_options if k != "precision")
+        if kind == "numpy" and backend == "auto" and coreml_only:
+            # Options written for CoreML (compute units) where auto picked NumPy; a precision
+            # is kept (both backends take one, and a narrow one must never become fp32).
             logger.info(
                 "backend='auto' picked numpy here: ignoring the CoreML options %s",
-                ", ".join(sorted(backend_options)),
+                ", ".join(coreml_only),
             )
-            backend_options = {}
+            backend_options = {k: v for k, v in backend_options.items() if k == "precision"}
         pack = resolve_pack(
             language, model_dir=model_dir, revision=revision, token=token, backend_kind=kind
         )
@@ -375,7 +379,9 @@ class PocketTTS:
             return state
 
     def __repr__(self) -> str:
-        return f"PocketTTS(language={self.language!r}, backend={self.backend.name!r})"
+        precision = getattr(self.backend, "precision", None)
+        shown = "" if precision is None else f", precision={precision!r}"
+        return f"PocketTTS(language={self.language!r}, backend={self.backend.name!r}{shown})"
 
 
 class _SharedEntry:

@@ -89,10 +89,12 @@ def create_backend(
 
     ``weights_path`` is the NumPy pack's ``model.safetensors``; ``pack`` is the resolved
     ``PackFiles`` (CoreML packs hold several model files). ``options`` are backend specific
-    (e.g. CoreML compute units or precision); the NumPy backend takes none.
+    (e.g. CoreML compute units or precision); the NumPy backend takes only ``precision``
+    ("fp32" | "bf16" | "int8", of its FlowLM transformer linears).
     """
     kind = resolve_backend_name(kind)
     if kind == "numpy":
+        precision = options.pop("precision", "fp32")
         if options:
             raise ValueError(
                 f"{', '.join(sorted(options))}: options of the CoreML backend, which the numpy "
@@ -102,7 +104,9 @@ def create_backend(
             raise BackendUnavailableError("the numpy backend needs a model.safetensors file")
         from .numpy.backend import NumpyBackend
 
-        return NumpyBackend.from_files(config, weights_path, sampler_steps=sampler_steps)
+        return NumpyBackend.from_files(
+            config, weights_path, sampler_steps=sampler_steps, precision=precision
+        )
     from .coreml.backend import CoreMLBackend  # type: ignore[import-not-found]
 
     return CoreMLBackend.from_pack(config, pack, sampler_steps=sampler_steps, **options)
