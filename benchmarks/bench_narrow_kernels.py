@@ -241,6 +241,7 @@ def load_kernels():
     path = REPO / "pipecat_pocket_tts/engine/backends/numpy/kernels.py"
     spec = importlib.util.spec_from_file_location("narrow_kernels", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # numba's cache finds the module again by name
     spec.loader.exec_module(module)
     return module
 
