@@ -195,9 +195,15 @@ def quantize_int8(weight: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray
 
 def to_bfloat16_bits(weight: np.ndarray) -> np.ndarray:
     """float32 → bfloat16 bit patterns (uint16), rounding to nearest even (NaN stays NaN)."""
-    bits = np.ascontiguousarray(weight, np.float32).view(np.uint32)
-    rounded = (bits + (np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1)))) >> 16
+    weight = np.ascontiguousarray(weight, np.float32)
+    bits = weight.view(np.uint32)
+    rounded = bits >> 16
+    rounded &= 1
+    rounded += 0x7FFF
+    rounded += bits  # wraps only for negative NaN patterns, fixed below
+    rounded >>= 16
+    out = rounded.astype(np.uint16)
     nan = np.isnan(weight)
     if nan.any():
-        rounded[nan] = 0x7FC0
-    return rounded.astype(np.uint16)
+        out[nan] = 0x7FC0
+    return out
