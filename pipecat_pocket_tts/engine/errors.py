@@ -69,3 +69,7 @@ class LexiconError(PocketTTSError, ValueError):
 
 class PrecisionUnavailableError(PocketTTSError, RuntimeError):
     """A weight precision whose kernels are not installed (e.g. int8 without numba)."""
+
+
+class LoadOptionError(PocketTTSError, ValueError):
+    """A load option (``LoadOptions``) of the wrong type or out of range."""

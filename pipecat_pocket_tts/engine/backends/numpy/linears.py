@@ -23,8 +23,9 @@ from types import ModuleType
 import numpy as np
 
 from ...errors import PrecisionUnavailableError
+from ...options import NUMPY_PRECISIONS
 
-PRECISIONS = ("fp32", "bf16", "int8")
+PRECISIONS = NUMPY_PRECISIONS
 #: The pip extra that installs the narrow kernels' dependency (numba).
 KERNEL_EXTRA = "fast"
 #: Longest input [n, in] the narrow kernels take; longer ones widen the weight and use BLAS.
