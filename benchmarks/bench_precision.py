@@ -15,7 +15,8 @@ shared machine hit every configuration alike; ratios are to fp32 at the same thr
         [--precisions fp32 bf16 int8] [--threads 1 2] [--rounds 2] [--work /tmp/packs]
 
 ``--threads`` caps the BLAS threads (the numba kernels are single-threaded at any count).
-Packs missing under ``--work`` are built there first (``python -m pipecat_pocket_tts.devpack DIR --config X``).
+Packs missing under ``--work`` are built there first
+(``python -m pipecat_pocket_tts.devpack DIR --config X``).
 """
 
 from __future__ import annotations

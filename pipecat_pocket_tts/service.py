@@ -75,6 +75,7 @@ class PocketTTSService(TTSService):
         revision: str | None = None,
         token: str | None = None,
         sampler_steps: int = 1,
+        precision: str | None = None,
         settings: PocketTTSSettings | None = None,
         text_aggregation_mode: TextAggregationMode | None = None,
         warmup: bool = True,
@@ -93,6 +94,9 @@ class PocketTTSService(TTSService):
             revision: Hub revision of the pack (without ``model_dir``).
             token: Hugging Face token (gated packs); defaults to ``HF_TOKEN``.
             sampler_steps: Flow-matching decode steps of the sampler.
+            precision: FlowLM weights. NumPy: "fp32" (default), "bf16" or "int8" (faster and
+                smaller; needs ``pip install 'pipecat-pocket-tts[fast]'``, else setup fails with
+                ``PrecisionUnavailableError``); CoreML: "fp16" (default) or "int8".
             settings: Voice, temperature, seed, normalize, lexicon (see ``Settings``).
             text_aggregation_mode: SENTENCE (default) or TOKEN: LLM tokens go to the session's
                 text stream (``Session.feed``), which cuts and prepares as the batch path.
@@ -107,6 +111,7 @@ class PocketTTSService(TTSService):
             revision=revision,
             token=token,
             sampler_steps=sampler_steps,
+            precision=precision,
         )  # bad values fail here, not at setup
         load = LoadSettings(options, warmup)
         self._loader = EngineLoader(
