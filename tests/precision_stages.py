@@ -17,6 +17,7 @@ import numpy as np
 from reference_fixtures import load_family, snr_db
 
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
+from pipecat_pocket_tts.engine.config import ModelConfig
 
 ERRORS_FILE = Path(__file__).resolve().parent / "fixtures" / "precision" / "errors.json"
 #: The stages compared, in the fixture's key names.
@@ -36,6 +37,13 @@ STAGES = (
 def our_stages(name: str, precision: str) -> dict[str, np.ndarray]:
     """Run the fixture's stages of family ``name`` on our NumPy backend at ``precision``."""
     config, weights_path, _tokenizer, arrays = load_family(name)
+    return run_stages(config, weights_path, arrays, precision)
+
+
+def run_stages(
+    config: ModelConfig, weights_path: Path, arrays: dict[str, np.ndarray], precision: str
+) -> dict[str, np.ndarray]:
+    """The stages of a recorded upstream run (its inputs in ``arrays``) on our backend."""
     backend = NumpyBackend.from_files(
         config, weights_path, sampler_steps=int(arrays["sampler_steps"]), precision=precision
     )
