@@ -4,7 +4,9 @@
 shape from a ``ModelConfig`` alone. ``load_checkpoint`` reads a safetensors file (fp32 or bf16
 on disk) without torch or the safetensors package: fp32 tensors are memory-mapped read-only
 views of the file (no copy; the page cache is shared between processes), bf16 tensors are
-widened to fp32 one tensor at a time. Keys and shapes are checked against the config.
+widened to fp32 one tensor at a time. With a narrow precision (bf16 / int8), the FlowLM
+transformer linears are read into memory one at a time and narrowed on the spot
+(``linears.make_linear``), never mapped. Keys and shapes are checked against the config.
 
 Voice-cloning weights (Mimi encoder side and the speaker projection) may be missing or all
 zero in the ungated "without voice cloning" checkpoints; that is accepted and reported by
