@@ -94,9 +94,7 @@ class PocketTTSService(TTSService):
             revision: Hub revision of the pack (without ``model_dir``).
             token: Hugging Face token (gated packs); defaults to ``HF_TOKEN``.
             sampler_steps: Flow-matching decode steps of the sampler.
-            precision: FlowLM weights. NumPy: "fp32" (default), "bf16" or "int8" (faster and
-                smaller; needs ``pip install 'pipecat-pocket-tts[fast]'``, else setup fails with
-                ``PrecisionUnavailableError``); CoreML: "fp16" (default) or "int8".
+            precision: FlowLM weights: NumPy "fp32", "bf16", "int8" (``fast`` extra); CoreML "int8".
             settings: Voice, temperature, seed, normalize, lexicon (see ``Settings``).
             text_aggregation_mode: SENTENCE (default) or TOKEN: LLM tokens go to the session's
                 text stream (``Session.feed``), which cuts and prepares as the batch path.
@@ -105,17 +103,9 @@ class PocketTTSService(TTSService):
             **kwargs: Other ``TTSService`` arguments (``sample_rate``, ``text_transforms``...).
         """
         defaults = initial_settings(language, settings)
-        options = LoadOptions(
-            backend=backend,
-            model_dir=model_dir,
-            revision=revision,
-            token=token,
-            sampler_steps=sampler_steps,
-            precision=precision,
-        )  # bad values fail here, not at setup
-        load = LoadSettings(options, warmup)
+        options = LoadOptions(backend, model_dir, revision, token, sampler_steps, precision)
         self._loader = EngineLoader(
-            load,
+            LoadSettings(options, warmup),
             create_task=lambda coroutine, name: self.create_task(coroutine, name=name),
             keep_alive=lambda context_id: self._refresh_audio_context(context_id),
         )
