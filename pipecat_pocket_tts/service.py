@@ -77,6 +77,7 @@ class PocketTTSService(TTSService):
         revision: str | None = None,
         token: str | None = None,
         sampler_steps: int = 1,
+        precision: str | None = None,
         threads: int | None = None,
         max_streams: int | None = None,
         settings: PocketTTSSettings | None = None,
@@ -97,6 +98,7 @@ class PocketTTSService(TTSService):
             revision: Hub revision of the pack (without ``model_dir``).
             token: Hugging Face token (gated packs); defaults to ``HF_TOKEN``.
             sampler_steps: Flow-matching decode steps of the sampler.
+            precision: FlowLM weights: NumPy "fp32", "bf16", "int8" (``fast`` extra); CoreML "int8".
             threads: Compute threads of the model's scheduler, shared by every service and
                 session on the pack (default: the usable cores).
             max_streams: Most streams the model speaks at once; later turns wait in order
@@ -115,6 +117,7 @@ class PocketTTSService(TTSService):
             revision,
             token,
             sampler_steps,
+            precision,
             threads=threads,
             max_streams=max_streams,
         )

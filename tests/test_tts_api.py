@@ -212,7 +212,7 @@ def test_bad_seed_and_sampler_steps(engine_tts: PocketTTS, engine_pack_dir: Path
     with pytest.raises(ValueError, match="sampler_steps"):
         PocketTTS.load("english", backend="numpy", model_dir=engine_pack_dir, sampler_steps=0)
     with pytest.raises(ValueError, match="precision: options of the CoreML backend"):
-        PocketTTS.load("english", backend="numpy", model_dir=engine_pack_dir, precision="int8")
+        PocketTTS.load("english", backend="numpy", model_dir=engine_pack_dir, precision="fp16")
 
 
 @pytest.mark.skipif(sys.platform == "darwin", reason="auto picks CoreML where it can run")
@@ -223,7 +223,9 @@ def test_coreml_options_are_ignored_where_auto_picks_numpy(engine_pack_dir: Path
             compute_units="no-ane",
         )  # fmt: skip
     assert tts.backend.name == "numpy"
-    assert "ignoring the CoreML options compute_units, precision" in caplog.text
+    assert tts.backend.precision == "int8"  # NumPy runs int8 too: kept, never silently fp32
+    assert "ignoring the CoreML options compute_units" in caplog.text
+    assert "compute_units, precision" not in caplog.text
 
 
 def test_a_bare_recording_file_name_is_cloned(

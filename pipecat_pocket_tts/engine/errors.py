@@ -67,6 +67,10 @@ class LexiconError(PocketTTSError, ValueError):
     """A pronunciation lexicon that is not a mapping of non-blank strings to strings."""
 
 
+class PrecisionUnavailableError(PocketTTSError, RuntimeError):
+    """A weight precision whose kernels are not installed (e.g. int8 without numba)."""
+
+
 class LoadOptionError(PocketTTSError, ValueError):
     """A load option (``LoadOptions``) of the wrong type or out of range."""
 

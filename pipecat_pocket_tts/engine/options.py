@@ -20,6 +20,9 @@ from .errors import LoadOptionError, UnknownBackendError
 BACKEND_NAMES = ("auto", "numpy", "coreml")
 """Every name ``LoadOptions.backend`` accepts."""
 
+#: Precisions the NumPy backend runs (``backends.numpy.linears.PRECISIONS``); kept when "auto"
+#: picks NumPy (CoreML's "fp16" is dropped there).
+NUMPY_PRECISIONS = ("fp32", "bf16", "int8")
 #: Options only the CoreML backend reads (dropped when "auto" picks NumPy).
 COREML_ONLY = ("compute_units", "placement")
 
@@ -33,7 +36,8 @@ class LoadOptions:
     ``token``: hub revision override and Hugging Face token (default: ``HF_TOKEN``).
     ``sampler_steps``: LSD steps of the NumPy sampler (CoreML's fused decoder runs 8).
     ``precision``: the weights' precision on the backend (CoreML: "fp16" or "int8"; NumPy:
-    "fp32" today — narrower ones land here); None is the backend's default.
+    "fp32", "bf16" or "int8" FlowLM transformer linears, narrow ones with the ``fast`` extra);
+    None is the backend's default (fp16 on CoreML, fp32 on NumPy).
     ``compute_units`` / ``placement``: CoreML only (see ``backends.coreml.runtime``).
     ``batching``: every session runs on the model's one scheduler (its streams batched each
     frame) on a pool of ``threads`` compute threads (None: the usable cores), with at most
@@ -104,10 +108,12 @@ class LoadOptions:
     def for_backend(self, kind: str) -> LoadOptions:
         """These options with ``backend`` set to the concrete ``kind`` ("numpy" | "coreml").
 
-        When "auto" picked NumPy, options written for CoreML are dropped (they would be refused).
+        When "auto" picked NumPy, options written for CoreML are dropped (they would be refused);
+        a precision NumPy also runs ("int8", "bf16", "fp32") is kept, never silently widened.
         """
         if kind == "numpy" and self.backend == "auto":
-            return replace(self, backend=kind, precision=None, compute_units=None)
+            precision = self.precision if self.precision in NUMPY_PRECISIONS else None
+            return replace(self, backend=kind, precision=precision, compute_units=None)
         return replace(self, backend=kind)
 
     def dropped_for(self, concrete: LoadOptions) -> list[str]:

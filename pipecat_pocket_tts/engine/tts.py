@@ -133,6 +133,8 @@ class PocketTTS:
         ``model_dir``: a local pack folder (nothing is downloaded; its ``config.json``, if any,
         replaces the registry config); otherwise files come from the Hugging Face hub at the
         pinned revisions (or ``revision``), through the HF cache and ``HF_TOKEN``/``token``.
+        ``precision`` (a backend option): on NumPy "fp32" (default), "bf16" or "int8" FlowLM
+        transformer linears (narrow ones need the ``fast`` extra); on CoreML "fp16" or "int8".
         """
         options = LoadOptions.build(options, **keywords)
         name = resolve_config_name(language, custom=options.model_dir is not None)
@@ -430,7 +432,9 @@ class PocketTTS:
             return state
 
     def __repr__(self) -> str:
-        return f"PocketTTS(language={self.language!r}, backend={self.backend.name!r})"
+        precision = getattr(self.backend, "precision", None)
+        shown = "" if precision is None else f", precision={precision!r}"
+        return f"PocketTTS(language={self.language!r}, backend={self.backend.name!r}{shown})"
 
 
 class _SharedEntry:

@@ -6,7 +6,7 @@
 
 ``--compute-units`` takes a preset (default, all, cpu-gpu, cpu-ane, cpu-only, no-ane) and/or
 per-stage overrides: ``--compute-units no-ane,mimi=cpu-gpu``. ``--precision`` picks the FlowLM
-variant (fp16 or int8).
+weights of either backend (CoreML: fp16 or int8; NumPy: fp32, bf16 or int8).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ...options import NUMPY_PRECISIONS
 from .backend import PRECISIONS
 from .runtime import PRESETS, STAGES, UNITS, parse_compute_units, resolve_compute_units
 
@@ -28,7 +29,7 @@ def _compute_units(text: str) -> dict[str, str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--compute-units`` and ``--precision`` (used with ``--backend coreml``)."""
+    """Add ``--compute-units`` (``--backend coreml``) and ``--precision`` (either backend)."""
     group = parser.add_argument_group("CoreML backend")
     group.add_argument(
         "--compute-units",
@@ -41,11 +42,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             "default: GPU/Neural Engine for the FlowLM stages, CPU for Mimi"
         ),
     )
-    group.add_argument(
+    parser.add_argument(
         "--precision",
-        choices=PRECISIONS,
+        choices=sorted({*NUMPY_PRECISIONS, *PRECISIONS}),
         default=None,
-        help="FlowLM weights: fp16 (default) or int8 (smaller, a little faster)",
+        help="FlowLM weights: on numpy fp32 (default), bf16 or int8 (narrow ones need "
+        "pip install 'pipecat-pocket-tts[fast]'); on coreml fp16 (default) or int8",
     )
 
 

@@ -8,6 +8,7 @@ serves many sessions from many threads.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping, Sequence
 
@@ -27,28 +28,49 @@ from ..base import (
 )
 from .files import resolve_numpy_pack
 from .flowlm import CHUNK_POSITIONS, DEFAULT_CAPACITY, FlowLM, KVCache
+from .linears import PRECISIONS, Linear, check_precision
 from .mimi import Mimi, MimiDecoderState
 from .sampler import Sampler
 from .weights import check_weights, has_voice_cloning, load_checkpoint
 
-#: Weight precisions the NumPy backend runs (narrower ones are added with their kernels).
-PRECISIONS = ("fp32",)
+logger = logging.getLogger(__name__)
 
 
 class NumpyBackend(Backend):
-    """PocketTTS stages in NumPy (float32, the same math as upstream pocket-tts)."""
+    """PocketTTS stages in NumPy (float32 math, as upstream pocket-tts; FlowLM transformer
+    linears optionally stored narrow: ``precision`` "bf16" or "int8", see ``linears.py``)."""
 
     name = "numpy"
 
     def __init__(
-        self, config: ModelConfig, weights: Mapping[str, np.ndarray], *, sampler_steps: int = 1
+        self,
+        config: ModelConfig,
+        weights: Mapping[str, np.ndarray | Linear],
+        *,
+        sampler_steps: int = 1,
+        precision: str = "fp32",
     ) -> None:
-        """``weights``: upstream state-dict keys → arrays (checked against ``config``)."""
+        """``weights``: upstream state-dict keys → arrays (checked against ``config``).
+
+        ``precision``: "fp32", "bf16" or "int8" for the FlowLM attention and feed-forward
+        linears (the rest stays fp32); narrow ones need numba (``PrecisionUnavailableError``).
+        """
+        check_precision(precision)
         check_weights(weights, config)
         # float32 arrays pass through uncopied (memory-mapped weights stay mapped)
-        weights = {key: np.asarray(array, np.float32) for key, array in weights.items()}
+        weights = {
+            key: array if isinstance(array, Linear) else np.asarray(array, np.float32)
+            for key, array in weights.items()
+        }
         self.config = config
-        self.flow_lm = FlowLM(config, weights)
+        self.precision = precision
+        self.flow_lm = FlowLM(config, weights, precision=precision)
+        logger.info(
+            "numpy backend for %s: FlowLM transformer linears in %s%s",
+            config.name,
+            precision,
+            "" if precision == "fp32" else " (numba kernels; everything else fp32)",
+        )
         self.sampler = Sampler(config, weights, steps=sampler_steps)
         mimi_weights = {k[len("mimi.") :]: v for k, v in weights.items() if k.startswith("mimi.")}
         self.mimi = Mimi(config.mimi, mimi_weights)
@@ -68,10 +90,20 @@ class NumpyBackend(Backend):
 
     @classmethod
     def from_files(
-        cls, config: ModelConfig, weights_path: str | os.PathLike[str], *, sampler_steps: int = 1
+        cls,
+        config: ModelConfig,
+        weights_path: str | os.PathLike[str],
+        *,
+        sampler_steps: int = 1,
+        precision: str = "fp32",
     ) -> NumpyBackend:
-        """Load ``model.safetensors`` (fp32 memory-mapped, bf16 widened) for ``config``."""
-        return cls(config, load_checkpoint(weights_path, config), sampler_steps=sampler_steps)
+        """Load ``model.safetensors`` (fp32 memory-mapped, bf16 widened) for ``config``; with
+        a narrow ``precision`` the FlowLM linears are narrowed as they are read."""
+        weights = load_checkpoint(weights_path, config, precision=precision)
+        return cls(config, weights, sampler_steps=sampler_steps, precision=precision)
+
+    def __repr__(self) -> str:
+        return f"NumpyBackend(config={self.config.name!r}, precision={self.precision!r})"
 
     @classmethod
     def resolve_pack(cls, request: PackRequest) -> PackFiles:
@@ -99,7 +131,12 @@ class NumpyBackend(Backend):
             raise TypeError(
                 f"the numpy backend needs a NumPy-layout pack, got a {pack.backend_kind} pack"
             )
-        return cls.from_files(pack.config, pack.weights, sampler_steps=options.sampler_steps)
+        return cls.from_files(
+            pack.config,
+            pack.weights,
+            sampler_steps=options.sampler_steps,
+            precision=options.precision or "fp32",
+        )
 
     @property
     def capabilities(self) -> BackendCapabilities:

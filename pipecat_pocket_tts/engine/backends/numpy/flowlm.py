@@ -25,6 +25,7 @@ from ...config import MAX_TOKENS_PER_CHUNK, ModelConfig
 from ...errors import ContextOverflowError
 from ..base import AttentionProbe, StepOutput, check_token_ids
 from .layers import apply_rope, gelu_tanh, layer_norm, linear_rows, rope_tables
+from .linears import Linear, make_linear
 
 #: Longest voice prompt upstream builds: 30 s of audio at 12.5 frames/s, plus bos_before_voice.
 MAX_VOICE_POSITIONS = 1 + 375
@@ -107,7 +108,14 @@ class KVCache:
 class FlowLM:
     """The FlowLM networks of one loaded model; shared, read-only, thread-safe."""
 
-    def __init__(self, config: ModelConfig, weights: Mapping[str, np.ndarray]) -> None:
+    def __init__(
+        self,
+        config: ModelConfig,
+        weights: Mapping[str, np.ndarray | Linear],
+        *,
+        precision: str = "fp32",
+    ) -> None:
+        """``precision`` ("fp32" | "bf16" | "int8") of the transformer's four linears."""
         flow = config.flow_lm
         tr = flow.transformer
         self.config = config
@@ -120,9 +128,13 @@ class FlowLM:
         self.max_period = float(tr.max_period)
         self.latent_dim = flow.latent_dim
         self.scale = np.float32(1.0 / math.sqrt(self.head_dim))
+        self.precision = precision
 
         def w(name: str) -> np.ndarray:
             return np.asarray(weights[f"flow_lm.{name}"], np.float32)  # float32: no copy
+
+        def lin(name: str) -> Linear:
+            return make_linear(weights[f"flow_lm.{name}"], precision)
 
         self.embed_table = w("conditioner.embed.weight")  # [n_bins + 1, rank or d]
         self.embed_proj = (
@@ -134,12 +146,12 @@ class FlowLM:
             _Layer(
                 norm1_w=w(f"transformer.layers.{i}.norm1.weight"),
                 norm1_b=w(f"transformer.layers.{i}.norm1.bias"),
-                in_proj=w(f"transformer.layers.{i}.self_attn.in_proj.weight"),
-                out_proj=w(f"transformer.layers.{i}.self_attn.out_proj.weight"),
+                in_proj=lin(f"transformer.layers.{i}.self_attn.in_proj.weight"),
+                out_proj=lin(f"transformer.layers.{i}.self_attn.out_proj.weight"),
                 norm2_w=w(f"transformer.layers.{i}.norm2.weight"),
                 norm2_b=w(f"transformer.layers.{i}.norm2.bias"),
-                linear1=w(f"transformer.layers.{i}.linear1.weight"),
-                linear2=w(f"transformer.layers.{i}.linear2.weight"),
+                linear1=lin(f"transformer.layers.{i}.linear1.weight"),
+                linear2=lin(f"transformer.layers.{i}.linear2.weight"),
             )
             for i in range(self.num_layers)
         ]
@@ -238,7 +250,7 @@ class FlowLM:
         attended = np.empty((batch, q_dim), dtype=np.float32)
         for index, layer in enumerate(self.layers):
             h = layer_norm(x, layer.norm1_w, layer.norm1_b, LAYER_NORM_EPS)
-            qkv = linear_rows(h, layer.in_proj)  # [B, q + 2·kv]
+            qkv = layer.in_proj(h)  # [B, q + 2·kv]
             q = apply_rope(qkv[:, :q_dim].reshape(batch, self.num_heads, self.head_dim), cos, sin)
             k = qkv[:, q_dim : q_dim + kv_dim].reshape(batch, self.kv_heads, self.head_dim)
             k = apply_rope(k, cos, sin)
@@ -249,9 +261,9 @@ class FlowLM:
                 values[:, start] = v[b]
                 end = start + 1
                 attended[b] = self._attend(q[b : b + 1], keys[:, :end], values[:, :end], start)[0]
-            x += linear_rows(attended, layer.out_proj)
+            x += layer.out_proj(attended)
             h = layer_norm(x, layer.norm2_w, layer.norm2_b, LAYER_NORM_EPS)
-            x += linear_rows(gelu_tanh(linear_rows(h, layer.linear1)), layer.linear2)
+            x += layer.linear2(gelu_tanh(layer.linear1(h)))
         for state in states:
             state.advance(1)
         return x
@@ -271,7 +283,7 @@ class FlowLM:
         q_dim, kv_dim = self.query_dim, self.kv_heads * self.head_dim
         for index, layer in enumerate(self.layers):
             h = layer_norm(x, layer.norm1_w, layer.norm1_b, LAYER_NORM_EPS)
-            qkv = h @ layer.in_proj.T  # [n, q + 2·kv]
+            qkv = layer.in_proj(h)  # [n, q + 2·kv]
             q = qkv[:, :q_dim].reshape(n, self.num_heads, self.head_dim)
             k = qkv[:, q_dim : q_dim + kv_dim].reshape(n, self.kv_heads, self.head_dim)
             v = qkv[:, q_dim + kv_dim :].reshape(n, self.kv_heads, self.head_dim)
@@ -283,9 +295,9 @@ class FlowLM:
             if probe is not None:
                 self._probe(index, q[-1], keys, probe, probed)
             attended = self._attend(q, keys[:, :end], values[:, :end], start)  # [n, q_dim]
-            x += attended @ layer.out_proj.T
+            x += layer.out_proj(attended)
             h = layer_norm(x, layer.norm2_w, layer.norm2_b, LAYER_NORM_EPS)
-            x += gelu_tanh(h @ layer.linear1.T) @ layer.linear2.T
+            x += layer.linear2(gelu_tanh(layer.linear1(h)))
         state.advance(n)
         return x
 
@@ -351,16 +363,16 @@ class FlowLM:
 
 @dataclass(frozen=True, slots=True)
 class _Layer:
-    """The weights of one transformer layer (linear weights in [out, in] layout)."""
+    """The weights of one transformer layer; linears map [n, in] → [n, out] (``linears.py``)."""
 
     norm1_w: np.ndarray  # [d]
     norm1_b: np.ndarray  # [d]
-    in_proj: np.ndarray  # [q + 2·kv, d]
-    out_proj: np.ndarray  # [d, q]
+    in_proj: Linear  # d → q + 2·kv
+    out_proj: Linear  # q → d
     norm2_w: np.ndarray  # [d]
     norm2_b: np.ndarray  # [d]
-    linear1: np.ndarray  # [ffn, d]
-    linear2: np.ndarray  # [d, ffn]
+    linear1: Linear  # d → ffn
+    linear2: Linear  # ffn → d
 
 
 def _lazy_zeros(shape: tuple[int, ...]) -> np.ndarray:

@@ -4,7 +4,9 @@
 shape from a ``ModelConfig`` alone. ``load_checkpoint`` reads a safetensors file (fp32 or bf16
 on disk) without torch or the safetensors package: fp32 tensors are memory-mapped read-only
 views of the file (no copy; the page cache is shared between processes), bf16 tensors are
-widened to fp32 one tensor at a time. Keys and shapes are checked against the config.
+widened to fp32 one tensor at a time. With a narrow precision (bf16 / int8), the FlowLM
+transformer linears are read into memory one at a time and narrowed on the spot
+(``linears.make_linear``), never mapped. Keys and shapes are checked against the config.
 
 Voice-cloning weights (Mimi encoder side and the speaker projection) may be missing or all
 zero in the ungated "without voice cloning" checkpoints; that is accepted and reported by
@@ -17,13 +19,14 @@ import json
 import mmap
 import os
 import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
 
 from ...config import FlowLMTransformerConfig, ModelConfig
 from ...errors import WeightsMismatchError
+from .linears import Linear, check_precision, make_linear
 from .mimi import mimi_weight_shapes
 
 Shape = tuple[int, ...]
@@ -40,6 +43,20 @@ CLONING_PREFIXES = (
 TIME_EMBED_FREQUENCIES = 128
 
 _TIME_CONDS = {"lsd": 2, "flow_matching": 1, "drifting": 0, "pointwise": 0}
+
+
+#: Suffixes of the FlowLM transformer weights a narrow precision stores narrow.
+NARROW_SUFFIXES = (
+    ".self_attn.in_proj.weight",
+    ".self_attn.out_proj.weight",
+    ".linear1.weight",
+    ".linear2.weight",
+)
+
+
+def is_narrow_key(key: str) -> bool:
+    """True for the FlowLM attention and feed-forward linears (what bf16 / int8 narrow)."""
+    return key.startswith("flow_lm.transformer.layers.") and key.endswith(NARROW_SUFFIXES)
 
 
 def is_cloning_key(key: str) -> bool:
@@ -128,20 +145,33 @@ def _flow_transformer_shapes(prefix: str, tr: FlowLMTransformerConfig) -> dict[s
 # -- loading ----------------------------------------------------------------------------
 
 
-def load_checkpoint(path: str | os.PathLike[str], config: ModelConfig) -> dict[str, np.ndarray]:
+def load_checkpoint(
+    path: str | os.PathLike[str], config: ModelConfig, *, precision: str = "fp32"
+) -> dict[str, np.ndarray | Linear]:
     """Read ``model.safetensors`` → {upstream key: float32 array}, checked against ``config``.
 
     fp32 tensors are read-only views of a memory map of the file; bf16 (and fp16) tensors are
-    widened to fp32. Voice-cloning keys may be missing. Raises ``WeightsMismatchError`` naming
-    missing, unexpected and misshapen keys, and ``FileNotFoundError`` for a missing file.
+    widened to fp32. With ``precision`` "bf16" or "int8", the FlowLM transformer linears
+    (``is_narrow_key``) are read into memory one at a time and narrowed at once (they map to
+    ``linears.Linear`` objects; their fp32 bytes are neither kept nor left mapped). Voice-cloning
+    keys may be missing. Raises ``WeightsMismatchError`` naming missing, unexpected and
+    misshapen keys, ``FileNotFoundError`` for a missing file, and ``PrecisionUnavailableError``
+    for a narrow precision without its kernels.
     """
-    weights = dict(iter_safetensors(path))
+    check_precision(precision)
+    if precision == "fp32":
+        weights: dict[str, np.ndarray | Linear] = dict(iter_safetensors(path))
+    else:
+        weights = {
+            key: make_linear(array, precision) if is_narrow_key(key) else array
+            for key, array in iter_safetensors(path, unmapped=is_narrow_key)
+        }
     check_weights(weights, config, source=str(path))
     return weights
 
 
 def check_weights(
-    weights: Mapping[str, np.ndarray], config: ModelConfig, *, source: str = "weights"
+    weights: Mapping[str, np.ndarray | Linear], config: ModelConfig, *, source: str = "weights"
 ) -> None:
     """Raise ``WeightsMismatchError`` unless keys and shapes match ``config`` (cloning optional)."""
     expected = expected_shapes(config)
@@ -186,11 +216,15 @@ def has_voice_cloning(weights: Mapping[str, np.ndarray], config: ModelConfig) ->
 _DTYPES = {"F32": np.dtype("<f4"), "BF16": np.dtype("<u2"), "F16": np.dtype("<f2")}
 
 
-def iter_safetensors(path: str | os.PathLike[str]) -> Iterator[tuple[str, np.ndarray]]:
+def iter_safetensors(
+    path: str | os.PathLike[str], *, unmapped: Callable[[str], bool] | None = None
+) -> Iterator[tuple[str, np.ndarray]]:
     """Yield (key, float32 array) for every tensor of a safetensors file (no torch needed).
 
-    F32 tensors are read-only views of one memory map of the file (copied only if misaligned);
-    BF16 / F16 tensors are read one at a time and widened, so the peak stays near the fp32 size.
+    F32 tensors are read-only views of one memory map of the file (copied only if misaligned),
+    except those whose key ``unmapped`` accepts: those are read into fresh memory (for callers
+    that convert and drop them). BF16 / F16 tensors are read one at a time and widened, so the
+    peak stays near the fp32 size.
     """
     path = Path(path)
     with open(path, "rb") as f:
@@ -211,7 +245,7 @@ def iter_safetensors(path: str | os.PathLike[str]) -> Iterator[tuple[str, np.nda
                 raise WeightsMismatchError(f"{path}: tensor {key!r} has inconsistent data offsets")
             if count == 0:
                 yield key, np.zeros(shape, np.float32)
-            elif dtype_name == "F32":
+            elif dtype_name == "F32" and not (unmapped is not None and unmapped(key)):
                 if mapped is None:
                     mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
                     if hasattr(mmap, "MADV_WILLNEED"):
@@ -243,7 +277,9 @@ def _read_header(f, size: int, path: Path) -> tuple[dict, int]:
 
 
 def _widen(raw: np.ndarray, dtype_name: str) -> np.ndarray:
-    """bf16 (as uint16 bits) or fp16 → a new float32 array."""
+    """bf16 (as uint16 bits) or fp16 → a new float32 array (fp32 passes through)."""
+    if dtype_name == "F32":
+        return raw
     if dtype_name == "F16":
         return raw.astype(np.float32)
     widened = np.empty(raw.shape, np.uint32)

@@ -1,0 +1,164 @@
+"""FlowLM precision (fp32 / bf16 / int8) on the NumPy backend, side by side in one run.
+
+For each full-size random-weight pack (built by the devpack) × precision × thread count, a
+fresh child process measures:
+
+- load time and resident memory after load (VmRSS), and after speaking (VmRSS, VmHWM peak);
+- time to first audio of a stream (voice state ready beforehand, as in a running service);
+- the stream's real-time factor (audio seconds / wall seconds, ``--frames`` frames);
+- the FlowLM step alone (median ms over ``--steps`` steps after the voice and text prefill).
+
+Configurations run round-robin ``--rounds`` times (medians reported), so slow phases of a
+shared machine hit every configuration alike; ratios are to fp32 at the same thread count.
+
+    python benchmarks/bench_precision.py [--packs english german_24l french_24l]
+        [--precisions fp32 bf16 int8] [--threads 1 2] [--rounds 2] [--work /tmp/packs]
+
+``--threads`` caps the BLAS threads (the numba kernels are single-threaded at any count).
+Packs missing under ``--work`` are built there first
+(``python -m pipecat_pocket_tts.devpack DIR --config X``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TEXT = "The quick brown fox jumps over the lazy dog, and then it runs far away into the woods."
+FRAME_SECONDS = 0.08
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--packs", nargs="+", default=["english", "german_24l", "french_24l"])
+    parser.add_argument("--precisions", nargs="+", default=["fp32", "bf16", "int8"])
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--frames", type=int, default=40, help="frames per measured stream")
+    parser.add_argument("--steps", type=int, default=20, help="timed FlowLM steps")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/bench_precision_packs"))
+    parser.add_argument(
+        "--child", nargs=2, metavar=("PACK_DIR", "PRECISION"), help=argparse.SUPPRESS
+    )
+    return parser.parse_args(argv)
+
+
+def memory_mb() -> dict[str, float]:
+    out = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = int(value.split()[0]) / 1024
+    return out
+
+
+def child(pack_dir: str, precision: str, frames: int, steps: int) -> dict[str, float]:
+    """One configuration in this fresh process (threads already capped by the parent)."""
+    sys.path.insert(0, str(REPO))
+    import numpy as np
+
+    from pipecat_pocket_tts.engine import PocketTTS
+
+    start = time.perf_counter()
+    language = Path(pack_dir).name  # packs are built in folders named after their config
+    tts = PocketTTS.load(language, backend="numpy", model_dir=pack_dir, precision=precision)
+    load_s = time.perf_counter() - start
+    after_load = memory_mb()["VmRSS"]
+    tts.voice_state("alba")  # a service has its voice ready before the first text
+
+    start = time.perf_counter()
+    first = None
+    count = 0
+    for _frame in tts.stream(TEXT, voice="alba", seed=0, max_frames=frames):
+        if first is None:
+            first = time.perf_counter() - start
+        count += 1
+    wall = time.perf_counter() - start
+    spoken = memory_mb()
+
+    backend = tts.backend
+    state = backend.flow_state_from_voice(backend.voice_from_flow_state(tts.voice_state("alba")))
+    backend.prefill(state, backend.embed_text(np.arange(30) % 1000))
+    latent = None
+    times = []
+    for _ in range(steps + 2):
+        begin = time.perf_counter()
+        out = backend.step(state, latent)
+        times.append(time.perf_counter() - begin)
+        latent = np.tanh(out.hidden[: backend.config.flow_lm.latent_dim])
+    return {
+        "load_s": load_s,
+        "rss_load_mb": after_load,
+        "rss_spoken_mb": spoken["VmRSS"],
+        "peak_mb": spoken["VmHWM"],
+        "first_audio_ms": (first or 0.0) * 1e3,
+        "rtf": count * FRAME_SECONDS / wall,
+        "step_ms": statistics.median(times[2:]) * 1e3,
+    }
+
+
+def ensure_pack(work: Path, name: str) -> Path:
+    folder = work / name
+    if not (folder / "model.safetensors").exists():
+        print(f"building {name} in {folder} …", flush=True)
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        module = "pipecat_pocket_tts.devpack"
+        cmd = [sys.executable, "-m", module, str(folder), "--config", name, "--voices", "alba"]
+        subprocess.run(cmd, check=True, env=env)
+    return folder
+
+
+def run_child(args: argparse.Namespace, folder: Path, precision: str, threads: int) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[variable] = str(threads)
+    cmd = [sys.executable, __file__, "--child", str(folder), precision]
+    cmd += ["--frames", str(args.frames), "--steps", str(args.steps)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"{folder.name} {precision} t{threads}: {done.stderr[-800:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    args = parse_args()
+    if args.child:
+        print(json.dumps(child(args.child[0], args.child[1], args.frames, args.steps)))
+        return
+    folders = {name: ensure_pack(args.work, name) for name in args.packs}
+    configs = [(p, q, t) for p in args.packs for t in args.threads for q in args.precisions]
+    results: dict[tuple, list[dict]] = {c: [] for c in configs}
+    for round_index in range(args.rounds):
+        for pack, precision, threads in configs:
+            figures = run_child(args, folders[pack], precision, threads)
+            results[(pack, precision, threads)].append(figures)
+            print(f"round {round_index + 1}: {pack} {precision} t{threads} {figures}", flush=True)
+
+    keys = ("step_ms", "rtf", "first_audio_ms", "rss_load_mb", "rss_spoken_mb", "peak_mb", "load_s")
+    print(f"\nmedians of {args.rounds} rounds; (×) = ratio to fp32 at the same threads")
+    print(f"{'pack':12s} {'prec':5s} {'thr':>3s} " + " ".join(f"{k:>18s}" for k in keys))
+    for pack, precision, threads in configs:
+        med = {
+            k: statistics.median(r[k] for r in results[(pack, precision, threads)]) for k in keys
+        }
+        base_runs = results.get((pack, "fp32", threads))
+        cells = []
+        for k in keys:
+            if base_runs and precision != "fp32":
+                base = statistics.median(r[k] for r in base_runs)
+                cells.append(f"{med[k]:9.2f} ({med[k] / base:4.2f}×)")
+            else:
+                cells.append(f"{med[k]:18.2f}")
+        print(f"{pack:12s} {precision:5s} {threads:3d} " + " ".join(cells))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,213 @@
+"""The FlowLM transformer's linears at a chosen precision: ONE way to apply a linear.
+
+``make_linear(weight [out, in], precision)`` returns a callable ``linear(x [n, in]) → [n, out]``
+(bias-free). Every attention and feed-forward linear of the FlowLM transformer (in_proj,
+out_proj, linear1, linear2) is applied through one, so a solo step, a batched step and the
+prefill all compute it the same way.
+
+- ``"fp32"``: the float32 weight (memory-mapped from the file when it is fp32 there), BLAS.
+- ``"bf16"``: bfloat16 weights (round to nearest even; exact for bf16 checkpoints), half the bytes.
+- ``"int8"``: symmetric int8 weights with one float32 scale per group of ``group_size(in)``
+  consecutive inputs of each output row (64 for the full-size models), a quarter of the bytes.
+
+Narrow linears run numba kernels (``kernels.py``, the ``fast`` extra) for up to
+``KERNEL_MAX_ROWS`` rows (steps and small batches, bound by memory bandwidth); longer inputs
+(prefill) widen the weight once per call and use BLAS. Activations are float32 throughout.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+import numpy as np
+
+from ...errors import PrecisionUnavailableError
+from ...options import NUMPY_PRECISIONS
+from .layers import linear_rows
+
+PRECISIONS = NUMPY_PRECISIONS
+#: The pip extra that installs the narrow kernels' dependency (numba).
+KERNEL_EXTRA = "fast"
+#: Longest input [n, in] the narrow kernels take; longer ones widen the weight and use BLAS.
+KERNEL_MAX_ROWS = 16
+#: From this many rows on, the int8 kernel dequantizes each weight row once for all rows.
+INT8_SHARED_ROW_FROM = 3
+#: Preferred int8 scale group sizes (the first that divides the input width; else one per row).
+GROUP_SIZES = (64, 32, 16)
+
+
+def check_precision(precision: object) -> str:
+    """Return ``precision`` if the NumPy backend knows it, else raise ``ValueError``."""
+    if precision not in PRECISIONS:
+        raise ValueError(
+            f"precision must be one of {', '.join(PRECISIONS)} on the numpy backend, "
+            f"got {precision!r}"
+        )
+    return precision  # type: ignore[return-value]
+
+
+def load_kernels() -> ModuleType:
+    """The compiled kernels module, or ``PrecisionUnavailableError`` naming the extra."""
+    try:
+        module = importlib.import_module(f"{__package__}.kernels")
+    except ImportError as exc:
+        raise PrecisionUnavailableError(
+            "precision 'int8' and 'bf16' on the numpy backend run compiled kernels from numba, "
+            f"which is not installed ({exc}): pip install 'pipecat-pocket-tts[{KERNEL_EXTRA}]', "
+            "or load with precision='fp32'"
+        ) from exc
+    module.warm_up()
+    return module
+
+
+class Linear:
+    """A bias-free linear ``x [n, in] → [n, out]``; subclasses hold the weight their way."""
+
+    precision = "fp32"
+
+    def __init__(self, shape: tuple[int, int]) -> None:
+        self.shape = shape  # (out, in), as the checkpoint stores the weight
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    @property
+    def nbytes(self) -> int:
+        raise NotImplementedError
+
+    def dense(self) -> np.ndarray:
+        """The weight as float32 [out, in] (what this linear multiplies by)."""
+        raise NotImplementedError
+
+
+class DenseLinear(Linear):
+    """float32 weight, BLAS matmul."""
+
+    def __init__(self, weight: np.ndarray) -> None:
+        super().__init__(weight.shape)
+        self.weight = weight
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        if x.shape[0] > 1:  # a few rows (a batched step): one matrix-vector product each
+            return linear_rows(x, self.weight)
+        return x @ self.weight.T
+
+    @property
+    def nbytes(self) -> int:
+        return self.weight.nbytes
+
+    def dense(self) -> np.ndarray:
+        return self.weight
+
+
+class Bf16Linear(Linear):
+    """bfloat16 weight (uint16 bit patterns)."""
+
+    precision = "bf16"
+
+    def __init__(self, weight: np.ndarray, kernels: ModuleType) -> None:
+        super().__init__(weight.shape)
+        self.bits = to_bfloat16_bits(weight)
+        self._kernels = kernels
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        if x.shape[0] > KERNEL_MAX_ROWS:
+            return x @ self.dense().T
+        x = np.ascontiguousarray(x, np.float32)
+        out = np.empty((x.shape[0], self.shape[0]), np.float32)
+        self._kernels.bf16_matmul(x, self.bits, out)
+        return out
+
+    @property
+    def nbytes(self) -> int:
+        return self.bits.nbytes
+
+    def dense(self) -> np.ndarray:
+        return (self.bits.astype(np.uint32) << 16).view(np.float32)
+
+
+class Int8Linear(Linear):
+    """int8 weight with float32 scales per group of inputs of each output row."""
+
+    precision = "int8"
+
+    def __init__(self, weight: np.ndarray, kernels: ModuleType) -> None:
+        super().__init__(weight.shape)
+        self.codes, self.scales = quantize_int8(weight, group_size(weight.shape[1]))
+        self._kernels = kernels
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        n = x.shape[0]
+        if n > KERNEL_MAX_ROWS:
+            return x @ self.dense().T
+        x = np.ascontiguousarray(x, np.float32)
+        out = np.empty((n, self.shape[0]), np.float32)
+        kernels = self._kernels
+        kernel = kernels.int8_matmul_rows if n >= INT8_SHARED_ROW_FROM else kernels.int8_matmul
+        kernel(x, self.codes, self.scales, out)
+        return out
+
+    @property
+    def nbytes(self) -> int:
+        return self.codes.nbytes + self.scales.nbytes
+
+    def dense(self) -> np.ndarray:
+        out, groups = self.scales.shape
+        blocks = self.codes.reshape(out, groups, -1).astype(np.float32)
+        blocks *= self.scales[:, :, None]
+        return blocks.reshape(self.shape)
+
+
+def make_linear(weight: np.ndarray | Linear, precision: str = "fp32") -> Linear:
+    """The linear of ``weight`` [out, in] at ``precision`` (a built one passes through).
+
+    Raises ``PrecisionUnavailableError`` for a narrow precision without numba.
+    """
+    check_precision(precision)
+    if isinstance(weight, Linear):
+        if weight.precision != precision:
+            raise ValueError(f"a {weight.precision} linear was given where {precision} is loaded")
+        return weight
+    weight = np.asarray(weight, np.float32)
+    if weight.ndim != 2:
+        raise ValueError(f"a linear weight must be [out, in], got shape {weight.shape}")
+    if precision == "fp32":
+        return DenseLinear(weight)
+    kernels = load_kernels()
+    return Bf16Linear(weight, kernels) if precision == "bf16" else Int8Linear(weight, kernels)
+
+
+def group_size(width: int) -> int:
+    """Inputs per int8 scale for an input width (a whole row when no preferred size divides)."""
+    return next((size for size in GROUP_SIZES if width % size == 0), width)
+
+
+def quantize_int8(weight: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric int8: weight [out, in] → codes [out, in] int8, scales [out, in / size] float32.
+
+    Each group's scale maps its largest magnitude to 127 (an all-zero group gets scale 1).
+    """
+    out, width = weight.shape
+    blocks = weight.reshape(out, width // size, size)
+    scales = np.abs(blocks).max(axis=2) / np.float32(127.0)
+    scales[scales == 0] = 1.0
+    codes = np.rint(blocks / scales[:, :, None])
+    np.clip(codes, -127, 127, out=codes)
+    return codes.astype(np.int8).reshape(out, width), scales.astype(np.float32)
+
+
+def to_bfloat16_bits(weight: np.ndarray) -> np.ndarray:
+    """float32 → bfloat16 bit patterns (uint16), rounding to nearest even (NaN stays NaN)."""
+    weight = np.ascontiguousarray(weight, np.float32)
+    bits = weight.view(np.uint32)
+    rounded = bits >> 16
+    rounded &= 1
+    rounded += 0x7FFF
+    rounded += bits  # wraps only for negative NaN patterns, fixed below
+    rounded >>= 16
+    out = rounded.astype(np.uint16)
+    nan = np.isnan(weight)
+    if nan.any():
+        out[nan] = 0x7FC0
+    return out
