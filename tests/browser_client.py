@@ -31,6 +31,9 @@ SOUND_RMS = 0.01
 SILENCE_RUN_S = 0.25
 #: A pause in the user's speech at least this long ends the utterance.
 UTTERANCE_GAP_S = 0.6
+#: No answer can start sooner after the user's last sound: Silero's 0.2 s stop_secs plus the
+#: user turn's 0.6 s speech timeout (the try bot's settings), less a margin.
+NO_ANSWER_BEFORE_S = 0.5
 
 PROBE_JS = r"""
 (() => {
@@ -165,6 +168,10 @@ class BotServer:
             stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {})},
         )
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
 
     def wait_ready(self, timeout: float) -> None:
         """Until the client page is served (or the bot process died)."""
@@ -351,15 +358,21 @@ class Timeline:
         spans = self.bot_spans()
         return spans[0].start if spans else None
 
-    def bot_silent_after(self, t: float) -> float | None:
-        """When the bot's audio sounding at ``t`` stopped (for at least ``SILENCE_RUN_S``)."""
-        for span in self.bot_spans():
-            if span.start <= t < span.end:
-                stop = span.end
-                return stop if self.recorded_until(self.bot) - stop >= SILENCE_RUN_S else None
-            if span.start > t:
-                return None
-        return None
+    def speaking_at(self, t: float) -> bool:
+        return any(span.start <= t < span.end for span in self.bot_spans())
+
+    def bot_stop(self, user: Span) -> float | None:
+        """When the bot's audio stopped for good after the user started speaking.
+
+        The end of the last bot audio between the user's onset and the earliest moment an
+        answer can come (``NO_ANSWER_BEFORE_S`` after the user's last sound); None if the bot
+        was silent all that time, or still sounding then.
+        """
+        horizon = user.end + NO_ANSWER_BEFORE_S
+        spans = self.bot_audio_between(user.start, horizon)
+        if not spans or spans[-1].end >= horizon:
+            return None
+        return spans[-1].end
 
     def bot_audio_between(self, start: float, end: float) -> list[Span]:
         return [s for s in self.bot_spans() if s.end > start and s.start < end]
@@ -376,8 +389,8 @@ class Timeline:
             "connect_to_first_audio_ms": _ms(first, self.connect),
         }
         if user is not None:
-            silent = self.bot_silent_after(user.start)
-            answer = self.first_bot_audio_after(user.end)
+            silent = self.bot_stop(user)
+            answer = self.first_bot_audio_after(user.end + NO_ANSWER_BEFORE_S)
             out |= {
                 "user_speech_ms": _ms(user.end, user.start),
                 "onset_to_silent_ms": _ms(silent, user.start),
