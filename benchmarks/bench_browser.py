@@ -83,12 +83,13 @@ def make_service(name: str, pack: Path, config: str) -> Any:
     from pocket_tts import TTSModel
 
     yaml_path = upstream_yaml(pack, config)
-    load = TTSModel.load_model.__func__
+    if not hasattr(TTSModel, "_load_model_from_hub"):  # patched once per process
+        TTSModel._load_model_from_hub = TTSModel.load_model.__func__
 
-    def load_local(cls, language=None, **kwargs):
-        return load(cls, config=yaml_path, **kwargs)
+        def load_local(cls, language=None, **kwargs):
+            return cls._load_model_from_hub(cls, config=yaml_path, **kwargs)
 
-    TTSModel.load_model = classmethod(load_local)
+        TTSModel.load_model = classmethod(load_local)
     from pipecat.services.pocket_tts.tts import PocketTTSService as BuiltinService
 
     voice = str(pack / "embeddings" / "alba.safetensors")
