@@ -44,7 +44,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "1")
 
 USER_TEXT = "Excuse me, could you please stop reading for a moment?"
-EOS_NEVER = -30.0
 SERVICES = ("ours", "builtin")
 FIGURES = ("connect_to_first_audio_ms", "onset_to_silent_ms", "end_to_answer_ms")
 
@@ -124,19 +123,6 @@ def serve() -> None:
 # -- the listener ------------------------------------------------------------------------------
 
 
-def ensure_pack(pack_dir: Path, config: str) -> Path:
-    """A random-weight pack whose EOS never fires (built once)."""
-    folder = pack_dir / config
-    if (folder / "model.safetensors").exists():
-        return folder
-    from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
-
-    print(f"building the {config} pack in {folder} (once)...", flush=True)
-    source: Any = tiny_config_dict("standard") if config == "tiny" else config
-    build_pack(folder, source, eos_logit=EOS_NEVER, voices=("alba",))
-    return folder
-
-
 def one_trial(server: Any, mic: Path, interrupt_after: float) -> dict[str, Any]:
     """One browser connection: greeting, the user talks over it, the answer."""
     from browser_client import NO_ANSWER_BEFORE_S, Browser, Timeline
@@ -213,6 +199,8 @@ def main() -> None:
     missing = missing_tools()
     if missing:
         raise SystemExit(f"missing: {', '.join(missing)}")
+    from bench_service_vs_builtin import ensure_pack  # the same never-EOS pack
+
     pack = ensure_pack(args.pack_dir, args.config)
     mic = speech_wav(args.pack_dir / "user.wav", USER_TEXT, lead_s=0.5, tail_s=120.0)
     print(f"load average before: {os.getloadavg()}", flush=True)

@@ -29,10 +29,11 @@ os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "1")
 import argparse
 import asyncio
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from loguru import logger
+from offline_to_wav import llm_tokens
 from pipecat.audio.vad.silero import SileroVADAnalyzer
 from pipecat.frames.frames import (
     Frame,
@@ -88,15 +89,6 @@ THE_END = "That was the whole story. Talk to me again and I will answer."
 def sentences(text: str) -> list[str]:
     """The text's sentences, each with its final punctuation."""
     return [s for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s]
-
-
-def llm_tokens(text: str) -> Iterator[str]:
-    """Cut text the way an LLM streams it: short pieces, spaces leading."""
-    for word in re.findall(r"\s*\S+", text):
-        while len(word) > 5:
-            yield word[:4]
-            word = word[4:]
-        yield word
 
 
 def _words(text: str) -> str:
