@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -46,6 +47,7 @@ os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "1")
 USER_TEXT = "Excuse me, could you please stop reading for a moment?"
 SERVICES = ("ours", "builtin")
 FIGURES = ("connect_to_first_audio_ms", "onset_to_silent_ms", "end_to_answer_ms")
+EXTRA = ("answer_tts_ttfb_ms",)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -165,6 +167,15 @@ def wait_idle(pid: int, timeout: float = 60.0) -> None:
             return
 
 
+def answer_ttfb_ms(log: Path) -> float | None:
+    """Pipecat's TTFB metric of the answer turn (first text → first audio in the TTS), from the
+    bot's log: the TTS's share of "user speech end → answer"."""
+    text = log.read_text(errors="replace")
+    after = text.rsplit("the bot answers", 1)
+    found = re.search(r"TTFB: ([0-9.]+)s", after[1]) if len(after) == 2 else None
+    return round(float(found.group(1)) * 1000, 1) if found else None
+
+
 def measure(name: str, pack: Path, args: argparse.Namespace, mic: Path) -> dict[str, Any]:
     from browser_client import BotServer
 
@@ -180,10 +191,11 @@ def measure(name: str, pack: Path, args: argparse.Namespace, mic: Path) -> dict[
                 figures = one_trial(server, mic, args.interrupt_after)
             except Exception as exc:
                 raise RuntimeError(f"{name}, trial {index + 1}: {exc}\n{server.tail()}") from exc
+            figures["answer_tts_ttfb_ms"] = answer_ttfb_ms(log)
             print(f"{name} trial {index + 1}: {figures}", flush=True)
             trials.append(figures)
     result: dict[str, Any] = {"service": name, "trials": trials}
-    for key in FIGURES:
+    for key in FIGURES + EXTRA:
         values = [t[key] for t in trials if t.get(key) is not None]
         result[key] = statistics.median(values) if values else None
     return result
@@ -208,7 +220,7 @@ def main() -> None:
     print(f"load average after: {os.getloadavg()}")
     print(f"\n{args.config}, {args.trials} trials, medians (ms, at the browser):")
     print(f"{'':<28}" + "".join(f"{r['service']:>12}" for r in results))
-    for key in FIGURES:
+    for key in FIGURES + EXTRA:
         row = "".join(f"{r[key]:>12.0f}" if r[key] is not None else f"{'-':>12}" for r in results)
         print(f"{key:<28}{row}")
     if len(results) == 2 and all(r[k] for r in results for k in FIGURES):
