@@ -11,7 +11,7 @@ stop, and reads on from the sentence you interrupted. Everything runs on this ma
 
 No network? A random-weight pack has the same plumbing (the voice is noise):
 
-    python -m pipecat_pocket_tts.engine.devpack /tmp/pack --config tiny
+    python -m pipecat_pocket_tts devpack /tmp/pack --config tiny
     python examples/try_bot.py -t webrtc --model-dir /tmp/pack
 
 Options: --model-dir, --language, --voice (or POCKET_TTS_MODEL_DIR, POCKET_TTS_LANGUAGE,

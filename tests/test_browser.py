@@ -38,7 +38,7 @@ ANSWER_WITHIN_S = 8.0
 
 @pytest.fixture(scope="module")
 def long_sentence_pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
+    from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 
     folder = tmp_path_factory.mktemp("browser_pack") / "english"
     return build_pack(folder, tiny_config_dict("standard"), voices=("alba",), eos_logit=EOS_NEVER)

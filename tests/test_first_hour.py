@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from pipecat_pocket_tts.engine.audio import write_wav
-from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
+from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 README = REPO_ROOT / "README.md"

@@ -65,3 +65,7 @@ class EmptyTextError(PocketTTSError, ValueError):
 
 class LexiconError(PocketTTSError, ValueError):
     """A pronunciation lexicon that is not a mapping of non-blank strings to strings."""
+
+
+class LoadOptionError(PocketTTSError, ValueError):
+    """A load option (``LoadOptions``) of the wrong type or out of range."""

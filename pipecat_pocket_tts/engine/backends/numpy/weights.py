@@ -188,7 +188,7 @@ _DTYPES = {"F32": np.dtype("<f4"), "BF16": np.dtype("<u2"), "F16": np.dtype("<f2
 TRUNCATED_FIX = (
     "the download or build was cut short. Delete the file and load again to download it anew "
     "(from the Hugging Face cache: `download <language>` once online), or rebuild the pack "
-    "(`python -m pipecat_pocket_tts.engine.devpack DIR`)"
+    "(`python -m pipecat_pocket_tts devpack DIR`)"
 )
 
 
