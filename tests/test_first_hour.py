@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipecat_pocket_tts.engine.audio import write_wav
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
+from pipecat_pocket_tts.engine.audio import write_wav
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 README = REPO_ROOT / "README.md"
