@@ -23,7 +23,6 @@ import sys
 # idle within milliseconds of an interruption. It must be set before numpy is first imported.
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "1")
 
-from loguru import logger
 from pipecat.audio.vad.silero import SileroVADAnalyzer
 from pipecat.frames.frames import LLMRunFrame
 from pipecat.pipeline.pipeline import Pipeline
@@ -37,8 +36,7 @@ from pipecat.runner.types import RunnerArguments
 from pipecat.runner.utils import create_transport
 from pipecat.services.tts_service import TextAggregationMode
 from pipecat.transports.base_transport import BaseTransport
-from pipecat.workers.runner import WorkerRunner
-from runner_transports import output_rate, transport_params
+from runner_transports import output_rate, run_until_client_leaves, transport_params
 
 from pipecat_pocket_tts import PocketTTSService
 
@@ -123,20 +121,11 @@ async def run_bot(transport: BaseTransport, runner_args: RunnerArguments, *, out
         idle_timeout_secs=runner_args.pipeline_idle_timeout_secs,
     )
 
-    @transport.event_handler("on_client_connected")
-    async def on_client_connected(transport, client):
-        logger.info("client connected")
+    async def greet() -> None:
         context.add_message({"role": "user", "content": "Say hello and introduce yourself."})
         await worker.queue_frames([LLMRunFrame()])
 
-    @transport.event_handler("on_client_disconnected")
-    async def on_client_disconnected(transport, client):
-        logger.info("client disconnected")
-        await worker.cancel()
-
-    runner = WorkerRunner(handle_sigint=runner_args.handle_sigint)
-    await runner.add_workers(worker)
-    await runner.run()
+    await run_until_client_leaves(transport, worker, runner_args, on_connected=greet)
 
 
 async def bot(runner_args: RunnerArguments) -> None:

@@ -6,7 +6,7 @@ not need the Daily or telephony packages.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 TELEPHONY = ("twilio", "telnyx", "plivo", "exotel")
@@ -46,3 +46,25 @@ def is_phone_call(runner_args: Any) -> bool:
 def output_rate(runner_args: Any) -> int:
     """8 kHz for a phone line, else the model's own rate."""
     return PHONE_RATE if is_phone_call(runner_args) else MODEL_RATE
+
+
+async def run_until_client_leaves(
+    transport: Any, worker: Any, runner_args: Any, on_connected: Callable[[], Awaitable[None]]
+) -> None:
+    """Run ``worker``: ``on_connected()`` once the client is there, cancelled when it leaves."""
+    from loguru import logger
+    from pipecat.workers.runner import WorkerRunner
+
+    @transport.event_handler("on_client_connected")
+    async def on_client_connected(transport, client):
+        logger.info("client connected")
+        await on_connected()
+
+    @transport.event_handler("on_client_disconnected")
+    async def on_client_disconnected(transport, client):
+        logger.info("client disconnected")
+        await worker.cancel()
+
+    runner = WorkerRunner(handle_sigint=runner_args.handle_sigint)
+    await runner.add_workers(worker)
+    await runner.run()

@@ -57,8 +57,7 @@ from pipecat.turns.user_start import VADUserTurnStartStrategy
 from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 from pipecat.turns.user_turn_processor import UserTurnProcessor
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
-from pipecat.workers.runner import WorkerRunner
-from runner_transports import output_rate, transport_params
+from runner_transports import output_rate, run_until_client_leaves, transport_params
 
 GREETING = "Hello! I will read you a short story; talk over me whenever you like."
 PASSAGE = (
@@ -238,19 +237,7 @@ async def run_bot(
         idle_timeout_secs=runner_args.pipeline_idle_timeout_secs,
     )
 
-    @transport.event_handler("on_client_connected")
-    async def on_client_connected(transport, client):
-        logger.info("client connected: greeting")
-        await talker.greet()
-
-    @transport.event_handler("on_client_disconnected")
-    async def on_client_disconnected(transport, client):
-        logger.info("client disconnected")
-        await worker.cancel()
-
-    runner = WorkerRunner(handle_sigint=runner_args.handle_sigint)
-    await runner.add_workers(worker)
-    await runner.run()
+    await run_until_client_leaves(transport, worker, runner_args, on_connected=talker.greet)
 
 
 async def bot(runner_args: RunnerArguments) -> None:

@@ -34,6 +34,10 @@ EOS_NEVER = -30.0
 # Generous bounds: they catch a bot that never stops or never answers, not a slow machine.
 STOP_WITHIN_S = 4.0
 ANSWER_WITHIN_S = 8.0
+# The microphone opens this long into the bot's audio (its WAV then waits LEAD_S): the user
+# starts in the middle of the second sentence, not at a sentence boundary.
+SPEAK_AFTER_S = 3.0
+LEAD_S = 1.0
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +61,7 @@ def test_try_bot_greets_stops_when_talked_over_and_answers(
     tools: None, long_sentence_pack: Path, tmp_path: Path
 ) -> None:
     started = time.monotonic()
-    mic = speech_wav(tmp_path / "mic.wav", USER_TEXT, lead_s=1.0, tail_s=120.0)
+    mic = speech_wav(tmp_path / "mic.wav", USER_TEXT, lead_s=LEAD_S, tail_s=120.0)
     argv = [str(TRY_BOT), "--model-dir", str(long_sentence_pack)]
     env = {"PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"}
     with BotServer(argv, tmp_path / "bot.log", env=env) as server, Browser(mic) as browser:
@@ -69,7 +73,9 @@ def test_try_bot_greets_stops_when_talked_over_and_answers(
 
             def greeting_playing() -> bool:
                 first = timeline.first_bot_audio()
-                return first is not None and timeline.recorded_until(browser.bot) > first + 1.0
+                return first is not None and timeline.recorded_until(browser.bot) > (
+                    first + SPEAK_AFTER_S
+                )
 
             browser.wait_until(greeting_playing, timeout=60, what="the greeting")
             browser.speak(timeout=10)
@@ -87,11 +93,14 @@ def test_try_bot_greets_stops_when_talked_over_and_answers(
 
     figures = timeline.figures()
     print(f"\nbrowser figures: {figures}; test ran {time.monotonic() - started:.1f} s")
+    spans = [(round(s.start - connect, 2), round(s.end - connect, 2)) for s in timeline.bot_spans()]
+    figures["bot_audio_s_after_connect"] = spans
     user = timeline.user_utterance()
     assert user is not None
     greeting = timeline.first_bot_audio()
     assert greeting is not None and greeting < user.start, "the greeting came before the user"
-    assert timeline.speaking_at(user.start), "the bot was not speaking when the user started"
+    # The bot was talking when the user started (a short gap in its stream may fall there).
+    assert timeline.bot_audio_between(user.start - 0.5, user.start + 0.1), figures
     stop = timeline.bot_stop(user)
     assert stop is not None, f"the bot talked on until the user stopped: {figures}"
     assert stop - user.start < STOP_WITHIN_S, figures
