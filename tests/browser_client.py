@@ -358,9 +358,6 @@ class Timeline:
         spans = self.bot_spans()
         return spans[0].start if spans else None
 
-    def speaking_at(self, t: float) -> bool:
-        return any(span.start <= t < span.end for span in self.bot_spans())
-
     def bot_stop(self, user: Span) -> float | None:
         """When the bot's audio stopped for good after the user started speaking.
 
