@@ -101,16 +101,9 @@ class PocketTTSService(TTSService):
             **kwargs: Other ``TTSService`` arguments (``sample_rate``, ``text_transforms``...).
         """
         defaults = initial_settings(language, settings)
-        options = LoadOptions(
-            backend=backend,
-            model_dir=model_dir,
-            revision=revision,
-            token=token,
-            sampler_steps=sampler_steps,
-        )  # bad values fail here, not at setup
-        load = LoadSettings(options, warmup)
+        options = LoadOptions(backend, model_dir, revision, token, sampler_steps)  # checked now
         self._loader = EngineLoader(
-            load,
+            LoadSettings(options, warmup),
             create_task=lambda coroutine, name: self.create_task(coroutine, name=name),
             keep_alive=lambda context_id: self._refresh_audio_context(context_id),
         )

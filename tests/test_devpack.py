@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -133,14 +132,11 @@ def test_json_tokenizer_gives_the_sentencepiece_ids(tmp_path: Path) -> None:
         assert hf.encode(text).ids == sp.encode(text), text
 
 
-def test_sentencepiece_training_is_fast_and_deterministic(tmp_path: Path) -> None:
+def test_sentencepiece_training_is_deterministic(tmp_path: Path) -> None:
     train = devpack.tokenizer._trained_model.__wrapped__  # uncached: really train twice
-    start = time.perf_counter()
     first = train(512, 3, 2000)
-    elapsed = time.perf_counter() - start
     assert first == train(512, 3, 2000)
     assert first != devpack.tokenizer._trained_model(512, 0, 2000)  # another seed (cached if built)
-    assert elapsed < 10.0  # ~0.5 s on an idle core
     a = devpack.train_sentencepiece(tmp_path / "a", 512, seed=3)
     assert a.read_bytes() == first
     sp = spm.SentencePieceProcessor(model_file=str(a))
