@@ -127,28 +127,16 @@ def serve() -> None:
 
 def one_trial(server: Any, mic: Path, interrupt_after: float) -> dict[str, Any]:
     """One browser connection: greeting, the user talks over it, the answer."""
-    from browser_client import NO_ANSWER_BEFORE_S, Browser, Timeline
+    from browser_client import Browser, Timeline
 
     with Browser(mic) as browser:
         timeline = Timeline(browser.connect(server.base_url, timeout=60), browser.bot, browser.mic)
 
-        def mid_speech() -> bool:
-            first = timeline.first_bot_audio()
-            return first is not None and timeline.recorded_until(browser.bot) > (
-                first + interrupt_after
-            )
-
-        browser.wait_until(mid_speech, timeout=120, what="the bot's speech")
+        browser.wait_until(
+            lambda: timeline.bot_played_for(interrupt_after), timeout=120, what="the bot's speech"
+        )
         browser.speak(timeout=10)
-
-        def answered() -> bool:
-            user = timeline.user_utterance()
-            if user is None or timeline.recorded_until(browser.mic) < user.end + 1.0:
-                return False
-            answer = timeline.first_bot_audio_after(user.end + NO_ANSWER_BEFORE_S)
-            return answer is not None and timeline.recorded_until(browser.bot) > answer + 0.3
-
-        browser.wait_until(answered, timeout=120, what="the answer")
+        browser.wait_until(lambda: timeline.answer_played_for(0.3), timeout=120, what="the answer")
         return timeline.figures()
 
 

@@ -378,6 +378,19 @@ class Timeline:
         starts = [s.start for s in self.bot_spans() if s.start >= t]
         return starts[0] if starts else None
 
+    def bot_played_for(self, seconds: float) -> bool:
+        """Whether ``seconds`` have been recorded since the bot's first audio."""
+        first = self.first_bot_audio()
+        return first is not None and self.recorded_until(self.bot) > first + seconds
+
+    def answer_played_for(self, seconds: float) -> bool:
+        """Whether the user has finished speaking and ``seconds`` of answer time are recorded."""
+        user = self.user_utterance()
+        if user is None or self.recorded_until(self.mic) < user.end + UTTERANCE_GAP_S + 0.4:
+            return False  # the user has not finished speaking yet
+        answer = self.first_bot_audio_after(user.end + NO_ANSWER_BEFORE_S)
+        return answer is not None and self.recorded_until(self.bot) > answer + seconds
+
     def figures(self) -> dict[str, Any]:
         """The measured moments relative to each other, in ms (None when not observed)."""
         user = self.user_utterance()

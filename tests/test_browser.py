@@ -71,23 +71,13 @@ def test_try_bot_greets_stops_when_talked_over_and_answers(
             connect = browser.connect(server.base_url, timeout=30)
             timeline = Timeline(connect, browser.bot, browser.mic)  # filled as the page polls
 
-            def greeting_playing() -> bool:
-                first = timeline.first_bot_audio()
-                return first is not None and timeline.recorded_until(browser.bot) > (
-                    first + SPEAK_AFTER_S
-                )
-
-            browser.wait_until(greeting_playing, timeout=60, what="the greeting")
+            browser.wait_until(
+                lambda: timeline.bot_played_for(SPEAK_AFTER_S), timeout=60, what="the greeting"
+            )
             browser.speak(timeout=10)
-
-            def answer_playing() -> bool:
-                user = timeline.user_utterance()
-                if user is None or timeline.recorded_until(browser.mic) < user.end + 1.0:
-                    return False  # the user has not finished speaking yet
-                answer = timeline.first_bot_audio_after(user.end + NO_ANSWER_BEFORE_S)
-                return answer is not None and timeline.recorded_until(browser.bot) > answer + 0.5
-
-            browser.wait_until(answer_playing, timeout=60, what="the answer after the user spoke")
+            browser.wait_until(
+                lambda: timeline.answer_played_for(0.5), timeout=60, what="the answer"
+            )
         except Exception as exc:
             raise AssertionError(f"{exc}\n--- bot log ---\n{server.tail()}") from exc
 
