@@ -2,25 +2,27 @@
 
 Deepgram hears, OpenAI thinks, PocketTTS speaks on this machine (no TTS service, no GPU).
 
-    pip install "pipecat-pocket-tts" "pipecat-ai[runner,silero,webrtc,daily,deepgram,openai]"
-    export DEEPGRAM_API_KEY=... OPENAI_API_KEY=...
+    pip install -e '.[examples]'          # in a clone of this repository
+    export DEEPGRAM_API_KEY=... OPENAI_API_KEY=...   # (or put them in a .env file)
     python examples/bot.py                 # WebRTC: open http://localhost:7860/client
     python examples/bot.py -t daily        # a Daily room (DAILY_API_KEY)
     python examples/bot.py -t twilio -x YOUR.ngrok.io   # phone calls, 8 kHz output
 
 Options through the environment: POCKET_TTS_LANGUAGE (default english), POCKET_TTS_VOICE,
 POCKET_TTS_MODEL_DIR (a local pack folder; otherwise the pack comes from Hugging Face once).
+No API keys? ``examples/try_bot.py`` needs none.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
+import sys
 
 # OpenBLAS keeps idle threads spinning ~0.1 s after each call; with a short timeout the CPU is
 # idle within milliseconds of an interruption. It must be set before numpy is first imported.
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "1")
 
-from loguru import logger
 from pipecat.audio.vad.silero import SileroVADAnalyzer
 from pipecat.frames.frames import LLMRunFrame
 from pipecat.pipeline.pipeline import Pipeline
@@ -32,11 +34,9 @@ from pipecat.processors.aggregators.llm_response_universal import (
 )
 from pipecat.runner.types import RunnerArguments
 from pipecat.runner.utils import create_transport
-from pipecat.services.deepgram.stt import DeepgramSTTService
-from pipecat.services.openai.llm import OpenAILLMService
 from pipecat.services.tts_service import TextAggregationMode
-from pipecat.transports.base_transport import BaseTransport, TransportParams
-from pipecat.workers.runner import WorkerRunner
+from pipecat.transports.base_transport import BaseTransport
+from runner_transports import output_rate, run_until_client_leaves, transport_params
 
 from pipecat_pocket_tts import PocketTTSService
 
@@ -45,7 +45,33 @@ SYSTEM_PROMPT = (
     "markdown or emoji."
 )
 
-TELEPHONY = ("twilio", "telnyx", "plivo", "exotel")
+#: The services this bot calls, by the environment variable of their key.
+REQUIRED_KEYS = {"DEEPGRAM_API_KEY": "Deepgram speech-to-text", "OPENAI_API_KEY": "OpenAI LLM"}
+
+
+def missing_keys(argv: list[str]) -> list[str]:
+    """The API keys this run needs (``-t daily`` also needs DAILY_API_KEY) that are not set."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("-t", "--transport")
+    transport = parser.parse_known_args(argv)[0].transport
+    needed = [*REQUIRED_KEYS, *(["DAILY_API_KEY"] if transport == "daily" else [])]
+    return [name for name in needed if not os.getenv(name)]
+
+
+def exit_unless_keys(script: str, argv: list[str]) -> None:
+    """At start: one clear line and exit status 2 when a key is missing (not a KeyError later)."""
+    from dotenv import load_dotenv  # the runner reads .env too, but only once it starts
+
+    load_dotenv(override=True)
+    missing = missing_keys(argv)
+    if missing:
+        names = " and ".join([", ".join(missing[:-1]), missing[-1]] if missing[1:] else missing)
+        print(
+            f"error: {script} needs {names} in the environment (or a .env file); "
+            "to try PocketTTS with no API key: python examples/try_bot.py -t webrtc",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
 
 
 def make_tts(**kwargs) -> PocketTTSService:
@@ -61,6 +87,9 @@ def make_tts(**kwargs) -> PocketTTSService:
 
 async def run_bot(transport: BaseTransport, runner_args: RunnerArguments, *, out_rate: int) -> None:
     """Build the STT → LLM → PocketTTS pipeline and run it until the client leaves."""
+    from pipecat.services.deepgram.stt import DeepgramSTTService
+    from pipecat.services.openai.llm import OpenAILLMService
+
     stt = DeepgramSTTService(api_key=os.environ["DEEPGRAM_API_KEY"])
     llm = OpenAILLMService(
         api_key=os.environ["OPENAI_API_KEY"],
@@ -92,46 +121,21 @@ async def run_bot(transport: BaseTransport, runner_args: RunnerArguments, *, out
         idle_timeout_secs=runner_args.pipeline_idle_timeout_secs,
     )
 
-    @transport.event_handler("on_client_connected")
-    async def on_client_connected(transport, client):
-        logger.info("client connected")
+    async def greet() -> None:
         context.add_message({"role": "user", "content": "Say hello and introduce yourself."})
         await worker.queue_frames([LLMRunFrame()])
 
-    @transport.event_handler("on_client_disconnected")
-    async def on_client_disconnected(transport, client):
-        logger.info("client disconnected")
-        await worker.cancel()
-
-    runner = WorkerRunner(handle_sigint=runner_args.handle_sigint)
-    await runner.add_workers(worker)
-    await runner.run()
-
-
-def transport_params() -> dict:
-    """Transport settings per runner transport (chosen with ``-t``)."""
-    from pipecat.transports.daily.transport import DailyParams
-    from pipecat.transports.websocket.fastapi import FastAPIWebsocketParams
-
-    def phone() -> FastAPIWebsocketParams:
-        return FastAPIWebsocketParams(audio_in_enabled=True, audio_out_enabled=True)
-
-    params: dict = {
-        "webrtc": lambda: TransportParams(audio_in_enabled=True, audio_out_enabled=True),
-        "daily": lambda: DailyParams(audio_in_enabled=True, audio_out_enabled=True),
-    }
-    params.update({name: phone for name in TELEPHONY})
-    return params
+    await run_until_client_leaves(transport, worker, runner_args, on_connected=greet)
 
 
 async def bot(runner_args: RunnerArguments) -> None:
     """Entry point of the Pipecat runner: one call per connected client."""
     transport = await create_transport(runner_args, transport_params())
-    is_phone = getattr(runner_args, "call_data", None) is not None
-    await run_bot(transport, runner_args, out_rate=8000 if is_phone else 24000)
+    await run_bot(transport, runner_args, out_rate=output_rate(runner_args))
 
 
 if __name__ == "__main__":
+    exit_unless_keys("examples/bot.py", sys.argv[1:])
     from pipecat.runner.run import main
 
     main()

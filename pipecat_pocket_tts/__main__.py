@@ -7,17 +7,20 @@
     python -m pipecat_pocket_tts languages
     python -m pipecat_pocket_tts download english [--voices all|alba,jean]
 
-Exit codes: 0 success; 2 a usage error or a PocketTTS error (its message says what to do);
-1 an I/O failure (e.g. the output file cannot be written); 130 interrupted.
+Exit codes: 0 success; 2 a usage error or a PocketTTS error (its message says what to do),
+including a missing or invalid input file (voice, recording, pack); 1 an output file that cannot
+be written (or another I/O failure of the system); 130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,10 +36,27 @@ EXIT_INTERRUPTED = 130
 PROG = "python -m pipecat_pocket_tts"
 
 
+def program_name(argv0: str | None = None) -> str:
+    """How the user started this CLI: the installed command's name, or ``python -m ...``."""
+    name = Path(sys.argv[0] if argv0 is None else argv0).name
+    return PROG if name in ("__main__.py", "-c", "-m", "") else name
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type of ``--seed``: an integer ≥ 0 (argparse names the flag in its error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer ≥ 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer ≥ 0, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(
-        prog=PROG,
+        prog=program_name(),
         description="Kyutai PocketTTS on NumPy or CoreML (no torch): speak text, manage packs.",
     )
     parser.add_argument(
@@ -78,7 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
         "with --voice FILE",
     )
     generation = say.add_argument_group("generation")
-    generation.add_argument("--seed", type=int, help="random seed (same seed → same audio)")
+    generation.add_argument(
+        "--seed", type=non_negative_int, help="random seed ≥ 0 (same seed → same audio)"
+    )
     generation.add_argument(
         "--temperature", type=float, help="sampling temperature (default: the model's, 0.3…0.7)"
     )
@@ -194,11 +216,20 @@ def _add_pack_options(parser: argparse.ArgumentParser) -> None:
 
 def cmd_say(args: argparse.Namespace) -> int:
     from .engine import PocketTTS
+    from .engine.audio import check_writable, write_wav
     from .engine.subtitles import timestamps_text, write_timestamps
 
     if args.save_voice is not None and args.clone_voice is None:
         raise ValueError("--save-voice saves a cloned voice: use it with --clone-voice AUDIO")
+    check_writable(args.output)  # before any synthesis (and no folder is created)
+    if args.save_voice is not None:
+        check_writable(args.save_voice)
+    if args.timestamps is not None:
+        timestamps_text([], args.timestamps.suffix)  # a wrong extension fails before synthesis
+        check_writable(args.timestamps)
     text = sys.stdin.read() if args.text == "-" else args.text
+    if args.model_dir is None:
+        _fail_fast_offline(args)
     started = time.perf_counter()
     tts = PocketTTS.load(
         args.language,
@@ -223,14 +254,11 @@ def cmd_say(args: argparse.Namespace) -> int:
         "post_process": args.post_process,
     }
     if args.timestamps is not None:
-        timestamps_text([], args.timestamps.suffix)  # a wrong extension fails before synthesis
         audio, words = tts.synthesize(text, timestamps=True, **options)
         print(f"wrote {write_timestamps(words, args.timestamps)}", file=sys.stderr)
     else:
         audio = tts.synthesize(text, **options)
     spoke = time.perf_counter()
-    from .engine.audio import write_wav
-
     path = write_wav(args.output, audio, tts.sample_rate)
     seconds = audio.shape[0] / tts.sample_rate
     print(
@@ -273,6 +301,13 @@ def cmd_voices(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _fail_fast_offline(args: argparse.Namespace) -> None:
+    """Use the cache only when the hub cannot be reached (no 45 s of retries); note why."""
+    from .engine.hub_reachability import go_offline_if_unreachable
+
+    args.hub_unreachable = go_offline_if_unreachable()
+
+
 def _in_hf_cache(repo: str, path: str, revision: str | None) -> bool:
     from huggingface_hub import try_to_load_from_cache
 
@@ -313,6 +348,7 @@ def cmd_download(args: argparse.Namespace) -> int:
     from .engine.config import resolve_config_name
 
     language = resolve_config_name(args.language)
+    _fail_fast_offline(args)
     choice = args.voices.strip()
     voices: list[str] | None
     if choice == "all":
@@ -422,16 +458,38 @@ def _configure_logging(verbose: bool) -> None:
     logging.getLogger("huggingface_hub").propagate = False
 
 
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings as ``warning: message`` lines (no source file, line number or code)."""
+    print(f"warning: {message}", file=sys.stderr if file is None else file)
+
+
+def _quiet_broken_pipe() -> int:
+    """The reader of stdout went away (``languages | head -1``): stop quietly, no error."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # the final flush at exit must not fail again
+    os.close(devnull)
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = build_parser().parse_args(argv)
     _configure_logging(args.verbose)
-    from .engine.errors import PocketTTSError
+    warnings.showwarning = _one_line_warning
+    from .engine.errors import PackFilesMissingError, PocketTTSError
 
     try:
-        return COMMANDS[args.command](args)
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
     except PocketTTSError as exc:
-        print(f"error: {shell_wording(str(exc), args)}", file=sys.stderr)
+        message = shell_wording(str(exc), args)
+        reason = getattr(args, "hub_unreachable", None)
+        if reason and isinstance(exc, PackFilesMissingError):
+            message += f" (the hub is unreachable: {reason})"
+        print(f"error: {message}", file=sys.stderr)
         return EXIT_USAGE
     except (ValueError, NotImplementedError) as exc:  # invalid option values
         print(f"error: {shell_wording(str(exc), args)}", file=sys.stderr)

@@ -1,10 +1,12 @@
-"""The examples: the offline one runs end to end on a tiny pack; the bots at least compile
-(they need the runner, STT and LLM extras, which the test environment does not install)."""
+"""The examples: the offline one runs end to end on a tiny pack; the key-needing bots compile
+and refuse to start without their keys (the STT and LLM extras are not installed here); the
+try bot's script logic is checked here and its behaviour at the ear in test_browser.py."""
 
 from __future__ import annotations
 
 import os
 import py_compile
+import re
 import subprocess
 import sys
 import wave
@@ -40,6 +42,84 @@ def test_offline_example_writes_the_reply_at_the_pipeline_rate(
         assert wav.getnframes() > 8000 * 0.5  # three sentences of speech, not a stub
 
 
-@pytest.mark.parametrize("name", ["bot.py", "telephony_bot.py"])
+@pytest.mark.parametrize("name", ["bot.py", "telephony_bot.py", "try_bot.py"])
 def test_bot_examples_compile(name: str, tmp_path: Path) -> None:
     py_compile.compile(str(EXAMPLES / name), cfile=str(tmp_path / "x.pyc"), doraise=True)
+
+
+@pytest.mark.parametrize(
+    ("script", "argv", "missing"),
+    [
+        ("bot.py", ["-t", "webrtc"], "DEEPGRAM_API_KEY and OPENAI_API_KEY"),
+        ("bot.py", ["-t", "daily"], "DEEPGRAM_API_KEY, OPENAI_API_KEY and DAILY_API_KEY"),
+        ("telephony_bot.py", ["-t", "twilio", "-x", "example.ngrok.io"], "OPENAI_API_KEY"),
+    ],
+)
+def test_key_needing_bots_say_which_keys_are_missing_at_start(
+    script: str, argv: list[str], missing: str, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    if script == "telephony_bot.py":
+        env["DEEPGRAM_API_KEY"] = "set"
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / script), *argv],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,  # no .env file here
+        env={**env, "PYTHONPATH": str(REPO_ROOT)},
+        timeout=120,
+    )
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        f"error: examples/{script} needs {missing} in the environment (or a .env file); "
+        "to try PocketTTS with no API key: python examples/try_bot.py -t webrtc"
+    ]
+    assert "Traceback" not in result.stderr and "KeyError" not in result.stderr
+
+
+def _install_lines() -> list[tuple[str, str]]:
+    """Every ``pip install ...`` line of the examples and the READMEs, with its file."""
+    files = [*EXAMPLES.glob("*.py"), EXAMPLES / "README.md", REPO_ROOT / "README.md"]
+    return [
+        (path.name, line.strip())
+        for path in files
+        for line in path.read_text().splitlines()
+        if "pip install" in line
+    ]
+
+
+def test_install_lines_work_from_a_clone() -> None:
+    """This package is not on PyPI: it installs from the clone, with extras that exist."""
+    import tomllib
+
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    extras = set(project["optional-dependencies"])
+    lines = _install_lines()
+    assert len(lines) >= 5
+    for name, line in lines:
+        assert not re.search(r"pip install [^#]*[\"' ]pipecat-pocket-tts\b", line), (name, line)
+        for requested in re.findall(r"pip install (?:-e )?['\"]?\.\[([\w,]+)\]", line):
+            assert set(requested.split(",")) <= extras, (name, line)
+
+
+def test_try_bot_story_reads_on_from_the_interrupted_sentence() -> None:
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        import try_bot
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    story = try_bot.Story()
+    sentences = try_bot.sentences(try_bot.PASSAGE)
+    assert story.opening().startswith(try_bot.GREETING) and sentences[-1] in story.opening()
+    story.heard(try_bot.GREETING)
+    story.heard(sentences[0])
+    story.heard(sentences[1][:20])  # interrupted in the middle of the second sentence
+    reply = story.next_reply()
+    assert reply.startswith(try_bot.ANSWERS[0])
+    assert try_bot.RESUME + sentences[1] in reply and sentences[0] not in reply
+    for sentence in sentences:
+        story.heard(sentence)
+    assert story.next_reply() == f"{try_bot.ANSWERS[1]} {try_bot.THE_END}"
+    tokens = list(try_bot.llm_tokens("Hello there, listener."))
+    assert "".join(tokens) == "Hello there, listener." and max(map(len, tokens)) <= 5

@@ -214,6 +214,12 @@ def has_voice_cloning(weights: Mapping[str, np.ndarray], config: ModelConfig) ->
 
 
 _DTYPES = {"F32": np.dtype("<f4"), "BF16": np.dtype("<u2"), "F16": np.dtype("<f2")}
+#: What to do about a weights file cut short (an interrupted download or pack build).
+TRUNCATED_FIX = (
+    "the download or build was cut short. Delete the file and load again to download it anew "
+    "(from the Hugging Face cache: `download <language>` once online), or rebuild the pack "
+    "(`python -m pipecat_pocket_tts devpack DIR`)"
+)
 
 
 def iter_safetensors(
@@ -241,7 +247,12 @@ def iter_safetensors(
             shape = tuple(int(n) for n in info["shape"])
             begin, end = (data_start + int(o) for o in info["data_offsets"])
             count = int(np.prod(shape, dtype=np.int64))
-            if end - begin != count * dtype.itemsize or end > size or begin < data_start:
+            if end > size:
+                raise WeightsMismatchError(
+                    f"{path} is truncated ({size} bytes, tensor {key!r} ends at byte {end}): "
+                    f"{TRUNCATED_FIX}"
+                )
+            if end - begin != count * dtype.itemsize or begin < data_start:
                 raise WeightsMismatchError(f"{path}: tensor {key!r} has inconsistent data offsets")
             if count == 0:
                 yield key, np.zeros(shape, np.float32)
@@ -265,7 +276,9 @@ def _read_header(f, size: int, path: Path) -> tuple[dict, int]:
         raise WeightsMismatchError(f"{not_safetensors} (too short)")
     (header_len,) = struct.unpack("<Q", f.read(8))
     if header_len > size - 8:
-        raise WeightsMismatchError(f"{not_safetensors} (bad header length)")
+        raise WeightsMismatchError(
+            f"{not_safetensors} (bad header length; if truncated: {TRUNCATED_FIX})"
+        )
     try:
         header = json.loads(f.read(header_len))
     except ValueError as exc:
