@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=sorted({*NUMPY_PRECISIONS, *PRECISIONS}),
         default=None,
         help="FlowLM weights: on numpy fp32 (default), bf16 or int8 (narrow ones need "
-        "pip install 'pipecat-pocket-tts[fast]'); on coreml fp16 (default) or int8",
+        "pip install -e '.[fast]' in the clone); on coreml fp16 (default) or int8",
     )
 
 
