@@ -54,7 +54,8 @@ def load_kernels() -> ModuleType:
     except ImportError as exc:
         raise PrecisionUnavailableError(
             "precision 'int8' and 'bf16' on the numpy backend run compiled kernels from numba, "
-            f"which is not installed ({exc}): pip install numba (in a clone: pip install -e '.[{KERNEL_EXTRA}]'), "
+            f"which is not installed ({exc}): pip install numba "
+            f"(in a clone: pip install -e '.[{KERNEL_EXTRA}]'), "
             "or load with precision='fp32'"
         ) from exc
     module.warm_up()
