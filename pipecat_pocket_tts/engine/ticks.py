@@ -161,14 +161,22 @@ class TickPlan:
                 if isinstance(item, BaseException):
                     failed[stream] = item
                 elif not stream.stopped:
-                    stream.stepped(*item)
+                    try:  # word timing runs here: its failure is the stream's own
+                        stream.stepped(*item)
+                    except Exception as exc:
+                        failed[stream] = exc
         for i, part in enumerate(self.decode_parts):
             result = self._results.get(f"decode{i}")
             for j, stream in enumerate(part):
                 if isinstance(result, BaseException):
                     failed[stream] = result
                 elif not stream.stopped:
-                    out.setdefault(stream, []).append(stream.decoded(result[j], now))
+                    try:
+                        frame = stream.decoded(result[j], now)
+                    except Exception as exc:
+                        failed[stream] = exc
+                        continue
+                    out.setdefault(stream, []).append(frame)
                     out[stream] += stream.due_notices()
         for stream, tokens in self.prefills:
             result = self._results.get(f"prefill-{stream.name}")
