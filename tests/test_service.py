@@ -164,11 +164,11 @@ def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
 @pytest.fixture
 def spoken_plans(monkeypatch: pytest.MonkeyPatch) -> list:
     """Every chunk the sessions synthesize (warm-up excluded), in order."""
-    from pipecat_pocket_tts.engine import session as session_module
+    from pipecat_pocket_tts.engine import solo as solo_module
     from pipecat_pocket_tts.engine import streams
 
     plans: list = []
-    original = session_module.generate_chunk
+    original = solo_module.generate_chunk
     original_run = streams.ChunkRun.__init__
 
     def spy(backend, voice_state, plan, *args, **kwargs):
@@ -181,7 +181,7 @@ def spoken_plans(monkeypatch: pytest.MonkeyPatch) -> list:
             plans.append(job.plan)
         original_run(run, backend, job)
 
-    monkeypatch.setattr(session_module, "generate_chunk", spy)
+    monkeypatch.setattr(solo_module, "generate_chunk", spy)
     monkeypatch.setattr(streams.ChunkRun, "__init__", spy_run)
     return plans
 

@@ -395,11 +395,11 @@ FED_SENTENCES = [
 
 def _planned(monkeypatch: pytest.MonkeyPatch) -> list:
     """Every chunk a session starts to generate, in order (on the scheduler or its threads)."""
-    from pipecat_pocket_tts.engine import session as session_module
+    from pipecat_pocket_tts.engine import solo as solo_module
     from pipecat_pocket_tts.engine import streams
 
     plans: list = []
-    original = session_module.generate_chunk
+    original = solo_module.generate_chunk
     original_run = streams.ChunkRun.__init__
 
     def spy(backend, voice_state, plan, *args, **kwargs):
@@ -410,7 +410,7 @@ def _planned(monkeypatch: pytest.MonkeyPatch) -> list:
         plans.append(job.plan)
         original_run(run, backend, job)
 
-    monkeypatch.setattr(session_module, "generate_chunk", spy)
+    monkeypatch.setattr(solo_module, "generate_chunk", spy)
     monkeypatch.setattr(streams.ChunkRun, "__init__", spy_run)
     return plans
 

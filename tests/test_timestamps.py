@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from reference_fixtures import load_family
 
-from pipecat_pocket_tts.engine.backends.base import AttentionProbe, VoiceKV
+from pipecat_pocket_tts.engine.backends.base import AttentionProbe, Backend, VoiceKV
 from pipecat_pocket_tts.engine.backends.numpy import NumpyBackend
 from pipecat_pocket_tts.engine.config import get_config
 from pipecat_pocket_tts.engine.errors import TimestampsFormatError
@@ -106,6 +106,31 @@ def test_probe_logits_are_query_dot_keys_over_the_text_positions(tiny_small):
     for row in out:
         q, *_ = np.linalg.lstsq(keys, row / flow.scale, rcond=None)
         np.testing.assert_allclose(keys @ q * flow.scale, row, atol=1e-4)
+
+
+def test_step_batch_probes_each_sequence_as_step_does(tiny_small):
+    backend, voice, arrays = tiny_small
+    ids = arrays["text_ids"]
+    solo, batched = [voice.copy(), voice.copy()], [voice.copy(), voice.copy(), voice.copy()]
+    for state in (*solo, *batched):
+        backend.prefill(state, backend.embed_text(ids))
+    start, end = voice.position, voice.position + len(ids)
+    probes = [AttentionProbe(((2, 3), (0, 1)), start, end), AttentionProbe(((1, 0),), start, end)]
+    latent = np.random.default_rng(1).standard_normal(32).astype(np.float32)
+    for step_input in (None, latent):
+        before = [s.copy() for s in solo]
+        want = [backend.step(s, step_input, p) for s, p in zip(solo, probes, strict=True)]
+        got = backend.step_batch(batched, [step_input] * 3, [probes[0], None, probes[1]])
+        assert got[1].attention is None
+        for g, w in zip((got[0], got[2]), want, strict=True):
+            np.testing.assert_allclose(g.attention, w.attention, rtol=1e-4, atol=1e-4)
+            np.testing.assert_allclose(g.hidden, w.hidden, rtol=1e-4, atol=1e-5)
+        # the looping default of the base class passes each probe to step
+        looped = Backend.step_batch(backend, before, [step_input] * 2, probes)
+        for a, w in zip(looped, want, strict=True):
+            np.testing.assert_array_equal(a.attention, w.attention)
+    with pytest.raises(ValueError, match="probes"):
+        backend.step_batch(batched[:2], [None, None], probes[:1])
 
 
 def test_a_probe_outside_the_model_is_refused(tiny_small):

@@ -143,3 +143,45 @@ def test_coreml_declares_no_attention_so_its_words_are_estimated(tmp_path):
     assert [w.text for w in words] == ["It", "costs", "$12.50."]
     assert all(w.estimated for w in words)
     assert words[-1].end <= audio.shape[0] / 24000 + 1e-9
+
+
+@pytest.fixture(scope="module")
+def solo(engine_pack_dir: Path) -> PocketTTS:
+    """The ``tts`` fixture's model with each session on threads of its own (no scheduler)."""
+    engine = PocketTTS.load("english", backend="numpy", model_dir=engine_pack_dir, batching=False)
+    engine.timestamp_heads = ((1, 2), (0, 1))
+    return engine
+
+
+def _two_sessions_words(engine: PocketTTS) -> list[list[tuple]]:
+    """Two sessions speaking at once (one enqueued, one fed) → per session, each word with
+    the frame that carries it."""
+    texts = ["First one here. Then a second sentence follows it.", TEXT]
+    with engine.session(seed=5, timestamps=True) as a, engine.session(seed=7, timestamps=True) as b:
+        a.enqueue(texts[0])
+        a.enqueue("And a last one.")
+        for piece in ["It co", "sts $12", ".50 tod", "ay. **Rea", "lly** cheap, is", "n't it? 😀"]:
+            b.feed(piece)
+        b.flush()
+        a.finish()
+        b.finish()
+        frames = [[f for f in s if isinstance(f, AudioFrame)] for s in (a, b)]
+    return [[(n, f.utterance_index, w) for n, f in enumerate(fs) for w in f.words] for fs in frames]
+
+
+def test_sessions_on_the_scheduler_give_the_words_of_sessions_run_alone(tts, solo):
+    assert tts.options.batching and tts.scheduler is not None and not solo.options.batching
+    ticks = tts.scheduler.stats().ticks
+    batched = _two_sessions_words(tts)
+    assert tts.scheduler.stats().ticks > ticks  # they ran on the scheduler
+    alone = _two_sessions_words(solo)
+    assert [len(s) for s in batched] == [13, len(WRITTEN)]
+    assert any(not w.estimated for _, _, w in batched[0])  # read from the attention
+    for got, want in zip(batched, alone, strict=True):
+        assert [(n, u, w.text, w.index, w.estimated) for n, u, w in got] == [
+            (n, u, w.text, w.index, w.estimated) for n, u, w in want
+        ]
+        for (_, _, g), (_, _, w) in zip(got, want, strict=True):  # same frames, same times
+            assert (g.start, g.end, g.session_start, g.session_end) == pytest.approx(
+                (w.start, w.end, w.session_start, w.session_end), abs=1e-9
+            )

@@ -41,6 +41,9 @@ from .ticks import PREFILL_PIECE_TOKENS, PREFILL_TOKENS_PER_TICK, TickPlan
 
 if TYPE_CHECKING:
     from .backends.base import Backend
+    from .synthesis import TimedText
+    from .timestamps import Heads
+    from .word_timing import SessionWords
 
 logger = logging.getLogger(__name__)
 
@@ -138,10 +141,12 @@ class Scheduler:
         *,
         seed: int | None = None,
         name: str | None = None,
+        words: SessionWords | None = None,
     ) -> Stream:
-        """A new stream (idle until its first job) with its own random generator."""
+        """A new stream (idle until its first job) with its own random generator; ``words``:
+        the word timing its timed utterances' frames go through, in order."""
         name = name or f"pocket-tts-stream-{next(_stream_ids)}"
-        return Stream(self.backend, name, on_output, on_error, seed=seed)
+        return Stream(self.backend, name, on_output, on_error, seed=seed, words=words)
 
     def submit(self, stream: Stream, job: ChunkJob | Notice) -> None:
         """Queue a chunk or a notice on a stream (thread-safe); it runs in order."""
@@ -373,21 +378,40 @@ class SessionLink:
         channel: Any,
         on_failure: Callable[[BaseException], None],
         name: str | None = None,
+        words: SessionWords | None = None,
     ) -> None:
         self._scheduler = scheduler
         self._channel = channel
         self._on_failure = on_failure
         self.done = 0
-        self._stream = scheduler.open_stream(self._output, self._failed, seed=seed, name=name)
+        self._stream = scheduler.open_stream(
+            self._output, self._failed, seed=seed, name=name, words=words
+        )
 
     def speak(
-        self, utterance_index: int, chunks: list[Any], voice_state: Any, settings: Any, seed: Any
+        self,
+        utterance_index: int,
+        chunks: list[Any],
+        voice_state: Any,
+        settings: Any,
+        seed: Any,
+        timed: TimedText | None = None,
+        heads: Heads | None = None,
     ) -> None:
-        """Queue an utterance's prepared chunks (``seed``: restart the generator first)."""
+        """Queue an utterance's prepared chunks (``seed``: restart the generator first;
+        ``timed``: its caller words, timed from ``heads`` or estimated without)."""
         last = len(chunks) - 1
         for i, plan in enumerate(chunks):
             job = ChunkJob(
-                plan, voice_state, settings, utterance_index, i, i == last, seed if i == 0 else None
+                plan,
+                voice_state,
+                settings,
+                utterance_index,
+                i,
+                i == last,
+                seed if i == 0 else None,
+                timed,
+                heads,
             )
             self._scheduler.submit(self._stream, job)
 

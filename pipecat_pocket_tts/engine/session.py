@@ -4,79 +4,51 @@ One session owns everything that makes its audio one continuous voice: the sampl
 generator, the Mimi streaming state (never reset, so no seam between chunks or utterances) and
 the prefilled voice state every chunk starts from. Its work runs off the caller's thread, on
 the model's scheduler (``scheduler.SessionLink``: batched with every other stream) or, with no
-scheduler, on threads of its own:
+scheduler, on threads of its own (``solo.SoloLink``):
 
-    enqueue/feed/mark ─▶ [queue] ─▶ FlowLM thread: prefill, step, sample ─▶ [latents, markers]
-          ─▶ Mimi thread: decode ─▶ [frame channel: frames, markers] ─▶ for / async for
+    enqueue/feed/mark ─▶ link: prefill, step, sample, decode ─▶ [frame channel] ─▶ for / async for
 
-With ``overlap_decode`` the Mimi decode of frame n runs beside the FlowLM step of frame n+1;
-without it one thread does both. ``cancel()`` returns once no computation of the session runs.
+With word timestamps on, each frame carries the caller's words it completes (``AudioFrame.words``)
+on either link. ``cancel()`` returns once no computation of the session runs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import queue
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from .channel import (
     END,
     FrameChannel,
-    InlineDecode,
     Marker,
-    ThreadedDecode,
     blas_threads,
     overlap_decode_by_default,
     usable_cores,
 )
 from .errors import SessionClosedError
 from .scheduler import Scheduler, SessionLink
+from .solo import SoloLink
 from .synthesis import (
-    AudioDecoder,
     AudioFrame,
     GenerationSettings,
     TextPlanner,
     TimedText,
     check_eos_threshold,
     check_temperature,
-    generate_chunk,
 )
 from .text.normalize import checked_lexicon
 from .timestamps import Heads
-from .word_timing import FrameWords, SessionWords
+from .word_timing import SessionWords
 
 if TYPE_CHECKING:
     from .backends.base import Backend, FlowState
     from .text.prepare import PreparedChunk, TextStream
 
-_FINISH: Any = object()  # no more utterances
 _session_ids = itertools.count()
-
-
-@dataclass(frozen=True, eq=False)
-class _Utterance:
-    index: int
-    chunks: list[PreparedChunk]
-    voice_state: FlowState
-    settings: GenerationSettings
-    seed: int | None = None  # restart the session's random generator from it first
-    timed: TimedText | None = None  # its text's caller words (word timestamps on)
-
-
-@dataclass(frozen=True, eq=False)
-class _DecodeJob:
-    latent: np.ndarray  # [latent_dim]
-    frame_index: int
-    chunk_index: int
-    utterance_index: int
-    is_last_in_utterance: bool
-    words: FrameWords | None = None  # word timing input (word timestamps on)
 
 
 class Session:
@@ -110,40 +82,34 @@ class Session:
         timestamps: bool = False,
         timestamp_heads: Heads | None = None,
     ) -> None:
-        self._backend = backend
         self._planner = planner
         self._voice_state = voice_state
         self._resolve_voice = resolve_voice
         self._settings = settings
         self._normalize = normalize
         self._lexicon = checked_lexicon(lexicon)
-        self._overlap = overlap_decode
-        self._rng = np.random.default_rng(seed)
-        self._decoder = AudioDecoder(backend)
-        self._name = f"pocket-tts-session-{next(_session_ids)}"
+        name = f"pocket-tts-session-{next(_session_ids)}"
 
         self._lock = threading.Lock()
-        self._utterances: queue.SimpleQueue[_Utterance | Marker | Any] = queue.SimpleQueue()
         self._frames: FrameChannel[AudioFrame | Marker] = FrameChannel()
-        self._stop = threading.Event()  # cancel() or a failure: stop computing now
         self._closed = False  # no more enqueue (finish or cancel)
         self._cancelled = False
         self._failure: BaseException | None = None
-        self._worker: threading.Thread | None = None
         self._enqueued = 0
-        self._done = 0
         self._feed_lock = threading.Lock()
         self._feed_stream: TextStream | None = None
-        # Word timestamps run on the session's own worker (the scheduler has no word timing yet).
-        self._link = (
-            SessionLink(scheduler, seed, self._frames, self._failed, self._name)
-            if scheduler is not None and not timestamps
-            else None
-        )
         self._timestamps = timestamps  # frames carry the caller's words (AudioFrame.words)
         self._heads = timestamp_heads  # None: word times are estimated
         self._feed_timed: TimedText | None = None
-        self._words = SessionWords(planner.config.mimi.frame_rate)
+        # The session's word clock, fed every frame in output order by its link.
+        words = SessionWords(planner.config.mimi.frame_rate) if timestamps else None
+        self._link: SessionLink | SoloLink
+        if scheduler is not None:
+            self._link = SessionLink(scheduler, seed, self._frames, self._failed, name, words)
+        else:
+            self._link = SoloLink(
+                backend, seed, self._frames, self._failed, name, overlap=overlap_decode, words=words
+            )
 
     # -- input --------------------------------------------------------------------------
     def enqueue(
@@ -248,12 +214,7 @@ class Session:
         marker = Marker(payload)
         with self._lock:
             self._check_open()
-            if self._link is not None:
-                self._link.notice(marker)
-            elif self._worker is None:  # nothing was ever queued: nothing to wait for
-                self._frames.put(marker)
-            else:
-                self._utterances.put(marker)
+            self._link.notice(marker)
 
     def _submit_each(
         self,
@@ -293,15 +254,7 @@ class Session:
             self._check_open()
             index = self._enqueued
             self._enqueued += 1
-            if self._link is not None:
-                self._link.speak(index, chunks, voice_state, settings, seed)
-                return index
-            self._utterances.put(_Utterance(index, chunks, voice_state, settings, seed, timed))
-            if self._worker is None:
-                self._worker = threading.Thread(
-                    target=self._run, name=f"{self._name}-flow", daemon=True
-                )
-                self._worker.start()
+            self._link.speak(index, chunks, voice_state, settings, seed, timed, self._heads)
         return index
 
     def finish(self) -> None:
@@ -315,11 +268,7 @@ class Session:
             if self._closed:
                 return
             self._closed = True
-            if self._link is not None:
-                return self._link.finish()
-            self._utterances.put(_FINISH)
-            if self._worker is None:
-                self._frames.close()
+            self._link.finish()
 
     def cancel(self) -> None:
         """Stop now: drop queued text, markers and unread frames; return once no computation
@@ -328,13 +277,8 @@ class Session:
         with self._lock:
             self._closed = True
             self._cancelled = True
-            self._halt()
-            worker = self._worker
-        if self._link is not None:
-            self._link.cancel()
+        self._link.cancel()
         self._frames.close(discard=True)
-        if worker is not None and worker is not threading.current_thread():
-            worker.join()
 
     async def acancel(self) -> None:
         """``cancel()`` without blocking the event loop."""
@@ -350,7 +294,7 @@ class Session:
         """Utterances enqueued whose last frame has not been produced yet (0 once stopped)."""
         if self._cancelled or self._failure is not None:
             return 0
-        return self._enqueued - (self._done if self._link is None else self._link.done)
+        return self._enqueued - self._link.done
 
     @property
     def is_idle(self) -> bool:
@@ -392,7 +336,7 @@ class Session:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.acancel()
 
-    # -- the worker ---------------------------------------------------------------------
+    # -- helpers ------------------------------------------------------------------------
     def _timed_text(self, normalize: bool, lexicon: Mapping[str, str] | None) -> TimedText | None:
         """A text's caller words for word timestamps (None when they are off)."""
         return self._planner.timed_text(normalize, lexicon) if self._timestamps else None
@@ -407,106 +351,10 @@ class Session:
                 "Start a new session with tts.session()."
             )
 
-    def _stopping(self) -> bool:
-        return self._stop.is_set()
-
-    def _halt(self) -> None:
-        """Stop computing now, and wake the worker if it waits for text."""
-        self._stop.set()
-        self._utterances.put(_FINISH)
-
-    def _run(self) -> None:
-        """FlowLM thread: utterance after utterance, chunk after chunk, frame after frame."""
-        error: BaseException | None = None
-        sink: InlineDecode[_DecodeJob | Marker] | ThreadedDecode[_DecodeJob | Marker]
-        if self._overlap:
-            sink = ThreadedDecode(self._decode_job, self._halt, f"{self._name}-mimi")
-        else:
-            sink = InlineDecode(self._decode_job)
-        try:
-            while not self._stopping():
-                item = self._utterances.get()
-                if item is _FINISH or self._stopping():
-                    break
-                if isinstance(item, Marker):
-                    sink.submit(item)  # after the decode of every frame submitted before it
-                else:
-                    self._produce(item, sink)
-        except BaseException as exc:
-            error = exc
-            self._stop.set()
-        finally:
-            try:
-                sink.close()
-            except BaseException as exc:
-                error = error or exc
-            if error is not None:
-                self._failed(error)
-            self._frames.close(error)
-
     def _failed(self, error: BaseException) -> None:
         with self._lock:
             self._closed = True  # a failed session takes no more text
             self._failure = error
-
-    def _produce(
-        self,
-        utterance: _Utterance,
-        sink: InlineDecode[_DecodeJob | Marker] | ThreadedDecode[_DecodeJob | Marker],
-    ) -> None:
-        last_chunk = len(utterance.chunks) - 1
-        if utterance.seed is not None:  # only this thread draws from the generator
-            self._rng = np.random.default_rng(utterance.seed)
-        timed = utterance.timed
-        for chunk_index, plan in enumerate(utterance.chunks):
-            if self._stopping():
-                return
-            timing = timed.chunk(plan, utterance.index) if timed else None
-            for frame in generate_chunk(
-                self._backend,
-                utterance.voice_state,
-                plan,
-                utterance.settings,
-                self._rng,
-                self._stopping,
-                heads=self._heads if timing else None,
-            ):
-                last = frame.is_last and chunk_index == last_chunk
-                words = timing.frame(frame, last_in_utterance=last) if timing else None
-                sink.submit(
-                    _DecodeJob(
-                        latent=frame.latent,
-                        frame_index=frame.frame_index,
-                        chunk_index=chunk_index,
-                        utterance_index=utterance.index,
-                        is_last_in_utterance=last,
-                        words=words,
-                    )
-                )
-
-    def _decode_job(self, job: _DecodeJob | Marker) -> None:
-        """Mimi side: decode one latent and hand the frame (or a marker) to the consumers."""
-        if self._stopping():
-            return
-        if isinstance(job, Marker):
-            self._frames.put(job)
-            return
-        samples = self._decoder.decode(job.latent)
-        if self._stopping():
-            return
-        words = self._words.frame(samples, job.words) if job.words is not None else ()
-        self._frames.put(
-            AudioFrame(
-                samples=samples,
-                frame_index=job.frame_index,
-                chunk_index=job.chunk_index,
-                utterance_index=job.utterance_index,
-                is_last_in_utterance=job.is_last_in_utterance,
-                words=words,
-            )
-        )
-        if job.is_last_in_utterance:
-            self._done += 1
 
 
 __all__ = [

@@ -27,13 +27,18 @@ from .synthesis import (
     MIN_FRAMES_BEFORE_EOS,
     AudioFrame,
     GenerationSettings,
+    LatentFrame,
+    attention_probe,
     draw_noise,
     frame_limit,
 )
 
 if TYPE_CHECKING:
-    from .backends.base import Backend, FlowState, MimiState, StepOutput
+    from .backends.base import AttentionProbe, Backend, FlowState, MimiState, StepOutput
+    from .synthesis import ChunkTiming, TimedText
     from .text.prepare import PreparedChunk
+    from .timestamps import Heads
+    from .word_timing import FrameWords, SessionWords
 
 FRAME_SECONDS = 0.08
 """Audio duration of one frame (1920 samples at 24 kHz)."""
@@ -50,6 +55,8 @@ class ChunkJob:
     chunk_index: int
     is_last_chunk: bool
     seed: int | None = None  # restart the stream's random generator from it first
+    timed: TimedText | None = None  # its utterance's caller words (word timestamps on)
+    heads: Heads | None = None  # attention heads the word timing reads (None: estimated)
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,6 +72,7 @@ class _PendingDecode:
     job: ChunkJob
     frame_index: int
     is_last_in_chunk: bool
+    words: FrameWords | None = None  # word timing input (word timestamps on)
 
 
 class ChunkRun:
@@ -74,6 +82,14 @@ class ChunkRun:
         self.job = job
         self.state = job.voice_state.copy()
         self.embeddings = backend.embed_text(job.plan.token_ids)  # [n, d_model]
+        # Chunks start in order on their stream: the timed text maps them in text order.
+        self._timing: ChunkTiming | None = None
+        if job.timed is not None:
+            self._timing = job.timed.chunk(job.plan, job.utterance_index)
+        self._heads = job.heads if self._timing is not None else None
+        self._text_start = self.state.position
+        self._backend = backend
+        self.probe: AttentionProbe | None = None  # set once prefilled (word timestamps on)
         self._prefilled = 0
         self._after_eos = max(1, job.plan.frames_after_eos)
         self._limit = self._stop_at = 0
@@ -96,6 +112,9 @@ class ChunkRun:
         if self.prefill_left == 0:
             room = self.state.capacity - self.state.position
             self._limit = self._stop_at = frame_limit(self.job.plan, self.job.settings, room)
+            self.probe = attention_probe(
+                self._backend, self._heads, self._text_start, self.state.position
+            )
 
     def accept_step(self, out: StepOutput) -> None:
         """Apply the EOS rule of ``generate_chunk`` to this frame's step output."""
@@ -105,14 +124,19 @@ class ChunkRun:
             self._eos_step = index
             self._stop_at = min(self._limit, index + self._after_eos)
 
-    def accept_latent(self, latent: np.ndarray) -> _PendingDecode:
-        """This frame's sampled latent [latent_dim] → its decode job; moves to the next frame."""
+    def accept_latent(self, latent: np.ndarray, attention: np.ndarray | None) -> _PendingDecode:
+        """This frame's sampled latent [latent_dim] (and its step's probed attention) → its
+        decode job; moves to the next frame."""
         index = self.frame_index
         last = index + 1 >= self._stop_at
+        words = None
+        if self._timing is not None:
+            frame = LatentFrame(latent, index, last, attention)
+            words = self._timing.frame(frame, last_in_utterance=last and self.job.is_last_chunk)
         self.previous = latent
         self.frame_index += 1
         self.finished = last
-        return _PendingDecode(latent, self.job, index, last)
+        return _PendingDecode(latent, self.job, index, last, words)
 
 
 class Stream:
@@ -129,8 +153,10 @@ class Stream:
         on_output: Callable[[Any], None],
         on_error: Callable[[BaseException], None],
         seed: int | None = None,
+        words: SessionWords | None = None,
     ) -> None:
         self.name = name
+        self._words = words  # the session's word timing, fed every frame in order
         self.on_output = on_output
         self.on_error = on_error
         self._backend = backend
@@ -197,7 +223,7 @@ class Stream:
         """This frame's step and latent are computed: queue its decode."""
         assert self.run is not None
         self.run.accept_step(out)
-        self.decodes.append(self.run.accept_latent(latent))
+        self.decodes.append(self.run.accept_latent(latent, out.attention))
         if self.run.finished:
             self.run = None
 
@@ -219,12 +245,16 @@ class Stream:
             self._clock_start = now
         self._frames_emitted += 1
         job = pending.job
+        words = ()
+        if pending.words is not None and self._words is not None:
+            words = self._words.frame(samples, pending.words)
         return AudioFrame(
             samples=samples,
             frame_index=pending.frame_index,
             chunk_index=job.chunk_index,
             utterance_index=job.utterance_index,
             is_last_in_utterance=pending.is_last_in_chunk and job.is_last_chunk,
+            words=words,
         )
 
     def stop(self) -> None:

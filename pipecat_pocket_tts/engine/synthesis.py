@@ -112,6 +112,16 @@ def frame_limit(plan: PreparedChunk, settings: GenerationSettings, room: int) ->
     return max(1, min(limit, room))
 
 
+def attention_probe(
+    backend: Backend, heads: Heads | None, text_start: int, text_end: int
+) -> AttentionProbe | None:
+    """The probe of a chunk's text positions [text_start, text_end) for ``heads``; None without
+    heads or on a backend that cannot probe (its word times are then estimated)."""
+    if heads and backend.capabilities.attention_probe:
+        return AttentionProbe(tuple(heads), text_start, text_end)
+    return None
+
+
 def generate_chunk(
     backend: Backend,
     voice_state: FlowState,
@@ -135,9 +145,7 @@ def generate_chunk(
     state = voice_state.copy()
     text_start = state.position
     backend.prefill(state, backend.embed_text(plan.token_ids))
-    probe = None
-    if heads and backend.capabilities.attention_probe:
-        probe = AttentionProbe(tuple(heads), text_start, state.position)
+    probe = attention_probe(backend, heads, text_start, state.position)
     limit = frame_limit(plan, settings, state.capacity - state.position)
     after_eos = max(1, plan.frames_after_eos)
     latent_dim = backend.config.flow_lm.latent_dim

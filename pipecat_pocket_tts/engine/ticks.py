@@ -91,7 +91,7 @@ class TickPlan:
     def _tasks(self) -> list[Callable[[], None]]:
         tasks: list[Callable[[], None]] = []
         for i, part in enumerate(self.step_parts):
-            inputs = [(s.run.state, s.run.previous, s.noise()) for s in part]  # type: ignore[union-attr]
+            inputs = [(s.run.state, s.run.previous, s.noise(), s.run.probe) for s in part]  # type: ignore[union-attr]
             tasks.append(self._task(f"step{i}", self._step, inputs))
         for i, part in enumerate(self.decode_parts):
             latents = np.stack([s.next_decode() for s in part])
@@ -112,7 +112,7 @@ class TickPlan:
 
         return task
 
-    def _step(self, inputs: list[tuple[Any, Any, np.ndarray]]) -> list[Any]:
+    def _step(self, inputs: list[tuple[Any, Any, np.ndarray, Any]]) -> list[Any]:
         """FlowLM step then sampler for a group → per stream (StepOutput, latent) or error.
 
         When the batched call fails, each stream is retried alone, so only the streams
@@ -120,7 +120,12 @@ class TickPlan:
         """
         backend = self._backend
         try:
-            outs = backend.step_batch([i[0] for i in inputs], [i[1] for i in inputs])
+            probes = [i[3] for i in inputs]
+            outs = backend.step_batch(
+                [i[0] for i in inputs],
+                [i[1] for i in inputs],
+                probes if any(p is not None for p in probes) else None,
+            )
             hidden = np.stack([out.hidden for out in outs])
             latents = backend.sample_batch(hidden, np.stack([i[2] for i in inputs]))
             return list(zip(outs, latents, strict=True))
@@ -128,9 +133,9 @@ class TickPlan:
             if len(inputs) == 1:
                 raise
         results: list[Any] = []
-        for state, previous, noise in inputs:
+        for state, previous, noise, probe in inputs:
             try:
-                out = backend.step(state, previous)
+                out = _step_one(backend, state, previous, probe)
                 results.append((out, backend.sample(out.hidden, noise)))
             except Exception as exc:
                 results.append(exc)
@@ -156,14 +161,22 @@ class TickPlan:
                 if isinstance(item, BaseException):
                     failed[stream] = item
                 elif not stream.stopped:
-                    stream.stepped(*item)
+                    try:  # word timing runs here: its failure is the stream's own
+                        stream.stepped(*item)
+                    except Exception as exc:
+                        failed[stream] = exc
         for i, part in enumerate(self.decode_parts):
             result = self._results.get(f"decode{i}")
             for j, stream in enumerate(part):
                 if isinstance(result, BaseException):
                     failed[stream] = result
                 elif not stream.stopped:
-                    out.setdefault(stream, []).append(stream.decoded(result[j], now))
+                    try:
+                        frame = stream.decoded(result[j], now)
+                    except Exception as exc:
+                        failed[stream] = exc
+                        continue
+                    out.setdefault(stream, []).append(frame)
                     out[stream] += stream.due_notices()
         for stream, tokens in self.prefills:
             result = self._results.get(f"prefill-{stream.name}")
@@ -172,6 +185,13 @@ class TickPlan:
             elif not stream.stopped and stream.run is not None:
                 stream.run.prefilled(tokens)
         return list(out.items()), failed
+
+
+def _step_one(backend: Backend, state: Any, previous: Any, probe: Any) -> Any:
+    """One stream's ``step`` (with its attention probe when it has one)."""
+    if probe is None:
+        return backend.step(state, previous)
+    return backend.step(state, previous, probe=probe)  # type: ignore[call-arg]
 
 
 def _split(streams: list[Stream], groups: int) -> list[list[Stream]]:

@@ -216,12 +216,26 @@ class Backend(ABC):
         """
 
     def step_batch(
-        self, states: Sequence[FlowState], latents: Sequence[np.ndarray | None]
+        self,
+        states: Sequence[FlowState],
+        latents: Sequence[np.ndarray | None],
+        probes: Sequence[AttentionProbe | None] | None = None,
     ) -> list[StepOutput]:
-        """``step`` for B sequences (distinct states, each at its own position) at once."""
+        """``step`` for B sequences (distinct states, each at its own position) at once.
+
+        ``probes[b]`` (on a backend whose ``capabilities.attention_probe``): ``step``'s probe
+        for sequence b (None: not probed).
+        """
         if len(states) != len(latents):
             raise ValueError(f"{len(states)} states but {len(latents)} latents")
-        return [self.step(state, latent) for state, latent in zip(states, latents, strict=True)]
+        if probes is None:
+            return [self.step(s, latent) for s, latent in zip(states, latents, strict=True)]
+        if len(probes) != len(states):
+            raise ValueError(f"{len(states)} states but {len(probes)} probes")
+        return [
+            self.step(s, latent) if probe is None else self.step(s, latent, probe=probe)  # type: ignore[call-arg]
+            for s, latent, probe in zip(states, latents, probes, strict=True)
+        ]
 
     def sample_batch(self, hidden: np.ndarray, noise: np.ndarray) -> np.ndarray:
         """``sample`` for B rows: hidden [B, head_input_dim], noise [B, latent] → [B, latent]."""

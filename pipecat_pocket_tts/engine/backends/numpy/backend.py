@@ -162,9 +162,12 @@ class NumpyBackend(Backend):
         return self.sampler.sample(hidden, noise)
 
     def step_batch(
-        self, states: Sequence[KVCache], latents: Sequence[np.ndarray | None]
+        self,
+        states: Sequence[KVCache],
+        latents: Sequence[np.ndarray | None],
+        probes: Sequence[AttentionProbe | None] | None = None,
     ) -> list[StepOutput]:
-        return self.flow_lm.step_batch(states, latents)
+        return self.flow_lm.step_batch(states, latents, probes)
 
     def sample_batch(self, hidden: np.ndarray, noise: np.ndarray) -> np.ndarray:
         return self.sampler.sample_batch(hidden, noise)

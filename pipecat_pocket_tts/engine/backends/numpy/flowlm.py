@@ -210,25 +210,36 @@ class FlowLM:
         return StepOutput(hidden=hidden, eos_logit=eos, attention=probed)
 
     def step_batch(
-        self, states: Sequence[KVCache], latents: Sequence[np.ndarray | None]
+        self,
+        states: Sequence[KVCache],
+        latents: Sequence[np.ndarray | None],
+        probes: Sequence[AttentionProbe | None] | None = None,
     ) -> list[StepOutput]:
         """``step`` for B sequences at once: their linears run on one stacked [B, d] input.
 
         Each sequence appends one position at its own position and attends over its own
-        filled cache. Outputs match B solo ``step`` calls (up to float32 rounding).
+        filled cache; ``probes[b]`` (optional) as ``step``'s probe for sequence b. Outputs
+        match B solo ``step`` calls (up to float32 rounding).
         """
         if len(states) != len(latents):
             raise ValueError(f"{len(states)} states but {len(latents)} latents")
+        probes = [None] * len(states) if probes is None else list(probes)
+        if len(probes) != len(states):
+            raise ValueError(f"{len(states)} states but {len(probes)} probes")
         if not states:
             return []
+        probed = [None if p is None else self._probe_rows(p) for p in probes]
         vecs = np.stack([self._input_vector(latent) for latent in latents])  # [B, latent]
         x = linear_rows(vecs, self.input_linear)  # [B, d]
-        x = self._transformer_batch(states, x)
+        x = self._transformer_batch(states, x, probes, probed)
         hidden = layer_norm(x, self.out_norm_w, self.out_norm_b, LAYER_NORM_EPS)
         if self.z_proj is not None:
             hidden = hidden @ self.z_proj.T
         eos = hidden @ self.out_eos_w + self.out_eos_b  # [B]
-        return [StepOutput(hidden=hidden[b], eos_logit=float(eos[b])) for b in range(len(states))]
+        return [
+            StepOutput(hidden=hidden[b], eos_logit=float(eos[b]), attention=probed[b])
+            for b in range(len(states))
+        ]
 
     def _input_vector(self, latent: np.ndarray | None) -> np.ndarray:
         """A step's input [latent_dim]: the latent, BOS for None, BOS where it is NaN."""
@@ -240,8 +251,15 @@ class FlowLM:
         nan = np.isnan(vec)
         return np.where(nan, self.bos_emb, vec) if nan.any() else vec
 
-    def _transformer_batch(self, states: Sequence[KVCache], x: np.ndarray) -> np.ndarray:
-        """The layers on x [B, d] (modified in place): row b is the next position of states[b]."""
+    def _transformer_batch(
+        self,
+        states: Sequence[KVCache],
+        x: np.ndarray,
+        probes: Sequence[AttentionProbe | None],
+        probed: Sequence[np.ndarray | None],
+    ) -> np.ndarray:
+        """The layers on x [B, d] (modified in place): row b is the next position of states[b];
+        where probes[b] is given, fill probed[b] with its heads' logits (as ``_transformer``)."""
         starts = [state.reserve(1)[0] for state in states]
         cos, sin = self._rope(0, max(starts) + 1)
         cos, sin = cos[starts], sin[starts]  # [B, Dh/2]
@@ -260,6 +278,9 @@ class FlowLM:
                 keys[:, start] = k[b]
                 values[:, start] = v[b]
                 end = start + 1
+                probe, rows = probes[b], probed[b]
+                if probe is not None and rows is not None:
+                    self._probe(index, q[b], keys, probe, rows)
                 attended[b] = self._attend(q[b : b + 1], keys[:, :end], values[:, :end], start)[0]
             x += layer.out_proj(attended)
             h = layer_norm(x, layer.norm2_w, layer.norm2_b, LAYER_NORM_EPS)
