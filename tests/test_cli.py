@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from hub_cache import cache_put
 
-from pipecat_pocket_tts.__main__ import build_parser, main, shell_wording
+from pipecat_pocket_tts.__main__ import main, shell_wording
+from pipecat_pocket_tts.cli_arguments import build_parser
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine.backends.numpy import files as numpy_files
 from pipecat_pocket_tts.engine.config import config_names, get_config
