@@ -24,6 +24,7 @@ from pipecat.frames.frames import (
     TTSTextFrame,
 )
 from pipecat.tests.utils import SleepFrame, run_test
+from test_service import assert_no_stale_audio
 
 from pipecat_pocket_tts import PocketTTSService
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
@@ -74,17 +75,6 @@ def _final_turn_audio(frames: list[Frame]) -> tuple[list[str], np.ndarray]:
     return texts, np.frombuffer(pcm, dtype="<i2")
 
 
-def _assert_no_stale_audio(frames: list[Frame]) -> None:
-    live: set[str | None] = set()
-    for frame in frames:
-        if isinstance(frame, InterruptionFrame):
-            live.clear()
-        elif isinstance(frame, TTSStartedFrame):
-            live.add(frame.context_id)
-        elif isinstance(frame, TTSAudioRawFrame):
-            assert frame.context_id in live, "audio of an interrupted turn"
-
-
 async def test_eight_services_with_barge_ins_share_one_scheduler(long_pack: Path) -> None:
     finals = [f"Service {i} is still here." for i in range(SERVICES)]
     services = [_service(long_pack) for _ in range(SERVICES)]
@@ -100,7 +90,7 @@ async def test_eight_services_with_barge_ins_share_one_scheduler(long_pack: Path
     # EOS never fires in this pack: a reply spoken to its end fills every chunk's frame limit.
     expected = [sum(p.max_frames for p in planner.plan(text)) * FRAME_SIZE for text in finals]
     for (down, _up), final, samples in zip(results, finals, expected, strict=True):
-        _assert_no_stale_audio(down)
+        assert_no_stale_audio(down)
         texts, audio = _final_turn_audio(down)
         assert " ".join(texts) == final  # its own reply's words, nobody else's
         last_start = max(i for i, f in enumerate(down) if isinstance(f, TTSStartedFrame))
