@@ -181,14 +181,16 @@ def hub_download(
     ``revision`` overrides the file's pinned revision. Offline with an empty cache raises
     ``PackFilesMissingError``; no access to a gated repository raises ``GatedRepoError``.
     """
-    from huggingface_hub import errors, hf_hub_download
+    from huggingface_hub import constants, errors, hf_hub_download
 
     rev = revision or file.revision
     at = hub_location(file, revision)
     cached = _cached_at_commit(file.repo, file.path, rev)
     if cached is not None:  # a pinned file in the cache: no request, no probe
         return cached
-    unreachable = hub_unreachable()  # probed once per process, before the first request
+    # Probed once per process before the first request; unreachable or offline by choice,
+    # only the cache is read (huggingface_hub would still enter its HTTP layer).
+    unreachable = hub_unreachable()
     try:
         return Path(
             hf_hub_download(
@@ -196,7 +198,7 @@ def hub_download(
                 file.path,
                 revision=rev,
                 token=token,
-                local_files_only=unreachable is not None,
+                local_files_only=unreachable is not None or constants.HF_HUB_OFFLINE,
             )
         )
     except errors.LocalEntryNotFoundError as exc:

@@ -25,11 +25,13 @@ def download(patterns: list[str], *, revision: str, token: str | bool | None, wh
     Hub errors become ``PackFilesMissingError`` / ``GatedRepoError`` saying what to do; with the
     hub unreachable only the cache is read (``HubUnreachableError`` for what it lacks).
     """
+    from huggingface_hub import constants, snapshot_download
     from huggingface_hub import errors as hf_errors
-    from huggingface_hub import snapshot_download
 
     at = f"{REPO}@{revision}"
-    unreachable = hub_unreachable()  # probed once per process, before the first request
+    # Probed once per process before the first request; unreachable or offline by choice,
+    # only the cache is read (huggingface_hub would still enter its HTTP layer).
+    unreachable = hub_unreachable()
     try:
         return Path(
             snapshot_download(
@@ -37,7 +39,7 @@ def download(patterns: list[str], *, revision: str, token: str | bool | None, wh
                 revision=revision,
                 allow_patterns=patterns,
                 token=token,
-                local_files_only=unreachable is not None,
+                local_files_only=unreachable is not None or constants.HF_HUB_OFFLINE,
             )
         )
     except hf_errors.LocalEntryNotFoundError as exc:
