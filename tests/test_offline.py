@@ -22,10 +22,14 @@ from test_first_hour import closed_port, run_cli
 
 from pipecat_pocket_tts import PocketTTSService
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
-from pipecat_pocket_tts.engine import PocketTTS, hub_reachability
+from pipecat_pocket_tts.engine import (
+    HubUnreachableError,
+    PackFilesMissingError,
+    PocketTTS,
+    hub_reachability,
+)
 from pipecat_pocket_tts.engine.backends.numpy import files as numpy_files
 from pipecat_pocket_tts.engine.config import get_config
-from pipecat_pocket_tts.engine.errors import HubUnreachableError, PackFilesMissingError
 
 PACK = "english_2m_2026-10"  # the smallest registry config: its pack is built in ~3 s
 PROXIES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
