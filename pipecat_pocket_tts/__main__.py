@@ -50,8 +50,6 @@ def cmd_say(args: argparse.Namespace) -> int:
         timestamps_text([], args.timestamps.suffix)  # a wrong extension fails before synthesis
         check_writable(args.timestamps)
     text = sys.stdin.read() if args.text == "-" else args.text
-    if args.model_dir is None:
-        _fail_fast_offline(args)
     started = time.perf_counter()
     tts = PocketTTS.load(
         args.language,
@@ -123,13 +121,6 @@ def cmd_voices(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _fail_fast_offline(args: argparse.Namespace) -> None:
-    """Use the cache only when the hub cannot be reached (no 45 s of retries); note why."""
-    from .engine.hub_reachability import go_offline_if_unreachable
-
-    args.hub_unreachable = go_offline_if_unreachable()
-
-
 def _in_hf_cache(repo: str, path: str, revision: str | None) -> bool:
     from huggingface_hub import try_to_load_from_cache
 
@@ -170,7 +161,6 @@ def cmd_download(args: argparse.Namespace) -> int:
     from .engine.config import resolve_config_name
 
     language = resolve_config_name(args.language)
-    _fail_fast_offline(args)
     choice = args.voices.strip()
     voices: list[str] | None
     if choice == "all":
@@ -298,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _configure_logging(args.verbose)
     warnings.showwarning = _one_line_warning
-    from .engine.errors import PackFilesMissingError, PocketTTSError
+    from .engine.errors import PocketTTSError
 
     try:
         code = COMMANDS[args.command](args)
@@ -307,11 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return _quiet_broken_pipe()
     except PocketTTSError as exc:
-        message = shell_wording(str(exc), args)
-        reason = getattr(args, "hub_unreachable", None)
-        if reason and isinstance(exc, PackFilesMissingError):
-            message += f" (the hub is unreachable: {reason})"
-        print(f"error: {message}", file=sys.stderr)
+        print(f"error: {shell_wording(str(exc), args)}", file=sys.stderr)
         return EXIT_USAGE
     except (ValueError, NotImplementedError) as exc:  # invalid option values
         print(f"error: {shell_wording(str(exc), args)}", file=sys.stderr)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from huggingface_hub.utils import filter_repo_objects
 
+from pipecat_pocket_tts.engine import hub_reachability
 from pipecat_pocket_tts.engine.backends import resolve_pack
 from pipecat_pocket_tts.engine.backends.coreml import files
 from pipecat_pocket_tts.engine.backends.coreml import hub as coreml_hub
@@ -151,6 +152,9 @@ class FakeHub:
 def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeHub:
     fake = FakeHub(tmp_path / "hf")
     monkeypatch.setattr("huggingface_hub.snapshot_download", fake)
+    # The fake hub is reachable: a fresh process probe that finds it so (no real probe).
+    monkeypatch.setattr(hub_reachability, "_PROBE", hub_reachability._ProcessProbe())
+    monkeypatch.setattr(hub_reachability, "unreachable_reason", lambda *a, **k: None)
     return fake
 
 

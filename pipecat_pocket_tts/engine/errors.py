@@ -27,6 +27,14 @@ class PackFilesMissingError(PocketTTSError, FileNotFoundError):
     """Files of a language pack are neither on disk nor downloadable (offline, empty cache)."""
 
 
+class HubUnreachableError(PackFilesMissingError):
+    """Pack or voice files not in the HF cache while the hub cannot be reached (no network)."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason  # why the probe failed: "host:port: Connection refused"
+
+
 class GatedRepoError(PocketTTSError, PermissionError):
     """A Hugging Face repository needs accepted terms and a token."""
 

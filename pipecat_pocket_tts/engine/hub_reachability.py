@@ -2,11 +2,14 @@
 
 Without a network, huggingface_hub retries each file's first request with backoff (~23 s)
 before it looks in the cache: ~45 s of retries for a pack whose gated weights fall back to the
-ungated ones. ``go_offline_if_unreachable`` resolves the endpoint's host and opens one TCP
-connection to it (``HF_ENDPOINT`` is respected) with a short timeout; when that fails the
-process is switched to huggingface_hub's offline mode, so cached files are used and missing
-ones fail at once with the usual fixes. Nothing is probed when ``HF_HUB_OFFLINE`` is already
-set, or when a proxy is configured (the proxy decides what is reachable).
+ungated ones. ``unreachable_reason`` resolves the endpoint's host and opens one TCP connection
+to it (``HF_ENDPOINT`` is respected) with a short timeout. The engine's downloads ask
+``hub_unreachable()`` before their first hub request: one probe per process and endpoint
+(cached, thread-safe); when it fails they read the cache only (``local_files_only``), so
+cached files are used and missing ones fail at once. Nothing is probed when
+``HF_HUB_OFFLINE`` is set (the cache is all there is), or when a proxy is configured (the
+proxy decides what is reachable). The process's offline mode is left alone: other users of
+huggingface_hub decide for themselves.
 """
 
 from __future__ import annotations
@@ -47,15 +50,35 @@ def unreachable_reason(timeout: float = PROBE_TIMEOUT_S) -> str | None:
     return f"{where}: {_describe(last) if last else 'no address'}"
 
 
-def go_offline_if_unreachable(timeout: float = PROBE_TIMEOUT_S) -> str | None:
-    """Switch huggingface_hub to offline mode if the endpoint is unreachable; returns why."""
-    reason = unreachable_reason(timeout)
-    if reason is not None:
+class _ProcessProbe:
+    """The probes of this process, one per endpoint: run by the first caller, answers kept."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reasons: dict[str, str | None] = {}
+        self.probes = 0  # how many were run (tests count them)
+
+    def reason(self) -> str | None:
+        """Why the hub is unreachable (probing on the first call), or None if it is not."""
         from huggingface_hub import constants
 
-        constants.HF_HUB_OFFLINE = True
-        os.environ["HF_HUB_OFFLINE"] = "1"  # for child processes too
-    return reason
+        if constants.HF_HUB_OFFLINE:  # offline by choice: no probe, nothing to remember
+            return None
+        endpoint = constants.ENDPOINT
+        with self._lock:  # concurrent first loads wait for the one probe
+            if endpoint not in self._reasons:
+                self.probes += 1
+                self._reasons[endpoint] = unreachable_reason()
+            return self._reasons[endpoint]
+
+
+_PROBE = _ProcessProbe()
+
+
+def hub_unreachable() -> str | None:
+    """Why the hub cannot be reached (``host:port: reason``), probed once per process; None
+    when it can, when a proxy is set, or when ``HF_HUB_OFFLINE`` is (nothing is probed)."""
+    return _PROBE.reason()
 
 
 def _resolve(host: str, port: int, timeout: float) -> tuple[list, str | None]:

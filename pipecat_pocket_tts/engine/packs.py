@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,10 +21,12 @@ from pathlib import Path
 from .config import HubFile, ModelConfig, get_config
 from .errors import (
     GatedRepoError,
+    HubUnreachableError,
     PackFilesMissingError,
     UnknownLanguageError,
     UnknownVoiceError,
 )
+from .hub_reachability import hub_unreachable
 from .languages import LANGUAGES, config_language, find_language
 
 logger = logging.getLogger(__name__)
@@ -39,6 +42,12 @@ NOT_CACHED_FIXES = (
     "Fixes: go online once (unset HF_HUB_OFFLINE; where huggingface.co is blocked, set "
     f"HF_ENDPOINT to a reachable mirror) so it is cached; or {PREFETCH_FIX}; or {MODEL_DIR_FIX}."
 )
+UNREACHABLE_FIXES = (
+    "Fixes: connect to the internet (or set HF_ENDPOINT to a reachable mirror; HF_TOKEN for the "
+    f"voice-cloning weights) and retry; or {MODEL_DIR_FIX} (to try without weights, a "
+    "random-weight pack: `python -m pipecat_pocket_tts devpack <folder>`)."
+)
+_COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 @dataclass(frozen=True)
@@ -172,14 +181,28 @@ def hub_download(
     ``revision`` overrides the file's pinned revision. Offline with an empty cache raises
     ``PackFilesMissingError``; no access to a gated repository raises ``GatedRepoError``.
     """
-    from huggingface_hub import errors, hf_hub_download
+    from huggingface_hub import constants, errors, hf_hub_download
 
     rev = revision or file.revision
     at = hub_location(file, revision)
+    cached = _cached_at_commit(file.repo, file.path, rev)
+    if cached is not None:  # a pinned file in the cache: no request, no probe
+        return cached
+    # Probed once per process before the first request; unreachable or offline by choice,
+    # only the cache is read (huggingface_hub would still enter its HTTP layer).
+    unreachable = hub_unreachable()
     try:
-        return Path(hf_hub_download(file.repo, file.path, revision=rev, token=token))
+        return Path(
+            hf_hub_download(
+                file.repo,
+                file.path,
+                revision=rev,
+                token=token,
+                local_files_only=unreachable is not None or constants.HF_HUB_OFFLINE,
+            )
+        )
     except errors.LocalEntryNotFoundError as exc:
-        raise PackFilesMissingError(f"{what} {at} is {NOT_CACHED}. {NOT_CACHED_FIXES}") from exc
+        raise cache_miss(f"{what} {at} is", unreachable) from exc
     except errors.GatedRepoError as exc:
         raise GatedRepoError(
             f"{what} {at} is in a gated repository you have no access to. Accept the model "
@@ -210,6 +233,28 @@ def hub_download(
             "connection (and HF_TOKEN, if set: an invalid token fails every request) and retry; "
             f"or {PREFETCH_FIX}; or {MODEL_DIR_FIX}."
         ) from exc
+
+
+def cache_miss(subject: str, unreachable: str | None, tried: str = "") -> PackFilesMissingError:
+    """The error for files missing from the cache: ``HubUnreachableError`` when the probe
+    failed (``unreachable``: why), else offline by choice. ``subject`` ends in is/are."""
+    if unreachable is not None:
+        return HubUnreachableError(
+            f"{subject} not in the Hugging Face cache and the hub is unreachable "
+            f"({unreachable}){tried}. {UNREACHABLE_FIXES}",
+            unreachable,
+        )
+    return PackFilesMissingError(f"{subject} {NOT_CACHED}{tried}. {NOT_CACHED_FIXES}")
+
+
+def _cached_at_commit(repo: str, path: str, revision: str | None) -> Path | None:
+    """The cached file of a commit-pinned hub file (what the hub would return), else None."""
+    from huggingface_hub import try_to_load_from_cache
+
+    if revision is None or not _COMMIT.fullmatch(revision):
+        return None
+    found = try_to_load_from_cache(repo, path, revision=revision)
+    return Path(found) if isinstance(found, str) else None
 
 
 def hub_location(file: HubFile, revision: str | None = None) -> str:

@@ -104,8 +104,9 @@ def parse_hub_voice(url: str) -> HubFile:
 def fetch_hub_voice(file: HubFile, *, token: str | bool | None = None) -> Path:
     """The local copy of a hub voice file, downloaded into the Hugging Face cache if needed.
 
-    Offline with an empty cache raises ``PackFilesMissingError``; a file the repository lacks
-    raises ``UnknownVoiceError``.
+    Offline with an empty cache raises ``PackFilesMissingError`` (``HubUnreachableError`` when
+    the hub cannot be reached: probed once, no retries); a file the repository lacks raises
+    ``UnknownVoiceError``.
     """
     return hub_download(
         file,

@@ -7,6 +7,8 @@ import shutil
 from pathlib import Path
 
 from ...errors import GatedRepoError, PackFilesMissingError
+from ...hub_reachability import hub_unreachable
+from ...packs import cache_miss
 
 logger = logging.getLogger(__name__)
 
@@ -20,22 +22,28 @@ FLOWLM_MODELS = {"fp16": "flowlm_step", "int8": "flowlm_stepv2"}
 def download(patterns: list[str], *, revision: str, token: str | bool | None, what: str) -> Path:
     """``snapshot_download`` of the files matching ``patterns``; returns the snapshot folder.
 
-    Hub errors become ``PackFilesMissingError`` / ``GatedRepoError`` saying what to do.
+    Hub errors become ``PackFilesMissingError`` / ``GatedRepoError`` saying what to do; with the
+    hub unreachable only the cache is read (``HubUnreachableError`` for what it lacks).
     """
+    from huggingface_hub import constants, snapshot_download
     from huggingface_hub import errors as hf_errors
-    from huggingface_hub import snapshot_download
 
     at = f"{REPO}@{revision}"
+    # Probed once per process before the first request; unreachable or offline by choice,
+    # only the cache is read (huggingface_hub would still enter its HTTP layer).
+    unreachable = hub_unreachable()
     try:
         return Path(
-            snapshot_download(REPO, revision=revision, allow_patterns=patterns, token=token)
+            snapshot_download(
+                REPO,
+                revision=revision,
+                allow_patterns=patterns,
+                token=token,
+                local_files_only=unreachable is not None or constants.HF_HUB_OFFLINE,
+            )
         )
     except hf_errors.LocalEntryNotFoundError as exc:
-        raise PackFilesMissingError(
-            f"CoreML {what} of {at} are not in the Hugging Face cache and cannot be downloaded "
-            "(offline, or no connection). Go online once (unset HF_HUB_OFFLINE), or pass "
-            "model_dir=<a local copy of the pack>."
-        ) from exc
+        raise cache_miss(f"CoreML {what} of {at} are", unreachable) from exc
     except (hf_errors.GatedRepoError, hf_errors.RepositoryNotFoundError) as exc:
         raise GatedRepoError(
             f"{REPO} is not accessible ({type(exc).__name__}); check HF_TOKEN / token=, or "

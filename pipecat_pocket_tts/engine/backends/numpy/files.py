@@ -19,13 +19,17 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ...config import VOICES_REPO, VOICES_REVISION, HubFile, ModelConfig, get_config
-from ...errors import GatedRepoError, PackFilesMissingError, UnknownVoiceError
+from ...errors import (
+    GatedRepoError,
+    HubUnreachableError,
+    PackFilesMissingError,
+    UnknownVoiceError,
+)
 from ...packs import (
     GATED_REPO_URL,
-    NOT_CACHED,
-    NOT_CACHED_FIXES,
     PackFiles,
     PackRequest,
+    cache_miss,
     hub_download,
     hub_location,
     load_local_config,
@@ -232,10 +236,12 @@ def _hub_weights(
     except PackFilesMissingError as exc:
         if not (not_cached(exc) and not_cached(gated_failure)):
             raise
-        raise PackFilesMissingError(
-            f"weights are {NOT_CACHED}: tried {hub_location(gated, revision)} (with voice "
-            f"cloning), then {hub_location(ungated, revision)} (without). {NOT_CACHED_FIXES}"
-        ) from exc
+        tried = (
+            f": tried {hub_location(gated, revision)} (with voice cloning), then "
+            f"{hub_location(ungated, revision)} (without)"
+        )
+        unreachable = exc.reason if isinstance(exc, HubUnreachableError) else None
+        raise cache_miss("weights are", unreachable, tried) from exc
     logger.warning(
         "Voice cloning is unavailable: the weights with voice cloning (%s/%s) could not be "
         "fetched (%s: %s). Using %s/%s instead: predefined voices work, cloning raises "
