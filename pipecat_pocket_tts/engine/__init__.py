@@ -35,7 +35,7 @@ from .subtitles import write_timestamps
 from .synthesis import AudioFrame
 from .tts import PocketTTS, TimedAudio
 from .voices import Voice
-from .word_timing import Word
+from .word_timing import Word, WordStart
 
 __all__ = [
     "FRAME_SIZE",
@@ -67,6 +67,7 @@ __all__ = [
     "VoiceFileError",
     "WeightsMismatchError",
     "Word",
+    "WordStart",
     "config_names",
     "get_config",
     "write_timestamps",
