@@ -44,6 +44,15 @@ LONG_SENTENCE = (
     "talking for a good while before it ever reaches its final word and stops"
 )
 EXACT_REPLY = 'Sure — it costs $12.50, (about 3 apples) and "more" is fine! Okay? 2026-11-30.'
+# Double spaces and newlines between words, and two spaces inside untimed text ("—  it").
+SPACED_REPLY = (
+    'Sure  —  it costs $12.50,\n(about 3 apples)  and "more" is fine!\n\nOkay?  2026-11-30.'
+)
+# What Pipecat 1.14 keeps of it: its word-timestamp sequencer strips the whitespace around each
+# word's share of the LLM text (TTSTextFrame.raw_text: the word and the untimed text before
+# it) and the assistant aggregator joins the frames with one space. Whitespace next to a timed
+# word becomes one space; whitespace inside the untimed text before a word is kept ("—  it").
+SPACED_KEPT = 'Sure —  it costs $12.50, (about 3 apples) and "more" is fine! Okay? 2026-11-30.'
 
 
 @pytest.fixture(scope="module")
@@ -148,10 +157,15 @@ async def test_after_a_barge_in_the_context_holds_the_words_played(pack, rate, m
 
 
 @pytest.mark.parametrize("mode", [TextAggregationMode.SENTENCE, TextAggregationMode.TOKEN])
-async def test_not_interrupted_the_context_holds_the_reply_as_written(pack, mode):
-    _, tap, messages = await run_pipeline(pack, tokens(EXACT_REPLY), rate=24000, mode=mode)
+@pytest.mark.parametrize(
+    ("reply", "kept"),
+    [(EXACT_REPLY, EXACT_REPLY), (SPACED_REPLY, SPACED_KEPT)],
+    ids=["one", "spaced"],
+)
+async def test_not_interrupted_the_context_holds_the_reply_as_written(pack, mode, reply, kept):
+    _, tap, messages = await run_pipeline(pack, tokens(reply), rate=24000, mode=mode)
     assert len(messages) == 1
-    assert _content(messages[0]).strip() == EXACT_REPLY
+    assert _content(messages[0]) == kept  # words, punctuation, numbers exactly as written
     assert all(f.pts is not None for f in tap.words)
     assert [f.pts for f in tap.words] == sorted(f.pts for f in tap.words)
 
