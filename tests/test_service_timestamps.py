@@ -171,6 +171,24 @@ async def test_after_a_barge_in_the_context_holds_the_words_played(pack, rate, m
     assert got == heard
 
 
+async def test_estimated_words_after_a_barge_in_are_the_words_begun(pack):
+    """Without heads the words are estimated, released as the frames go: the context still
+    holds exactly the words whose (estimated) start the playback had reached."""
+    pause = 3.0
+    output, tap, messages = await run_pipeline(
+        pack,
+        tokens(LONG_SENTENCE),
+        rate=24000,
+        mode=TextAggregationMode.SENTENCE,
+        pause_at=pause,
+        heads=None,
+    )
+    heard = [f.text for f in tap.words if f.pts is not None and f.pts <= output.interrupted_clock]
+    written = LONG_SENTENCE.split()
+    assert 2 <= len(heard) < len(written) - 2
+    assert _content(messages[0]).split() == heard == written[: len(heard)]
+
+
 @pytest.mark.parametrize("mode", [TextAggregationMode.SENTENCE, TextAggregationMode.TOKEN])
 @pytest.mark.parametrize(
     ("reply", "kept"),

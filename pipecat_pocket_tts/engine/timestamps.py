@@ -309,7 +309,7 @@ class ChunkAligner:
         if self._pointer is None:
             return self._fallback.frame(voiced)
         if logits is None:
-            raise ValueError("a chunk aligned by attention needs every frame's logits")
+            raise RuntimeError("a chunk aligned by attention needs every frame's logits")
         return self._pointer.frame(unit_scores(logits, self.units.token_to_unit), voiced, index)
 
     def finish(self) -> list[UnitEvent]:

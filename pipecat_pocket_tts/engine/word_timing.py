@@ -6,7 +6,9 @@ and ends into words of the caller's text. Each word is released twice, in order,
 - a ``WordStart`` on the frame where it starts (its first unit's start): what a player needs
   to show or commit the word as it is heard;
 - a ``Word`` (start and end) on the frame where its end is known (its last unit's end, across
-  chunks when a chunk boundary falls inside its spoken form). Its start is the ``WordStart``'s.
+  chunks when a chunk boundary falls inside its spoken form; a fed stream's chunks are
+  utterances of their own, and a word still under way when one ends ends there). Its start is
+  the ``WordStart``'s.
 
 No value changes once released. A caller word with a spoken form that the chunks did not
 contain (text the tokenizer could not say) starts and ends where the next word starts (at the
