@@ -8,7 +8,8 @@ One chunk (a voice prompt of ``--voice`` frames, then a 40-token sentence) is ge
 per round, side by side: plain, and with the config's timestamp heads probed plus everything
 timestamps add per frame (unit scores, the voicing test, the word pointer and the caller-word
 assembly). A frame's compute is step + sample + Mimi decode. Printed: median ms per frame of
-both and the overhead in percent (the target is ≤ 5 %).
+both and the overhead in percent (the target is ≤ 5 %), and the per-frame cost of the fallback
+(words released by a speaking rate, for packs without heads) on the same frames.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def frame_times(backend: NumpyBackend, voice, heads, timed: bool) -> list[float]
     backend.prefill(state, backend.embed_text(ids))
     probe = AttentionProbe(heads, start, state.position)
     mimi = backend.new_mimi_state()
-    words = None
+    words = fallback = None
     if timed:
         mapper = WordMapper()
         mapper.add(caller_words(TEXT))
@@ -74,6 +75,8 @@ def frame_times(backend: NumpyBackend, voice, heads, timed: bool) -> list[float]
         units = chunk_units(TEXT, list(itertools.pairwise(edges.tolist())), mapper)
         words = UtteranceWords(mapper.words)
         words.start_chunk(units, attention=True)
+        fallback = UtteranceWords(mapper.words)
+        fallback.start_chunk(units, attention=False)
     latent = None
     times = []
     for index in range(ARGS.frames):
@@ -85,6 +88,11 @@ def frame_times(backend: NumpyBackend, voice, heads, timed: bool) -> list[float]
             t1 = time.perf_counter()
             words.frame(samples, out.attention, last_in_chunk=index == ARGS.frames - 1)
             ALIGN_MS.append(1000 * (time.perf_counter() - t1))
+        if fallback is not None:
+            t2 = time.perf_counter()
+            fallback.frame(samples, None, last_in_chunk=index == ARGS.frames - 1)
+            FALLBACK_MS.append(1000 * (time.perf_counter() - t2))
+            t0 += time.perf_counter() - t2  # not part of the timed frame
         times.append(1000 * (time.perf_counter() - t0))
     if timed:
         PROBE_MS.extend(probe_times(backend, state, probe))
@@ -92,6 +100,7 @@ def frame_times(backend: NumpyBackend, voice, heads, timed: bool) -> list[float]
 
 
 ALIGN_MS: list[float] = []
+FALLBACK_MS: list[float] = []
 PROBE_MS: list[float] = []
 
 
@@ -135,6 +144,8 @@ def main() -> None:
     print(f"  probe logits       {q:9.4f} ms per frame ({100 * q / p:.3f} % of a frame)")
     print(f"  pointer + words    {a:9.4f} ms per frame ({100 * a / p:.3f} % of a frame)")
     print(f"timestamp work       {100 * (a + q) / p:9.3f} % of a frame (target ≤ 5 %)")
+    f = statistics.median(FALLBACK_MS)
+    print(f"fallback words       {f:9.4f} ms per frame ({100 * f / p:.3f} % of a frame)")
 
 
 if __name__ == "__main__":

@@ -38,12 +38,22 @@ from pipecat_playback import PlaybackClock, PlaybackOutput, timed_frames_on
 from pipecat_pocket_tts import PocketTTSService
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 
+FRAME_SECONDS = 0.08
 HEADS = ((1, 2), (0, 1))  # the tiny pack's config names no checkpoint: read these heads
 LONG_SENTENCE = (
     "This reply is one long sentence with many short words in it so that the voice keeps "
     "talking for a good while before it ever reaches its final word and stops"
 )
 EXACT_REPLY = 'Sure — it costs $12.50, (about 3 apples) and "more" is fine! Okay? 2026-11-30.'
+# Double spaces and newlines between words, and two spaces inside untimed text ("—  it").
+SPACED_REPLY = (
+    'Sure  —  it costs $12.50,\n(about 3 apples)  and "more" is fine!\n\nOkay?  2026-11-30.'
+)
+# What Pipecat 1.14 keeps of it: its word-timestamp sequencer strips the whitespace around each
+# word's share of the LLM text (TTSTextFrame.raw_text: the word and the untimed text before
+# it) and the assistant aggregator joins the frames with one space. Whitespace next to a timed
+# word becomes one space; whitespace inside the untimed text before a word is kept ("—  it").
+SPACED_KEPT = 'Sure —  it costs $12.50, (about 3 apples) and "more" is fine! Okay? 2026-11-30.'
 
 
 @pytest.fixture(scope="module")
@@ -54,16 +64,26 @@ def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 class WordTap(FrameProcessor):
-    """Records the word frames the TTS service pushes (before the transport holds them)."""
+    """Records the word frames the TTS service pushes (before the transport holds them), and
+    how much audio the service had pushed before each (``audio_before``, seconds)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: PlaybackClock) -> None:
         super().__init__()
         self.words: list[TTSTextFrame] = []
+        self.audio_before: list[float] = []
+        self.audio_seconds = 0.0
+        self.first_audio_ns: int | None = None  # the clock at the first audio: words' zero
+        self._clock = clock
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
         if isinstance(frame, TTSTextFrame):
             self.words.append(frame)
+            self.audio_before.append(self.audio_seconds)
+        elif isinstance(frame, TTSAudioRawFrame):
+            if self.first_audio_ns is None:
+                self.first_audio_ns = self._clock.get_time()
+            self.audio_seconds += len(frame.audio) / 2 / frame.sample_rate
         await self.push_frame(frame, direction)
 
 
@@ -82,7 +102,7 @@ async def run_pipeline(pack, frames, *, rate, mode, pause_at=None, heads=HEADS):
         settings=PocketTTSService.Settings(seed=3),
         text_aggregation_mode=mode,
     )
-    tap = WordTap()
+    tap = WordTap(clock)
     context = LLMContext()
     assistant = LLMAssistantAggregator(context)
     worker = PipelineWorker(
@@ -144,14 +164,41 @@ async def test_after_a_barge_in_the_context_holds_the_words_played(pack, rate, m
     assert len(messages) == 1
     got = _content(messages[0]).split()
     assert got == written[: len(got)]  # a prefix of the reply, as written
-    assert abs(len(got) - len(heard)) <= 1
+    # Exactly the words heard, the one being spoken included: each word reaches Pipecat on
+    # the frame where it starts, stamped with its start, and the transport releases it when
+    # the playback reaches that start. No tolerance: the pause point and the releases are on
+    # the same virtual clock, and every word due by the pause is out before the interruption.
+    assert got == heard
+
+
+async def test_estimated_words_after_a_barge_in_are_the_words_begun(pack):
+    """Without heads the words are estimated, released as the frames go: the context still
+    holds exactly the words whose (estimated) start the playback had reached."""
+    pause = 3.0
+    output, tap, messages = await run_pipeline(
+        pack,
+        tokens(LONG_SENTENCE),
+        rate=24000,
+        mode=TextAggregationMode.SENTENCE,
+        pause_at=pause,
+        heads=None,
+    )
+    heard = [f.text for f in tap.words if f.pts is not None and f.pts <= output.interrupted_clock]
+    written = LONG_SENTENCE.split()
+    assert 2 <= len(heard) < len(written) - 2
+    assert _content(messages[0]).split() == heard == written[: len(heard)]
 
 
 @pytest.mark.parametrize("mode", [TextAggregationMode.SENTENCE, TextAggregationMode.TOKEN])
-async def test_not_interrupted_the_context_holds_the_reply_as_written(pack, mode):
-    _, tap, messages = await run_pipeline(pack, tokens(EXACT_REPLY), rate=24000, mode=mode)
+@pytest.mark.parametrize(
+    ("reply", "kept"),
+    [(EXACT_REPLY, EXACT_REPLY), (SPACED_REPLY, SPACED_KEPT)],
+    ids=["one", "spaced"],
+)
+async def test_not_interrupted_the_context_holds_the_reply_as_written(pack, mode, reply, kept):
+    _, tap, messages = await run_pipeline(pack, tokens(reply), rate=24000, mode=mode)
     assert len(messages) == 1
-    assert _content(messages[0]).strip() == EXACT_REPLY
+    assert _content(messages[0]) == kept  # words, punctuation, numbers exactly as written
     assert all(f.pts is not None for f in tap.words)
     assert [f.pts for f in tap.words] == sorted(f.pts for f in tap.words)
 
@@ -171,3 +218,17 @@ async def test_audio_is_all_played_before_the_words_of_its_end(pack):
     assert output.played_seconds > 0
     assert max(f.pts for f in tap.words) <= output.clock.get_time()
     assert not any(isinstance(f, TTSAudioRawFrame) for f in tap.words)
+
+
+@pytest.mark.parametrize("mode", [TextAggregationMode.SENTENCE, TextAggregationMode.TOKEN])
+async def test_each_word_reaches_pipecat_with_the_audio_it_starts_in(pack, mode):
+    """A word is added on the engine frame where it starts, not once it is complete: before
+    a word's frame, the service has pushed the audio up to the word's start and at most the
+    rest of that 80 ms frame (24 kHz: no resampler delay)."""
+    _, tap, _ = await run_pipeline(pack, tokens(LONG_SENTENCE), rate=24000, mode=mode)
+    assert [f.text for f in tap.words] == LONG_SENTENCE.split()
+    assert tap.first_audio_ns is not None
+    for frame, audio in zip(tap.words, tap.audio_before, strict=True):
+        start = (frame.pts - tap.first_audio_ns) / 1e9  # the word's start in the turn's audio
+        assert start <= audio + 1e-6  # its audio had begun
+        assert audio <= start + FRAME_SECONDS + 1e-6  # and not a frame more of it

@@ -17,16 +17,20 @@ from pipecat_pocket_tts.engine.errors import TimestampsFormatError
 from pipecat_pocket_tts.engine.subtitles import timestamps_text, write_timestamps
 from pipecat_pocket_tts.engine.text.words import ChunkUnits, TextUnit, WordMapper, caller_words
 from pipecat_pocket_tts.engine.timestamps import (
+    FRAMES_PER_CHARACTER,
     SILENCE_RMS,
     ChunkAligner,
+    RateAligner,
+    SpeakingRate,
+    UnitStart,
+    UnitTiming,
     WordPointer,
-    estimate_units,
     heads_fit,
     heads_for,
     is_voiced,
     unit_scores,
 )
-from pipecat_pocket_tts.engine.word_timing import UtteranceWords, Word
+from pipecat_pocket_tts.engine.word_timing import UtteranceWords, Word, WordStart, WordTimes
 
 FRAME = 1920
 
@@ -168,61 +172,126 @@ def test_pointer_follows_attention_and_closes_the_last_word_at_a_quiet_frame():
         ([0.0, 0.0, 0.9, 0.1], False),  # quiet, last word, only synthetic "." after: close
         ([0.0, 0.0, 0.9, 0.1], False),
     ]
-    closed = []
+    events = []
     for index, (scores, voiced) in enumerate(frames):
-        closed += pointer.frame(np.array(scores, np.float32), voiced, index)
-    closed += pointer.finish(len(frames))
+        events += [(index, e) for e in pointer.frame(np.array(scores, np.float32), voiced, index)]
+    events += [(len(frames), e) for e in pointer.finish(len(frames))]
+    closed = [t for _, t in events if isinstance(t, UnitTiming)]
     assert [(t.unit, t.start, t.end, t.estimated) for t in closed] == [
         (0, 0, 2, False),
         (1, 2, 3, False),
         (2, 3, 5, False),
     ]
+    # each word is reported on the frame that opens it, after the one before it closed
+    opened = [(n, t.unit, t.start) for n, t in events if isinstance(t, UnitStart)]
+    assert opened == [(0, 0, 0), (2, 1, 2), (3, 2, 3)]
+    assert [type(t).__name__ for _, t in events][:3] == ["UnitStart", "UnitTiming", "UnitStart"]
 
 
 def test_words_the_pointer_never_reaches_are_estimated_not_missing():
     pointer = WordPointer(units_for([0, 1, 2]))
-    closed = pointer.frame(np.array([1, 0, 0, 0], np.float32), True, 0)
-    closed += pointer.finish(10)
-    assert [(t.unit, t.start, t.end, t.estimated) for t in closed] == [
+    events = pointer.frame(np.array([1, 0, 0, 0], np.float32), True, 0)
+    events += pointer.finish(10)
+    assert [(t.unit, t.start, t.end, t.estimated) for t in events if isinstance(t, UnitTiming)] == [
         (0, 0, 10, False),
         (1, 10, 10, True),
         (2, 10, 10, True),
     ]
+    starts = [(t.unit, t.start, t.estimated) for t in events if isinstance(t, UnitStart)]
+    assert starts == [(0, 0, False), (1, 10, True), (2, 10, True)]
 
 
-def test_fallback_spreads_words_over_voiced_frames_by_length():
-    units = ChunkUnits(
+def _two_words() -> ChunkUnits:
+    """Words of spoken lengths 2 ("a" and its space) and 8 ("bcdefgh" and its space)."""
+    return ChunkUnits(
         (TextUnit(0, 1, 0), TextUnit(2, 9, 1), TextUnit(9, 10, None)),
         np.zeros((0, 3), np.float32),
         (),
     )
+
+
+def _run_fallback(aligner: RateAligner, voiced: list[bool]) -> list[tuple[int, object]]:
+    events = [(n, e) for n, v in enumerate(voiced) for e in aligner.frame(v)]
+    return events + [(len(voiced), e) for e in aligner.finish()]
+
+
+def test_fallback_starts_words_at_the_speaking_rate_as_the_frames_go():
     voiced = [False, True, True, True, True, True, True, True, True, True, True, False]
-    timings = estimate_units(units, voiced)
-    assert [t.unit for t in timings] == [0, 1]
-    assert timings[0].start == 1 and timings[-1].end == 11
-    assert timings[0].end == pytest.approx(1 + 10 * 2 / 10)  # lengths 1+1 and 7+1
-    assert all(t.estimated for t in timings)
+    events = _run_fallback(RateAligner(_two_words(), frames_per_character=0.5), voiced)
+    starts = [(n, e.unit, e.start) for n, e in events if isinstance(e, UnitStart)]
+    assert starts == [(1, 0, 1.0), (2, 1, 2.0)]  # first voiced frame; then 2 characters × 0.5
+    ends = [(n, e.unit, e.start, e.end) for n, e in events if isinstance(e, UnitTiming)]
+    assert ends == [(2, 0, 1.0, 2.0), (12, 1, 2.0, 11.0)]  # the last ends with the voice
+    assert all(e.estimated for _, e in events)
 
 
-def test_aligner_without_attention_estimates_at_the_end_of_the_chunk():
-    aligner = ChunkAligner(units_for([0, 1]), attention=False)
+def test_fallback_speech_faster_than_the_rate_shares_what_is_left_by_length():
+    aligner = RateAligner(_two_words(), frames_per_character=2.0)
+    events = _run_fallback(aligner, [False, True, True, True])
+    assert [(n, type(e).__name__, e.unit) for n, e in events] == [
+        (1, "UnitStart", 0),
+        (4, "UnitTiming", 0),
+        (4, "UnitStart", 1),
+        (4, "UnitTiming", 1),
+    ]
+    assert events[1][1].end == pytest.approx(1 + 3 * 2 / 10) == events[2][1].start
+    assert events[3][1].end == 4
+    assert (aligner.characters, aligner.voiced_frames) == (10, 3)
+
+
+def test_fallback_on_silence_spreads_the_words_over_the_chunk():
+    events = _run_fallback(RateAligner(_two_words(), 0.8), [False] * 5)
+    assert all(n == 5 for n, _ in events)  # nothing heard: all at the end
+    assert [(e.unit, e.start, e.end) for _, e in events if isinstance(e, UnitTiming)] == [
+        (0, 0.0, 1.0),
+        (1, 1.0, 5.0),
+    ]
+
+
+def test_speaking_rate_moves_from_its_prior_to_the_voice_s():
+    rate = SpeakingRate()
+    assert rate.frames_per_character == FRAMES_PER_CHARACTER
+    for _ in range(50):
+        rate.observe(100, 50)  # a fast voice: 0.5 frames per character
+    assert 0.5 < rate.frames_per_character < 0.51
+    rate.observe(10, 0)  # nothing voiced: no evidence
+    assert 0.5 < rate.frames_per_character < 0.51
+
+
+def test_aligner_without_attention_releases_words_as_the_frames_go():
+    rate = SpeakingRate(frames_per_character=0.5)  # 5-character words: 2.5 frames each
+    aligner = ChunkAligner(units_for([0, 1]), attention=False, rate=rate)
     loud = np.full(FRAME, 0.1, np.float32)
+    assert [(e.unit, e.start) for e in aligner.frame(loud, None)] == [(0, 0.0)]
     assert aligner.frame(loud, None) == []
-    assert aligner.frame(loud, None) == []
-    timings = aligner.finish()
-    assert [t.unit for t in timings] == [0, 1] and all(t.estimated for t in timings)
+    assert [type(e).__name__ for e in aligner.frame(loud, None)] == ["UnitTiming", "UnitStart"]
+    assert [(e.unit, e.start, e.end) for e in aligner.finish()] == [(1, 2.5, 3.0)]
     assert aligner.estimated
+    assert rate.frames_per_character < 0.5  # 10 characters in 3 frames: learned
 
 
 # -- caller words ------------------------------------------------------------------------------
-def _feed(words: UtteranceWords, chunks, frames_per_chunk: int) -> list[Word]:
+def _feed_all(
+    words: UtteranceWords, chunks, frames_per_chunk: int
+) -> tuple[list[Word], list[tuple[int, WordStart]]]:
+    """Loud frames through ``words`` → its Words, and each WordStart with its frame."""
     loud = np.full(FRAME, 0.1, np.float32)
-    out: list[Word] = []
+    done: list[Word] = []
+    starts: list[tuple[int, WordStart]] = []
+    n = 0
     for units in chunks:
         words.start_chunk(units, attention=False)
         for f in range(frames_per_chunk):
-            out += words.frame(loud, None, last_in_chunk=f == frames_per_chunk - 1)
-    return out + list(words.finish())
+            got = words.frame(loud, None, last_in_chunk=f == frames_per_chunk - 1)
+            done += got.words
+            starts += [(n, w) for w in got.starts]
+            n += 1
+    got = words.finish()
+    return done + list(got.words), starts + [(n, w) for w in got.starts]
+
+
+def _feed(words: UtteranceWords, chunks, frames_per_chunk: int) -> list[Word]:
+    return _feed_all(words, chunks, frames_per_chunk)[0]
 
 
 def test_a_caller_word_spans_its_units_across_a_chunk_boundary():
@@ -241,10 +310,16 @@ def test_a_caller_word_spans_its_units_across_a_chunk_boundary():
         for m in (first, second)
     ]
     assert chunks[0].open_word == 2
-    words = _feed(UtteranceWords(mapper.words, session_offset=10.0), chunks, frames_per_chunk=8)
+    words, starts = _feed_all(
+        UtteranceWords(mapper.words, session_offset=10.0), chunks, frames_per_chunk=8
+    )
     assert [w.text for w in words] == ["It", "costs", "$12.50", "today."]
+    assert [(w.text, w.start) for _, w in starts] == [(w.text, w.start) for w in words]
     money = words[2]
-    assert money.start == pytest.approx(4 * 0.08) and money.end == pytest.approx(14 * 0.08)
+    # 5-character units at 0.8 frames per character: "it" 0, "costs" 4, then the chunk ends
+    # (8 frames): "costs", "twelve", "dollars" share 4–8. The second chunk, at the learned
+    # rate (0.8·60 + 8) / (60 + 20) = 0.7: "and" 8, "fifty" 11.5, "cents" 15–15.5.
+    assert money.start == pytest.approx(16 / 3 * 0.08) and money.end == pytest.approx(15.5 * 0.08)
     assert money.session_start == pytest.approx(10.0 + money.start)
     assert [w.index for w in words] == [0, 1, 2, 3]
     assert all(w.estimated for w in words)
@@ -288,7 +363,8 @@ def test_session_words_put_each_utterance_on_the_session_clock():
 
     loud = np.full(FRAME, 0.1, np.float32)
     session = SessionWords()
-    out = []
+    out = WordTimes()
+    carried = []
     for utterance, text in enumerate(["one two", "three"]):
         words = caller_words(text)
         mapper = WordMapper()
@@ -302,12 +378,17 @@ def test_session_words_put_each_utterance_on_the_session_clock():
         for f in range(5):
             logits = np.full((1, len(words)), -9.0, np.float32)
             logits[0, min(f // 2, len(words) - 1)] = 9.0  # attention walks one word / 2 frames
-            out += session.frame(
+            got = session.frame(
                 loud,
                 FrameWords(
                     utterance, WordLedger(mapper.words), units, logits, f == 0, f == 4, f == 4
                 ),
             )
+            carried += [(utterance, f, w.text) for w in got.starts]
+            out += got
+    assert carried == [(0, 0, "one"), (0, 2, "two"), (1, 0, "three")]  # on their first frame
+    assert [w.session_start for w in out.starts] == [w.session_start for w in out.words]
+    out = out.words
     assert [(w.text, w.start, w.end) for w in out] == [
         ("one", 0.0, pytest.approx(0.16)),
         ("two", pytest.approx(0.16), pytest.approx(0.40)),

@@ -27,11 +27,18 @@ from pipecat_pocket_tts.engine.synthesis import (
 )
 from pipecat_pocket_tts.engine.text.tokenizer import Tokenizer
 from pipecat_pocket_tts.engine.text.words import ChunkUnits, TextUnit, WordMapper
-from pipecat_pocket_tts.engine.timestamps import WordPointer, is_voiced, unit_scores
+from pipecat_pocket_tts.engine.timestamps import (
+    UnitStart,
+    UnitTiming,
+    WordPointer,
+    is_voiced,
+    unit_scores,
+)
 from pipecat_pocket_tts.engine.word_timing import UtteranceWords
 
 FAMILIES = ("tiny_lsd", "tiny_small", "tiny_inner512")
 SCORE_TOLERANCE = 1e-4
+FRAME_SECONDS = 0.08
 
 
 @cache
@@ -66,10 +73,19 @@ def test_pointer_moves_as_the_peer_s_on_random_scores(family):
         for index, (scores, voiced) in enumerate(zip(case["scores"], case["voiced"], strict=True)):
             ours += pointer.frame(np.asarray(scores, np.float32), voiced, index)
         ours += pointer.finish(len(case["voiced"]))
-        theirs = [(unit, start, end) for kind, unit, start, end in case["events"] if kind == "end"]
-        assert [(t.unit, t.start, t.end) for t in ours if not t.estimated] == theirs
+        # Starts and ends, in the peer's order, on the same frames.
+        assert [_event(t) for t in ours if not t.estimated] == [tuple(e) for e in case["events"]]
         reached = {unit for _, unit, _, _ in case["events"]}
         assert all(t.estimated == (t.unit not in reached) for t in ours)  # never missing
+        assert [t.unit for t in ours if isinstance(t, UnitStart)] == [  # each word starts once
+            t.unit for t in ours if isinstance(t, UnitTiming)
+        ]
+
+
+def _event(t: UnitStart | UnitTiming) -> tuple:
+    if isinstance(t, UnitStart):
+        return ("start", t.unit, t.start, None)
+    return ("end", t.unit, t.start, t.end)
 
 
 def _run(family: str, text: str):
@@ -85,6 +101,7 @@ def _run(family: str, text: str):
     words = UtteranceWords(mapper.words)
     out = []
     timed_words = []
+    starts = []  # (utterance frame that carried it, WordStart)
     offset = 0
     for chunk in chunks:
         units = planner.units(chunk, mapper)
@@ -100,19 +117,23 @@ def _run(family: str, text: str):
             scores.append(row)
             voicing.append(voiced)
             timings += pointer.frame(row, voiced, frame.frame_index)
-            timed_words += words.frame(samples, frame.attention, last_in_chunk=frame.is_last)
+            released = words.frame(samples, frame.attention, last_in_chunk=frame.is_last)
+            timed_words += released.words
+            starts += [(offset + frame.frame_index, w) for w in released.starts]
         timings += pointer.finish(len(voicing))
         out.append((chunk, units, np.array(scores), voicing, timings, offset))
         offset += len(voicing)
-    timed_words += words.finish()
-    return out, timed_words
+    released = words.finish()
+    timed_words += released.words
+    starts += [(offset, w) for w in released.starts]
+    return out, timed_words, starts
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("which", [0, 1], ids=["numbers", "two_chunks"])
 def test_word_frames_match_the_peer(family, which):
     reference = peer(family)["texts"][which]
-    ours, timed_words = _run(family, reference["text"])
+    ours, timed_words, starts = _run(family, reference["text"])
     assert [c.text for c, *_ in ours] == [c["text"] for c in reference["chunks"]]
     if which == 1:
         assert len(ours) >= 2  # longer than a chunk
@@ -126,7 +147,7 @@ def test_word_frames_match_the_peer(family, which):
         assert voicing == theirs["voiced"]
         np.testing.assert_allclose(scores, theirs["scores"], atol=SCORE_TOLERANCE)
         for t in timings:
-            if not t.estimated:
+            if isinstance(t, UnitTiming) and not t.estimated:
                 unit = units.units[t.unit]
                 our_words.append(
                     [chunk.text[unit.begin : unit.end], offset + t.start, offset + t.end]
@@ -139,5 +160,15 @@ def test_word_frames_match_the_peer(family, which):
     # Every caller word is there, in order, reached ones with the peer's times.
     assert [w.text for w in timed_words] == reference["text"].split()
     reached = len(peer_words)
+    # Each word came on the frame where it starts, with the start its Word has later.
+    assert [w.index for _, w in starts] == [w.index for w in timed_words]
+    for (n, start), word in zip(starts, timed_words, strict=True):
+        assert (start.text, start.start, start.session_start) == (
+            word.text,
+            word.start,
+            word.session_start,
+        )
+        if not start.estimated:
+            assert start.start == pytest.approx(n * FRAME_SECONDS)
     assert [w.estimated for w in timed_words].count(False) >= 1
     assert reached >= 1

@@ -54,15 +54,48 @@ def test_synthesize_returns_the_caller_s_words_with_times(tts, estimated, which)
     np.testing.assert_array_equal(audio, engine.synthesize(TEXT, seed=3))
 
 
-def test_stream_frames_carry_each_word_once_when_it_is_complete(tts):
+def _starts_and_words(frames: list[AudioFrame]) -> tuple[list[tuple[int, object]], list]:
+    """(frame number, WordStart) of each start, and the completed words, in order."""
+    starts = [(n, w) for n, f in enumerate(frames) for w in f.words]
+    return starts, [w for f in frames for w in f.completed_words]
+
+
+def _check_release(frames: list[AudioFrame]) -> None:
+    """Each word starts once, on the frame where it starts (attention) or by then (estimated),
+    and completes once, with that same start, by the end of the frame that carries it."""
+    starts, words = _starts_and_words(frames)
+    assert [(w.text, w.index, w.start, w.session_start) for _, w in starts] == [
+        (w.text, w.index, w.start, w.session_start) for w in words
+    ]
+    for n, w in starts:
+        assert w.start < (n + 1) * FRAME_SECONDS + 1e-9  # never announced before it starts
+        if not w.estimated:
+            assert w.start == pytest.approx(n * FRAME_SECONDS)  # exactly its frame
+    for index, frame in enumerate(frames):
+        for w in frame.completed_words:
+            assert w.end <= (index + 1) * FRAME_SECONDS + 1e-9
+
+
+def test_stream_frames_carry_each_word_on_its_first_frame_and_when_complete(tts):
     frames = list(tts.stream(TEXT, seed=3, timestamps=True))
-    words = [w for f in frames for w in f.words]
+    starts, words = _starts_and_words(frames)
     _check_words(words, len(frames) * FRAME_SECONDS, estimated=False)
     assert any(not w.estimated for w in words[1:])
-    for index, frame in enumerate(frames):
-        for w in frame.words:  # complete by the end of the frame that carries it
-            assert w.end <= (index + 1) * FRAME_SECONDS + 1e-9
-    assert not any(f.words for f in tts.stream("Hello there.", seed=3))  # off by default
+    _check_release(frames)
+    assert sum(not w.estimated for _, w in starts) >= 2  # read from attention, on their frame
+    off = list(tts.stream("Hello there.", seed=3))  # off by default
+    assert not any(f.words or f.completed_words for f in off)
+
+
+def test_estimated_words_are_released_as_the_frames_go(estimated):
+    frames = list(estimated.stream(TEXT, seed=3, timestamps=True))
+    starts, words = _starts_and_words(frames)
+    _check_words(words, len(frames) * FRAME_SECONDS, estimated=True)
+    _check_release(frames)
+    assert all(w.estimated for _, w in starts)
+    last_frames = {n for n, f in enumerate(frames) if f.completed_words}
+    early = [n for n, _ in starts if n not in last_frames]
+    assert len({n for n, _ in starts}) >= 4 and early  # spread over frames, not per chunk
 
 
 def test_session_words_are_on_the_utterance_and_the_session_clock(tts):
@@ -88,7 +121,9 @@ def test_fed_text_gives_the_same_words_as_the_whole_text(tts):
             session.feed(piece)
         session.flush()
         session.finish()
-        words = [w for f in session if isinstance(f, AudioFrame) for w in f.words]
+        frames = [f for f in session if isinstance(f, AudioFrame)]
+    starts, words = _starts_and_words(frames)
+    assert [w.text for _, w in starts] == WRITTEN
     assert [w.text for w in words] == WRITTEN
     assert [w.index for w in words] == list(range(len(WRITTEN)))
     for a, b in itertools.pairwise(words):
@@ -166,7 +201,10 @@ def _two_sessions_words(engine: PocketTTS) -> list[list[tuple]]:
         a.finish()
         b.finish()
         frames = [[f for f in s if isinstance(f, AudioFrame)] for s in (a, b)]
-    return [[(n, f.utterance_index, w) for n, f in enumerate(fs) for w in f.words] for fs in frames]
+    return [
+        [(n, f.utterance_index, w) for n, f in enumerate(fs) for w in f.words + f.completed_words]
+        for fs in frames
+    ]
 
 
 def test_sessions_on_the_scheduler_give_the_words_of_sessions_run_alone(tts, solo):
@@ -175,13 +213,11 @@ def test_sessions_on_the_scheduler_give_the_words_of_sessions_run_alone(tts, sol
     batched = _two_sessions_words(tts)
     assert tts.scheduler.stats().ticks > ticks  # they ran on the scheduler
     alone = _two_sessions_words(solo)
-    assert [len(s) for s in batched] == [13, len(WRITTEN)]
+    assert [len(s) for s in batched] == [2 * 13, 2 * len(WRITTEN)]  # starts and completions
     assert any(not w.estimated for _, _, w in batched[0])  # read from the attention
     for got, want in zip(batched, alone, strict=True):
         assert [(n, u, w.text, w.index, w.estimated) for n, u, w in got] == [
             (n, u, w.text, w.index, w.estimated) for n, u, w in want
         ]
         for (_, _, g), (_, _, w) in zip(got, want, strict=True):  # same frames, same times
-            assert (g.start, g.end, g.session_start, g.session_end) == pytest.approx(
-                (w.start, w.end, w.session_start, w.session_end), abs=1e-9
-            )
+            assert g == w  # times count frames: exact

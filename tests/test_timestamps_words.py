@@ -214,13 +214,13 @@ def planner(sp_model_path):
 
 
 def _timed_words(planner, text: str, attention: bool, seed: int):
-    from pipecat_pocket_tts.engine.word_timing import UtteranceWords
+    from pipecat_pocket_tts.engine.word_timing import UtteranceWords, WordTimes
 
     rng = np.random.default_rng(seed)
     mapper = WordMapper()
     mapper.add(planner.words(text))
     words = UtteranceWords(mapper.words)
-    out = []
+    out = WordTimes()
     for chunk in planner.plan(text):
         units = planner.units(chunk, mapper)
         words.start_chunk(units, attention=attention)
@@ -229,7 +229,7 @@ def _timed_words(planner, text: str, attention: bool, seed: int):
             samples = rng.standard_normal(1920).astype(np.float32) * rng.choice([0.0, 0.1])
             logits = rng.standard_normal((2, chunk.num_tokens)).astype(np.float32) * 3
             out += words.frame(samples, logits, last_in_chunk=f == frames - 1)
-    return mapper.words, out + list(words.finish())
+    return mapper.words, out + words.finish()
 
 
 @pytest.mark.parametrize("attention", [True, False], ids=["attention", "fallback"])
@@ -240,7 +240,12 @@ def test_every_spoken_caller_word_once_in_order_with_monotonic_times(planner, at
         text = " ".join(rng.choice(PIECES, count))
         if case % 3 == 0:
             text = text.replace(" ", ". ", 2)
-        callers, timed = _timed_words(planner, text, attention, case)
+        callers, released = _timed_words(planner, text, attention, case)
+        timed = released.words
+        # each word started once, in order, with the start its Word has
+        assert [(w.text, w.index, w.start) for w in released.starts] == [
+            (w.text, w.index, w.start) for w in timed
+        ], text
         assert [w.text for w in timed] == [w.text for w in callers if w.keys], text
         assert [w.index for w in timed] == list(range(len(timed)))
         for a, b in itertools.pairwise(timed):

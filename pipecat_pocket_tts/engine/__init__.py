@@ -36,7 +36,7 @@ from .subtitles import write_timestamps
 from .synthesis import AudioFrame
 from .tts import PocketTTS, TimedAudio
 from .voices import Voice
-from .word_timing import Word
+from .word_timing import Word, WordStart
 
 __all__ = [
     "FRAME_SIZE",
@@ -69,6 +69,7 @@ __all__ = [
     "VoiceFileError",
     "WeightsMismatchError",
     "Word",
+    "WordStart",
     "config_names",
     "get_config",
     "write_timestamps",

@@ -8,8 +8,9 @@ scheduler, on threads of its own (``solo.SoloLink``):
 
     enqueue/feed/mark ─▶ link: prefill, step, sample, decode ─▶ [frame channel] ─▶ for / async for
 
-With word timestamps on, each frame carries the caller's words it completes (``AudioFrame.words``)
-on either link. ``cancel()`` returns once no computation of the session runs.
+With word timestamps on, each frame carries the caller's words that start in it
+(``AudioFrame.words``) and those it completes (``AudioFrame.completed_words``) on either
+link. ``cancel()`` returns once no computation of the session runs.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ import numpy as np
 
 from .channel import FrameChannel, InlineDecode, Marker, ThreadedDecode
 from .synthesis import AudioDecoder, AudioFrame, GenerationSettings, TimedText, generate_chunk
-from .word_timing import FrameWords, SessionWords
+from .word_timing import FrameWords, SessionWords, WordTimes
 
 if TYPE_CHECKING:
     from .backends.base import Backend, FlowState
@@ -208,7 +208,7 @@ class SoloLink:
         samples = self._decoder.decode(job.latent)
         if self._stopping():
             return
-        words = ()
+        words = WordTimes()
         if job.words is not None and self._words is not None:
             words = self._words.frame(samples, job.words)
         self._channel.put(
@@ -218,7 +218,8 @@ class SoloLink:
                 chunk_index=job.chunk_index,
                 utterance_index=job.utterance_index,
                 is_last_in_utterance=job.is_last_in_utterance,
-                words=words,
+                words=words.starts,
+                completed_words=words.words,
             )
         )
         if job.is_last_in_utterance:

@@ -32,6 +32,7 @@ from .synthesis import (
     draw_noise,
     frame_limit,
 )
+from .word_timing import WordTimes
 
 if TYPE_CHECKING:
     from .backends.base import AttentionProbe, Backend, FlowState, MimiState, StepOutput
@@ -245,7 +246,7 @@ class Stream:
             self._clock_start = now
         self._frames_emitted += 1
         job = pending.job
-        words = ()
+        words = WordTimes()
         if pending.words is not None and self._words is not None:
             words = self._words.frame(samples, pending.words)
         return AudioFrame(
@@ -254,7 +255,8 @@ class Stream:
             chunk_index=job.chunk_index,
             utterance_index=job.utterance_index,
             is_last_in_utterance=pending.is_last_in_chunk and job.is_last_chunk,
-            words=words,
+            words=words.starts,
+            completed_words=words.words,
         )
 
     def stop(self) -> None:

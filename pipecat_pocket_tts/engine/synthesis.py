@@ -37,7 +37,7 @@ from .text.words import (
     token_spans,
 )
 from .timestamps import Heads
-from .word_timing import FrameWords, Word, WordLedger
+from .word_timing import FrameWords, Word, WordLedger, WordStart
 
 if TYPE_CHECKING:
     from .backends.base import Backend, FlowState, MimiState
@@ -60,7 +60,10 @@ class AudioFrame:
     chunk_index: int  # 0-based within its utterance
     utterance_index: int  # which enqueue call (0 for synthesize/stream)
     is_last_in_utterance: bool
-    words: tuple[Word, ...] = ()  # words completed by this frame (with timestamps on)
+    #: With timestamps on: the caller's words that start in this frame (Pipecat needs these),
+    words: tuple[WordStart, ...] = ()
+    #: and the words whose end this frame makes known, with start and end (subtitles).
+    completed_words: tuple[Word, ...] = ()
 
 
 @dataclass(frozen=True)

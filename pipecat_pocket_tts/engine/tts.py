@@ -242,7 +242,8 @@ class PocketTTS:
         ``max_frames`` bounds the frames of each chunk; ``lexicon`` ({word: spoken form})
         feeds the text normalizer; ``text_language`` makes it read the text as a regional
         variant of the pack's language (``"pt-BR"`` on the portuguese pack). ``timestamps``:
-        each frame carries the caller's words it completes (``AudioFrame.words``).
+        each frame carries the caller's words that start in it (``AudioFrame.words``) and
+        those whose end it makes known, with start and end (``AudioFrame.completed_words``).
         """
         settings = GenerationSettings(
             temperature=check_temperature(
@@ -287,7 +288,8 @@ class PocketTTS:
 
         Raises ``EmptyTextError`` (a ValueError) right away when there is nothing to say.
         Leaving the loop early stops the computation. ``timestamps``: each frame carries the
-        words of ``text`` it completes (``AudioFrame.words``).
+        words of ``text`` that start in it (``AudioFrame.words``) and those it completes
+        (``AudioFrame.completed_words``, with start and end).
         """
         session = self.session(
             voice=voice,
@@ -349,7 +351,7 @@ class PocketTTS:
         if post_process:
             audio = audio_ops.post_process(audio, self.sample_rate)
         if timestamps:
-            return TimedAudio(audio, tuple(w for frame in frames for w in frame.words))
+            return TimedAudio(audio, tuple(w for frame in frames for w in frame.completed_words))
         return audio
 
     def synthesize_to_file(self, text: str, path: str | os.PathLike[str], **options: Any) -> Path:

@@ -1,12 +1,19 @@
 """The caller's words of one utterance with their times, as its frames are decoded.
 
-``UtteranceWords`` runs a ``ChunkAligner`` per chunk and turns the chunks' word-unit times into
-``Word``s of the caller's text: a caller word spans its first unit's start to its last unit's end
-(across chunks when a chunk boundary falls inside its spoken form). A word is released on the
-frame where it is complete (its end known), in order, once. A caller word with a spoken form
-that the chunks did not contain (text the tokenizer could not say) is released with the end
-time of the word before it and ``estimated=True``; words with no spoken form at all (markdown,
-emoji) are not words.
+``UtteranceWords`` runs a ``ChunkAligner`` per chunk and turns the chunks' word-unit starts
+and ends into words of the caller's text. Each word is released twice, in order, once each:
+
+- a ``WordStart`` on the frame where it starts (its first unit's start): what a player needs
+  to show or commit the word as it is heard;
+- a ``Word`` (start and end) on the frame where its end is known (its last unit's end, across
+  chunks when a chunk boundary falls inside its spoken form; a fed stream's chunks are
+  utterances of their own, and a word still under way when one ends ends there). Its start is
+  the ``WordStart``'s.
+
+No value changes once released. A caller word with a spoken form that the chunks did not
+contain (text the tokenizer could not say) starts and ends where the next word starts (at the
+end of the text: where the word before it ends), ``estimated=True``; words with no spoken form
+at all (markdown, emoji) are not words. A cancelled utterance's started words get no ``Word``.
 """
 
 from __future__ import annotations
@@ -18,7 +25,18 @@ import numpy as np
 
 from .config import FRAME_RATE
 from .text.words import CallerWord, ChunkUnits
-from .timestamps import ChunkAligner, UnitTiming
+from .timestamps import ChunkAligner, SpeakingRate, UnitEvent, UnitStart
+
+
+@dataclass(frozen=True)
+class WordStart:
+    """One word of the caller's text on the frame where it starts (its ``Word`` comes later)."""
+
+    text: str  # as the caller wrote it ("$12.50.")
+    index: int  # 0-based among its text's words (an enqueued text, or a fed stream)
+    start: float  # seconds from the start of the utterance's audio
+    session_start: float  # the same on the session's audio clock
+    estimated: bool  # the start was estimated (spread by length), not read from attention
 
 
 @dataclass(frozen=True)
@@ -31,20 +49,59 @@ class Word:
     end: float
     session_start: float  # the same on the session's audio clock
     session_end: float
-    estimated: bool  # spread by length, not read from the model's attention
+    estimated: bool  # its start or end was spread by length, not read from the model's attention
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True)
+class WordTimes:
+    """What one frame releases: the words starting in it, the words whose end it makes known."""
+
+    starts: tuple[WordStart, ...] = ()
+    words: tuple[Word, ...] = ()
+
+    def __add__(self, other: WordTimes) -> WordTimes:
+        return WordTimes(self.starts + other.starts, self.words + other.words)
+
+
 class WordLedger:
-    """The caller words of one text and how far they were released.
+    """The caller words of one text and how far they were started.
 
     One per ``enqueue``d text, or per fed text stream (whose chunks are utterances of their
     own, sharing it). ``words`` may grow while the text streams in.
     """
 
-    words: list[CallerWord]
-    next: int = 0  # first caller word not released
-    released: int = 0  # words released (the next Word.index)
+    def __init__(self, words: list[CallerWord]) -> None:
+        self.words = words
+        self._next = 0  # first caller word not started
+        self._count = 0  # words started (the next Word.index)
+
+    @property
+    def next(self) -> int:
+        """The first caller word not started yet."""
+        return self._next
+
+    def take(self, limit: int) -> list[tuple[int, int]]:
+        """Start the caller words before ``limit``: (caller index, word index) of each that is
+        a word (markup with no spoken form is passed over)."""
+        limit = min(limit, len(self.words))
+        out = []
+        for caller in range(self._next, limit):
+            if self.words[caller].keys:
+                out.append((caller, self._count))
+                self._count += 1
+        self._next = max(self._next, limit)
+        return out
+
+
+@dataclass
+class _Flight:
+    """A started word of this utterance, in frames of the utterance (UtteranceWords' own)."""
+
+    index: int
+    start: float
+    end: float | None
+    estimated: bool
+    done: bool = False
 
 
 class UtteranceWords:
@@ -56,6 +113,7 @@ class UtteranceWords:
         *,
         session_offset: float = 0.0,
         frame_rate: float = FRAME_RATE,
+        rate: SpeakingRate | None = None,
     ) -> None:
         if not isinstance(ledger, WordLedger):
             ledger = WordLedger(list(ledger))
@@ -63,95 +121,113 @@ class UtteranceWords:
         self._words = ledger.words
         self._offset = session_offset
         self._frame_seconds = 1.0 / frame_rate
+        self._rate = rate or SpeakingRate()
         self._aligner: ChunkAligner | None = None
+        self._last_unit: dict[int, int] = {}  # caller word → its last unit in the chunk
         self._chunk_start = 0  # utterance frame where the current chunk starts
         self._frames = 0  # frames of the utterance so far
-        self._spans: dict[int, list] = {}  # caller word → [start, end, estimated] (frames)
+        self._flights: dict[int, _Flight] = {}  # caller word → started, not yet released whole
         self._last_end = 0.0
 
     def start_chunk(self, units: ChunkUnits, *, attention: bool) -> None:
         """The next frames belong to a chunk with these units (attention: logits will come)."""
-        self._aligner = ChunkAligner(units, attention=attention)
+        self._aligner = ChunkAligner(units, attention=attention, rate=self._rate)
+        self._last_unit = {u.word: i for i, u in enumerate(units.units) if u.word is not None}
         self._chunk_start = self._frames
 
     def frame(
         self, samples: np.ndarray, logits: np.ndarray | None, *, last_in_chunk: bool
-    ) -> tuple[Word, ...]:
-        """One decoded frame of the current chunk → the words it completes."""
+    ) -> WordTimes:
+        """One decoded frame of the current chunk → the words it starts and completes."""
         if self._aligner is None:
             raise RuntimeError("start_chunk() must come before the chunk's frames")
-        timings = self._aligner.frame(samples, logits)
+        events = self._aligner.frame(samples, logits)
         self._frames += 1
-        out = self._take(timings, self._aligner.units)
+        out = self._take(events, self._aligner.units)
         if last_in_chunk:
             out += self._end_chunk()
-        return tuple(out)
+        return out
 
-    def finish(self, *, ends_text: bool = True) -> tuple[Word, ...]:
+    def finish(self, *, ends_text: bool = True) -> WordTimes:
         """The utterance ended: release its words (``ends_text``: and every word left)."""
-        out: list[Word] = []
-        if self._aligner is not None:
-            out += self._end_chunk()
+        out = self._end_chunk() if self._aligner is not None else WordTimes()
+        for flight in self._flights.values():  # goes on in the next utterance: ends here
+            flight.done = True
+            flight.end = flight.start if flight.end is None else flight.end
+        out += self._complete()
         if ends_text:
-            out += self._release(len(self._words))
-        elif self._spans:
-            out += self._release(max(self._spans) + 1)
-        return tuple(out)
+            out += self._start_upto(len(self._words), self._last_end)
+        return out
 
     # ------------------------------------------------------------------------- internals
-    def _end_chunk(self) -> list[Word]:
+    def _end_chunk(self) -> WordTimes:
         assert self._aligner is not None
         aligner, self._aligner = self._aligner, None
-        out = self._take(aligner.finish(), aligner.units)
-        held = aligner.units.open_word
-        known = [w for w in self._spans if w != held]
-        if known:
-            out += self._release(max(known) + 1)
-        return out
+        return self._take(aligner.finish(), aligner.units)
 
-    def _take(self, timings: list[UnitTiming], chunk: ChunkUnits) -> list[Word]:
-        units = chunk.units
-        out: list[Word] = []
-        for timing in timings:
-            word = units[timing.unit].word
+    def _take(self, events: list[UnitEvent], chunk: ChunkUnits) -> WordTimes:
+        out = WordTimes()
+        for event in events:
+            word = chunk.units[event.unit].word
             assert word is not None
-            if word < self._ledger.next:
+            if isinstance(event, UnitStart):
+                if word >= self._ledger.next:
+                    frame = self._chunk_start + event.start
+                    out += self._start_upto(word, frame)
+                    out += self._start(word, frame, event.estimated)
+                continue
+            flight = self._flights.get(word)
+            if flight is None:
                 continue  # a word already released (a continuation after a cut)
-            out += self._release(word)
-            start = self._chunk_start + timing.start
-            end = self._chunk_start + timing.end
-            span = self._spans.setdefault(word, [start, end, timing.estimated])
-            span[0], span[1] = min(span[0], start), max(span[1], end)
-            span[2] = span[2] or timing.estimated
+            end = self._chunk_start + event.end
+            flight.end = end if flight.end is None else max(flight.end, end)
+            flight.estimated = flight.estimated or event.estimated
+            last = event.unit == self._last_unit[word] and word != chunk.open_word
+            flight.done = flight.done or last
+            out += self._complete()
         return out
 
-    def _release(self, limit: int) -> list[Word]:
-        """Release the caller words before ``limit``, in order."""
-        ledger = self._ledger
-        limit = min(limit, len(self._words))
+    def _start_upto(self, limit: int, frame: float) -> WordTimes:
+        """Caller words before ``limit`` that no chunk said: start and end at ``frame``."""
+        starts = []
+        for caller, index in self._ledger.take(limit):
+            self._flights[caller] = _Flight(index, frame, frame, True, done=True)
+            starts.append(self._word_start(caller, index, frame, True))
+        return WordTimes(tuple(starts)) + self._complete()
+
+    def _start(self, caller: int, frame: float, estimated: bool) -> WordTimes:
+        starts = []
+        for _, index in self._ledger.take(caller + 1):  # the one word ``caller``
+            self._flights[caller] = _Flight(index, frame, None, estimated)
+            starts.append(self._word_start(caller, index, frame, estimated))
+        return WordTimes(tuple(starts))
+
+    def _word_start(self, caller: int, index: int, frame: float, estimated: bool) -> WordStart:
+        start = frame * self._frame_seconds
+        return WordStart(self._words[caller].text, index, start, self._offset + start, estimated)
+
+    def _complete(self) -> WordTimes:
+        """Release the started words whose end is known, in order (each waits for earlier ones)."""
         out = []
-        for index in range(ledger.next, limit):
-            span = self._spans.pop(index, None)
-            if span is None:
-                if not self._words[index].keys:
-                    continue  # markup: not a word
-                span = [self._last_end, self._last_end, True]
-            start, end = span[0] * self._frame_seconds, span[1] * self._frame_seconds
+        for caller, flight in list(self._flights.items()):  # started in caller order
+            if not flight.done:
+                break
+            del self._flights[caller]
+            assert flight.end is not None
+            start, end = flight.start * self._frame_seconds, flight.end * self._frame_seconds
             out.append(
                 Word(
-                    text=self._words[index].text,
-                    index=ledger.released,
-                    start=start,
-                    end=end,
-                    session_start=self._offset + start,
-                    session_end=self._offset + end,
-                    estimated=bool(span[2]),
+                    self._words[caller].text,
+                    flight.index,
+                    start,
+                    end,
+                    self._offset + start,
+                    self._offset + end,
+                    flight.estimated,
                 )
             )
-            ledger.released += 1
-            self._last_end = span[1]
-        ledger.next = max(ledger.next, limit)
-        return out
+            self._last_end = flight.end
+        return WordTimes(words=tuple(out))
 
 
 @dataclass(frozen=True, eq=False)
@@ -171,41 +247,50 @@ class FrameWords:
 class SessionWords:
     """Word times of every utterance of a session, on the session's audio clock.
 
-    Fed each decoded frame in output order; returns the words that frame completes. The
-    session clock counts every frame the session output (80 ms each) since its start.
+    Fed each decoded frame in output order; returns the words that frame starts and completes.
+    The session clock counts every frame the session output (80 ms each) since its start. The
+    fallback's speaking rate is learned over the session (``SpeakingRate``).
     """
 
     def __init__(self, frame_rate: float = FRAME_RATE) -> None:
         self._frame_rate = frame_rate
         self._frames = 0
+        self._rate = SpeakingRate()
         self._utterance: int | None = None
         self._current: UtteranceWords | None = None
 
-    def frame(self, samples: np.ndarray, info: FrameWords) -> tuple[Word, ...]:
-        out: tuple[Word, ...] = ()
+    def frame(self, samples: np.ndarray, info: FrameWords) -> WordTimes:
         if info.utterance != self._utterance or self._current is None:
-            out = self.reset()
+            self.reset()
             self._utterance = info.utterance
             self._current = UtteranceWords(
                 info.ledger,
                 session_offset=self._frames / self._frame_rate,
                 frame_rate=self._frame_rate,
+                rate=self._rate,
             )
         current = self._current
         if info.first_in_chunk:
             current.start_chunk(info.units, attention=info.attention is not None)
         self._frames += 1
-        out += current.frame(samples, info.attention, last_in_chunk=info.last_in_chunk)
+        out = current.frame(samples, info.attention, last_in_chunk=info.last_in_chunk)
         if info.last_in_utterance:
             out += current.finish(ends_text=info.ends_text)
             self._current = self._utterance = None
         return out
 
-    def reset(self) -> tuple[Word, ...]:
-        """Forget the utterance under way (cancelled): its held words are dropped."""
+    def reset(self) -> None:
+        """Forget the utterance under way (cancelled): its started words get no ``Word``."""
         self._current = None
         self._utterance = None
-        return ()
 
 
-__all__ = ["FrameWords", "SessionWords", "UtteranceWords", "Word", "WordLedger"]
+__all__ = [
+    "FrameWords",
+    "SessionWords",
+    "UtteranceWords",
+    "Word",
+    "WordLedger",
+    "WordStart",
+    "WordTimes",
+]
