@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
+from typing import TypeAlias
 
 import numpy as np
 
@@ -27,6 +28,7 @@ from ...options import NUMPY_PRECISIONS
 from .layers import linear_rows
 
 PRECISIONS = NUMPY_PRECISIONS
+Shape: TypeAlias = tuple[int, ...]
 #: The pip extra that installs the narrow kernels' dependency (numba).
 KERNEL_EXTRA = "fast"
 #: Longest input [n, in] the narrow kernels take; longer ones widen the weight and use BLAS.
@@ -81,6 +83,10 @@ class Linear:
         """The weight as float32 [out, in] (what this linear multiplies by)."""
         raise NotImplementedError
 
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The arrays that hold the weight, by name (what ``restore_linear`` takes back)."""
+        raise NotImplementedError
+
 
 class DenseLinear(Linear):
     """float32 weight, BLAS matmul."""
@@ -101,15 +107,19 @@ class DenseLinear(Linear):
     def dense(self) -> np.ndarray:
         return self.weight
 
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {"weight": self.weight}
+
 
 class Bf16Linear(Linear):
     """bfloat16 weight (uint16 bit patterns)."""
 
     precision = "bf16"
 
-    def __init__(self, weight: np.ndarray, kernels: ModuleType) -> None:
-        super().__init__(weight.shape)
-        self.bits = to_bfloat16_bits(weight)
+    def __init__(self, bits: np.ndarray, kernels: ModuleType) -> None:
+        """``bits`` [out, in] uint16: the bfloat16 bit patterns of the weight."""
+        super().__init__(bits.shape)
+        self.bits = bits
         self._kernels = kernels
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
@@ -127,15 +137,19 @@ class Bf16Linear(Linear):
     def dense(self) -> np.ndarray:
         return (self.bits.astype(np.uint32) << 16).view(np.float32)
 
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {"bits": self.bits}
+
 
 class Int8Linear(Linear):
     """int8 weight with float32 scales per group of inputs of each output row."""
 
     precision = "int8"
 
-    def __init__(self, weight: np.ndarray, kernels: ModuleType) -> None:
-        super().__init__(weight.shape)
-        self.codes, self.scales = quantize_int8(weight, group_size(weight.shape[1]))
+    def __init__(self, codes: np.ndarray, scales: np.ndarray, kernels: ModuleType) -> None:
+        """``codes`` [out, in] int8 and ``scales`` [out, groups] float32 (``quantize_int8``)."""
+        super().__init__(codes.shape)
+        self.codes, self.scales = codes, scales
         self._kernels = kernels
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
@@ -159,6 +173,9 @@ class Int8Linear(Linear):
         blocks *= self.scales[:, :, None]
         return blocks.reshape(self.shape)
 
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {"codes": self.codes, "scales": self.scales}
+
 
 def make_linear(weight: np.ndarray | Linear, precision: str = "fp32") -> Linear:
     """The linear of ``weight`` [out, in] at ``precision`` (a built one passes through).
@@ -176,7 +193,33 @@ def make_linear(weight: np.ndarray | Linear, precision: str = "fp32") -> Linear:
     if precision == "fp32":
         return DenseLinear(weight)
     kernels = load_kernels()
-    return Bf16Linear(weight, kernels) if precision == "bf16" else Int8Linear(weight, kernels)
+    if precision == "bf16":
+        return Bf16Linear(to_bfloat16_bits(weight), kernels)
+    return Int8Linear(*quantize_int8(weight, group_size(weight.shape[1])), kernels)
+
+
+def narrow_layout(precision: str, shape: tuple[int, int]) -> dict[str, tuple[np.dtype, Shape]]:
+    """The arrays (name → dtype, shape) a ``precision`` linear of weight ``shape`` holds."""
+    out, width = shape
+    if precision == "bf16":
+        return {"bits": (np.dtype(np.uint16), (out, width))}
+    if precision == "int8":
+        groups = width // group_size(width)
+        return {
+            "codes": (np.dtype(np.int8), (out, width)),
+            "scales": (np.dtype(np.float32), (out, groups)),
+        }
+    raise ValueError(f"precision {precision!r} has no narrow layout")
+
+
+def restore_linear(precision: str, arrays: dict[str, np.ndarray]) -> Linear:
+    """A narrow linear from the arrays ``Linear.arrays`` gave (as ``narrow_layout`` lays out)."""
+    kernels = load_kernels()
+    if precision == "bf16":
+        return Bf16Linear(arrays["bits"], kernels)
+    if precision == "int8":
+        return Int8Linear(arrays["codes"], arrays["scales"], kernels)
+    raise ValueError(f"precision {precision!r} has no narrow layout")
 
 
 def group_size(width: int) -> int:
