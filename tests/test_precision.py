@@ -134,7 +134,9 @@ def test_missing_numba_is_a_named_error(packs, monkeypatch, precision):
 
 # -- the linear seam ---------------------------------------------------------------------------
 @pytest.mark.parametrize("rows", (1, 2, 3, KERNEL_MAX_ROWS, KERNEL_MAX_ROWS + 1))
-@pytest.mark.parametrize("shape", ((96, 64), (40, 56), (24, 200)))
+@pytest.mark.parametrize(
+    "shape", ((96, 64), (40, 56), (24, 200), (2 * linears.WIDEN_ROWS + 88, 32))
+)
 def test_narrow_linears_multiply_by_their_dense_weight(rows, shape):
     rng = np.random.default_rng(rows)
     weight = rng.standard_normal(shape).astype(np.float32)

@@ -12,7 +12,8 @@ prefill all compute it the same way.
 
 Narrow linears run numba kernels (``kernels.py``, the ``fast`` extra) for up to
 ``KERNEL_MAX_ROWS`` rows (steps and small batches, bound by memory bandwidth); longer inputs
-(prefill) widen the weight once per call and use BLAS. Activations are float32 throughout.
+(prefill) widen the weight ``WIDEN_ROWS`` rows at a time and use BLAS (never a whole fp32
+copy). Activations are float32 throughout.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ Shape: TypeAlias = tuple[int, ...]
 KERNEL_EXTRA = "fast"
 #: Longest input [n, in] the narrow kernels take; longer ones widen the weight and use BLAS.
 KERNEL_MAX_ROWS = 16
+#: Output rows of a narrow weight widened at a time for inputs longer than KERNEL_MAX_ROWS.
+WIDEN_ROWS = 256
 #: From this many rows on, the int8 kernel dequantizes each weight row once for all rows.
 INT8_SHARED_ROW_FROM = 3
 #: Preferred int8 scale group sizes (the first that divides the input width; else one per row).
@@ -81,7 +84,20 @@ class Linear:
 
     def dense(self) -> np.ndarray:
         """The weight as float32 [out, in] (what this linear multiplies by)."""
+        return self.dense_rows(0, self.shape[0])
+
+    def dense_rows(self, start: int, stop: int) -> np.ndarray:
+        """Output rows [start, stop) of the weight as float32 [stop - start, in]."""
         raise NotImplementedError
+
+    def _widened_matmul(self, x: np.ndarray) -> np.ndarray:
+        """x [n, in] · Wᵀ by BLAS on the weight widened ``WIDEN_ROWS`` output rows at a time
+        (long inputs: the prefill), so no fp32 copy of the whole weight is ever made."""
+        out = np.empty((x.shape[0], self.shape[0]), np.float32)
+        for start in range(0, self.shape[0], WIDEN_ROWS):
+            stop = min(start + WIDEN_ROWS, self.shape[0])
+            out[:, start:stop] = x @ self.dense_rows(start, stop).T
+        return out
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The arrays that hold the weight, by name (what ``restore_linear`` takes back)."""
@@ -107,6 +123,9 @@ class DenseLinear(Linear):
     def dense(self) -> np.ndarray:
         return self.weight
 
+    def dense_rows(self, start: int, stop: int) -> np.ndarray:
+        return self.weight[start:stop]
+
     def arrays(self) -> dict[str, np.ndarray]:
         return {"weight": self.weight}
 
@@ -124,7 +143,7 @@ class Bf16Linear(Linear):
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         if x.shape[0] > KERNEL_MAX_ROWS:
-            return x @ self.dense().T
+            return self._widened_matmul(x)
         x = np.ascontiguousarray(x, np.float32)
         out = np.empty((x.shape[0], self.shape[0]), np.float32)
         self._kernels.bf16_matmul(x, self.bits, out)
@@ -134,8 +153,8 @@ class Bf16Linear(Linear):
     def nbytes(self) -> int:
         return self.bits.nbytes
 
-    def dense(self) -> np.ndarray:
-        return (self.bits.astype(np.uint32) << 16).view(np.float32)
+    def dense_rows(self, start: int, stop: int) -> np.ndarray:
+        return (self.bits[start:stop].astype(np.uint32) << 16).view(np.float32)
 
     def arrays(self) -> dict[str, np.ndarray]:
         return {"bits": self.bits}
@@ -155,7 +174,7 @@ class Int8Linear(Linear):
     def __call__(self, x: np.ndarray) -> np.ndarray:
         n = x.shape[0]
         if n > KERNEL_MAX_ROWS:
-            return x @ self.dense().T
+            return self._widened_matmul(x)
         x = np.ascontiguousarray(x, np.float32)
         out = np.empty((n, self.shape[0]), np.float32)
         kernels = self._kernels
@@ -167,11 +186,11 @@ class Int8Linear(Linear):
     def nbytes(self) -> int:
         return self.codes.nbytes + self.scales.nbytes
 
-    def dense(self) -> np.ndarray:
-        out, groups = self.scales.shape
-        blocks = self.codes.reshape(out, groups, -1).astype(np.float32)
-        blocks *= self.scales[:, :, None]
-        return blocks.reshape(self.shape)
+    def dense_rows(self, start: int, stop: int) -> np.ndarray:
+        scales = self.scales[start:stop]
+        blocks = self.codes[start:stop].reshape(*scales.shape, -1).astype(np.float32)
+        blocks *= scales[:, :, None]
+        return blocks.reshape(stop - start, self.shape[1])
 
     def arrays(self) -> dict[str, np.ndarray]:
         return {"codes": self.codes, "scales": self.scales}
