@@ -168,8 +168,8 @@ def load_checkpoint(
 
 def _load_narrow(path: str | os.PathLike[str], precision: str) -> dict[str, np.ndarray | Linear]:
     """The checkpoint with its narrow keys as ``Linear`` objects: mapped from the cached copy
-    when one matches (their fp32 bytes are then never read), else narrowed one at a time and
-    cached for the next load (``narrow_cache.py``)."""
+    when one matches (their fp32 bytes are then never read), else narrowed one at a time,
+    cached, and mapped back from the copy just written (``narrow_cache.py``)."""
     shapes = {k: shape for k, shape in tensor_shapes(path).items() if is_narrow_key(k)}
     cache = NarrowCache(path, precision, shapes) if _all_matrices(shapes) else None
     cached = None if cache is None else cache.load()
@@ -181,8 +181,10 @@ def _load_narrow(path: str | os.PathLike[str], precision: str) -> dict[str, np.n
         key: make_linear(array, precision) if is_narrow_key(key) else array
         for key, array in iter_safetensors(path, unmapped=is_narrow_key)
     }
-    if cache is not None:
-        cache.store({k: v for k, v in weights.items() if isinstance(v, Linear)})
+    if cache is not None and cache.store(
+        {k: v for k, v in weights.items() if isinstance(v, Linear)}
+    ):
+        weights.update(cache.load() or {})  # the mapped copy, shared with later processes
     return weights
 
 
