@@ -6,6 +6,7 @@ import logging
 import mmap
 import os
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -175,3 +176,31 @@ def test_the_cache_root_follows_the_environment(monkeypatch, tmp_path):
     assert narrow_cache.cache_root() == tmp_path / "xdg" / "pipecat_pocket_tts"
     monkeypatch.delenv("XDG_CACHE_HOME")
     assert narrow_cache.cache_root() == Path.home() / ".cache" / "pipecat_pocket_tts"
+
+
+def test_processes_writing_the_same_copy_at_once_leave_one_whole_copy(pack, cache_root):
+    tts, first = speak(pack, "int8")
+    linears = {
+        f"flow_lm.transformer.layers.{i}.{name}": getattr(layer, attr)
+        for i, layer in enumerate(tts.backend.flow_lm.layers)
+        for name, attr in (
+            ("self_attn.in_proj.weight", "in_proj"),
+            ("self_attn.out_proj.weight", "out_proj"),
+            ("linear1.weight", "linear1"),
+            ("linear2.weight", "linear2"),
+        )
+    }
+    shapes = {key: linear.shape for key, linear in linears.items()}
+    writers = [
+        narrow_cache.NarrowCache(pack / "model.safetensors", "int8", shapes) for _ in range(4)
+    ]
+    with ThreadPoolExecutor(len(writers)) as pool:  # each write: own temporary file, one rename
+        assert all(pool.map(lambda cache: cache.store(linears), writers))
+    assert len(cache_files(cache_root)) == 1
+    assert writers[0].load() is not None
+    np.testing.assert_array_equal(first, speak(pack, "int8")[1])
+
+
+def test_fp32_writes_no_copy(pack, cache_root):
+    speak(pack, "fp32")
+    assert cache_files(cache_root) == []
