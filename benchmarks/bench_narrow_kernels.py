@@ -10,13 +10,15 @@ Candidates (each skipped with a note when its library is missing):
 - ``numpy-bf16-widen`` / ``numpy-int8-widen``: narrow storage widened to fp32 per call, NumPy only;
 - ``numba-int8`` (per-group scales, group 64; ``-rows`` dequantizes each row once for n rows),
   ``numba-int8-row`` (one scale per row), ``numba-bf16`` — this package's kernels;
+  ``numba-int8-x16`` (int16 activations, integer multiply-adds), a candidate not kept;
 - ``ort-nbits8``: ONNX Runtime ``MatMulNBits`` (bits 8, block 64; weight-only), one session per
   linear shape; ``ort-dynq``: ``DynamicQuantizeMatMul`` (int8 activations and weights, like
   upstream's torch dynamic int8).
 
-Also: cold start (numba compile with an empty cache and from the cache, in child processes;
-ORT session creation for all linears of a model) and the error of each int8 layout against
-fp32 (signal-to-error in dB on the outputs).
+Also: the int8 kernel's rate with its weight in L2 against streamed from DRAM (equal rates:
+bound by instructions, not bandwidth), cold start (numba compile with an empty cache and from
+the cache, in child processes; ORT session creation for all linears of a model) and the error
+of each int8 layout against fp32 (signal-to-error in dB on the outputs).
 
     python benchmarks/bench_narrow_kernels.py [--layers 6 24] [--rows 1 2 4 8 16] [--threads 1]
 
@@ -142,6 +144,8 @@ class Candidates:
             out["numba-int8"] = lambda xs: run(kernels.int8_matmul, self.q_group, xs)
             out["numba-int8-rows"] = lambda xs: run(kernels.int8_matmul_rows, self.q_group, xs)
             out["numba-int8-row"] = lambda xs: run(kernels.int8_matmul, self.q_row, xs)
+            x16 = int16_activation_kernel()
+            out["numba-int8-x16"] = lambda xs: run(x16, self.q_group, xs)
             out["numba-bf16"] = lambda xs: run(
                 kernels.bf16_matmul, [(b, None) for b in self.bf16], xs, with_scale=False
             )
@@ -246,6 +250,70 @@ def load_kernels():
     return module
 
 
+def int16_activation_kernel():
+    """A candidate kept out of the package: activations quantized to int16 per group, integer
+    multiply-adds (LLVM emits ``vpmaddwd``), one float scale product per group. Same speed as
+    ``numba-int8`` here, so the float kernel stays (its activations are exact)."""
+    import numba
+
+    @numba.njit(fastmath=True, nogil=True, boundscheck=False, error_model="numpy")
+    def kernel(x, weight, scale, out):  # pragma: no cover - compiled
+        n, k = x.shape
+        m, groups = scale.shape
+        size = k // groups
+        xq = np.empty(k, np.int16)
+        xs = np.empty(groups, np.float32)
+        for b in range(n):
+            for g in range(groups):
+                base = g * size
+                top = np.float32(0.0)
+                for i in range(size):
+                    top = max(top, abs(x[b, base + i]))
+                xs[g] = top / np.float32(32767.0) if top > 0 else np.float32(1.0)
+                inverse = np.float32(1.0) / xs[g]
+                for i in range(size):
+                    xq[base + i] = np.int16(np.rint(x[b, base + i] * inverse))
+            for o in range(m):
+                total = np.float32(0.0)
+                for g in range(groups):
+                    base = g * size
+                    acc = np.int32(0)
+                    for i in range(size):  # kept int32 (numba would widen to int64)
+                        acc = np.int32(acc + np.int32(np.int16(weight[o, base + i]) * xq[base + i]))
+                    total += np.float32(acc) * (scale[o, g] * xs[g])
+                out[b, o] = total
+
+    return kernel
+
+
+def compute_rates(kernels, repeats: int) -> None:
+    """Weights per second of one step row (n = 1) when the weight sits in L2 (no memory
+    traffic) and when it streams from DRAM: equal rates mean the kernel is bound by its
+    instructions, not by memory bandwidth."""
+    rng = np.random.default_rng(2)
+    for label, (m, k), count in (("L2-resident", (512, 512), 600), ("DRAM", (4096, 4096), 4)):
+        distinct = 1 if label == "L2-resident" else count  # DRAM: more than the L3 holds
+        weights = [
+            quantize(rng.standard_normal((m, k), dtype=np.float32), GROUP) for _ in range(distinct)
+        ] * (count // distinct)
+        fp32 = rng.standard_normal((m, k), dtype=np.float32)
+        x = rng.standard_normal((1, k), dtype=np.float32)
+        out = np.empty((1, m), np.float32)
+
+        def int8_pass(weights=weights, x=x, out=out):
+            for q, sc in weights:
+                kernels.int8_matmul(x, q, sc, out)
+
+        ms = timed(int8_pass, repeats)
+        rate = len(weights) * m * k / ms / 1e6
+        fp32_ms = timed(lambda fp32=fp32, x=x: fp32 @ x[0], repeats)
+        fp32_rate = m * k / fp32_ms / 1e6
+        print(
+            f"  {label} {m}×{k}: numba-int8 {rate:.1f} G weights/s; "
+            f"numpy-fp32 matrix-vector {fp32_rate:.1f} G weights/s"
+        )
+
+
 def numba_compile_child() -> None:
     start = time.perf_counter()
     load_kernels().warm_up()
@@ -271,6 +339,11 @@ def main() -> None:
         return
     print(f"bench_narrow_kernels: layers {args.layers}, rows {args.rows}, threads {args.threads}")
     cold_start()
+    try:
+        print("compute rate at n = 1 (one weight, or a stream of one large weight):")
+        compute_rates(load_kernels(), args.repeats)
+    except ImportError as exc:
+        print(f"  (skipped: {exc})")
     for layers in args.layers:
         cands = Candidates(layers)
         weight_mb = sum(w.nbytes for w in cands.fp32) / 1e6

@@ -6,13 +6,19 @@ fresh child process measures:
 - load time and resident memory after load (VmRSS), and after speaking (VmRSS, VmHWM peak);
 - time to first audio of a stream (voice state ready beforehand, as in a running service);
 - the stream's real-time factor (audio seconds / wall seconds, ``--frames`` frames);
-- the FlowLM step alone (median ms over ``--steps`` steps after the voice and text prefill).
+- the FlowLM step alone (median ms over ``--steps`` steps after the voice and text prefill);
+- with ``--memory``: resident memory after speaking by mapping (checkpoint, cached narrow
+  copy, numba's LLVM library, other files, anonymous) and the runtime alone (no model).
+
+Narrow loads use the cached narrow copy (``narrow_cache.py``) once it exists: the first
+narrow child of a pack writes it.
 
 Configurations run round-robin ``--rounds`` times (medians reported), so slow phases of a
 shared machine hit every configuration alike; ratios are to fp32 at the same thread count.
 
     python benchmarks/bench_precision.py [--packs english german_24l french_24l]
         [--precisions fp32 bf16 int8] [--threads 1 2] [--rounds 2] [--work /tmp/packs]
+        [--memory]
 
 ``--threads`` caps the BLAS threads (the numba kernels are single-threaded at any count).
 Packs missing under ``--work`` are built there first
@@ -45,6 +51,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=20, help="timed FlowLM steps")
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench_precision_packs"))
     parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="also print where each configuration's resident memory is (after speaking)",
+    )
+    parser.add_argument(
         "--child", nargs=2, metavar=("PACK_DIR", "PRECISION"), help=argparse.SUPPRESS
     )
     return parser.parse_args(argv)
@@ -58,6 +69,45 @@ def memory_mb() -> dict[str, float]:
             if key in ("VmRSS", "VmHWM"):
                 out[key] = int(value.split()[0]) / 1024
     return out
+
+
+def resident_by_mapping() -> dict[str, float]:
+    """Resident MB of this process by what is mapped (``/proc/self/smaps``): the checkpoint,
+    the cached narrow copy, numba's LLVM library, other files, anonymous memory."""
+    out = dict.fromkeys(("weights", "narrow_copy", "llvmlite_lib", "files", "anon"), 0.0)
+    kind = "anon"
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            fields = line.split()
+            if not fields[0].endswith(":"):  # a mapping's first line: range, perms, …, path
+                path = fields[5] if len(fields) > 5 else ""
+                if path.endswith("model.safetensors"):
+                    kind = "weights"
+                elif path.endswith(".safetensors") and "/narrow/" in path:
+                    kind = "narrow_copy"
+                elif "llvmlite" in path:
+                    kind = "llvmlite_lib"
+                elif path.startswith("/"):
+                    kind = "files"
+                else:
+                    kind = "anon"
+            elif fields[0] == "Rss:":
+                out[kind] += int(fields[1]) / 1024
+    return out
+
+
+def baseline(precision: str) -> dict[str, float]:
+    """Resident memory of the runtime alone: Python, NumPy and the package (and the narrow
+    kernels, numba and LLVM, for a narrow precision), no model loaded."""
+    sys.path.insert(0, str(REPO))
+    import pipecat_pocket_tts.engine  # noqa: F401
+
+    before = memory_mb()["VmRSS"]
+    if precision != "fp32":
+        from pipecat_pocket_tts.engine.backends.numpy.linears import load_kernels
+
+        load_kernels()
+    return {"python_numpy_mb": before, "with_kernels_mb": memory_mb()["VmRSS"]}
 
 
 def child(pack_dir: str, precision: str, frames: int, steps: int) -> dict[str, float]:
@@ -83,6 +133,7 @@ def child(pack_dir: str, precision: str, frames: int, steps: int) -> dict[str, f
         count += 1
     wall = time.perf_counter() - start
     spoken = memory_mb()
+    by_mapping = resident_by_mapping()
 
     backend = tts.backend
     state = backend.flow_state_from_voice(backend.voice_from_flow_state(tts.voice_state("alba")))
@@ -102,6 +153,7 @@ def child(pack_dir: str, precision: str, frames: int, steps: int) -> dict[str, f
         "first_audio_ms": (first or 0.0) * 1e3,
         "rtf": count * FRAME_SECONDS / wall,
         "step_ms": statistics.median(times[2:]) * 1e3,
+        **{f"rss_{k}_mb": v for k, v in by_mapping.items()},
     }
 
 
@@ -131,7 +183,11 @@ def run_child(args: argparse.Namespace, folder: Path, precision: str, threads: i
 def main() -> None:
     args = parse_args()
     if args.child:
-        print(json.dumps(child(args.child[0], args.child[1], args.frames, args.steps)))
+        pack_dir, precision = args.child
+        if pack_dir == "-":
+            print(json.dumps(baseline(precision)))
+        else:
+            print(json.dumps(child(pack_dir, precision, args.frames, args.steps)))
         return
     folders = {name: ensure_pack(args.work, name) for name in args.packs}
     configs = [(p, q, t) for p in args.packs for t in args.threads for q in args.precisions]
@@ -158,6 +214,27 @@ def main() -> None:
             else:
                 cells.append(f"{med[k]:18.2f}")
         print(f"{pack:12s} {precision:5s} {threads:3d} " + " ".join(cells))
+    if args.memory:
+        print_memory(args, configs, results)
+
+
+def print_memory(args: argparse.Namespace, configs: list[tuple], results: dict) -> None:
+    """Resident MB after speaking by mapping, and the runtime alone (no model), per precision."""
+    parts = ("weights", "narrow_copy", "llvmlite_lib", "files", "anon")
+    print("\nresident MB after speaking, by mapping (medians); runtime alone = no model loaded")
+    print(f"{'pack':12s} {'prec':5s} {'thr':>3s} " + " ".join(f"{p:>12s}" for p in parts))
+    for pack, precision, threads in configs:
+        runs = results[(pack, precision, threads)]
+        cells = [f"{statistics.median(r[f'rss_{p}_mb'] for r in runs):12.1f}" for p in parts]
+        print(f"{pack:12s} {precision:5s} {threads:3d} " + " ".join(cells))
+    for precision in args.precisions:
+        alone = [run_child(args, Path("-"), precision, 1) for _ in range(args.rounds)]
+        base = statistics.median(r["python_numpy_mb"] for r in alone)
+        kernels = statistics.median(r["with_kernels_mb"] for r in alone)
+        print(
+            f"runtime alone {precision}: Python + NumPy + package {base:.1f} MB, "
+            f"with the kernels (numba, LLVM) {kernels:.1f} MB"
+        )
 
 
 if __name__ == "__main__":

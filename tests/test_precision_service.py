@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from pipecat.frames.frames import ErrorFrame, TTSAudioRawFrame, TTSSpeakFrame
 from pipecat.tests.utils import run_test
 
@@ -14,8 +15,17 @@ from pipecat_pocket_tts import loading as loading_module
 from pipecat_pocket_tts.__main__ import main
 from pipecat_pocket_tts.engine import PocketTTS
 from pipecat_pocket_tts.engine.audio import read_wav
+from pipecat_pocket_tts.engine.backends.numpy import narrow_cache
 
 START = 30.0  # run_test start timeout: setup loads and warms the model up
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _private_narrow_cache(tmp_path_factory):
+    """Cached narrow copies go to a temporary folder, not the user's cache."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(narrow_cache.CACHE_ENV, str(tmp_path_factory.mktemp("narrow_cache")))
+        yield
 
 
 async def test_service_speaks_at_int8(engine_pack_dir: Path, monkeypatch) -> None:

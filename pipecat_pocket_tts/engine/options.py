@@ -36,8 +36,9 @@ class LoadOptions:
     ``token``: hub revision override and Hugging Face token (default: ``HF_TOKEN``).
     ``sampler_steps``: LSD steps of the NumPy sampler (CoreML's fused decoder runs 8).
     ``precision``: the weights' precision on the backend (CoreML: "fp16" or "int8"; NumPy:
-    "fp32", "bf16" or "int8" FlowLM transformer linears, narrow ones with the ``fast`` extra);
-    None is the backend's default (fp16 on CoreML, fp32 on NumPy).
+    "fp32", "bf16" or "int8" FlowLM transformer linears, narrow ones with the ``fast`` extra and
+    cached once narrowed, see ``backends.numpy.narrow_cache``); None is the backend's default
+    (fp16 on CoreML, fp32 on NumPy).
     ``compute_units`` / ``placement``: CoreML only (see ``backends.coreml.runtime``).
     ``batching``: every session runs on the model's one scheduler (its streams batched each
     frame) on a pool of ``threads`` compute threads (None: the usable cores), with at most

@@ -12,13 +12,15 @@ prefill all compute it the same way.
 
 Narrow linears run numba kernels (``kernels.py``, the ``fast`` extra) for up to
 ``KERNEL_MAX_ROWS`` rows (steps and small batches, bound by memory bandwidth); longer inputs
-(prefill) widen the weight once per call and use BLAS. Activations are float32 throughout.
+(prefill) widen the weight ``WIDEN_ROWS`` rows at a time and use BLAS (never a whole fp32
+copy). Activations are float32 throughout.
 """
 
 from __future__ import annotations
 
 import importlib
 from types import ModuleType
+from typing import TypeAlias
 
 import numpy as np
 
@@ -27,10 +29,13 @@ from ...options import NUMPY_PRECISIONS
 from .layers import linear_rows
 
 PRECISIONS = NUMPY_PRECISIONS
+Shape: TypeAlias = tuple[int, ...]
 #: The pip extra that installs the narrow kernels' dependency (numba).
 KERNEL_EXTRA = "fast"
 #: Longest input [n, in] the narrow kernels take; longer ones widen the weight and use BLAS.
 KERNEL_MAX_ROWS = 16
+#: Output rows of a narrow weight widened at a time for inputs longer than KERNEL_MAX_ROWS.
+WIDEN_ROWS = 256
 #: From this many rows on, the int8 kernel dequantizes each weight row once for all rows.
 INT8_SHARED_ROW_FROM = 3
 #: Preferred int8 scale group sizes (the first that divides the input width; else one per row).
@@ -79,6 +84,23 @@ class Linear:
 
     def dense(self) -> np.ndarray:
         """The weight as float32 [out, in] (what this linear multiplies by)."""
+        return self.dense_rows(0, self.shape[0])
+
+    def dense_rows(self, start: int, stop: int) -> np.ndarray:
+        """Output rows [start, stop) of the weight as float32 [stop - start, in]."""
+        raise NotImplementedError
+
+    def _widened_matmul(self, x: np.ndarray) -> np.ndarray:
+        """x [n, in] · Wᵀ by BLAS on the weight widened ``WIDEN_ROWS`` output rows at a time
+        (long inputs: the prefill), so no fp32 copy of the whole weight is ever made."""
+        out = np.empty((x.shape[0], self.shape[0]), np.float32)
+        for start in range(0, self.shape[0], WIDEN_ROWS):
+            stop = min(start + WIDEN_ROWS, self.shape[0])
+            out[:, start:stop] = x @ self.dense_rows(start, stop).T
+        return out
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The arrays that hold the weight, by name (what ``restore_linear`` takes back)."""
         raise NotImplementedError
 
 
@@ -101,20 +123,27 @@ class DenseLinear(Linear):
     def dense(self) -> np.ndarray:
         return self.weight
 
+    def dense_rows(self, start: int, stop: int) -> np.ndarray:
+        return self.weight[start:stop]
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {"weight": self.weight}
+
 
 class Bf16Linear(Linear):
     """bfloat16 weight (uint16 bit patterns)."""
 
     precision = "bf16"
 
-    def __init__(self, weight: np.ndarray, kernels: ModuleType) -> None:
-        super().__init__(weight.shape)
-        self.bits = to_bfloat16_bits(weight)
+    def __init__(self, bits: np.ndarray, kernels: ModuleType) -> None:
+        """``bits`` [out, in] uint16: the bfloat16 bit patterns of the weight."""
+        super().__init__(bits.shape)
+        self.bits = bits
         self._kernels = kernels
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         if x.shape[0] > KERNEL_MAX_ROWS:
-            return x @ self.dense().T
+            return self._widened_matmul(x)
         x = np.ascontiguousarray(x, np.float32)
         out = np.empty((x.shape[0], self.shape[0]), np.float32)
         self._kernels.bf16_matmul(x, self.bits, out)
@@ -124,8 +153,11 @@ class Bf16Linear(Linear):
     def nbytes(self) -> int:
         return self.bits.nbytes
 
-    def dense(self) -> np.ndarray:
-        return (self.bits.astype(np.uint32) << 16).view(np.float32)
+    def dense_rows(self, start: int, stop: int) -> np.ndarray:
+        return (self.bits[start:stop].astype(np.uint32) << 16).view(np.float32)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {"bits": self.bits}
 
 
 class Int8Linear(Linear):
@@ -133,15 +165,16 @@ class Int8Linear(Linear):
 
     precision = "int8"
 
-    def __init__(self, weight: np.ndarray, kernels: ModuleType) -> None:
-        super().__init__(weight.shape)
-        self.codes, self.scales = quantize_int8(weight, group_size(weight.shape[1]))
+    def __init__(self, codes: np.ndarray, scales: np.ndarray, kernels: ModuleType) -> None:
+        """``codes`` [out, in] int8 and ``scales`` [out, groups] float32 (``quantize_int8``)."""
+        super().__init__(codes.shape)
+        self.codes, self.scales = codes, scales
         self._kernels = kernels
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         n = x.shape[0]
         if n > KERNEL_MAX_ROWS:
-            return x @ self.dense().T
+            return self._widened_matmul(x)
         x = np.ascontiguousarray(x, np.float32)
         out = np.empty((n, self.shape[0]), np.float32)
         kernels = self._kernels
@@ -153,11 +186,14 @@ class Int8Linear(Linear):
     def nbytes(self) -> int:
         return self.codes.nbytes + self.scales.nbytes
 
-    def dense(self) -> np.ndarray:
-        out, groups = self.scales.shape
-        blocks = self.codes.reshape(out, groups, -1).astype(np.float32)
-        blocks *= self.scales[:, :, None]
-        return blocks.reshape(self.shape)
+    def dense_rows(self, start: int, stop: int) -> np.ndarray:
+        scales = self.scales[start:stop]
+        blocks = self.codes[start:stop].reshape(*scales.shape, -1).astype(np.float32)
+        blocks *= scales[:, :, None]
+        return blocks.reshape(stop - start, self.shape[1])
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {"codes": self.codes, "scales": self.scales}
 
 
 def make_linear(weight: np.ndarray | Linear, precision: str = "fp32") -> Linear:
@@ -176,7 +212,33 @@ def make_linear(weight: np.ndarray | Linear, precision: str = "fp32") -> Linear:
     if precision == "fp32":
         return DenseLinear(weight)
     kernels = load_kernels()
-    return Bf16Linear(weight, kernels) if precision == "bf16" else Int8Linear(weight, kernels)
+    if precision == "bf16":
+        return Bf16Linear(to_bfloat16_bits(weight), kernels)
+    return Int8Linear(*quantize_int8(weight, group_size(weight.shape[1])), kernels)
+
+
+def narrow_layout(precision: str, shape: tuple[int, int]) -> dict[str, tuple[np.dtype, Shape]]:
+    """The arrays (name → dtype, shape) a ``precision`` linear of weight ``shape`` holds."""
+    out, width = shape
+    if precision == "bf16":
+        return {"bits": (np.dtype(np.uint16), (out, width))}
+    if precision == "int8":
+        groups = width // group_size(width)
+        return {
+            "codes": (np.dtype(np.int8), (out, width)),
+            "scales": (np.dtype(np.float32), (out, groups)),
+        }
+    raise ValueError(f"precision {precision!r} has no narrow layout")
+
+
+def restore_linear(precision: str, arrays: dict[str, np.ndarray]) -> Linear:
+    """A narrow linear from the arrays ``Linear.arrays`` gave (as ``narrow_layout`` lays out)."""
+    kernels = load_kernels()
+    if precision == "bf16":
+        return Bf16Linear(arrays["bits"], kernels)
+    if precision == "int8":
+        return Int8Linear(arrays["codes"], arrays["scales"], kernels)
+    raise ValueError(f"precision {precision!r} has no narrow layout")
 
 
 def group_size(width: int) -> int:

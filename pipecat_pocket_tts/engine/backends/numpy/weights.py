@@ -2,11 +2,12 @@
 
 ``expected_shapes`` derives every upstream state-dict key (``flow_lm.*`` and ``mimi.*``) and its
 shape from a ``ModelConfig`` alone. ``load_checkpoint`` reads a safetensors file (fp32 or bf16
-on disk) without torch or the safetensors package: fp32 tensors are memory-mapped read-only
-views of the file (no copy; the page cache is shared between processes), bf16 tensors are
-widened to fp32 one tensor at a time. With a narrow precision (bf16 / int8), the FlowLM
-transformer linears are read into memory one at a time and narrowed on the spot
-(``linears.make_linear``), never mapped. Keys and shapes are checked against the config.
+on disk; ``safetensors_file.py``): fp32 tensors are memory-mapped read-only views of the file
+(no copy; the page cache is shared between processes), bf16 tensors are widened to fp32 one
+tensor at a time. With a narrow precision (bf16 / int8), the FlowLM transformer linears come
+from the cached narrow copy (``narrow_cache.py``) or, without one, are read into memory one at
+a time and narrowed on the spot (``linears.make_linear``), never mapped. Keys and shapes are
+checked against the config.
 
 Voice-cloning weights (Mimi encoder side and the speaker projection) may be missing or all
 zero in the ungated "without voice cloning" checkpoints; that is accepted and reported by
@@ -15,12 +16,8 @@ zero in the ungated "without voice cloning" checkpoints; that is accepted and re
 
 from __future__ import annotations
 
-import json
-import mmap
 import os
-import struct
-from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -28,6 +25,8 @@ from ...config import FlowLMTransformerConfig, ModelConfig
 from ...errors import WeightsMismatchError
 from .linears import Linear, check_precision, make_linear
 from .mimi import mimi_weight_shapes
+from .narrow_cache import NarrowCache
+from .safetensors_file import iter_safetensors, tensor_shapes
 
 Shape = tuple[int, ...]
 
@@ -162,12 +161,35 @@ def load_checkpoint(
     if precision == "fp32":
         weights: dict[str, np.ndarray | Linear] = dict(iter_safetensors(path))
     else:
-        weights = {
-            key: make_linear(array, precision) if is_narrow_key(key) else array
-            for key, array in iter_safetensors(path, unmapped=is_narrow_key)
-        }
+        weights = _load_narrow(path, precision)
     check_weights(weights, config, source=str(path))
     return weights
+
+
+def _load_narrow(path: str | os.PathLike[str], precision: str) -> dict[str, np.ndarray | Linear]:
+    """The checkpoint with its narrow keys as ``Linear`` objects: mapped from the cached copy
+    when one matches (their fp32 bytes are then never read), else narrowed one at a time,
+    cached, and mapped back from the copy just written (``narrow_cache.py``)."""
+    shapes = {k: shape for k, shape in tensor_shapes(path).items() if is_narrow_key(k)}
+    cache = NarrowCache(path, precision, shapes) if _all_matrices(shapes) else None
+    cached = None if cache is None else cache.load()
+    if cached is not None:
+        weights: dict[str, np.ndarray | Linear] = dict(iter_safetensors(path, skip=is_narrow_key))
+        weights.update(cached)
+        return weights
+    weights = {
+        key: make_linear(array, precision) if is_narrow_key(key) else array
+        for key, array in iter_safetensors(path, unmapped=is_narrow_key)
+    }
+    if cache is not None and cache.store(
+        {k: v for k, v in weights.items() if isinstance(v, Linear)}
+    ):
+        weights.update(cache.load() or {})  # the mapped copy, shared with later processes
+    return weights
+
+
+def _all_matrices(shapes: Mapping[str, tuple[int, ...]]) -> bool:
+    return bool(shapes) and all(len(shape) == 2 and min(shape) > 0 for shape in shapes.values())
 
 
 def check_weights(
@@ -211,94 +233,6 @@ def has_voice_cloning(weights: Mapping[str, np.ndarray], config: ModelConfig) ->
     if not np.any(weights["flow_lm.speaker_proj_weight"]):
         return False
     return any(np.any(weights[k]) for k in keys if k.startswith("mimi.encoder."))
-
-
-_DTYPES = {"F32": np.dtype("<f4"), "BF16": np.dtype("<u2"), "F16": np.dtype("<f2")}
-#: What to do about a weights file cut short (an interrupted download or pack build).
-TRUNCATED_FIX = (
-    "the download or build was cut short. Delete the file and load again to download it anew "
-    "(from the Hugging Face cache: `download <language>` once online), or rebuild the pack "
-    "(`python -m pipecat_pocket_tts devpack DIR`)"
-)
-
-
-def iter_safetensors(
-    path: str | os.PathLike[str], *, unmapped: Callable[[str], bool] | None = None
-) -> Iterator[tuple[str, np.ndarray]]:
-    """Yield (key, float32 array) for every tensor of a safetensors file (no torch needed).
-
-    F32 tensors are read-only views of one memory map of the file (copied only if misaligned),
-    except those whose key ``unmapped`` accepts: those are read into fresh memory (for callers
-    that convert and drop them). BF16 / F16 tensors are read one at a time and widened, so the
-    peak stays near the fp32 size.
-    """
-    path = Path(path)
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        header, data_start = _read_header(f, size, path)
-        mapped: mmap.mmap | None = None
-        for key, info in header.items():
-            dtype_name = info.get("dtype")
-            if dtype_name not in _DTYPES:
-                raise WeightsMismatchError(
-                    f"{path}: tensor {key!r} has dtype {dtype_name}; only F32, BF16 and F16 load"
-                )
-            dtype = _DTYPES[dtype_name]
-            shape = tuple(int(n) for n in info["shape"])
-            begin, end = (data_start + int(o) for o in info["data_offsets"])
-            count = int(np.prod(shape, dtype=np.int64))
-            if end > size:
-                raise WeightsMismatchError(
-                    f"{path} is truncated ({size} bytes, tensor {key!r} ends at byte {end}): "
-                    f"{TRUNCATED_FIX}"
-                )
-            if end - begin != count * dtype.itemsize or begin < data_start:
-                raise WeightsMismatchError(f"{path}: tensor {key!r} has inconsistent data offsets")
-            if count == 0:
-                yield key, np.zeros(shape, np.float32)
-            elif dtype_name == "F32" and not (unmapped is not None and unmapped(key)):
-                if mapped is None:
-                    mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-                    if hasattr(mmap, "MADV_WILLNEED"):
-                        mapped.madvise(mmap.MADV_WILLNEED)
-                raw = np.frombuffer(mapped, dtype=dtype, count=count, offset=begin)
-                yield key, (raw if raw.flags.aligned else raw.copy()).reshape(shape)
-            else:
-                f.seek(begin)
-                raw = np.fromfile(f, dtype=dtype, count=count)
-                yield key, _widen(raw, dtype_name).reshape(shape)
-
-
-def _read_header(f, size: int, path: Path) -> tuple[dict, int]:
-    """Parse the JSON header of a safetensors file → (tensor infos, byte offset of the data)."""
-    not_safetensors = f"{path} is not a safetensors file"
-    if size < 8:
-        raise WeightsMismatchError(f"{not_safetensors} (too short)")
-    (header_len,) = struct.unpack("<Q", f.read(8))
-    if header_len > size - 8:
-        raise WeightsMismatchError(
-            f"{not_safetensors} (bad header length; if truncated: {TRUNCATED_FIX})"
-        )
-    try:
-        header = json.loads(f.read(header_len))
-    except ValueError as exc:
-        raise WeightsMismatchError(f"{not_safetensors} ({exc})") from exc
-    if not isinstance(header, dict):
-        raise WeightsMismatchError(f"{not_safetensors} (header is not a table)")
-    header.pop("__metadata__", None)
-    return header, 8 + header_len
-
-
-def _widen(raw: np.ndarray, dtype_name: str) -> np.ndarray:
-    """bf16 (as uint16 bits) or fp16 → a new float32 array (fp32 passes through)."""
-    if dtype_name == "F32":
-        return raw
-    if dtype_name == "F16":
-        return raw.astype(np.float32)
-    widened = np.empty(raw.shape, np.uint32)
-    widened[...] = raw
-    widened <<= 16
-    return widened.view(np.float32)
 
 
 def _linear(name: str, n_in: int, n_out: int, *, bias: bool) -> dict[str, Shape]:
