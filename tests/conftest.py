@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,10 @@ from huggingface_hub import constants as hf_constants
 sys.path.insert(0, str(Path(__file__).parent))  # lets tests import helpers such as sp_model
 
 from sp_model import train_sentencepiece, write_tokenizer_json
+
+# Quantized copies (narrow weights) go to a cache of this run, never the user's ~/.cache; set
+# before any test loads a pack, inherited by the CLI subprocesses.
+os.environ.setdefault("PIPECAT_POCKET_TTS_CACHE", tempfile.mkdtemp(prefix="pocket-tts-cache-"))
 
 
 @pytest.fixture(scope="session")
