@@ -65,3 +65,11 @@ class EmptyTextError(PocketTTSError, ValueError):
 
 class LexiconError(PocketTTSError, ValueError):
     """A pronunciation lexicon that is not a mapping of non-blank strings to strings."""
+
+
+class InvalidSettingError(PocketTTSError, ValueError):
+    """A setting (temperature, seed, EOS threshold, normalize...) out of its documented range."""
+
+
+class SettingTypeError(InvalidSettingError, TypeError):
+    """A setting of the wrong type (``True`` or ``"0.5"`` as a temperature, 1.5 as a seed)."""
