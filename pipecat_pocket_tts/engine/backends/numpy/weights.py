@@ -24,6 +24,7 @@ import numpy as np
 
 from ...config import FlowLMTransformerConfig, ModelConfig
 from ...errors import WeightsMismatchError
+from ...finite import check_finite_weights
 from .mimi import mimi_weight_shapes
 
 Shape = tuple[int, ...]
@@ -133,10 +134,12 @@ def load_checkpoint(path: str | os.PathLike[str], config: ModelConfig) -> dict[s
 
     fp32 tensors are read-only views of a memory map of the file; bf16 (and fp16) tensors are
     widened to fp32. Voice-cloning keys may be missing. Raises ``WeightsMismatchError`` naming
-    missing, unexpected and misshapen keys, and ``FileNotFoundError`` for a missing file.
+    missing, unexpected and misshapen keys and tensors holding NaN or inf, and
+    ``FileNotFoundError`` for a missing file.
     """
     weights = dict(iter_safetensors(path))
     check_weights(weights, config, source=str(path))
+    check_finite_weights(weights, source=str(path))
     return weights
 
 
