@@ -1,0 +1,263 @@
+"""The bot never goes mute and never freezes (issue 14): bad replies, bad settings, endings,
+languages and constructor arguments, in real ``run_test`` pipelines on tiny random packs.
+
+Everything here goes through Pipecat's public behaviour (frames in, frames out), so it holds
+whatever the service's inside looks like.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pipecat.frames.frames import (
+    ErrorFrame,
+    Frame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+    TTSAudioRawFrame,
+    TTSSpeakFrame,
+    TTSStartedFrame,
+    TTSStoppedFrame,
+    TTSTextFrame,
+    TTSUpdateSettingsFrame,
+)
+from pipecat.services.tts_service import TextAggregationMode
+from pipecat.tests.utils import run_test
+from pipecat.transcriptions.language import Language
+
+from pipecat_pocket_tts import PocketTTSService
+from pipecat_pocket_tts.engine import PocketTTS
+from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
+from pipecat_pocket_tts.engine.errors import InvalidSettingError, UnknownLanguageError
+
+START = 30.0
+MODES = [TextAggregationMode.SENTENCE, TextAggregationMode.TOKEN]
+Settings = PocketTTSService.Settings
+
+
+@pytest.fixture(scope="module")
+def packs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("reliability_packs")
+    config = tiny_config_dict("standard")
+    build_pack(root / "english", config, voices=("alba", "marius"))
+    build_pack(root / "german", config, voices=("anna",), language="german", seed=2)
+    return {"root": root, "english": root / "english", "german": root / "german"}
+
+
+def service(model_dir: Path, **kwargs) -> PocketTTSService:
+    kwargs.setdefault("settings", Settings(seed=7))
+    return PocketTTSService(model_dir=model_dir, backend="numpy", **kwargs)
+
+
+def llm_turn(text: str, *, end: bool = True) -> list[Frame]:
+    tokens = [w[i : i + 4] for w in re.findall(r"\s*\S+", text) for i in range(0, len(w), 4)]
+    frames: list[Frame] = [LLMFullResponseStartFrame(), *map(LLMTextFrame, tokens)]
+    return [*frames, LLMFullResponseEndFrame()] if end else frames
+
+
+def audio_of(frames: list[Frame]) -> np.ndarray:
+    return np.frombuffer(
+        b"".join(f.audio for f in frames if isinstance(f, TTSAudioRawFrame)), dtype="<i2"
+    )
+
+
+def spoken(frames: list[Frame]) -> str:
+    return " ".join(" ".join(f.text for f in frames if isinstance(f, TTSTextFrame)).split())
+
+
+def errors_of(frames: list[Frame]) -> list[str]:
+    return [f.error for f in frames if isinstance(f, ErrorFrame)]
+
+
+def count(frames: list[Frame], kind: type) -> int:
+    return sum(isinstance(f, kind) for f in frames)
+
+
+# -- #1 replies with nothing to say -----------------------------------------------------------
+
+NOTHING_TO_SAY = ["👍", "***", "``` ```", "🙂🙂", "* * *"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_replies_with_nothing_to_say_never_mute_the_bot(
+    packs: dict[str, Path], mode: TextAggregationMode
+) -> None:
+    frames: list[Frame] = []
+    for n, text in enumerate(NOTHING_TO_SAY):
+        frames += llm_turn(text) if n % 2 else [TTSSpeakFrame(text)]
+    frames += llm_turn("Still talking after all that.")
+    down, up = await run_test(
+        service(packs["english"], text_aggregation_mode=mode),
+        frames_to_send=frames,
+        start_timeout=START,
+    )
+    assert errors_of(up) == []  # not even one "completed with no audio"
+    assert count(down, TTSStartedFrame) == count(down, TTSStoppedFrame) == 1
+    assert spoken(down) == "Still talking after all that."
+    assert audio_of(down).size > 0
+
+
+# -- #2 and #8 invalid settings ------------------------------------------------------------------
+
+BAD_UPDATES = [
+    Settings(temperature=math.nan),
+    Settings(temperature=-1),
+    Settings(temperature="hot"),
+    Settings(temperature=1e6),
+    Settings(temperature=True),
+    Settings(temperature="0.5"),
+    Settings(seed="abc"),
+    Settings(seed=1.5),
+    Settings(seed=-1),
+    Settings(normalize="yes"),
+]
+
+
+async def test_invalid_settings_updates_are_refused_and_the_bot_keeps_speaking(
+    packs: dict[str, Path], tmp_path: Path
+) -> None:
+    bad = [*BAD_UPDATES, Settings(voice=str(tmp_path / "missing.safetensors"))]
+    replies = [TTSSpeakFrame("Hello there."), TTSSpeakFrame("And once more.")]
+    reference, _ = await run_test(
+        service(packs["english"]), frames_to_send=replies, start_timeout=START
+    )
+    frames = [TTSUpdateSettingsFrame(delta=delta) for delta in bad] + replies
+    down, up = await run_test(service(packs["english"]), frames_to_send=frames, start_timeout=START)
+    errors = errors_of(up)
+    assert len(errors) == len(bad), errors
+    assert not any("unexpected error" in e for e in errors)
+    for delta, error in zip(bad, errors, strict=True):
+        name = next(k for k in ("temperature", "seed", "normalize", "voice") if _given(delta, k))
+        assert name in error, (name, error)
+    assert count(down, TTSStoppedFrame) == 2
+    # The previous values were kept: the very audio of a run without the bad updates.
+    assert np.array_equal(audio_of(down), audio_of(reference))
+
+
+def _given(delta: Settings, name: str) -> bool:
+    from pipecat.utils.types import is_given
+
+    return is_given(getattr(delta, name))
+
+
+def _label(delta: Settings) -> str:
+    return ",".join(
+        f"{k}={getattr(delta, k)!r}"
+        for k in ("temperature", "seed", "normalize")
+        if _given(delta, k)
+    )
+
+
+@pytest.mark.parametrize("delta", BAD_UPDATES, ids=_label)
+def test_the_constructor_refuses_invalid_settings(delta: Settings) -> None:
+    with pytest.raises(InvalidSettingError):
+        PocketTTSService(settings=delta)
+
+
+# -- #5 unknown languages ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("language", ["klingon", Language.JA])
+async def test_an_unknown_language_update_is_an_error_frame(
+    packs: dict[str, Path], language: object
+) -> None:
+    frames = [
+        TTSUpdateSettingsFrame(delta=Settings(language=language)),
+        TTSSpeakFrame("Still English."),
+    ]
+    tts = service(packs["root"], language=Language.EN)
+    down, up = await run_test(tts, frames_to_send=frames, start_timeout=START)
+    assert any(str(getattr(language, "value", language)) in e for e in errors_of(up))
+    assert count(down, TTSStoppedFrame) == 1 and audio_of(down).size > 0
+    assert tts.pack == "english"
+
+
+@pytest.mark.parametrize("language", ["klingon", Language.JA])
+def test_an_unknown_language_is_a_clear_error(language: object) -> None:
+    with pytest.raises(UnknownLanguageError):
+        PocketTTSService(language=language)
+    with pytest.raises(UnknownLanguageError):
+        PocketTTS.load(language if isinstance(language, str) else "ja", backend="numpy")
+
+
+# -- #6 EndFrame while a reply streams ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_end_frame_speaks_the_whole_reply(
+    packs: dict[str, Path], mode: TextAggregationMode
+) -> None:
+    reply = "The first sentence. The second one. And the last words"
+    down, _ = await run_test(  # run_test sends the EndFrame right after the last token
+        service(packs["english"], text_aggregation_mode=mode),
+        frames_to_send=llm_turn(reply, end=False),
+        start_timeout=START,
+    )
+    assert spoken(down) == reply
+    assert count(down, TTSStoppedFrame) == 1
+
+
+# -- #4 characters no tokenizer takes -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_lone_surrogate_is_dropped_and_the_turn_closes(
+    packs: dict[str, Path], mode: TextAggregationMode
+) -> None:
+    frames = [*llm_turn("Hello \ud83d there. Then more."), TTSSpeakFrame("Next turn.")]
+    down, up = await run_test(
+        service(packs["english"], text_aggregation_mode=mode),
+        frames_to_send=frames,
+        start_timeout=START,
+    )
+    assert errors_of(up) == []
+    assert count(down, TTSStartedFrame) == count(down, TTSStoppedFrame) == 2
+    assert spoken(down).endswith("Then more. Next turn.")
+
+
+# -- conventions: constructor arguments, default voice, splitter language --------------------------
+
+
+@pytest.mark.parametrize(
+    ("argument", "advice"),
+    [
+        ({"temp": 0.5}, r"Settings\(temperature="),
+        ({"voice": "alba"}, r"Settings\(voice="),
+        ({"lsd_decode_steps": 2}, "sampler_steps"),
+        ({"quantize": True}, "precision"),
+        ({"tempreature": 0.5}, "tempreature"),
+    ],
+)
+def test_unknown_constructor_arguments_are_refused(argument: dict, advice: str) -> None:
+    with pytest.raises(TypeError, match=advice):
+        PocketTTSService(**argument)
+
+
+def test_pipecat_service_arguments_still_pass() -> None:
+    tts = PocketTTSService(sample_rate=16000, stop_frame_timeout_s=2.0, name="tts")
+    assert tts.name == "tts"
+
+
+async def test_the_default_voice_is_reported_by_name(packs: dict[str, Path]) -> None:
+    tts = service(packs["english"])
+    await run_test(tts, frames_to_send=[TTSSpeakFrame("Hi.")], start_timeout=START)
+    engine = PocketTTS.load_shared("english", backend="numpy", model_dir=packs["english"])
+    assert tts.settings.voice == engine.default_voice == "alba"
+
+
+async def test_a_same_language_update_keeps_the_sentence_splitter_language(
+    packs: dict[str, Path],
+) -> None:
+    # German splitting keeps "am 3. Mai." in one sentence; English splitting cuts after "3.".
+    reply = "Wir sehen uns am 3. Mai. Danke."
+    frames = [TTSUpdateSettingsFrame(delta=Settings(language=Language.DE)), *llm_turn(reply)]
+    down, _ = await run_test(
+        service(packs["root"], language=Language.DE), frames_to_send=frames, start_timeout=START
+    )
+    texts = [f.text.strip() for f in down if isinstance(f, TTSTextFrame)]
+    assert texts == ["Wir sehen uns am 3. Mai.", "Danke."]
