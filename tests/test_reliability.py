@@ -7,13 +7,16 @@ whatever the service's inside looks like.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+from loop_slices import LoopSlices
 from pipecat.frames.frames import (
+    CancelFrame,
     ErrorFrame,
     Frame,
     LLMFullResponseEndFrame,
@@ -26,9 +29,13 @@ from pipecat.frames.frames import (
     TTSTextFrame,
     TTSUpdateSettingsFrame,
 )
+from pipecat.pipeline.pipeline import Pipeline
+from pipecat.pipeline.worker import PipelineWorker
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.tts_service import TextAggregationMode
 from pipecat.tests.utils import run_test
 from pipecat.transcriptions.language import Language
+from pipecat.workers.runner import WorkerRunner
 
 from pipecat_pocket_tts import PocketTTSService
 from pipecat_pocket_tts.engine import PocketTTS
@@ -261,3 +268,81 @@ async def test_a_same_language_update_keeps_the_sentence_splitter_language(
     )
     texts = [f.text.strip() for f in down if isinstance(f, TTSTextFrame)]
     assert texts == ["Wir sehen uns am 3. Mai.", "Danke."]
+
+
+# -- #3 long text without a sentence end -----------------------------------------------------------
+
+LOOP_BUDGET_S = 0.050
+WORDS = [
+    "the",
+    "old",
+    "bridge",
+    "would",
+    "be",
+    "repaired",
+    "rather",
+    "than",
+    "replaced",
+    "at",
+    "a",
+    "cost",
+    "nobody",
+    "expected",
+]
+
+
+def unpunctuated(size: int) -> str:
+    """``size`` characters of words and commas, never a sentence end."""
+    words, n = [], 0
+    while n < size:
+        word = WORDS[len(words) % len(WORDS)] + ("," if len(words) % 17 == 16 else "")
+        words.append(word)
+        n += len(word) + 1
+    return " ".join(words)[:size]
+
+
+class FirstAudio(FrameProcessor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.heard = asyncio.Event()
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, TTSAudioRawFrame):
+            self.heard.set()
+        await self.push_frame(frame, direction)
+
+
+@pytest.mark.parametrize("burst", [False, True], ids=["token_by_token", "burst"])
+@pytest.mark.parametrize("mode", MODES)
+async def test_100_kb_without_a_sentence_end_never_stalls_the_loop_and_is_spoken(
+    packs: dict[str, Path], monkeypatch: pytest.MonkeyPatch, mode: TextAggregationMode, burst: bool
+) -> None:
+    text = unpunctuated(100_000)
+    frames = llm_turn(text)
+    if burst:
+        frames = [frames[0], LLMTextFrame(text), frames[-1]]
+    slices = LoopSlices(monkeypatch)
+    sink = FirstAudio()
+    worker = PipelineWorker(
+        Pipeline([service(packs["english"], text_aggregation_mode=mode), sink]),
+        cancel_on_idle_timeout=False,
+    )
+    started = asyncio.Event()
+
+    @worker.event_handler("on_pipeline_started")
+    async def _started(*_args) -> None:
+        started.set()
+
+    async def drive() -> None:
+        await asyncio.wait_for(started.wait(), START)
+        slices.reset()
+        await worker.queue_frames(frames)
+        await asyncio.wait_for(sink.heard.wait(), 120)  # generous: returns at the first audio
+        await worker.queue_frame(CancelFrame())
+
+    runner = WorkerRunner(handle_sigint=False)
+    await runner.add_workers(worker)
+    await asyncio.gather(runner.run(), drive())
+    assert sink.heard.is_set()
+    assert slices.longest < LOOP_BUDGET_S, (slices.longest, slices.longest_callback)
