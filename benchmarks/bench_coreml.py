@@ -104,10 +104,10 @@ def load_standins(args: argparse.Namespace) -> PocketTTS:
     sys.path.insert(0, str(ROOT / "tests"))
     from coreml_standins import standin_models, write_coreml_pack
 
+    from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
+    from pipecat_pocket_tts.engine.backends import resolve_pack
     from pipecat_pocket_tts.engine.backends.coreml.backend import CoreMLBackend
     from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
-    from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
-    from pipecat_pocket_tts.engine.packs import resolve_pack
     from pipecat_pocket_tts.engine.text.tokenizer import Tokenizer
 
     folder = Path(tempfile.mkdtemp(prefix="bench_coreml_"))
@@ -120,7 +120,6 @@ def load_standins(args: argparse.Namespace) -> PocketTTS:
     pack_dir = write_coreml_pack(folder / "coreml", numpy_dir, reference, models)
     pack = resolve_pack("english", model_dir=pack_dir, backend_kind="coreml")
     backend = CoreMLBackend.from_pack(
-        pack.config,
         pack,
         model_loader=lambda path, unit: {
             "cond_prefill.mlmodelc": models.cond_prefill,

@@ -1,8 +1,9 @@
 """The engine (sessions on the NumPy backend) beside upstream pocket-tts, same weights, offline.
 
-A full-size random English pack is written with ``engine/devpack.py`` (``model.safetensors`` in
-upstream's key layout, ``tokenizer.json``, a voice state); upstream 4.0.1 (torch, fp32) loads
-the very same weights, tokenizer and voice. Measured in one process, one side at a time:
+A full-size random English pack is written by ``pipecat_pocket_tts.devpack``
+(``model.safetensors`` in upstream's key layout, ``tokenizer.json``, a voice state); upstream
+4.0.1 (torch, fp32) loads the very same weights, tokenizer and voice. Measured in one process,
+one side at a time:
 
 1. time to first audio for a 10-word sentence: ours in a warm session (voice prefilled, one
    utterance already spoken) from ``enqueue`` to the first frame; upstream from the
@@ -59,10 +60,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 
+from pipecat_pocket_tts.devpack import build_pack  # noqa: E402
 from pipecat_pocket_tts.engine import PocketTTS  # noqa: E402
 from pipecat_pocket_tts.engine.backends.base import Backend  # noqa: E402
 from pipecat_pocket_tts.engine.config import FRAME_SIZE, SAMPLE_RATE, _registry  # noqa: E402
-from pipecat_pocket_tts.engine.devpack import build_pack  # noqa: E402
 from pipecat_pocket_tts.engine.synthesis import TextPlanner  # noqa: E402
 
 
@@ -72,6 +73,10 @@ class CountingBackend(Backend):
     def __init__(self, inner: Backend) -> None:
         self.inner, self.name, self.config = inner, inner.name, inner.config
         self.calls = 0
+
+    @property
+    def capabilities(self):
+        return self.inner.capabilities
 
     def _count(self) -> None:
         self.calls += 1

@@ -1,6 +1,6 @@
 """What the finite-weights check adds to loading a pack (NumPy backend).
 
-    python -m pipecat_pocket_tts.engine.devpack /tmp/x --config english   # full size, ~440 MB
+    python -m pipecat_pocket_tts.devpack /tmp/x --config english   # full size, ~440 MB
     python benchmarks/bench_finite_check.py /tmp/x --config english
 
 Side by side in one run, alternating: ``load_checkpoint`` (memory-mapped, with the check) vs

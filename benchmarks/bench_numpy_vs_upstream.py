@@ -100,7 +100,7 @@ def build_upstream_files(work: Path):
     import yaml
     from pocket_tts import TTSModel
 
-    from pipecat_pocket_tts.engine.devpack import train_sentencepiece
+    from pipecat_pocket_tts.devpack import train_sentencepiece
 
     config = get_config(ARGS.config)
     raw = copy.deepcopy(_registry()[ARGS.config])

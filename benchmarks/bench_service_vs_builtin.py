@@ -77,7 +77,7 @@ def ensure_pack(pack_dir: Path, config: str) -> Path:
     folder = pack_dir / config
     if (folder / "model.safetensors").exists():
         return folder
-    from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
+    from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 
     print(f"building the {config} pack in {folder} (once)...", flush=True)
     source: Any = tiny_config_dict("standard") if config == "tiny" else config

@@ -419,7 +419,7 @@ def _setter(event: asyncio.Event):
 
 def build_tiny_pack(root: Path) -> Path:
     """A tiny random-weight English pack (EOS at the first allowed frame)."""
-    from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
+    from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 
     return build_pack(root / "english", tiny_config_dict("standard"), voices=("alba",))
 

@@ -6,7 +6,7 @@ one ``LLMTextFrame`` per token at a steady rate, ``LLMFullResponseEndFrame``),
 prints when the first audio arrived.
 
     # a random-weight pack is enough to try the plumbing (the audio is noise):
-    python -m pipecat_pocket_tts.engine.devpack /tmp/pack --config tiny
+    python -m pipecat_pocket_tts devpack /tmp/pack --config tiny
     python examples/offline_to_wav.py --model-dir /tmp/pack --out /tmp/reply.wav
 
     # a real pack (downloaded once from Hugging Face):

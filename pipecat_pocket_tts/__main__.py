@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .devpack import cli as devpack_cli
 from .engine.backends.coreml import cli as coreml_cli
 
 EXIT_OK = 0
@@ -109,10 +110,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_pack_options(voices)
 
-    commands.add_parser(
+    languages = commands.add_parser(
         "languages",
         help="list the model configs (languages)",
-        description="List every model config name --language accepts.",
+        description="List every model config name --language accepts (besides language codes "
+        "such as en or pt-BR and names such as English, which mean the language's default pack).",
+    )
+    languages.add_argument(
+        "language",
+        nargs="?",
+        help="only the packs of this language (a code such as en or pt-BR, a name, a pack name)",
     )
 
     download = commands.add_parser(
@@ -122,7 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
         "cache, so later runs work offline (HF_HUB_OFFLINE=1). Uses HF_TOKEN when set: with "
         "access to the gated kyutai/pocket-tts repository, the weights with voice cloning.",
     )
-    download.add_argument("language", help="a model config name (see 'languages')")
+    download.add_argument(
+        "language",
+        help="a model config name (see 'languages'), or a language (en, pt-BR, English)",
+    )
     download.add_argument(
         "--voices",
         default="all",
@@ -146,6 +156,14 @@ def build_parser() -> argparse.ArgumentParser:
         default="fp16",
         help="with --backend coreml: the FlowLM variant to fetch",
     )
+    devpack_cli.add_arguments(
+        commands.add_parser(
+            "devpack",
+            help="write a random-weight pack (tests, offline trials)",
+            description=devpack_cli.DESCRIPTION,
+        )
+    )
+
     return parser
 
 
@@ -154,7 +172,8 @@ def _add_pack_options(parser: argparse.ArgumentParser) -> None:
         "--language",
         "-l",
         default="english",
-        help="model config name (default: english; see the 'languages' command)",
+        help="model config name or language (en, pt-BR, English; default: english; see the "
+        "'languages' command)",
     )
     parser.add_argument(
         "--model-dir",
@@ -211,21 +230,24 @@ def cmd_say(args: argparse.Namespace) -> int:
 
 
 def cmd_voices(args: argparse.Namespace) -> int:
-    from .engine import packs
-    from .engine.config import get_config
+    from .engine.backends import resolve_pack
+    from .engine.backends.numpy import files
+    from .engine.config import get_config, resolve_config_name
+    from .engine.languages import find_language
 
     if args.model_dir is not None:
-        pack = packs.resolve_pack(args.language, model_dir=args.model_dir)
+        pack = resolve_pack(args.language, model_dir=args.model_dir)
         for name in pack.voice_names:
             print(f"{name}{'  (default)' if name == pack.default_voice else ''}")
         if not pack.voice_names:
-            print(f"no voices in {args.model_dir / packs.VOICES_FOLDER}", file=sys.stderr)
+            print(f"no voices in {args.model_dir / files.VOICES_FOLDER}", file=sys.stderr)
         return EXIT_OK
 
-    config = get_config(args.language)  # raises UnknownLanguageError with the valid names
-    default = packs.DEFAULT_VOICE_BY_LANGUAGE.get(config.language)
-    for name in packs.KNOWN_VOICES:
-        hub = packs.voice_hub_file(config, name, revision=args.revision)
+    config = get_config(resolve_config_name(args.language))  # UnknownLanguageError: choices
+    info = find_language(config.name)
+    default = info.default_voice if info is not None else None
+    for name in files.KNOWN_VOICES:
+        hub = files.voice_hub_file(config, name, revision=args.revision)
         marks = []
         if name == default:
             marks.append("default")
@@ -250,10 +272,14 @@ def _in_hf_cache(repo: str, path: str, revision: str | None) -> bool:
 
 
 def cmd_languages(args: argparse.Namespace) -> int:
-    from .engine.config import config_names, get_config
+    from .engine.config import config_names, get_config, resolve_config_name
 
+    names = config_names()
+    if args.language is not None:  # the packs speaking that language
+        wanted = get_config(resolve_config_name(args.language)).language
+        names = [name for name in names if get_config(name).language == wanted]
     rows = []
-    for name in config_names():
+    for name in names:
         config = get_config(name)
         tr = config.flow_lm.transformer
         rows.append(
@@ -271,8 +297,10 @@ def cmd_languages(args: argparse.Namespace) -> int:
 
 
 def cmd_download(args: argparse.Namespace) -> int:
-    from .engine import packs
+    from .engine.backends.numpy.files import download_pack
+    from .engine.config import resolve_config_name
 
+    language = resolve_config_name(args.language)
     choice = args.voices.strip()
     voices: list[str] | None
     if choice == "all":
@@ -285,7 +313,7 @@ def cmd_download(args: argparse.Namespace) -> int:
         from .engine.backends.coreml.files import download_coreml_pack
 
         coreml_pack, fetched_paths = download_coreml_pack(
-            args.language,
+            language,
             precision=args.precision,
             voices=voices,
             revision=args.revision,
@@ -294,8 +322,8 @@ def cmd_download(args: argparse.Namespace) -> int:
         print(f"CoreML pack ({args.precision}): {coreml_pack.root}")
         print(f"voices ({len(fetched_paths)}): {', '.join(fetched_paths) or 'none'}")
         return EXIT_OK
-    pack, fetched = packs.download_pack(
-        args.language,
+    pack, fetched = download_pack(
+        language,
         voices=voices,
         revision=args.revision,
         voice_cloning=False if args.without_cloning else None,
@@ -312,6 +340,7 @@ COMMANDS = {
     "voices": cmd_voices,
     "languages": cmd_languages,
     "download": cmd_download,
+    "devpack": devpack_cli.run,
 }
 
 

@@ -1,35 +1,31 @@
-"""Pipecat ``Language`` values ⇄ PocketTTS language packs.
+"""Pipecat ``Language`` values ⇄ PocketTTS language packs: a thin layer over the registry.
 
-A pack is a model config name of the engine registry (``english``, ``french_24l``,
-``english_7m_2026-10``...). Regional variants resolve through their base code, so
-``Language.PT_BR`` speaks with the ``portuguese`` pack and ``Language.EN_GB`` with ``english``.
+The facts live in ``engine.languages`` (one record per language) and the one name → pack
+resolver is ``engine.config.resolve_config_name``; this module only speaks Pipecat's
+``Language`` type. Regional variants resolve through their base code, so ``Language.PT_BR``
+speaks with the ``portuguese`` pack (its text read as Brazilian) and ``Language.EN_GB`` with
+``english``.
 """
 
 from __future__ import annotations
 
 from pipecat.transcriptions.language import Language
 
-from .engine.config import DEFAULT_PACKS, config_names
+from .engine import languages as registry
+from .engine.config import config_names, resolve_config_name
 from .engine.errors import UnknownLanguageError
-from .engine.text.normalize import resolve_language
 
-# One pack per spoken language (the engine's defaults: the 6-layer distilled models, fast enough
-# for real time on a CPU). The 24-layer variants (``french_24l``...) are chosen by pack name.
+#: One pack per spoken language (the registry's defaults: the 6-layer distilled models, fast
+#: enough for real time on a CPU). The 24-layer variants (``french_24l``...) go by pack name.
 LANGUAGE_TO_PACK: dict[Language, str] = {
-    Language(code): pack for code, pack in DEFAULT_PACKS.items()
+    Language(info.code): info.default_pack for info in registry.LANGUAGES
 }
 
 
 def language_to_pack(language: Language) -> str | None:
     """The pack speaking ``language`` (regional variants by base code), or None."""
-    pack = LANGUAGE_TO_PACK.get(language)
-    if pack is not None:
-        return pack
-    base = str(language).split("-")[0].lower()
-    try:
-        return LANGUAGE_TO_PACK.get(Language(base))
-    except ValueError:
-        return None
+    info = registry.find_language(language)
+    return None if info is None else info.default_pack
 
 
 def resolve_pack(language: Language | str, *, custom_pack: bool = False) -> str:
@@ -38,32 +34,20 @@ def resolve_pack(language: Language | str, *, custom_pack: bool = False) -> str:
     ``custom_pack`` accepts any name (a ``model_dir`` with its own ``config.json``).
     Raises ``UnknownLanguageError`` naming the supported values otherwise.
     """
-    if isinstance(language, Language):
-        pack = language_to_pack(language)
-        if pack is None:
-            raise UnknownLanguageError(_unsupported_message(str(language)))
-        return pack
-    if not isinstance(language, str) or not language.strip():
-        raise UnknownLanguageError(_unsupported_message(repr(language)))
-    name = language.strip()
-    if name in config_names() or custom_pack:
-        return name
     try:
-        code = Language(name)
-    except ValueError:
-        code = None
-    if code is not None and (pack := language_to_pack(code)) is not None:
-        return pack
-    raise UnknownLanguageError(_unsupported_message(name))
+        # a Language is never a custom pack name
+        custom = custom_pack and not isinstance(language, Language)
+        return resolve_config_name(language, custom=custom)
+    except UnknownLanguageError:
+        shown = str(language) if isinstance(language, Language) else repr(language)
+        raise UnknownLanguageError(_unsupported_message(shown)) from None
 
 
 def pack_iso_code(pack: str) -> str:
     """ISO 639-1 code of the language a pack speaks ("english_7m_2026-10" → "en"; "en" when
-    the name tells no language)."""
-    try:
-        return resolve_language(pack).split("-")[0]
-    except UnknownLanguageError:
-        return "en"
+    the name tells no language, as a custom pack's may not)."""
+    info = registry.find_language(pack)
+    return "en" if info is None else info.code
 
 
 def text_variant(language: Language | str) -> str | None:
@@ -75,10 +59,9 @@ def text_variant(language: Language | str) -> str | None:
     if isinstance(language, str) and language.strip() in config_names():
         return None
     try:
-        code = resolve_language(language)
+        return registry.text_variant(language)
     except UnknownLanguageError:
         return None
-    return code if "-" in code else None
 
 
 def supported_languages() -> list[Language]:

@@ -49,7 +49,7 @@ def hf_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture(scope="session")
 def engine_pack_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny standard English pack with voices alba and marius (EOS as soon as allowed)."""
-    from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
+    from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 
     folder = tmp_path_factory.mktemp("engine_pack") / "english"
     return build_pack(folder, tiny_config_dict("standard"), voices=("alba", "marius"))
@@ -58,7 +58,7 @@ def engine_pack_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def engine_endless_pack_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Like ``engine_pack_dir`` but the EOS head never fires: chunks run to their limit."""
-    from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
+    from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 
     folder = tmp_path_factory.mktemp("engine_endless_pack") / "english"
     return build_pack(folder, tiny_config_dict("standard"), voices=("alba",), eos_logit=-30.0)
@@ -67,7 +67,7 @@ def engine_endless_pack_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def engine_small_pack_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny pack of the other structure (small models): its voices fit no standard pack."""
-    from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
+    from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 
     folder = tmp_path_factory.mktemp("engine_small_pack") / "english"
     return build_pack(folder, tiny_config_dict("small"), voices=("alba",))
@@ -87,3 +87,18 @@ def engine_endless_tts(engine_endless_pack_dir: Path):
     from pipecat_pocket_tts.engine import PocketTTS
 
     return PocketTTS.load("english", backend="numpy", model_dir=engine_endless_pack_dir)
+
+
+@pytest.fixture(params=[True, False], ids=["overlap", "inline"])
+def tts(request, engine_tts):
+    """The tiny model, with Mimi decode on its own thread or inline."""
+    from pipecat_pocket_tts.engine import PocketTTS
+
+    clone = PocketTTS(
+        config=engine_tts.config,
+        backend=engine_tts.backend,
+        tokenizer=engine_tts.tokenizer,
+        pack=engine_tts.pack,
+    )
+    clone.overlap_decode = request.param
+    return clone

@@ -7,8 +7,8 @@ corpus of this module, generated from a fixed seed, so a given set of arguments 
 the same model; trained models are cached per process, so each is trained once per session.
 
 ``write_tokenizer_json(model_path, json_path)`` writes the same vocabulary as a Hugging Face
-``tokenizer.json`` (Unigram model) in the layout the ``tokenizers`` package reads, without
-needing that package: what the English packs ship.
+``tokenizer.json`` (Unigram model), built with the ``tokenizers`` package (the devpack's
+``sentencepiece_to_json``) in the layout the English packs ship.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-from pipecat_pocket_tts.engine.devpack import sentencepiece_model, sentencepiece_to_json
+from pipecat_pocket_tts.devpack import sentencepiece_model, sentencepiece_to_json
 
 DEFAULT_VOCAB_SIZE = 4000
 

@@ -13,9 +13,9 @@ import pytest
 from hub_cache import cache_put
 
 from pipecat_pocket_tts.__main__ import build_parser, main, shell_wording
-from pipecat_pocket_tts.engine import packs
+from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
+from pipecat_pocket_tts.engine.backends.numpy import files as numpy_files
 from pipecat_pocket_tts.engine.config import config_names, get_config
-from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -172,11 +172,11 @@ def test_voices_of_a_model_dir(pack: Path, capsys) -> None:
 
 def test_voices_of_a_hub_pack_mark_default_and_cached(hf_cache: Path, capsys) -> None:
     french = get_config("french")
-    hub = packs.voice_hub_file(french, "anna")
+    hub = numpy_files.voice_hub_file(french, "anna")
     cache_put(hf_cache, "kyutai/pocket-tts-without-voice-cloning", hub.revision, hub.path, b"anna")
     assert main(["voices", "--language", "french"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == len(packs.KNOWN_VOICES)
+    assert len(lines) == len(numpy_files.KNOWN_VOICES)
     assert "estelle  (default)" in lines
     assert "anna  (cached)" in lines
     assert "alba" in lines
@@ -288,7 +288,7 @@ def test_download_from_a_populated_cache(hf_cache: Path, pack: Path, capsys) -> 
     files = {
         english.weights_without_voice_cloning: (pack / "model.safetensors").read_bytes(),
         english.flow_lm.lookup_table.tokenizer_file: b"{}",
-        packs.voice_hub_file(english, "alba"): b"voice",
+        numpy_files.voice_hub_file(english, "alba"): b"voice",
     }
     for hub, content in files.items():
         cache_put(hf_cache, hub.repo, hub.revision, hub.path, content)

@@ -19,6 +19,7 @@ Tolerances for resampled input, relative L2 error of the whole voice state (K an
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import sys
 import warnings
@@ -38,6 +39,7 @@ from reference_fixtures import (
 )
 
 from pipecat_pocket_tts.engine import cloning
+from pipecat_pocket_tts.engine.backends.base import BackendCapabilities
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
 from pipecat_pocket_tts.engine.backends.numpy.weights import is_cloning_key, load_checkpoint
 from pipecat_pocket_tts.engine.cloning import (
@@ -204,8 +206,15 @@ def test_long_recordings_are_truncated_to_30_s_like_upstream(tmp_path):
 def test_backend_prompt_window_caps_the_prompt():
     """A backend with a smaller encoder window (CoreML: 125 frames) gets a prompt that fits."""
     config, weights_path, _tokenizer, _arrays = load_family("tiny_lsd")
-    backend = NumpyBackend.from_files(config, weights_path)
-    backend.max_voice_frames = 20  # type: ignore[attr-defined]
+
+    class ShortWindow(NumpyBackend):
+        """A backend declaring a 20-frame prompt window."""
+
+        @property
+        def capabilities(self) -> BackendCapabilities:
+            return dataclasses.replace(super().capabilities, max_voice_frames=20)
+
+    backend = ShortWindow.from_files(config, weights_path)
     audio = _speech(2.0, silence_seconds=0.0)
     with pytest.warns(CloneAudioTruncatedWarning, match=r"first 1\.52 s"):
         voice = clone_voice(backend, audio, sample_rate=SR)
@@ -400,6 +409,7 @@ class _RecordingBackend:
     def __init__(self, inner: NumpyBackend) -> None:
         self._inner = inner
         self.config = inner.config
+        self.capabilities = inner.capabilities  # the declared record, not a stage call
         self.calls: list[tuple[str, tuple]] = []
 
     def __getattr__(self, name: str):

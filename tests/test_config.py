@@ -5,9 +5,9 @@ import pytest
 from pipecat_pocket_tts.engine.config import (
     HubFile,
     ModelConfig,
-    canonical_config_name,
     config_names,
     get_config,
+    resolve_config_name,
 )
 from pipecat_pocket_tts.engine.errors import UnknownLanguageError
 
@@ -120,4 +120,4 @@ def test_hub_file_parsing():
     ],
 )
 def test_canonical_config_names(name, expected):
-    assert canonical_config_name(name) == expected
+    assert resolve_config_name(name, custom=True) == expected

@@ -18,13 +18,13 @@ from coreml_standins import (
     write_coreml_pack,
 )
 
+from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine import PocketTTS
-from pipecat_pocket_tts.engine.backends import resolve_backend_name
+from pipecat_pocket_tts.engine.backends import resolve_backend_name, resolve_pack
 from pipecat_pocket_tts.engine.backends.coreml.backend import CoreMLBackend
 from pipecat_pocket_tts.engine.backends.coreml.contracts import mimi_state_layout
 from pipecat_pocket_tts.engine.backends.coreml.runtime import CompiledModel
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
-from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine.errors import (
     BackendUnavailableError,
     CloningUnavailableError,
@@ -33,7 +33,7 @@ from pipecat_pocket_tts.engine.errors import (
     VoiceFileError,
     WeightsMismatchError,
 )
-from pipecat_pocket_tts.engine.packs import resolve_pack
+from pipecat_pocket_tts.engine.options import LoadOptions
 from pipecat_pocket_tts.engine.text.tokenizer import Tokenizer
 from pipecat_pocket_tts.engine.voices import Voice
 
@@ -60,7 +60,7 @@ class Setup:
         )
         self.pack = resolve_pack("english", model_dir=self.coreml_dir, backend_kind="coreml")
         self.loader = standin_loader(self.models)
-        self.backend = CoreMLBackend.from_pack(self.config, self.pack, model_loader=self.loader)
+        self.backend = CoreMLBackend.from_pack(self.pack, model_loader=self.loader)
         self.voice = Voice.load(self.pack.voice_path("alba"), self.config)
 
     def engines(self) -> tuple[PocketTTS, PocketTTS]:
@@ -307,7 +307,7 @@ def test_context_limits_and_bad_inputs(setup: Setup) -> None:
 
 def test_from_pack_precision_and_compute_units(setup: Setup) -> None:
     loader = standin_loader(setup.models)
-    CoreMLBackend.from_pack(setup.config, setup.pack, model_loader=loader)
+    CoreMLBackend.from_pack(setup.pack, model_loader=loader)
     assert loader.loaded == [
         ("cond_prefill.mlmodelc", "all"),
         ("flowlm_step.mlmodelc", "all"),
@@ -316,10 +316,12 @@ def test_from_pack_precision_and_compute_units(setup: Setup) -> None:
     ]
     loader.loaded.clear()
     backend = CoreMLBackend.from_pack(
-        setup.config,
         setup.pack,
-        precision="int8",
-        compute_units={"preset": "no-ane", "mimi": "cpu-gpu"},
+        LoadOptions(
+            backend="coreml",
+            precision="int8",
+            compute_units={"preset": "no-ane", "mimi": "cpu-gpu"},
+        ),
         model_loader=loader,
     )
     assert backend.precision == "int8"
@@ -330,11 +332,11 @@ def test_from_pack_precision_and_compute_units(setup: Setup) -> None:
         ("mimi_decoder.mlmodelc", "cpu-gpu"),
     ]
     with pytest.raises(ValueError, match="precision"):
-        CoreMLBackend.from_pack(setup.config, setup.pack, precision="fp8", model_loader=loader)
-    with pytest.raises(ValueError, match="preset"):
-        CoreMLBackend.from_pack(setup.config, setup.pack, compute_units="gpu", model_loader=loader)
+        CoreMLBackend.from_pack(setup.pack, LoadOptions(precision="fp8"), model_loader=loader)
+    with pytest.raises(ValueError, match="preset"):  # refused as the options are made
+        CoreMLBackend.from_pack(setup.pack, LoadOptions(compute_units="gpu"), model_loader=loader)
     with pytest.raises(TypeError, match="CoreML pack"):
-        CoreMLBackend.from_pack(setup.config, setup.numpy_pack, model_loader=loader)
+        CoreMLBackend.from_pack(setup.numpy_pack, model_loader=loader)
 
 
 def test_missing_model_folder(setup: Setup, tmp_path: Path) -> None:
@@ -344,7 +346,7 @@ def test_missing_model_folder(setup: Setup, tmp_path: Path) -> None:
     shutil.rmtree(copy / "mimi_decoder.mlmodelc")
     pack = resolve_pack("english", model_dir=copy, backend_kind="coreml")
     with pytest.raises(PackFilesMissingError, match="mimi_decoder"):
-        CoreMLBackend.from_pack(setup.config, pack, model_loader=standin_loader(setup.models))
+        CoreMLBackend.from_pack(pack, model_loader=standin_loader(setup.models))
 
 
 @pytest.mark.skipif(platform.system() == "Darwin", reason="checks the non-Apple behaviour")

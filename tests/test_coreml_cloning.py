@@ -26,7 +26,9 @@ from coreml_standins import (
     write_model_folder,
 )
 
+from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine.audio import write_wav
+from pipecat_pocket_tts.engine.backends import resolve_pack
 from pipecat_pocket_tts.engine.backends.coreml.backend import CoreMLBackend
 from pipecat_pocket_tts.engine.backends.coreml.constants import write_floats
 from pipecat_pocket_tts.engine.backends.coreml.contracts import EncoderContract, TensorSpec
@@ -45,9 +47,7 @@ from pipecat_pocket_tts.engine.cloning import (
     clone_voice,
     prepare_prompt,
 )
-from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine.errors import CloningUnavailableError, WeightsMismatchError
-from pipecat_pocket_tts.engine.packs import resolve_pack
 from pipecat_pocket_tts.engine.text.tokenizer import Tokenizer
 from pipecat_pocket_tts.engine.tts import PocketTTS
 
@@ -125,7 +125,7 @@ class ClonePack:
             encoders[f"{self.encoder_model.name}.mlmodelc"] = self.encoder_model
         self.pack = resolve_pack(language, model_dir=self.repo, backend_kind="coreml")
         self.loader = standin_loader(self.models, encoders)
-        self.backend = CoreMLBackend.from_pack(self.config, self.pack, model_loader=self.loader)
+        self.backend = CoreMLBackend.from_pack(self.pack, model_loader=self.loader)
         self.loaded_at_start = list(self.loader.loaded)
 
 
@@ -336,7 +336,7 @@ def test_missing_encoder_files_say_what_is_missing(
     language = setup.config.name
     pack = resolve_pack(language, model_dir=repo, backend_kind="coreml")
     assert not pack.has_voice_cloning
-    backend = CoreMLBackend.from_pack(setup.config, pack, model_loader=setup.loader)
+    backend = CoreMLBackend.from_pack(pack, model_loader=setup.loader)
     assert not backend.has_voice_cloning
     with pytest.raises(CloningUnavailableError, match=message) as caught:
         clone_voice(backend, (speech_like(2.0), RATE))

@@ -8,14 +8,15 @@ from pathlib import Path
 import pytest
 from huggingface_hub.utils import filter_repo_objects
 
+from pipecat_pocket_tts.engine.backends import resolve_pack
 from pipecat_pocket_tts.engine.backends.coreml import files
+from pipecat_pocket_tts.engine.backends.coreml import hub as coreml_hub
 from pipecat_pocket_tts.engine.errors import (
     CloningUnavailableError,
     PackFilesMissingError,
     UnknownLanguageError,
     UnknownVoiceError,
 )
-from pipecat_pocket_tts.engine.packs import resolve_pack
 
 MODEL_FILES = (
     "model.mil",
@@ -202,11 +203,11 @@ def test_removing_a_variant_keeps_blobs_other_snapshots_use(tmp_path: Path) -> N
     extra = repo / "snapshots/a/v2.1/english/flowlm_stepv2.mlmodelc/model.mil"
     extra.symlink_to(os.path.relpath(own, extra.parent))
     root = repo / "snapshots/a/v2.1/english"
-    removed = files.remove_unused_variant(root, keep="fp16")
+    removed = coreml_hub.remove_unused_variant(root, keep="fp16")
     assert removed == [root / "flowlm_stepv2.mlmodelc"]
     assert not removed[0].exists() and not own.exists()
     assert blob.exists()  # snapshot b still points at it
-    assert files.remove_unused_variant(root, keep="fp16") == []
+    assert coreml_hub.remove_unused_variant(root, keep="fp16") == []
 
 
 def _model_files(prefix: str) -> set[str]:

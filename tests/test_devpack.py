@@ -9,8 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import sentencepiece as spm
+import tokenizers
 
-from pipecat_pocket_tts.engine import devpack
+from pipecat_pocket_tts import devpack
+from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
 from pipecat_pocket_tts.engine.backends.numpy.weights import (
     expected_shapes,
@@ -19,7 +21,6 @@ from pipecat_pocket_tts.engine.backends.numpy.weights import (
     load_checkpoint,
 )
 from pipecat_pocket_tts.engine.config import ModelConfig
-from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine.text.tokenizer import Tokenizer
 from pipecat_pocket_tts.engine.voices import Voice
 
@@ -127,19 +128,18 @@ def test_json_tokenizer_gives_the_sentencepiece_ids(tmp_path: Path) -> None:
     texts = ["Hello world, 12345 ça va?", "  two  spaces ", "x", "\t tab \n", "Ünïcödé 日本."]
     for text in texts:
         assert list(ours.encode(text)) == sp.encode(text), text
-    tokenizers = pytest.importorskip("tokenizers")  # the reference implementation, if present
     hf = tokenizers.Tokenizer.from_file(str(json_path))
     for text in texts:
         assert hf.encode(text).ids == sp.encode(text), text
 
 
 def test_sentencepiece_training_is_fast_and_deterministic(tmp_path: Path) -> None:
-    train = devpack._trained_model.__wrapped__  # uncached: really train twice
+    train = devpack.tokenizer._trained_model.__wrapped__  # uncached: really train twice
     start = time.perf_counter()
     first = train(512, 3, 2000)
     elapsed = time.perf_counter() - start
     assert first == train(512, 3, 2000)
-    assert first != devpack._trained_model(512, 0, 2000)  # another seed (cached if built)
+    assert first != devpack.tokenizer._trained_model(512, 0, 2000)  # another seed (cached if built)
     assert elapsed < 10.0  # ~0.5 s on an idle core
     a = devpack.train_sentencepiece(tmp_path / "a", 512, seed=3)
     assert a.read_bytes() == first
@@ -205,7 +205,7 @@ def test_registry_config_pack_writes_no_config_json(tmp_path: Path, monkeypatch)
     # A registry config keeps its name and tokenizer kind (english: tokenizer.json). The
     # full-size weights are swapped for a tiny structure to keep the test fast.
     tiny = ModelConfig.from_dict("english", tiny_config_dict("standard"))
-    monkeypatch.setattr(devpack, "get_config", lambda name: tiny)
+    monkeypatch.setattr(devpack.pack, "get_config", lambda name: tiny)
     folder = build_pack(tmp_path, "english", voices=("alba",))
     assert not (folder / "config.json").exists()
     assert (folder / "tokenizer.model").exists()  # the tiny stand-in says sentencepiece
@@ -221,3 +221,13 @@ def test_command_line_builds_a_tiny_pack(tmp_path: Path, capsys) -> None:
     ]
     assert devpack.main([str(tmp_path / "bad"), "--config", "klingon"]) == 2
     assert "klingon" in capsys.readouterr().err
+
+
+def test_package_command_line_has_a_devpack_verb(tmp_path: Path, capsys) -> None:
+    from pipecat_pocket_tts.__main__ import main as package_main
+
+    assert package_main(["devpack", str(tmp_path / "verb"), "--config", "tiny"]) == 0
+    assert "wrote" in capsys.readouterr().out
+    assert (tmp_path / "verb" / "tokenizer.model").exists()
+    assert (tmp_path / "verb" / "embeddings" / "alba.safetensors").exists()
+    assert package_main(["devpack", str(tmp_path / "bad"), "--config", "klingon"]) == 2

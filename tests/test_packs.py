@@ -15,9 +15,12 @@ import pytest
 from hub_cache import cache_put
 from huggingface_hub import errors as hf_errors
 
+from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine import packs
+from pipecat_pocket_tts.engine.backends import resolve_pack
+from pipecat_pocket_tts.engine.backends.numpy import files as numpy_files
+from pipecat_pocket_tts.engine.backends.numpy.files import KNOWN_VOICES
 from pipecat_pocket_tts.engine.config import VOICES_REPO, VOICES_REVISION, get_config
-from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine.errors import (
     GatedRepoError,
     PackFilesMissingError,
@@ -25,7 +28,7 @@ from pipecat_pocket_tts.engine.errors import (
     UnknownLanguageError,
     UnknownVoiceError,
 )
-from pipecat_pocket_tts.engine.packs import KNOWN_VOICES, PackFiles, resolve_pack
+from pipecat_pocket_tts.engine.packs import PackFiles
 
 ENGLISH = get_config("english")
 
@@ -166,14 +169,16 @@ def test_unknown_backend_kind() -> None:
         resolve_pack("english", backend_kind="tpu")
 
 
-def test_registered_resolver_receives_the_request(monkeypatch) -> None:
+def test_the_backends_layout_receives_the_request(monkeypatch) -> None:
+    from pipecat_pocket_tts.engine.backends.coreml.backend import CoreMLBackend
+
     seen = []
 
-    def resolver(request: packs.PackRequest) -> PackFiles:
+    def resolver(cls, request: packs.PackRequest) -> PackFiles:
         seen.append(request)
         return PackFiles(ENGLISH, Path("w"), Path("t"), (), False, backend_kind="coreml")
 
-    monkeypatch.setitem(packs._RESOLVERS, "coreml", resolver)
+    monkeypatch.setattr(CoreMLBackend, "resolve_pack", classmethod(resolver))
     pack = resolve_pack("english", backend_kind="coreml", revision="r", token="t")
     assert pack.backend_kind == "coreml"
     assert seen == [packs.PackRequest("english", None, "r", "t", None)]
@@ -191,7 +196,7 @@ def _populate_english(cache: Path, pack: Path, *, gated: bool, voices: tuple[str
     for hub, local in files:
         cache_put(cache, hub.repo, hub.revision, hub.path, local.read_bytes())
     for name in voices:
-        hub = packs.voice_hub_file(ENGLISH, name)
+        hub = numpy_files.voice_hub_file(ENGLISH, name)
         cache_put(cache, hub.repo, hub.revision, hub.path, f"voice {name}".encode())
 
 
@@ -208,7 +213,7 @@ def test_offline_with_empty_cache_says_what_to_do(hf_cache: Path) -> None:
 
 def test_offline_names_the_gated_weights_tried_first_and_the_fallback(hf_cache: Path) -> None:
     with pytest.raises(PackFilesMissingError) as info:
-        packs.resolve_hub_pack("english")
+        numpy_files.resolve_hub_pack("english")
     message = str(info.value)
     gated, ungated = ENGLISH.weights, ENGLISH.weights_without_voice_cloning
     tried_gated = f"{gated.repo}/{gated.path}@{gated.revision}"
@@ -221,7 +226,7 @@ def test_offline_names_the_gated_weights_tried_first_and_the_fallback(hf_cache: 
 
 def test_offline_without_cloning_names_only_the_ungated_weights(hf_cache: Path) -> None:
     with pytest.raises(PackFilesMissingError) as info:
-        packs.resolve_hub_pack("english", voice_cloning=False)
+        numpy_files.resolve_hub_pack("english", voice_cloning=False)
     message = str(info.value)
     assert "kyutai/pocket-tts/" not in message
     assert "kyutai/pocket-tts-without-voice-cloning/languages/english" in message
@@ -260,14 +265,14 @@ def test_fallback_to_ungated_weights_warns(hf_cache: Path, tiny_pack: Path, capl
 def test_no_cloning_wanted_means_no_warning(hf_cache: Path, tiny_pack: Path, caplog) -> None:
     _populate_english(hf_cache, tiny_pack, gated=False, voices=())
     with caplog.at_level(logging.WARNING, logger="pipecat_pocket_tts"):
-        pack = packs.resolve_hub_pack("english", voice_cloning=False)
+        pack = numpy_files.resolve_hub_pack("english", voice_cloning=False)
     assert not pack.has_voice_cloning and not caplog.records
 
 
 def test_cloning_required_but_gated_missing(hf_cache: Path, tiny_pack: Path) -> None:
     _populate_english(hf_cache, tiny_pack, gated=False, voices=())
     with pytest.raises(PackFilesMissingError, match="kyutai/pocket-tts/languages/english"):
-        packs.resolve_hub_pack("english", voice_cloning=True)
+        numpy_files.resolve_hub_pack("english", voice_cloning=True)
 
 
 def test_voice_missing_offline(hf_cache: Path, tiny_pack: Path) -> None:
@@ -341,7 +346,7 @@ def test_gated_repo_error_falls_back_with_a_warning(
 def test_gated_without_access_raises_with_the_fix(hf_cache: Path, monkeypatch, error) -> None:
     _serve(monkeypatch, {"kyutai/pocket-tts": error})
     with pytest.raises(GatedRepoError) as info:
-        packs.resolve_hub_pack("english", voice_cloning=True)
+        numpy_files.resolve_hub_pack("english", voice_cloning=True)
     message = str(info.value)
     assert "https://huggingface.co/kyutai/pocket-tts" in message and "HF_TOKEN" in message
 
@@ -360,11 +365,11 @@ def test_voice_not_published_is_an_unknown_voice(
 def test_connection_failure_and_bad_revision(hf_cache: Path, monkeypatch) -> None:
     _serve(monkeypatch, {"kyutai/pocket-tts-without-voice-cloning": ConnectionError("reset")})
     with pytest.raises(PackFilesMissingError, match="could not be downloaded"):
-        packs.resolve_hub_pack("english", voice_cloning=False)
+        numpy_files.resolve_hub_pack("english", voice_cloning=False)
     bad = _http_error(hf_errors.RevisionNotFoundError, "404 revision")
     _serve(monkeypatch, {"kyutai/pocket-tts-without-voice-cloning": bad})
     with pytest.raises(PackFilesMissingError, match="revision 'nope' does not exist"):
-        packs.resolve_hub_pack("english", voice_cloning=False, revision="nope")
+        numpy_files.resolve_hub_pack("english", voice_cloning=False, revision="nope")
 
 
 def test_unknown_language_on_the_hub() -> None:
@@ -374,9 +379,9 @@ def test_unknown_language_on_the_hub() -> None:
 
 def test_download_pack_fetches_what_the_cache_has(hf_cache: Path, tiny_pack: Path) -> None:
     _populate_english(hf_cache, tiny_pack, gated=True, voices=("alba", "jean"))
-    pack, fetched = packs.download_pack("english", voices=["alba", "jean"])
+    pack, fetched = numpy_files.download_pack("english", voices=["alba", "jean"])
     assert sorted(fetched) == ["alba", "jean"] and pack.has_voice_cloning
     with pytest.raises(UnknownVoiceError, match="bob"):
-        packs.download_pack("english", voices=["bob"])
+        numpy_files.download_pack("english", voices=["bob"])
     with pytest.raises(PackFilesMissingError):
-        packs.download_pack("english")  # all voices: most are not cached (offline)
+        numpy_files.download_pack("english")  # all voices: most are not cached (offline)

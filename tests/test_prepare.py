@@ -13,7 +13,13 @@ from hypothesis import strategies as st
 
 from pipecat_pocket_tts.engine.config import TextOptions, get_config
 from pipecat_pocket_tts.engine.errors import EmptyTextError, PocketTTSError
-from pipecat_pocket_tts.engine.text import PreparedChunk, TextPreparer, Tokenizer, max_frames_for
+from pipecat_pocket_tts.engine.text import (
+    PreparedChunk,
+    TextPreparer,
+    TextStream,
+    Tokenizer,
+    max_frames_for,
+)
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +165,7 @@ def test_split_whole_pipeline(tokenizer: Tokenizer) -> None:
 
 
 def test_stream_pipeline_releases_first_sentence_first(tokenizer: Tokenizer) -> None:
-    stream = preparer_for(tokenizer, "english").stream()
+    stream = TextStream(preparer_for(tokenizer, "english"))
     pieces = ["Sure", "! I", " can", " help", " with", " that", ". Your", " table", " is", " set"]
     released = [stream.push(p) for p in pieces]
     assert released[2] == []
@@ -214,3 +220,32 @@ def test_clean_is_idempotent(tokenizer: Tokenizer, config: str, text: str) -> No
     partial = preparer.clean(text, final=False)
     assert preparer.clean(partial, final=False) == partial
     assert preparer.clean(partial) == once
+
+
+def _normalized_characters(preparer: TextPreparer, words: int) -> tuple[int, str]:
+    """Characters the normalizer reads while one long sentence is streamed in 4-char pieces."""
+    from pipecat_pocket_tts.engine.text.normalize import normalize_text
+
+    read = [0]
+
+    def counting(text: str) -> str:
+        read[0] += len(text)
+        return normalize_text(text, "en")
+
+    names = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
+    text = " ".join(names[i % len(names)] for i in range(words)) + ". The end. "
+    stream = TextStream(preparer, counting)
+    chunks = [c for i in range(0, len(text), 4) for c in stream.push(text[i : i + 4])]
+    chunks += stream.flush()
+    return read[0], " ".join(c.text for c in chunks)
+
+
+def test_streamed_long_sentence_is_normalized_in_linear_work(tokenizer: Tokenizer) -> None:
+    """Issue 14 #3: the unfinished sentence is not normalized again on every token."""
+    preparer = preparer_for(tokenizer, "english")
+    short, short_said = _normalized_characters(preparer, 300)
+    long, long_said = _normalized_characters(preparer, 600)
+    assert len(long_said.split()) == 600 + 2 and len(short_said.split()) == 300 + 2
+    chars = len(" ".join(["alpha"] * 600))  # about the long text's length
+    assert long < 2.3 * short  # twice the text, about twice the work (was ~4×)
+    assert long < 40 * chars  # a bounded number of readings per character

@@ -39,7 +39,7 @@ from pipecat.workers.runner import WorkerRunner
 
 from pipecat_pocket_tts import PocketTTSService
 from pipecat_pocket_tts.engine import PocketTTS
-from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
+from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine.errors import InvalidSettingError, UnknownLanguageError
 
 START = 30.0

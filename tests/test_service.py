@@ -43,12 +43,14 @@ from pipecat.tests.utils import SleepFrame, run_test
 from pipecat.transcriptions.language import Language
 
 from pipecat_pocket_tts import PocketTTSService
+from pipecat_pocket_tts import loading as loading_module
 from pipecat_pocket_tts import service as service_module
+from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine import PocketTTS, Session
 from pipecat_pocket_tts.engine.audio import write_wav
-from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine.errors import LexiconError, UnknownLanguageError, VoiceFileError
 from pipecat_pocket_tts.engine.synthesis import TextPlanner
+from pipecat_pocket_tts.engine.text.prepare import TextStream
 from pipecat_pocket_tts.service import WARMUP_FRAMES, WARMUP_TEXT
 
 SAMPLE_RATE = 24000
@@ -156,6 +158,23 @@ def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
 
 
 @pytest.fixture
+def spoken_plans(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Every chunk the sessions synthesize (warm-up excluded), in order."""
+    from pipecat_pocket_tts.engine import session as session_module
+
+    plans: list = []
+    original = session_module.generate_chunk
+
+    def spy(backend, voice_state, plan, *args, **kwargs):
+        if plan.text.strip() != WARMUP_TEXT:
+            plans.append(plan)
+        return original(backend, voice_state, plan, *args, **kwargs)
+
+    monkeypatch.setattr(session_module, "generate_chunk", spy)
+    return plans
+
+
+@pytest.fixture
 def opened(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
     """Every session opened: its engine's language and the session options."""
     calls: list[dict] = []
@@ -240,7 +259,7 @@ async def test_two_turns_back_to_back(packs: dict[str, Path]) -> None:
 
 
 async def test_token_aggregation_feeds_the_engine_chunker(
-    packs: dict[str, Path], enqueued: list[dict]
+    packs: dict[str, Path], spoken_plans: list
 ) -> None:
     tts = service(packs["english"], text_aggregation_mode=TextAggregationMode.TOKEN)
     reply = "Sure thing. The first train leaves at nine. The second one leaves at ten."
@@ -250,7 +269,7 @@ async def test_token_aggregation_feeds_the_engine_chunker(
     assert kinds_seen[-2:] == [TTSStoppedFrame, LLMFullResponseEndFrame]
     assert kinds_seen.index(TTSStartedFrame) < kinds_seen.index(TTSAudioRawFrame)
     # Fragments in, whole sentences out, the first one alone (the fastest first audio).
-    assert [call["text"] for call in enqueued] == [
+    assert [plan.text.strip() for plan in spoken_plans] == [
         "Sure thing.",
         "The first train leaves at nine.",
         "The second one leaves at ten.",
@@ -270,19 +289,9 @@ LONG_TOKEN_REPLY = [
 
 
 async def test_token_aggregation_prepares_a_long_sentence_as_the_batch_path(
-    packs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+    packs: dict[str, Path], spoken_plans: list
 ) -> None:
-    from pipecat_pocket_tts.engine import session as session_module
-
-    generated: list = []
-    original = session_module.generate_chunk
-
-    def spy(backend, voice_state, plan, *args, **kwargs):
-        if plan.text.strip() != WARMUP_TEXT:
-            generated.append(plan)
-        return original(backend, voice_state, plan, *args, **kwargs)
-
-    monkeypatch.setattr(session_module, "generate_chunk", spy)
+    generated = spoken_plans
     tts = service(packs["english"], text_aggregation_mode=TextAggregationMode.TOKEN)
     reply = " ".join(LONG_TOKEN_REPLY)
     down, _ = await run_test(tts, frames_to_send=llm_turn(reply), start_timeout=START)
@@ -326,7 +335,7 @@ async def test_load_and_warm_up_run_off_the_event_loop_before_the_first_turn(
 ) -> None:
     loop_thread = threading.get_ident()
     events: list[tuple[str, bool]] = []  # (what, ran on the event loop's thread)
-    load, warm = service_module.load_shared_engine, service_module.warm_up_engine
+    load, warm = loading_module.load_shared_engine, loading_module.warm_up_engine
     enqueue = Session.enqueue
 
     def recording_load(*args, **kwargs):
@@ -341,8 +350,8 @@ async def test_load_and_warm_up_run_off_the_event_loop_before_the_first_turn(
         events.append((f"enqueue {text}", threading.get_ident() == loop_thread))
         return enqueue(self, text, **kwargs)
 
-    monkeypatch.setattr(service_module, "load_shared_engine", recording_load)
-    monkeypatch.setattr(service_module, "warm_up_engine", recording_warm)
+    monkeypatch.setattr(loading_module, "load_shared_engine", recording_load)
+    monkeypatch.setattr(loading_module, "warm_up_engine", recording_warm)
     monkeypatch.setattr(Session, "enqueue", recording_enqueue)
     await run_test(
         service(packs["english"], warmup=warmup),
@@ -360,15 +369,15 @@ async def test_slow_load_keeps_the_first_turn_alive(
 ) -> None:
     """A load that outlasts setup (a first download) finishes in the background; the first
     turn waits for it without hitting the no-audio timeout (here 0.5 s instead of 3 s)."""
-    load = service_module.load_shared_engine
+    load = loading_module.load_shared_engine
 
     def slow_load(*args, **kwargs):
         time.sleep(1.2)
         return load(*args, **kwargs)
 
-    monkeypatch.setattr(service_module, "load_shared_engine", slow_load)
+    monkeypatch.setattr(loading_module, "load_shared_engine", slow_load)
     monkeypatch.setattr(service_module, "SETUP_LOAD_BUDGET_S", 0.0)
-    monkeypatch.setattr(service_module, "KEEPALIVE_INTERVAL_S", 0.1)
+    monkeypatch.setattr(loading_module, "KEEPALIVE_INTERVAL_S", 0.1)
     tts = service(packs["english"], stop_frame_timeout_s=0.5)
     down, up = await run_test(
         tts, frames_to_send=[TTSSpeakFrame("Worth the wait.")], start_timeout=START
@@ -468,7 +477,7 @@ async def test_twenty_quick_interruptions_leave_nothing_behind(packs: dict[str, 
     assert [f.text for f in down if isinstance(f, TTSTextFrame)][-1] == "Still here."
     assert threads_at_interruption == [[]] * 20
     assert session_threads() == []
-    assert tts._turns == {} and tts._streams == set() and tts.get_audio_contexts() == []
+    assert tts.get_audio_contexts() == []
     leftover = [t for t in asyncio.all_tasks() if "pocket_tts" in t.get_name()]
     assert leftover == []
 
@@ -532,6 +541,23 @@ async def test_unknown_voice_update_is_refused_and_reported(
     _, up = await run_test(tts, frames_to_send=frames, start_timeout=START)
     assert any(isinstance(f, ErrorFrame) and "nobody" in f.error for f in up)
     assert [c["voice"] for c in enqueued] == [None]  # the pack's default voice, unchanged
+
+
+async def test_a_voice_the_engine_cannot_load_is_refused_and_the_previous_one_kept(
+    packs: dict[str, Path], tmp_path: Path, enqueued: list[dict]
+) -> None:
+    missing = str(tmp_path / "gone.safetensors")
+    settings = PocketTTSService.Settings(seed=7, voice="marius")
+    frames = [
+        TTSUpdateSettingsFrame(delta=PocketTTSService.Settings(voice=missing)),
+        TTSSpeakFrame("Still marius."),
+    ]
+    down, up = await run_test(
+        service(packs["english"], settings=settings), frames_to_send=frames, start_timeout=START
+    )
+    assert any("gone.safetensors" in e for e in errors_of(up))
+    assert [c["voice"] for c in enqueued] == ["marius"]
+    assert spoken_texts(down) == ["Still marius."]
 
 
 async def test_normalize_and_lexicon_settings(
@@ -634,7 +660,7 @@ async def test_services_of_one_pack_share_the_model(
     folder = shutil.copytree(packs["english"], tmp_path / "english")  # not in the cache yet
     loads: list[str] = []
     engines: list[PocketTTS] = []
-    load, load_shared = PocketTTS.load.__func__, service_module.load_shared_engine
+    load, load_shared = PocketTTS.load.__func__, loading_module.load_shared_engine
 
     def counting_load(cls, *args, **kwargs):
         loads.append(str(kwargs.get("model_dir")))
@@ -645,7 +671,7 @@ async def test_services_of_one_pack_share_the_model(
         return engines[-1]
 
     monkeypatch.setattr(PocketTTS, "load", classmethod(counting_load))
-    monkeypatch.setattr(service_module, "load_shared_engine", recording_load_shared)
+    monkeypatch.setattr(loading_module, "load_shared_engine", recording_load_shared)
     first, second = service(folder), service(folder)
     await run_test(Pipeline([first, second]), frames_to_send=[], start_timeout=START)
     assert len(loads) == 1  # ten calls on one server would load the weights once, too
@@ -657,7 +683,8 @@ async def test_services_of_one_pack_share_the_model(
 
 @pytest.fixture
 def failing_text(monkeypatch: pytest.MonkeyPatch) -> set[str]:
-    """Texts whose ``Session.enqueue`` raises (as an unusable voice would)."""
+    """Texts whose ``Session.enqueue`` raises, or whose chunk fails to queue when streamed
+    (as an unusable voice would)."""
     texts: set[str] = set()
     original = Session.enqueue
 
@@ -666,7 +693,19 @@ def failing_text(monkeypatch: pytest.MonkeyPatch) -> set[str]:
             raise VoiceFileError(f"cannot speak {text!r}")
         return original(self, text, **kwargs)
 
+    def failing_chunks(method):
+        def queue(self, *args, **kwargs):
+            chunks = method(self, *args, **kwargs)
+            for chunk in chunks:
+                if chunk.text.strip() in texts:
+                    raise VoiceFileError(f"cannot speak {chunk.text.strip()!r}")
+            return chunks
+
+        return queue
+
     monkeypatch.setattr(Session, "enqueue", enqueue)
+    monkeypatch.setattr(TextStream, "push", failing_chunks(TextStream.push))
+    monkeypatch.setattr(TextStream, "flush", failing_chunks(TextStream.flush))
     return texts
 
 
@@ -690,21 +729,17 @@ async def test_a_sentence_that_fails_is_not_pushed_as_spoken_text(
     seen = kinds(down)
     assert seen.count(TTSStartedFrame) == seen.count(TTSStoppedFrame) == 1
     assert seen[-2:] == [TTSStoppedFrame, LLMFullResponseEndFrame]
-    assert tts._turns == {} and tts.get_audio_contexts() == []
+    assert tts.get_audio_contexts() == []
 
 
 async def test_a_turn_whose_only_sentence_fails_closes_without_spoken_text(
-    packs: dict[str, Path], tmp_path: Path
+    packs: dict[str, Path], failing_text: set[str]
 ) -> None:
-    missing = str(tmp_path / "gone.safetensors")  # accepted as a path, fails at the next turn
-    frames = [
-        TTSSpeakFrame("Before."),
-        TTSUpdateSettingsFrame(delta=PocketTTSService.Settings(voice=missing)),
-        TTSSpeakFrame("Never spoken."),
-    ]
+    failing_text.add("Never spoken.")
+    frames = [TTSSpeakFrame("Before."), TTSSpeakFrame("Never spoken.")]
     down, up = await run_test(service(packs["english"]), frames_to_send=frames, start_timeout=START)
     assert spoken_texts(down) == ["Before."]
-    assert any("gone.safetensors" in e for e in errors_of(up))
+    assert any("cannot speak" in e for e in errors_of(up))
     seen = kinds(down)
     assert seen.count(TTSStartedFrame) == seen.count(TTSStoppedFrame) == 2
     assert seen[-1] is TTSStoppedFrame
@@ -758,12 +793,12 @@ async def test_cancel_frame_stops_at_once(packs: dict[str, Path]) -> None:
     tts = service(packs["long"])
     frames = [TTSSpeakFrame(LONG_REPLY), SleepFrame(0.3), CancelFrame()]
     down, _ = await run_test(tts, frames_to_send=frames, send_end_frame=False, start_timeout=START)
-    plan = engine_of(packs["long"])._planner.plan(LONG_REPLY)  # never EOS: every frame runs
+    engine = engine_of(packs["long"])
+    plan = TextPlanner(engine.config, engine.tokenizer).plan(LONG_REPLY)  # never EOS: all frames
     full = sum(chunk.max_frames for chunk in plan) * 1920
     assert 0 < audio_of(down).size < full / 4
     assert TTSStoppedFrame not in kinds(down)
     assert session_threads() == []
-    assert tts._streams == set()
 
 
 async def test_voice_setting_accepts_a_saved_voice_and_a_recording(
@@ -806,3 +841,48 @@ async def test_brazilian_portuguese_reads_numbers_the_brazilian_way(
         ("portuguese", "pt-BR"),
         ("portuguese", None),
     ]
+
+
+# -- reliability (issue 14) ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", [TextAggregationMode.SENTENCE, TextAggregationMode.TOKEN])
+async def test_end_frame_while_a_reply_streams_speaks_all_of_it(
+    packs: dict[str, Path], mode: TextAggregationMode
+) -> None:
+    """Issue 14 #6: Pipecat calls stop() before the final flush; nothing given is lost."""
+    tts = service(packs["english"], text_aggregation_mode=mode)
+    frames = llm_turn(TWO_SENTENCES)[:-1]  # no LLMFullResponseEndFrame: the EndFrame comes
+    down, _ = await run_test(tts, frames_to_send=frames, start_timeout=START)
+    spoken = " ".join(spoken_texts(down))
+    assert spoken.split() == TWO_SENTENCES.split()
+    seen = kinds(down)
+    assert seen.count(TTSStartedFrame) == seen.count(TTSStoppedFrame) == 1
+    first_alone = engine_of(packs["english"]).synthesize("Hello there.", seed=7)
+    assert audio_of(down).size > first_alone.size  # the second sentence was spoken too
+
+
+@pytest.mark.parametrize("update", [Language.EN, "english", Language.FR])
+async def test_sentence_splitter_reads_the_pack_language_code_after_an_update(
+    packs: dict[str, Path], update: Language | str
+) -> None:
+    """Issue 14: an update to the language in use set the splitter to "english"."""
+    tts = service(packs["root"], language=Language.EN)
+    assert tts.text_aggregation_language == "en"
+    frames = [TTSUpdateSettingsFrame(delta=PocketTTSService.Settings(language=update))]
+    await run_test(tts, frames_to_send=frames, start_timeout=START)
+    assert tts.text_aggregation_language == ("fr" if update == Language.FR else "en")
+
+
+async def test_replies_with_nothing_to_say_open_no_context_and_keep_the_bot_speaking(
+    packs: dict[str, Path],
+) -> None:
+    """Issue 14 #1: three such replies in a row wrote the service off (no-audio guard)."""
+    frames: list[Frame] = [TTSSpeakFrame(t) for t in ("👍", "***", "👍👍", "🎉")]
+    frames += [*llm_turn("👍"), TTSSpeakFrame("Still speaking.")]
+    down, up = await run_test(service(packs["english"]), frames_to_send=frames, start_timeout=START)
+    assert errors_of(up) == []
+    seen = kinds(down)
+    assert seen.count(TTSStartedFrame) == seen.count(TTSStoppedFrame) == 1
+    assert spoken_texts(down) == ["Still speaking."]
+    assert audio_of(down).size > 0

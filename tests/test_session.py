@@ -34,6 +34,10 @@ class SpyBackend(Backend):
         self.noises: list[np.ndarray] = []
         self._lock = threading.Lock()
 
+    @property
+    def capabilities(self):
+        return self.inner.capabilities
+
     def _log(self, stage: str) -> int:
         with self._lock:
             self.calls.append((stage, time.monotonic()))
@@ -99,19 +103,6 @@ def session_threads() -> list[str]:
 
 def audio_of(frames) -> np.ndarray:
     return np.concatenate([f.samples for f in frames])
-
-
-@pytest.fixture(params=[True, False], ids=["overlap", "inline"])
-def tts(request, engine_tts: PocketTTS) -> PocketTTS:
-    """The tiny model, with Mimi decode on its own thread or inline."""
-    clone = PocketTTS(
-        config=engine_tts.config,
-        backend=engine_tts.backend,
-        tokenizer=engine_tts.tokenizer,
-        pack=engine_tts.pack,
-    )
-    clone.overlap_decode = request.param
-    return clone
 
 
 def test_three_utterances_come_out_in_order_with_their_flags(tts: PocketTTS):

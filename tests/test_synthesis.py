@@ -12,11 +12,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pipecat_pocket_tts.devpack import tiny_config_dict
 from pipecat_pocket_tts.engine import FRAME_SIZE, PocketTTS
 from pipecat_pocket_tts.engine.audio import post_process
-from pipecat_pocket_tts.engine.backends.base import Backend, StepOutput, VoiceKV
+from pipecat_pocket_tts.engine.backends.base import (
+    Backend,
+    BackendCapabilities,
+    StepOutput,
+    VoiceKV,
+)
 from pipecat_pocket_tts.engine.config import ModelConfig
-from pipecat_pocket_tts.engine.devpack import tiny_config_dict
 from pipecat_pocket_tts.engine.synthesis import (
     FADE_IN_SAMPLES,
     MIN_FRAMES_BEFORE_EOS,
@@ -51,6 +56,10 @@ class ScriptedBackend(Backend):
     calls: list[tuple] = field(default_factory=list)
     name: str = "scripted"
     config: ModelConfig = CONFIG
+
+    @property
+    def capabilities(self) -> BackendCapabilities:
+        return BackendCapabilities("a scripted test backend cannot clone", None, 1)
 
     def embed_text(self, token_ids):
         self.calls.append(("embed", len(token_ids)))
@@ -285,14 +294,9 @@ def _facts(chunks: list[PreparedChunk]) -> list[tuple[str, tuple[int, ...], int,
 
 
 def _streamed(planner: TextPlanner, fragments: list[str], **options) -> list[PreparedChunk]:
-    """Fragments through the planner's text stream, each chunk planned as a session does."""
+    """Fragments through the planner's text stream: the prepared chunks a session queues."""
     stream = planner.stream(**options)
-    chunks = [c for fragment in fragments for c in stream.push(fragment)] + stream.flush()
-    return [
-        prepared
-        for c in chunks
-        for prepared in planner.plan(c.text, normalize=False, continues_sentence=c.is_mid_sentence)
-    ]
+    return [c for fragment in fragments for c in stream.push(fragment)] + stream.flush()
 
 
 def _batch_per_sentence(planner: TextPlanner, sentences: list[str], **options):
@@ -367,7 +371,7 @@ def test_streaming_normalizes_whole_sentences_and_keeps_line_ends(
 
 
 def test_text_language_picks_a_regional_variant_of_the_pack_language(tmp_path):
-    from pipecat_pocket_tts.engine.devpack import build_pack, tiny_config_dict
+    from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
     from pipecat_pocket_tts.engine.errors import UnknownLanguageError
 
     folder = build_pack(tmp_path / "pt", tiny_config_dict("standard"), language="portuguese")

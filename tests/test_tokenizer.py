@@ -275,16 +275,18 @@ def test_tokenizer_normalizer_counts_for_representability(
     assert ours.is_representable("Q") and ours.filter_unrepresentable("Quick 😀") == "Quick"
 
 
-def test_word_by_word_viterbi_matches(from_json: Tokenizer, hf) -> None:
-    # The per-word path (used when some piece holds '▁' inside) gives the same ids.
-    pipeline = from_json._hf
-    assert pipeline is not None and pipeline._whole_string_ok
-    pipeline._whole_string_ok = False
-    try:
-        for text in VARIED_TEXTS:
-            assert from_json.encode_list(text) == hf.encode(text).ids, text
-    finally:
-        pipeline._whole_string_ok = True
+def test_piece_holding_the_metaspace_inside_matches(
+    tokenizer_json_path: Path, tmp_path: Path
+) -> None:
+    # A piece with '▁' after its first position ("s▁t") must not join two Metaspace words.
+    document = json.loads(tokenizer_json_path.read_text(encoding="utf-8"))
+    document["model"]["vocab"].append(["s▁t", 0.0])
+    path = tmp_path / "inner_metaspace.json"
+    path.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
+    hf_tok = tokenizers.Tokenizer.from_file(str(path))
+    ours = Tokenizer.from_file(path)
+    for text in [*VARIED_TEXTS, "bus to this station", "s t s t"]:
+        assert ours.encode_list(text) == hf_tok.encode(text).ids, text
 
 
 def test_malformed_json_layouts_raise(tmp_path: Path, tokenizer_json_path: Path) -> None:

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
+from pipecat_pocket_tts.devpack import tiny_config_dict
 from pipecat_pocket_tts.engine.backends.base import VoiceKV
 from pipecat_pocket_tts.engine.config import ModelConfig, get_config
-from pipecat_pocket_tts.engine.devpack import tiny_config_dict
 from pipecat_pocket_tts.engine.errors import VoiceFileError
 from pipecat_pocket_tts.engine.voices import CONFIG_METADATA_KEY, Voice
 

@@ -6,6 +6,7 @@ speak. Everything a caller needs is importable from here.
 
 from __future__ import annotations
 
+from .channel import Marker
 from .config import FRAME_SIZE, SAMPLE_RATE, config_names, get_config
 from .errors import (
     BackendUnavailableError,
@@ -15,6 +16,7 @@ from .errors import (
     EmptyTextError,
     GatedRepoError,
     LexiconError,
+    LoadOptionError,
     PackFilesMissingError,
     PocketTTSError,
     SessionClosedError,
@@ -25,6 +27,7 @@ from .errors import (
     VoiceFileError,
     WeightsMismatchError,
 )
+from .options import LoadOptions
 from .session import Session
 from .synthesis import AudioFrame
 from .tts import PocketTTS
@@ -41,6 +44,9 @@ __all__ = [
     "EmptyTextError",
     "GatedRepoError",
     "LexiconError",
+    "LoadOptionError",
+    "LoadOptions",
+    "Marker",
     "PackFilesMissingError",
     "PocketTTS",
     "PocketTTSError",

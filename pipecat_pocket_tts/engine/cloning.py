@@ -24,9 +24,8 @@ Limits (checked here, before any model work):
   encoder); the input is then cut so the prepared prompt, pause included, fits that window.
 
 The code is backend-agnostic: it needs ``encode``, ``bos_before_voice``, ``new_flow_state``,
-``prefill`` and ``voice_from_flow_state`` of ``backends.base.Backend``, and reads
-``has_voice_cloning`` (default True), ``cloning_unavailable_reason`` (the message to raise when
-cloning is off) and ``max_voice_frames`` (default None) when present.
+``prefill`` and ``voice_from_flow_state`` of ``backends.base.Backend``, and reads the
+backend's declared ``capabilities`` (why cloning is off, ``max_voice_frames``).
 """
 
 from __future__ import annotations
@@ -43,7 +42,6 @@ from . import audio as audio_ops
 from .backends.base import Backend, VoiceKV
 from .config import FRAME_SIZE, SAMPLE_RATE
 from .errors import CloneAudioError, CloningUnavailableError
-from .packs import GATED_REPO_URL
 from .voices import Voice
 
 #: Shortest input accepted, in seconds.
@@ -98,7 +96,7 @@ def clone_voice(
     prompt = prepare_prompt(
         samples,
         rate,
-        max_frames=_backend_max_frames(backend),
+        max_frames=backend.capabilities.max_voice_frames,
         model_rate=mimi.sample_rate,
         frame_size=mimi.frame_size,
     )
@@ -109,21 +107,10 @@ def clone_voice(
 
 
 def require_cloning(backend: Backend) -> None:
-    """Raise ``CloningUnavailableError`` (saying how to get access) if ``backend`` can't clone."""
-    if getattr(backend, "has_voice_cloning", True):
-        return
-    reason = getattr(backend, "cloning_unavailable_reason", None)
-    if reason:  # the backend knows what is missing (e.g. CoreML: the encoder model files)
+    """Raise ``CloningUnavailableError`` with the backend's reason if it cannot clone."""
+    reason = backend.capabilities.cloning_unavailable_reason
+    if reason is not None:
         raise CloningUnavailableError(reason)
-    config = getattr(backend, "config", None)
-    pack = f"pack {config.name!r}" if config is not None else "this pack"
-    raise CloningUnavailableError(
-        f"{pack} was loaded without the voice-cloning weights (the ungated "
-        "'pocket-tts-without-voice-cloning' files), so it cannot clone a voice from audio. "
-        f"To clone: accept the model terms at {GATED_REPO_URL} with your Hugging Face account, "
-        "create an access token, set HF_TOKEN=<token> (or pass token=...) and load the pack "
-        "again. Without access, use one of the pack's voices or a saved voice .safetensors file."
-    )
 
 
 def prefill_voice(backend: Backend, conditioning: np.ndarray) -> VoiceKV:
@@ -387,11 +374,6 @@ def pad_to_frames(audio: np.ndarray, frame_size: int) -> np.ndarray:
     out = np.zeros(frames * frame_size, dtype=np.float32)
     out[: audio.shape[0]] = audio
     return out
-
-
-def _backend_max_frames(backend: Backend) -> int | None:
-    value = getattr(backend, "max_voice_frames", None)
-    return None if value is None else int(value)
 
 
 __all__ = [

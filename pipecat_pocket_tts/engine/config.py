@@ -15,6 +15,7 @@ from importlib import resources
 from typing import Any
 
 from .errors import UnknownLanguageError
+from .languages import codes, config_language, find_language
 
 SAMPLE_RATE = 24_000
 FRAME_RATE = 12.5
@@ -205,8 +206,8 @@ class ModelConfig:
 
     @property
     def language(self) -> str:
-        """The spoken language: 'english' for every English variant, etc."""
-        return self.name.split("_", 1)[0]
+        """The spoken language's key: 'english' for every English variant, etc."""
+        return config_language(self.name)
 
     @property
     def pack_folder(self) -> str:
@@ -357,24 +358,36 @@ def config_names() -> list[str]:
     return sorted(_registry())
 
 
-#: The pack each spoken language uses when only the language is named ("en", "English").
-DEFAULT_PACKS = {
-    "en": "english", "fr": "french", "de": "german", "it": "italian",
-    "pt": "portuguese", "es": "spanish", "nl": "dutch",
-}  # fmt: skip
+def resolve_config_name(value: object, *, custom: bool = False) -> str:
+    """The model config a caller means: a registry name (any case: "English", " FRENCH_24L "),
+    or a language ("en", "pt-BR", "Deutsch", Pipecat ``Language.DE``) → its default pack.
 
-
-def canonical_config_name(name: str) -> str:
-    """``name`` as the registry spells it: "English" → "english", "en" or "pt-BR" → the default
-    pack of that language; any other name is returned unchanged (custom packs keep theirs).
+    ``custom`` returns any other name unchanged (a ``model_dir`` with its own ``config.json``);
+    otherwise an unknown name raises ``UnknownLanguageError`` listing the choices. This is the
+    one place a language or pack name becomes a config name.
     """
-    if not isinstance(name, str) or name in _registry():
-        return name
-    key = name.strip().lower()
-    if key in _registry():
-        return key
-    code = key.replace("_", "-").split("-", 1)[0]
-    return DEFAULT_PACKS.get(code, name)
+    raw = value.value if hasattr(value, "value") else value  # Pipecat Language members
+    if not isinstance(raw, str) or not raw.strip():
+        raise UnknownLanguageError(
+            f"a language or model config name is a non-empty string, not {raw!r}; choose a "
+            f"language ({', '.join(codes())}) or a model config: {', '.join(config_names())}"
+        )
+    registry = _registry()
+    key = raw.strip().lower()
+    if raw in registry or key in registry:
+        return raw if raw in registry else key
+    # a code with any region ("pt_BR", "en-US"), or a plain language name; "english_tiny" is a
+    # (custom) pack name, not the language
+    info = find_language(key) if "_" not in key or key[:3].rstrip("_-") in codes() else None
+    if info is not None:
+        return info.default_pack
+    if custom:
+        return raw.strip()
+    raise UnknownLanguageError(
+        f"unknown language or model config {raw.strip()!r}; choose a language "
+        f"({', '.join(codes())}, with a region such as pt-BR, or a name such as English) "
+        f"or a model config: {', '.join(sorted(registry))}"
+    )
 
 
 @cache

@@ -73,3 +73,7 @@ class InvalidSettingError(PocketTTSError, ValueError):
 
 class SettingTypeError(InvalidSettingError, TypeError):
     """A setting of the wrong type (``True`` or ``"0.5"`` as a temperature, 1.5 as a seed)."""
+
+
+class LoadOptionError(PocketTTSError, ValueError):
+    """A load option (``LoadOptions``) of the wrong type or out of range."""

@@ -25,7 +25,7 @@ from .audio import fade_in
 from .config import FRAME_SIZE, SAMPLE_RATE
 from .errors import UnknownLanguageError
 from .text.normalize import checked_lexicon, normalize_text, resolve_language
-from .text.prepare import ChunkStream, PreparedChunk, TextPreparer
+from .text.prepare import PreparedChunk, TextPreparer, TextStream
 
 if TYPE_CHECKING:
     from .backends.base import Backend, FlowState, MimiState
@@ -197,18 +197,14 @@ class TextPlanner:
 
     def stream(
         self, *, normalize: bool = True, lexicon: Mapping[str, str] | None = None
-    ) -> ChunkStream:
-        """Text arriving in fragments → chunks, as ``plan`` would cut and prepare the whole.
-
-        Its chunks are normalized and clean: plan each with ``normalize=False`` and
-        ``continues_sentence=chunk.is_mid_sentence`` (``Session.feed`` does).
-        """
+    ) -> TextStream:
+        """Text arriving in fragments → prepared chunks, as ``plan`` would cut the whole."""
         if not normalize:
-            return self.preparer.chunk_stream()
+            return TextStream(self.preparer)
         language = self.text_language
         lexicon = checked_lexicon(lexicon)
-        return self.preparer.chunk_stream(
-            lambda text: normalize_text(text, language, lexicon=lexicon)
+        return TextStream(
+            self.preparer, lambda text: normalize_text(text, language, lexicon=lexicon)
         )
 
 

@@ -22,12 +22,13 @@ from typing import Any
 import numpy as np
 
 from . import audio as audio_ops
-from .backends import create_backend, resolve_backend_name
+from .backends import load_backend, resolve_backend_name, resolve_pack
 from .backends.base import Backend, FlowState
-from .cloning import AudioSource, clone_voice, is_audio_path
-from .config import SAMPLE_RATE, ModelConfig, canonical_config_name
+from .cloning import AudioSource, clone_voice
+from .config import SAMPLE_RATE, ModelConfig, resolve_config_name
 from .errors import EmptyTextError, UnknownVoiceError
-from .packs import PackFiles, resolve_pack
+from .options import LoadOptions
+from .packs import PackFiles
 from .session import (
     Session,
     check_eos_threshold,
@@ -37,11 +38,13 @@ from .session import (
 from .synthesis import AudioFrame, GenerationSettings, TextPlanner
 from .text.prepare import TextPreparer
 from .text.tokenizer import Tokenizer
+from .voice_source import VoiceSource, fetch_hub_voice, parse_voice
 from .voices import Voice
 
 logger = logging.getLogger(__name__)
 
 VoiceLike = str | os.PathLike[str] | Voice
+"""A pack voice name, a voice-state or recording path, an ``hf://`` hub file, or a Voice."""
 
 
 class PocketTTS:
@@ -57,8 +60,11 @@ class PocketTTS:
         tokenizer: Tokenizer,
         pack: PackFiles,
         overlap_decode: bool | None = None,
+        options: LoadOptions | None = None,
     ) -> None:
         """Assemble from loaded parts (``load`` is the usual way in)."""
+        #: How the model was loaded (the hub token is also used for ``hf://`` voices).
+        self.options = options or LoadOptions(backend=backend.name)
         self.config = config
         self.backend = backend
         self.tokenizer = tokenizer
@@ -76,94 +82,65 @@ class PocketTTS:
     # -- loading ------------------------------------------------------------------------
     @classmethod
     def load(
-        cls,
-        language: str = "english",
-        *,
-        backend: str = "auto",
-        model_dir: str | os.PathLike[str] | None = None,
-        revision: str | None = None,
-        token: str | bool | None = None,
-        sampler_steps: int = 1,
-        **backend_options: Any,
+        cls, language: str = "english", *, options: LoadOptions | None = None, **keywords: Any
     ) -> PocketTTS:
-        """Load a language pack (``config_names()`` lists them) on a backend.
+        """Load a language pack on a backend.
 
-        ``backend``: "numpy", "coreml" or "auto" (CoreML where it can run, else NumPy).
+        ``language``: a pack name (``config_names()``), a language code ("en", "pt-BR") or name
+        ("English"). The options are ``LoadOptions`` fields, given as ``options=`` or as
+        keywords (``backend="numpy"``, ``model_dir=...``, ``revision``, ``token``,
+        ``sampler_steps``, ``precision``, ``compute_units``…); keywords override ``options``.
         ``model_dir``: a local pack folder (nothing is downloaded; its ``config.json``, if any,
         replaces the registry config); otherwise files come from the Hugging Face hub at the
         pinned revisions (or ``revision``), through the HF cache and ``HF_TOKEN``/``token``.
         """
-        if not isinstance(sampler_steps, int) or sampler_steps < 1:
-            raise ValueError(f"sampler_steps must be an integer ≥ 1, got {sampler_steps!r}")
-        language = canonical_config_name(language)
-        kind = resolve_backend_name(backend, language=language, model_dir=model_dir)
-        if kind == "numpy" and backend == "auto" and backend_options:
-            # Options written for CoreML (precision, compute units) where auto picked NumPy.
+        options = LoadOptions.build(options, **keywords)
+        name = resolve_config_name(language, custom=options.model_dir is not None)
+        kind = resolve_backend_name(options.backend, language=name, model_dir=options.model_dir)
+        concrete = options.for_backend(kind)
+        dropped = options.dropped_for(concrete)
+        if dropped:
             logger.info(
                 "backend='auto' picked numpy here: ignoring the CoreML options %s",
-                ", ".join(sorted(backend_options)),
+                ", ".join(dropped),
             )
-            backend_options = {}
         pack = resolve_pack(
-            language, model_dir=model_dir, revision=revision, token=token, backend_kind=kind
+            name,
+            model_dir=concrete.model_dir,
+            revision=concrete.revision,
+            token=concrete.token,
+            backend_kind=kind,
         )
-        config = pack.config
-        loaded = create_backend(
-            kind,
-            config,
-            pack.weights,
-            pack=pack,
-            sampler_steps=sampler_steps,
-            **backend_options,
-        )
+        loaded = load_backend(pack, concrete)
         tokenizer = Tokenizer.from_file(
-            pack.tokenizer, expected_vocab_size=config.flow_lm.lookup_table.n_bins
+            pack.tokenizer, expected_vocab_size=pack.config.flow_lm.lookup_table.n_bins
         )
-        return cls(config=config, backend=loaded, tokenizer=tokenizer, pack=pack)
+        return cls(
+            config=pack.config, backend=loaded, tokenizer=tokenizer, pack=pack, options=concrete
+        )
 
     @classmethod
     def load_shared(
-        cls,
-        language: str = "english",
-        *,
-        backend: str = "auto",
-        model_dir: str | os.PathLike[str] | None = None,
-        revision: str | None = None,
-        token: str | bool | None = None,
-        sampler_steps: int = 1,
-        **backend_options: Any,
+        cls, language: str = "english", *, options: LoadOptions | None = None, **keywords: Any
     ) -> PocketTTS:
-        """Like ``load``, but every call with the same arguments returns the same instance.
+        """Like ``load``, but every call with the same pack and options returns the same
+        instance.
 
-        For servers: ten calls each opening a session load the weights once. The key is
-        (language, concrete backend, model_dir, revision, sampler_steps, backend options).
+        For servers: ten calls each opening a session load the weights once. The key is the
+        pack and ``LoadOptions.cache_key`` (the concrete backend, model_dir, revision…).
         """
-        language = canonical_config_name(language)
-        kind = resolve_backend_name(backend, language=language, model_dir=model_dir)
-        folder = None if model_dir is None else str(Path(model_dir).expanduser().resolve())
-        key = (
-            language,
-            kind,
-            folder,
-            revision,
-            sampler_steps,
-            tuple(sorted((k, repr(v)) for k, v in backend_options.items())),
-        )
+        options = LoadOptions.build(options, **keywords)
+        name = resolve_config_name(language, custom=options.model_dir is not None)
+        kind = resolve_backend_name(options.backend, language=name, model_dir=options.model_dir)
+        concrete = options.for_backend(kind)
+        key = (name, *concrete.cache_key())
         with _SHARED_LOCK:
             entry = _SHARED.get(key)
             if entry is None:
                 entry = _SHARED[key] = _SharedEntry()
         with entry.lock:
             if entry.tts is None:
-                entry.tts = cls.load(
-                    language,
-                    backend=kind,
-                    model_dir=model_dir,
-                    revision=revision,
-                    token=token,
-                    sampler_steps=sampler_steps,
-                    **backend_options,
-                )
+                entry.tts = cls.load(name, options=concrete)
             return entry.tts
 
     @staticmethod
@@ -322,12 +299,14 @@ class PocketTTS:
             self.backend, source, sample_rate=sample_rate, config_name=self.config.name
         )
 
-    def voice_state(self, voice: VoiceLike | None = None) -> FlowState:
-        """The prefilled FlowLM state of a voice (cached; never modified by synthesis).
+    def check_voice(self, voice: VoiceLike | None = None) -> VoiceSource:
+        """What ``voice`` means here, checked cheaply (no download, no cloning, no prefill).
 
-        ``voice``: a pack voice name, a voice-state ``.safetensors`` path, a recording to
-        clone (``.wav``, and ``.flac``/``.ogg``/``.mp3`` with soundfile), or a ``Voice``;
-        None is the language's default voice.
+        The one voice parser: pack voice names, voice-state ``.safetensors`` paths,
+        recordings (``.wav``; ``.flac``/``.ogg``/``.mp3`` with soundfile), ``hf://`` hub files
+        and ``Voice`` objects; None is the pack's default voice. Raises ``UnknownVoiceError``,
+        ``VoiceFileError`` or ``CloneAudioError`` saying what to do (``TypeError`` for other
+        types).
         """
         if voice is None:
             voice = self.default_voice
@@ -336,28 +315,37 @@ class PocketTTS:
                     f"pack {self.language!r} ships no voice; pass voice= as the path of a "
                     "voice .safetensors file or a Voice"
                 )
-        if isinstance(voice, Voice):
-            voice.check_compatible(self.config)
-            return self.backend.flow_state_from_voice(voice.kv)
-        if isinstance(voice, str) and voice in self.pack.voice_names:
+        source = parse_voice(voice, self.pack)
+        if source.voice is not None:
+            source.voice.check_compatible(self.config)
+        return source
+
+    def voice_state(self, voice: VoiceLike | None = None) -> FlowState:
+        """The prefilled FlowLM state of a voice (cached; never modified by synthesis).
+
+        ``voice``: anything ``check_voice`` takes; hub files are downloaded (HF cache) and
+        recordings cloned once, on first use.
+        """
+        source = self.check_voice(voice)
+        if source.voice is not None:
+            return self.backend.flow_state_from_voice(source.voice.kv)
+        if source.name is not None:
+            name = source.name
             return self._cached_voice(
-                ("pack", voice), lambda: Voice.load(self.pack.voice_path(voice), self.config)
+                ("pack", name), lambda: Voice.load(self.pack.voice_path(name), self.config)
             )
-        if isinstance(voice, os.PathLike) or (
-            isinstance(voice, str)
-            and (voice.endswith(".safetensors") or os.sep in voice or is_audio_path(voice))
-        ):
-            path = Path(voice).expanduser().resolve()
-            stat = path.stat() if path.is_file() else None
-            file_id = (str(path), stat and stat.st_mtime_ns, stat and stat.st_size)
-            if is_audio_path(path):  # a recording: clone it once, then reuse the state
-                return self._cached_voice(("clone", *file_id), lambda: self.clone_voice(path))
-            return self._cached_voice(("file", *file_id), lambda: Voice.load(path, self.config))
-        if isinstance(voice, str):
-            self.pack.voice_path(voice)  # raises UnknownVoiceError listing the valid names
-        raise TypeError(
-            f"voice must be a voice name, a path or a Voice, got {type(voice).__name__}"
-        )
+        if source.hub is not None:
+            hub = source.hub
+            path = fetch_hub_voice(hub, token=self.options.token)
+            key = ("hub", hub.repo, hub.path, hub.revision)
+        else:
+            assert source.path is not None
+            path = source.path
+            stat = path.stat()
+            key = ("file", str(path), stat.st_mtime_ns, stat.st_size)
+        if source.is_recording:  # a recording: clone it once, then reuse the state
+            return self._cached_voice(("clone", *key), lambda: self.clone_voice(path))
+        return self._cached_voice(key, lambda: Voice.load(path, self.config))
 
     def _cached_voice(self, key: Hashable, make_voice: Callable[[], Voice]) -> FlowState:
         with self._voice_lock:

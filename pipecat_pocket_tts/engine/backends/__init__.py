@@ -1,34 +1,54 @@
-"""Backend factory: turn a backend name ("numpy" | "coreml" | "auto") into a loaded Backend.
+"""Which backends exist and where each runs: names → ``Backend`` classes, packs, loaded models.
 
 The engine only ever sees the stage interface of ``base.Backend``; this module is the one place
-that knows which implementations exist and where each can run.
+that knows which implementations exist. Each backend owns its pack layout
+(``Backend.resolve_pack``, in its ``files.py``) and how it loads (``Backend.from_pack``)::
+
+    kind = resolve_backend_name(options.backend, language="english")
+    pack = resolve_pack("english", backend_kind=kind, model_dir=...)
+    backend = load_backend(pack, options.for_backend(kind))
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import platform
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
 
+from ..config import resolve_config_name
 from ..errors import BackendUnavailableError, UnknownBackendError
+from ..options import BACKEND_NAMES, LoadOptions
+from ..packs import PackFiles, PackRequest
 from .base import Backend
 
-if TYPE_CHECKING:
-    from pathlib import Path
-
-    from ..config import ModelConfig
-
-BACKEND_NAMES = ("auto", "numpy", "coreml")
-"""Every name ``PocketTTS.load(backend=...)`` accepts."""
+#: Concrete backend kind → (module, class). Imported on first use: the CoreML one only needs
+#: coremltools when a model is loaded, so every kind imports anywhere.
+BACKEND_CLASSES = {
+    "numpy": (f"{__name__}.numpy.backend", "NumpyBackend"),
+    "coreml": (f"{__name__}.coreml.backend", "CoreMLBackend"),
+}
 
 __all__ = [
     "BACKEND_NAMES",
     "Backend",
+    "backend_class",
     "coreml_unavailable_reason",
-    "create_backend",
+    "load_backend",
     "resolve_backend_name",
+    "resolve_pack",
 ]
+
+
+def backend_class(kind: str) -> type[Backend]:
+    """The ``Backend`` class of a concrete kind ("numpy" | "coreml")."""
+    if kind not in BACKEND_CLASSES:
+        raise UnknownBackendError(
+            f"no backend of kind {kind!r}; known: {', '.join(sorted(BACKEND_CLASSES))}"
+        )
+    module, name = BACKEND_CLASSES[kind]
+    return getattr(importlib.import_module(module), name)
 
 
 def coreml_unavailable_reason() -> str | None:
@@ -37,8 +57,6 @@ def coreml_unavailable_reason() -> str | None:
         return f"CoreML runs only on Apple machines (this is {platform.system() or 'unknown'})"
     if importlib.util.find_spec("coremltools") is None:
         return "coremltools is not installed (pip install 'pipecat-pocket-tts[coreml]')"
-    if importlib.util.find_spec(f"{__name__}.coreml.backend") is None:
-        return "this build of pipecat-pocket-tts has no CoreML backend yet"
     return None
 
 
@@ -76,33 +94,33 @@ def resolve_backend_name(
     return "coreml"
 
 
-def create_backend(
-    kind: str,
-    config: ModelConfig,
-    weights_path: Path | None,
+def resolve_pack(
+    config_name: str = "english",
     *,
-    pack: Any = None,
-    sampler_steps: int = 1,
-    **options: Any,
-) -> Backend:
-    """Build a loaded backend of a concrete kind (see ``resolve_backend_name``).
+    model_dir: str | os.PathLike[str] | None = None,
+    revision: str | None = None,
+    token: str | bool | None = None,
+    backend_kind: str = "numpy",
+    voice_cloning: bool | None = None,
+) -> PackFiles:
+    """Find (or download) the files of pack ``config_name`` in a backend kind's layout.
 
-    ``weights_path`` is the NumPy pack's ``model.safetensors``; ``pack`` is the resolved
-    ``PackFiles`` (CoreML packs hold several model files). ``options`` are backend specific
-    (e.g. CoreML compute units or precision); the NumPy backend takes none.
+    ``config_name`` may be any name ``config.resolve_config_name`` takes ("en", "English").
+    ``voice_cloning`` (NumPy hub packs): None tries the gated weights and falls back to the
+    ungated ones with a warning; True requires the gated weights (``GatedRepoError``
+    otherwise); False takes the ungated weights directly. Ignored with ``model_dir``.
     """
-    kind = resolve_backend_name(kind)
-    if kind == "numpy":
-        if options:
-            raise ValueError(
-                f"{', '.join(sorted(options))}: options of the CoreML backend, which the numpy "
-                "backend does not take; drop them or use backend='coreml' (Apple) or 'auto'"
-            )
-        if weights_path is None:
-            raise BackendUnavailableError("the numpy backend needs a model.safetensors file")
-        from .numpy.backend import NumpyBackend
+    layout = backend_class(backend_kind)
+    request = PackRequest(
+        config_name=resolve_config_name(config_name, custom=model_dir is not None),
+        model_dir=Path(model_dir).expanduser() if model_dir is not None else None,
+        revision=revision,
+        token=token,
+        voice_cloning=voice_cloning,
+    )
+    return layout.resolve_pack(request)
 
-        return NumpyBackend.from_files(config, weights_path, sampler_steps=sampler_steps)
-    from .coreml.backend import CoreMLBackend  # type: ignore[import-not-found]
 
-    return CoreMLBackend.from_pack(config, pack, sampler_steps=sampler_steps, **options)
+def load_backend(pack: PackFiles, options: LoadOptions) -> Backend:
+    """The loaded backend of ``pack``'s kind, built with ``options`` (checked by it)."""
+    return backend_class(pack.backend_kind).from_pack(pack, options)

@@ -17,8 +17,12 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from ..errors import VoiceFileError
+
 if TYPE_CHECKING:
     from ..config import ModelConfig
+    from ..options import LoadOptions
+    from ..packs import PackFiles, PackRequest
 
 
 class FlowState(Protocol):
@@ -63,11 +67,104 @@ class VoiceKV:
         return int(self.keys[0].shape[0]) if self.keys else 0
 
 
+@dataclass(frozen=True)
+class BackendCapabilities:
+    """What a loaded backend can do; every backend declares it (``Backend.capabilities``).
+
+    ``cloning_unavailable_reason``: None when ``encode`` works, else the message (saying what
+    to do) that ``CloningUnavailableError`` carries. ``max_voice_frames``: the longest cloned
+    prompt the backend's encoder takes (None: bounded only by the FlowLM capacity).
+    ``sampler_steps``: LSD steps each ``sample`` runs.
+    """
+
+    cloning_unavailable_reason: str | None
+    max_voice_frames: int | None
+    sampler_steps: int
+
+    @property
+    def voice_cloning(self) -> bool:
+        return self.cloning_unavailable_reason is None
+
+
+def check_token_ids(token_ids: np.ndarray, rows: int) -> np.ndarray:
+    """Token ids [n] as an integer array, each in [0, rows) (the embedding table's rows).
+
+    Raises ``ValueError`` saying so otherwise (ids from another pack's tokenizer).
+    """
+    ids = np.asarray(token_ids)
+    if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+        raise ValueError(f"token ids must be a 1-D integer array, got {ids.dtype} {ids.shape}")
+    if ids.size and (ids.min() < 0 or ids.max() >= rows):
+        raise ValueError(
+            f"token ids must lie in [0, {rows}); got values in [{ids.min()}, {ids.max()}]. "
+            "Use the tokenizer shipped with this pack."
+        )
+    return ids
+
+
+def check_voice_kv(voice: VoiceKV, *, num_layers: int, kv_heads: int, head_dim: int) -> int:
+    """The number of positions of a voice whose K/V fit this model; ``VoiceFileError`` naming
+    the first layer or array that does not (a voice made for another model)."""
+    if len(voice.keys) != num_layers or len(voice.values) != num_layers:
+        raise VoiceFileError(
+            f"the voice has {len(voice.keys)} layers of keys and {len(voice.values)} of "
+            f"values, this model has {num_layers}: it was made for another model"
+        )
+    length = voice.length
+    for i, (k, v) in enumerate(zip(voice.keys, voice.values, strict=True)):
+        for label, array in (("keys", k), ("values", v)):
+            if np.shape(array) != (length, kv_heads, head_dim):
+                raise VoiceFileError(
+                    f"voice {label} of layer {i} have shape {tuple(np.shape(array))}, expected "
+                    f"[{length}, {kv_heads}, {head_dim}]: the voice was made for another model"
+                )
+    return length
+
+
 class Backend(ABC):
-    """The stages of one loaded model. Thread-safe: every call takes its state explicitly."""
+    """The stages of one loaded model. Thread-safe: every call takes its state explicitly.
+
+    A backend also owns its pack layout (``resolve_pack``, in its ``files.py``) and how it is
+    built from a resolved pack (``from_pack``), and declares its ``capabilities``.
+    """
 
     name: str
     config: ModelConfig
+
+    # -- building -----------------------------------------------------------------------
+    # Every backend of ``backends.BACKEND_CLASSES`` overrides both (a test checks it);
+    # backends built in memory (test doubles, wrappers) are not loaded from packs.
+    @classmethod
+    def resolve_pack(cls, request: PackRequest) -> PackFiles:
+        """The files of the requested pack in this backend's layout (local or the hub)."""
+        raise NotImplementedError(f"{cls.__name__} has no pack layout")
+
+    @classmethod
+    def from_pack(cls, pack: PackFiles, options: LoadOptions) -> Backend:
+        """Load a pack ``resolve_pack`` returned, with the backend's ``options``."""
+        raise NotImplementedError(f"{cls.__name__} is not loaded from packs")
+
+    @property
+    @abstractmethod
+    def capabilities(self) -> BackendCapabilities:
+        """What this loaded backend can do (cloning and why not, voice limits, sampler steps)."""
+
+    @property
+    def has_voice_cloning(self) -> bool:
+        """Whether ``encode`` works (``capabilities.voice_cloning``)."""
+        return self.capabilities.voice_cloning
+
+    @property
+    def cloning_unavailable_reason(self) -> str | None:
+        return self.capabilities.cloning_unavailable_reason
+
+    @property
+    def max_voice_frames(self) -> int | None:
+        return self.capabilities.max_voice_frames
+
+    @property
+    def sampler_steps(self) -> int:
+        return self.capabilities.sampler_steps
 
     # -- FlowLM -------------------------------------------------------------------------
     @abstractmethod

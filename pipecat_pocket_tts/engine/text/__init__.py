@@ -5,16 +5,16 @@ and tokenizes as upstream pocket-tts prepares its prompts.
 """
 
 from .chunking import Chunker, StreamingChunker, TextChunk, ensure_terminal_punctuation
-from .prepare import PreparedChunk, PreparedStream, TextPreparer, max_frames_for
+from .prepare import PreparedChunk, TextPreparer, TextStream, max_frames_for
 from .tokenizer import Tokenizer
 
 __all__ = [
     "Chunker",
     "PreparedChunk",
-    "PreparedStream",
     "StreamingChunker",
     "TextChunk",
     "TextPreparer",
+    "TextStream",
     "Tokenizer",
     "ensure_terminal_punctuation",
     "max_frames_for",

@@ -51,6 +51,7 @@ _SENTENCE_MARK_THEN_CLAUSE_MARK = re.compile(r"([.!?\u2026])(?:\s*[,;:])+")
 _BLANKS = re.compile(r"\s+")
 _LEADING_CLAUSE_MARKS = ",;: "
 _WORD_AND_SPACE = re.compile(r"(\S+)(\s*)")
+_HAS_BLANK = re.compile(r"\s")
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,46 @@ class TextPreparer:
 
         ``frames_after_eos`` overrides the guess (as upstream's argument of that name).
         """
-        text = " ".join(self.clean(text).split()).lstrip(_LEADING_CLAUSE_MARKS)
+        return self._prepared(self.clean(text), is_mid_sentence, frames_after_eos)
+
+    def split(
+        self,
+        text: str,
+        *,
+        first_sentence_alone: bool = False,
+        continues_sentence: bool = False,
+    ) -> list[PreparedChunk]:
+        """The whole pipeline on a complete text: prepared chunks (none for blank text).
+
+        ``continues_sentence``: ``text`` goes on with a sentence that earlier text began, so
+        its first chunk is prepared mid-sentence (no capital letter added).
+        """
+        chunks = self.chunker.split(
+            self.clean(text),
+            first_sentence_alone=first_sentence_alone,
+            starts_mid=continues_sentence,
+        )
+        return self.prepare_chunks(chunks)
+
+    # -------------------------------------------------------------------------- internals
+    def _finish(self, text: str, mid: bool) -> str:
+        """Step 3's text edits on clean, single-spaced, non-empty text."""
+        options = self.options
+        if options.capitalize_first_letter and not mid and not text[0].isupper():
+            first = text[0].upper()
+            if len(first) == 1:
+                text = first + text[1:]
+        if options.append_terminal_punctuation:
+            text = ensure_terminal_punctuation(text)
+        if options.pad_with_spaces_for_short_inputs and len(text.split()) < SHORT_INPUT_WORDS:
+            text = SHORT_INPUT_PADDING + text
+        return text
+
+    def _prepared(
+        self, clean_text: str, is_mid_sentence: bool, frames_after_eos: int | None = None
+    ) -> PreparedChunk:
+        """Step 3 and tokenizing on text that step 1 already cleaned."""
+        text = " ".join(clean_text.split()).lstrip(_LEADING_CLAUSE_MARKS)
         if not text:
             raise EmptyTextError(
                 "the text is empty once prepared (blank, or only characters this voice model "
@@ -165,113 +205,76 @@ class TextPreparer:
             is_mid_sentence=is_mid_sentence,
         )
 
-    def split(
-        self,
-        text: str,
-        *,
-        first_sentence_alone: bool = False,
-        continues_sentence: bool = False,
-    ) -> list[PreparedChunk]:
-        """The whole pipeline on a complete text: prepared chunks (none for blank text).
-
-        ``continues_sentence``: ``text`` goes on with a sentence that earlier text began, so
-        its first chunk is prepared mid-sentence (no capital letter added).
-        """
-        chunks = self.chunker.split(
-            self.clean(text),
-            first_sentence_alone=first_sentence_alone,
-            starts_mid=continues_sentence,
-        )
-        return self._prepare_all(chunks)
-
-    def stream(self, normalize: Normalize | None = None) -> PreparedStream:
-        """A streaming pipeline: ``push`` text as it arrives, ``flush`` at the end.
-
-        ``normalize`` (spoken form) runs on whole sentences, as ``split`` after normalizing
-        the whole text would see them (see ``ChunkStream``).
-        """
-        return PreparedStream(self, normalize)
-
-    def chunk_stream(self, normalize: Normalize | None = None) -> ChunkStream:
-        """Like ``stream``, but releasing ``TextChunk``s (clean text and mid-sentence flag)."""
-        return ChunkStream(self, normalize)
-
-    # -------------------------------------------------------------------------- internals
-    def _finish(self, text: str, mid: bool) -> str:
-        """Step 3's text edits on clean, single-spaced, non-empty text."""
-        options = self.options
-        if options.capitalize_first_letter and not mid and not text[0].isupper():
-            first = text[0].upper()
-            if len(first) == 1:
-                text = first + text[1:]
-        if options.append_terminal_punctuation:
-            text = ensure_terminal_punctuation(text)
-        if options.pad_with_spaces_for_short_inputs and len(text.split()) < SHORT_INPUT_WORDS:
-            text = SHORT_INPUT_PADDING + text
-        return text
-
     def _measure(self, text: str, mid: bool) -> int:
         text = text.lstrip(_LEADING_CLAUSE_MARKS)
         if not text:
             return 0
         return self.tokenizer.count(self._finish(text, mid))
 
-    def _prepare_all(self, chunks: list[TextChunk]) -> list[PreparedChunk]:
+    def prepare_chunks(self, chunks: list[TextChunk]) -> list[PreparedChunk]:
+        """Step 3 on chunks of clean text (the chunker's); chunks with nothing to say go."""
         out = []
         for chunk in chunks:
             try:
-                out.append(self.prepare(chunk.text, is_mid_sentence=chunk.is_mid_sentence))
+                out.append(self._prepared(chunk.text, chunk.is_mid_sentence))
             except EmptyTextError:
                 continue  # a chunk of bare clause marks: nothing to say
         return out
 
 
-class ChunkStream:
-    """Text arriving in fragments (LLM tokens) → the chunks the batch path makes of it.
+class TextStream:
+    """Text arriving in fragments (LLM tokens) → the prepared chunks the batch path makes of it.
 
     The batch path is ``split(normalize(text))``. Here ``normalize`` runs on each run of
     sentences as soon as their ends are certain in the raw text, and the result is cleaned and
     chunked incrementally (``StreamingChunker``: the first sentence alone, an overlong open
-    sentence cut early). For that early cut the open sentence is normalized too, and only
-    words its normalized form keeps however it goes on are passed on (all but the last
-    ``OPEN_SENTENCE_MARGIN_WORDS`` raw words, and only if their normalized form is a prefix of
-    the whole open sentence's). Each chunk carries its mid-sentence flag, so it is prepared
-    exactly as the same chunk of the batch path.
+    sentence cut early), then prepared and tokenized once. For that early cut the open
+    sentence is normalized too, and only words its normalized form keeps however it goes on
+    are passed on (all but the last ``OPEN_SENTENCE_MARGIN_WORDS`` raw words, and only if
+    their normalized form is a prefix of the whole open sentence's); once passed, their raw
+    text is dropped, so no text is normalized again and again: the work per fragment is
+    bounded by a few chunks of text, linear in the whole. A fragment that completes no word
+    costs nothing. Each chunk carries its mid-sentence flag.
     """
 
     def __init__(self, preparer: TextPreparer, normalize: Normalize | None = None) -> None:
         self._preparer = preparer
         self._normalize = normalize
         self._chunks: StreamingChunker = preparer.chunker.stream(self._clean)
-        self._raw = ""  # raw text of the open sentence (normalize only)
-        self._passed_words = 0  # normalized words of the open sentence already passed on
+        self._raw = ""  # raw text of the open sentence not passed on yet (normalize only)
+        self._passed_words = 0  # normalized words of ``_raw`` already passed on
 
     @property
     def pending_text(self) -> str:
         """Text received but not released as chunks yet."""
         return (self._chunks.pending_text + " " + self._raw).strip()
 
-    def push(self, text: str) -> list[TextChunk]:
-        """Add text; return the chunks that became certain."""
-        if self._normalize is None:
-            return self._chunks.push(text)
-        raw = self._raw + text
-        out: list[TextChunk] = []
-        cut = self._preparer.chunker.certain_end(raw)
-        if cut:
-            out += self._pass_sentences(raw[:cut])
-            raw = raw[cut:]
-        self._raw = raw
-        return out + self._pass_open_sentence()
+    def push(self, text: str) -> list[PreparedChunk]:
+        """Add text; return the prepared chunks that became certain."""
+        return self._preparer.prepare_chunks(self._push(text))
 
-    def flush(self) -> list[TextChunk]:
+    def flush(self) -> list[PreparedChunk]:
         """The stream has ended: return the remaining chunks and start afresh."""
         out: list[TextChunk] = []
         if self._normalize is not None and self._raw.strip():
             out += self._pass_rest(_spoken_words(self._normalize(self._raw)))
         self._raw = ""
         self._passed_words = 0
-        return out + self._chunks.flush()
+        return self._preparer.prepare_chunks(out + self._chunks.flush())
+
+    def _push(self, text: str) -> list[TextChunk]:
+        if self._normalize is None:
+            return self._chunks.push(text)
+        starts_word = not self._raw or self._raw[-1].isspace()
+        self._raw += text
+        if not starts_word and not _HAS_BLANK.search(text):
+            return []  # the last word grew: no sentence end or complete word is new
+        out: list[TextChunk] = []
+        cut = self._preparer.chunker.certain_end(self._raw)
+        if cut:
+            out += self._pass_sentences(self._raw[:cut])
+            self._raw = self._raw[cut:]
+        return out + self._pass_open_sentence()
 
     def _clean(self, text: str, final: bool) -> str:
         return self._preparer.clean(text, final=final)
@@ -297,41 +300,25 @@ class ChunkStream:
         chunker = self._preparer.chunker
         if chunker.measure(" ".join(complete.split()), True) <= chunker.max_tokens:
             return []  # far from any early cut
-        head = _spoken_words(self._normalize(raw[: ends[-1 - OPEN_SENTENCE_MARGIN_WORDS]]))
+        head_end = ends[-1 - OPEN_SENTENCE_MARGIN_WORDS]
+        head = _spoken_words(self._normalize(raw[:head_end]))
         whole = _spoken_words(self._normalize(complete))
         stable = 0
         while stable < min(len(head), len(whole)) and head[stable] == whole[stable]:
             stable += 1
         if stable <= self._passed_words:
             return []
-        return self._pass_rest(head[:stable])
+        out = self._pass_rest(head[:stable])
+        if stable == len(head):  # all of the head is passed on: its raw text is done with
+            self._raw = raw[head_end:]
+            self._passed_words = 0
+        return out
 
     def _pass_rest(self, words: list[str]) -> list[TextChunk]:
         """Pass on the normalized words of the open sentence not passed on yet."""
         rest = words[self._passed_words :]
         self._passed_words = len(words)
         return self._chunks.push(" ".join(rest) + " ") if rest else []
-
-
-class PreparedStream:
-    """``TextPreparer`` over text that arrives in pieces (see ``ChunkStream``)."""
-
-    def __init__(self, preparer: TextPreparer, normalize: Normalize | None = None) -> None:
-        self._preparer = preparer
-        self._chunks = ChunkStream(preparer, normalize)
-
-    @property
-    def pending_text(self) -> str:
-        """Text received but not released yet."""
-        return self._chunks.pending_text
-
-    def push(self, text: str) -> list[PreparedChunk]:
-        """Add text; return the chunks that became certain."""
-        return self._preparer._prepare_all(self._chunks.push(text))
-
-    def flush(self) -> list[PreparedChunk]:
-        """The stream has ended: return the remaining chunks and start afresh."""
-        return self._preparer._prepare_all(self._chunks.flush())
 
 
 def _spoken_words(text: str) -> list[str]:
@@ -346,11 +333,10 @@ def _collapse(match: re.Match[str]) -> str:
 
 
 __all__ = [
-    "ChunkStream",
     "Normalize",
     "PreparedChunk",
-    "PreparedStream",
     "TextPreparer",
+    "TextStream",
     "frames_after_eos_guess",
     "max_frames_for",
 ]

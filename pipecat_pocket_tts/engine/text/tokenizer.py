@@ -1,54 +1,57 @@
 """Text → token ids, from a SentencePiece ``tokenizer.model`` or an HF ``tokenizer.json``.
 
 Both file kinds hold the same unigram vocabulary (the English packs ship ``tokenizer.json``
-converted from the SentencePiece model; the small models ship ``tokenizer.model``). A
-``.model`` file is run by sentencepiece exactly as upstream runs it. A ``tokenizer.json`` is
-read without the ``tokenizers`` package: its Unigram search (``_Unigram``) and the steps
-around it (added/special tokens, normalizer, Metaspace pre-tokenizer, template
-post-processor) are replayed in Python, so the ids equal what ``tokenizers`` gives; the
-pieces also become a SentencePiece model in memory, used for decoding.
+converted from the SentencePiece model; the small models ship ``tokenizer.model``). Each is run
+by the library upstream runs it with: a ``.model`` by ``sentencepiece``, a ``tokenizer.json``
+by Hugging Face ``tokenizers`` (checked first to be a SentencePiece conversion: a Unigram
+model, a Metaspace pre-tokenizer or none, no truncation or padding).
 
 Representable characters: a character is representable when the vocabulary has it as a
 piece of its own. Byte pieces do not count: the models were trained on text, so the byte
 fallback of an emoji or a control character is noise to them, and a single unknown
 character must never garble the whole string. ``filter_unrepresentable`` maps what it can to
 representable text (typographic variants, compatibility forms, accents) and drops the rest.
+Lone surrogates (half of a UTF-16 pair, e.g. ``"\\ud83d"``), which neither library accepts,
+are dropped by ``filter_unrepresentable`` like a symbol and left out by ``encode``.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import re
-import struct
 import unicodedata
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import sentencepiece as spm
+import tokenizers
+from tokenizers import decoders
 
 from ..errors import TokenizerFileError
 
 _BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
-# SentencePiece piece types (sentencepiece_model.proto).
-_NORMAL, _UNKNOWN, _CONTROL, _BYTE = 1, 2, 3, 6
+
+class _Codec(Protocol):
+    """What a tokenizer library does for ``Tokenizer``."""
+
+    vocab_size: int
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def normalize(self, text: str) -> str: ...
+
+    def decode(self, ids: list[int]) -> str: ...
 
 
 class Tokenizer:
     """A unigram tokenizer: ``encode(text) -> int64 ids``, plus what characters it can represent."""
 
-    def __init__(
-        self,
-        processor: spm.SentencePieceProcessor,
-        representable: frozenset[str],
-        hf_pipeline: _HFPipeline | None = None,
-    ) -> None:
-        self._sp = processor
-        self._hf = hf_pipeline
+    def __init__(self, codec: _Codec, representable: frozenset[str]) -> None:
+        self._codec = codec
         self._representable = representable
         self._char_cache: dict[str, str] = {}
 
@@ -100,41 +103,35 @@ class Tokenizer:
                 or processor.is_unused(i)
             )
         ]
-        return cls(processor, _single_characters(pieces, "▁"))
+        return cls(_SentencePieceCodec(processor), _single_characters(pieces, "▁"))
 
     @classmethod
     def from_json(cls, text: str, *, source: str = "<json>") -> Tokenizer:
-        """Load an HF ``tokenizer.json`` whose model is Unigram."""
+        """Load an HF ``tokenizer.json`` whose model is Unigram (a SentencePiece conversion)."""
         try:
             document = json.loads(text)
         except json.JSONDecodeError as exc:
             raise TokenizerFileError(f"{source} is not valid JSON: {exc}") from exc
-        model = document.get("model") if isinstance(document, dict) else None
-        if not isinstance(model, dict) or model.get("type") != "Unigram":
-            raise TokenizerFileError(
-                f"{source}: model type {(model or {}).get('type')!r} is not supported (only "
-                "Unigram, the kind converted from SentencePiece)"
-            )
         try:
-            pipeline = _HFPipeline.from_document(document, source)
-        except (KeyError, TypeError, AttributeError, IndexError, re.error) as exc:
+            pieces, replacement = _check_conversion(document, source)
+        except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+            if isinstance(exc, TokenizerFileError):
+                raise
             raise TokenizerFileError(
                 f"{source}: unexpected tokenizer.json layout: {exc!r}"
             ) from exc
-        processor = spm.SentencePieceProcessor()
         try:
-            processor.LoadFromSerializedProto(pipeline.model_proto)
-        except Exception as exc:
-            raise TokenizerFileError(
-                f"{source}: its Unigram vocab cannot be loaded: {exc}"
-            ) from exc
-        return cls(processor, pipeline.representable, pipeline)
+            library = tokenizers.Tokenizer.from_str(text)
+        except Exception as exc:  # tokenizers raises a bare Exception on a bad layout
+            raise TokenizerFileError(f"{source}: tokenizers cannot read it: {exc}") from exc
+        codec = _TokenizersCodec(library, replacement)
+        return cls(codec, _single_characters(pieces, replacement))
 
     # ------------------------------------------------------------------------------- facts
     @property
     def vocab_size(self) -> int:
         """Number of ids (the config's ``n_bins``)."""
-        return self._hf.vocab_size if self._hf else self._sp.get_piece_size()
+        return self._codec.vocab_size
 
     @property
     def representable_characters(self) -> frozenset[str]:
@@ -149,19 +146,12 @@ class Tokenizer:
 
     # ---------------------------------------------------------------------------- encoding
     def encode(self, text: str) -> np.ndarray:
-        """Token ids of ``text`` as given (no filtering): int64 [n]."""
+        """Token ids of ``text`` as given (no filtering but lone surrogates): int64 [n]."""
         return np.asarray(self.encode_list(text), dtype=np.int64)
-
-    def _normalize(self, text: str) -> str:
-        """``text`` as the tokenizer's own normalizer sees it (spaces as spaces)."""
-        native = self._hf.normalize(text) if self._hf is not None else self._sp.normalize(text)
-        return native.replace("▁", " ")
 
     def encode_list(self, text: str) -> list[int]:
         """Token ids of ``text`` as a list (the cheap form for counting)."""
-        if self._hf is not None:
-            return self._hf.encode(text, self._sp)
-        return self._sp.encode(text)
+        return self._codec.encode(without_lone_surrogates(text))
 
     def count(self, text: str) -> int:
         """Number of tokens of ``text``."""
@@ -169,10 +159,7 @@ class Tokenizer:
 
     def decode(self, ids: Iterable[int]) -> str:
         """Text of ``ids`` (for inspection and tests)."""
-        ids = [int(i) for i in ids]
-        if self._hf is not None:
-            return self._hf.decode(ids, self._sp)
-        return self._sp.decode(ids)
+        return self._codec.decode([int(i) for i in ids])
 
     # --------------------------------------------------------------------------- filtering
     def filter_unrepresentable(self, text: str, *, keep_trailing_mark: bool = False) -> str:
@@ -184,12 +171,15 @@ class Tokenizer:
         representable: a plain typographic equivalent (curly quotes → straight, dashes → '-',
         '…' → '...'), its compatibility form (NFKC: ligatures, full-width letters,
         superscripts), its decimal digit, or its letters without accents. Otherwise it is
-        dropped: format/control characters and lone combining marks vanish; symbols, emoji
-        and letters of unsupported scripts vanish leaving one space between the words around
-        them (none before closing punctuation or at either end). ``keep_trailing_mark``
-        leaves a ``DROP_MARK`` for a symbol dropped at the very end, for text that more text
-        will follow.
+        dropped: format/control characters and lone combining marks vanish; symbols, emoji,
+        lone surrogates and letters of unsupported scripts vanish leaving one space between
+        the words around them (none before closing punctuation or at either end). A
+        surrogate pair is first joined into its character. ``keep_trailing_mark`` leaves a
+        ``DROP_MARK`` for a symbol dropped at the very end, for text that more text will
+        follow.
         """
+        if not text.isascii() and _SURROGATE.search(text):
+            text = _joined_surrogate_pairs(text)
         if not unicodedata.is_normalized("NFC", text):
             text = unicodedata.normalize("NFC", text)
         if self._representable.issuperset(text):
@@ -208,8 +198,10 @@ class Tokenizer:
         ok = self._representable
         if char in ok or char == DROP_MARK:
             return char
+        if _SURROGATE.match(char):
+            return DROP_MARK  # half an emoji, most likely: dropped like the emoji
         if not char.isspace():
-            native = self._normalize(char).strip()
+            native = self._codec.normalize(char).replace("▁", " ").strip()
             if native and ok.issuperset(native):
                 return char  # e.g. a lowercasing or NFKC tokenizer handles it itself
         if char in _LINE_BREAKS:
@@ -223,6 +215,23 @@ class Tokenizer:
         if category[0] in "CM":  # control, format, private use, unassigned; combining marks
             return ""
         return DROP_MARK
+
+
+def without_lone_surrogates(text: str) -> str:
+    """``text`` with surrogate pairs joined and lone surrogates left out (both libraries
+    refuse them); the text itself when it has none (the usual case, checked cheaply)."""
+    if text.isascii() or not _SURROGATE.search(text):
+        return text
+    return _SURROGATE.sub("", _joined_surrogate_pairs(text))
+
+
+def _joined_surrogate_pairs(text: str) -> str:
+    """Each high + low surrogate pair as the one character it encodes; lone ones stay."""
+    return re.sub(
+        "[\ud800-\udbff][\udc00-\udfff]",
+        lambda m: m.group().encode("utf-16-le", "surrogatepass").decode("utf-16-le"),
+        text,
+    )
 
 
 DROP_MARK = "\x00"
@@ -282,6 +291,7 @@ def _candidates(char: str) -> list[str]:
 
 
 def _single_characters(pieces: Iterable[str], replacement: str) -> frozenset[str]:
+    """The pieces that are one character once ``replacement`` reads as a space."""
     chars = set()
     for piece in pieces:
         surface = piece.replace(replacement, " ")
@@ -290,429 +300,132 @@ def _single_characters(pieces: Iterable[str], replacement: str) -> frozenset[str
     return frozenset(chars)
 
 
-# ------------------------------------------------------------------- tokenizer.json support
-@dataclass(frozen=True)
-class _AddedToken:
-    id: int
-    content: str
-    single_word: bool
-    lstrip: bool
-    rstrip: bool
+# ------------------------------------------------------------------------------ the libraries
+class _SentencePieceCodec:
+    """A ``tokenizer.model``, run by sentencepiece as upstream runs it."""
 
-
-class _HFPipeline:
-    """The steps ``tokenizers`` runs around a Unigram model, replayed in Python."""
-
-    def __init__(
-        self,
-        *,
-        model_proto: bytes,
-        unigram: _Unigram,
-        vocab: list[str],
-        added: list[_AddedToken],
-        normalize: Callable[[str], str],
-        replacement: str | None,
-        prepend_scheme: str,
-        split: bool,
-        template: tuple[list[int], list[int]],
-        byte_fallback: bool,
-    ) -> None:
-        self.model_proto = model_proto
-        self.unigram = unigram
-        self.vocab = vocab
-        self.vocab_size = max(len(vocab), 1 + max((t.id for t in added), default=-1))
-        self.added = added
-        self.normalize = normalize
-        self.replacement = replacement
-        self.prepend_scheme = prepend_scheme
-        self.split = split
-        self.prefix_ids, self.suffix_ids = template
-        self.byte_fallback = byte_fallback
-        self._added_re = _added_tokens_regex(added)
-        # Pieces never hold the replacement character after their first position, so one
-        # Viterbi pass over the whole string equals one pass per Metaspace word.
-        rep = replacement or "▁"
-        self._whole_string_ok = not any(rep in piece[1:] for piece in vocab)
-        added_ids = {t.id for t in added}
-        normal = [p for i, p in enumerate(vocab) if i not in added_ids]
-        normal = [p for p in normal if not (byte_fallback and _BYTE_PIECE.fullmatch(p))]
-        self.representable = _single_characters(normal, rep)
-
-    @classmethod
-    def from_document(cls, document: dict[str, Any], source: str) -> _HFPipeline:
-        model = document["model"]
-        for key in ("truncation", "padding"):
-            if document.get(key):
-                raise TokenizerFileError(f"{source}: '{key}' is set; it is not supported")
-        try:
-            vocab = [str(piece) for piece, _ in model["vocab"]]
-            scores = [float(score) for _, score in model["vocab"]]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise TokenizerFileError(f"{source}: malformed Unigram vocab: {exc}") from exc
-        unk_id = model.get("unk_id")
-        byte_fallback = bool(model.get("byte_fallback", False))
-        added = [
-            _AddedToken(
-                int(t["id"]),
-                str(t["content"]),
-                bool(t.get("single_word", False)),
-                bool(t.get("lstrip", False)),
-                bool(t.get("rstrip", False)),
-            )
-            for t in document.get("added_tokens") or []
-        ]
-        replacement, prepend_scheme, split = _read_pre_tokenizer(
-            document.get("pre_tokenizer"), source
-        )
-        normalize = _read_normalizer(document.get("normalizer"), source)
-        template = _read_post_processor(document.get("post_processor"), source)
-        if byte_fallback:
-            byte_pieces = sum(1 for p in vocab if _BYTE_PIECE.fullmatch(p))
-            if byte_pieces != 256:
-                raise TokenizerFileError(
-                    f"{source}: byte_fallback is set but the vocab has {byte_pieces} of the "
-                    "256 byte pieces"
-                )
-        proto = _sentencepiece_proto(vocab, scores, unk_id, {t.id for t in added}, byte_fallback)
-        return cls(
-            model_proto=proto,
-            unigram=_Unigram(vocab, scores, unk_id, byte_fallback),
-            vocab=vocab,
-            added=added,
-            normalize=normalize,
-            replacement=replacement,
-            prepend_scheme=prepend_scheme,
-            split=split,
-            template=template,
-            byte_fallback=byte_fallback,
-        )
-
-    # --------------------------------------------------------------------------- encode
-    def encode(self, text: str, sp: spm.SentencePieceProcessor) -> list[int]:
-        ids = list(self.prefix_ids)
-        if self._added_re is None:
-            self._encode_segment(text, True, sp, ids)
-        else:
-            position = 0
-            for match in self._added_re.finditer(text):
-                if match.start() > position:
-                    self._encode_segment(text[position : match.start()], position == 0, sp, ids)
-                ids.append(int(match.lastgroup[1:]))
-                position = match.end()
-            if position < len(text):
-                self._encode_segment(text[position:], position == 0, sp, ids)
-        ids.extend(self.suffix_ids)
-        return ids
-
-    def _encode_segment(
-        self, text: str, first: bool, sp: spm.SentencePieceProcessor, out: list[int]
-    ) -> None:
-        text = self.normalize(text)
-        if not text:
-            return
-        rep = self.replacement
-        if rep is not None:
-            text = text.replace(" ", rep)
-            if not text.startswith(rep) and (
-                self.prepend_scheme == "always" or (self.prepend_scheme == "first" and first)
-            ):
-                text = rep + text
-        if rep is None or not self.split or self._whole_string_ok:
-            self._viterbi(text, sp, out)
-        else:
-            for word in _split_before(text, rep):
-                self._viterbi(word, sp, out)
-
-    def _viterbi(self, text: str, sp: spm.SentencePieceProcessor, out: list[int]) -> None:
-        out.extend(self.unigram.encode(text))
-
-    def decode(self, ids: list[int], sp: spm.SentencePieceProcessor) -> str:
-        added = {t.id for t in self.added}
-        text = sp.decode([i for i in ids if i not in added])
-        if self.replacement:
-            text = text.replace(self.replacement, " ")
-            if self.prepend_scheme != "never" and text.startswith(" "):
-                text = text[1:]
-        return text
-
-
-class _Unigram:
-    """The Viterbi search of ``tokenizers``' Unigram model, as it computes it.
-
-    sentencepiece runs the same algorithm but sums scores in float32; ``tokenizers`` sums in
-    float64 and keeps the first of equal-scoring paths, and where two segmentations score the
-    same up to rounding (")" + "))" against "))" + ")") the two libraries can pick differently.
-    Upstream reads ``tokenizer.json`` with ``tokenizers``, so this search follows it: float64
-    sums, start positions in increasing order, a strictly better score to replace a path, an
-    unknown character scored ``min_score - 10``, consecutive unknowns fused, and (with byte
-    fallback) the fused text spelled as byte pieces.
-    """
-
-    UNKNOWN_PENALTY = 10.0
-
-    def __init__(
-        self, vocab: list[str], scores: list[float], unk_id: int | None, byte_fallback: bool
-    ) -> None:
-        self.pieces: dict[str, tuple[int, float]] = {}
-        for i, (piece, score) in enumerate(zip(vocab, scores, strict=True)):
-            self.pieces.setdefault(piece, (i, score))
-        self.max_length = max((len(p) for p in self.pieces), default=1)
-        self.unk_id = unk_id
-        self.unk_score = min(scores, default=0.0) - self.UNKNOWN_PENALTY
-        self.byte_fallback = byte_fallback
+    def __init__(self, processor: spm.SentencePieceProcessor) -> None:
+        self._sp = processor
+        self.vocab_size = processor.get_piece_size()
 
     def encode(self, text: str) -> list[int]:
-        """Ids of the best segmentation of ``text`` (one pre-tokenized word or string)."""
-        n = len(text)
-        if not n:
-            return []
-        # best[end] = (score of the best path to end, start of its last piece, piece id)
-        best: list[tuple[float, int, int] | None] = [None] * (n + 1)
-        best[0] = (0.0, 0, -1)
-        pieces = self.pieces
-        for start in range(n):
-            reached = best[start]
-            if reached is None:
-                continue
-            so_far = reached[0]
-            single = False
-            for end in range(start + 1, min(n, start + self.max_length) + 1):
-                found = pieces.get(text[start:end])
-                if found is None:
-                    continue
-                candidate = found[1] + so_far
-                target = best[end]
-                if target is None or candidate > target[0]:
-                    best[end] = (candidate, start, found[0])
-                if end == start + 1:
-                    single = True
-            if not single:
-                candidate = self.unk_score + so_far
-                target = best[start + 1]
-                if target is None or candidate > target[0]:
-                    best[start + 1] = (candidate, start, -2)  # -2: the unknown token
-        spans: list[tuple[int, int, int]] = []  # (start, end, id) from the end backwards
-        end = n
-        while end > 0:
-            _, start, piece_id = best[end]  # type: ignore[misc]
-            if piece_id == -2 and spans and spans[-1][2] == -2:
-                spans[-1] = (start, spans[-1][1], -2)  # fuse consecutive unknowns
-            else:
-                spans.append((start, end, piece_id))
-            end = start
-        ids: list[int] = []
-        for start, end, piece_id in reversed(spans):
-            if piece_id != -2:
-                ids.append(piece_id)
-            else:
-                ids.extend(self._unknown(text[start:end]))
-        return ids
+        return self._sp.encode(text)
 
-    def _unknown(self, fused: str) -> list[int]:
-        """Ids for a run of characters no piece covers: byte pieces, or the unknown token."""
-        known = self.pieces.get(fused)
-        if known is not None:
-            return [known[0]]
-        if self.byte_fallback:
-            byte_ids = [self.pieces.get(f"<0x{b:02X}>") for b in fused.encode("utf-8")]
-            if all(found is not None for found in byte_ids):
-                return [found[0] for found in byte_ids]  # type: ignore[index]
-        if self.unk_id is None:
-            raise TokenizerFileError("the text holds an unknown character and there is no unk_id")
-        return [self.unk_id]
+    def normalize(self, text: str) -> str:
+        return self._sp.normalize(text)
+
+    def decode(self, ids: list[int]) -> str:
+        return self._sp.decode(ids)
 
 
-def _split_before(text: str, delimiter: str) -> list[str]:
-    """Split so each delimiter starts a new part (tokenizers' 'merged with next')."""
-    parts = []
-    start = 0
-    for i, char in enumerate(text):
-        if char == delimiter and i > start:
-            parts.append(text[start:i])
-            start = i
-    if start < len(text):
-        parts.append(text[start:])
-    return parts
+class _TokenizersCodec:
+    """A ``tokenizer.json``, run by Hugging Face ``tokenizers`` as upstream runs it."""
 
-
-def _added_tokens_regex(added: list[_AddedToken]) -> re.Pattern[str] | None:
-    """One alternation over the added tokens, longest first; group ``t<id>`` names the token."""
-    if not added:
-        return None
-    alternatives = []
-    for token in sorted(added, key=lambda t: -len(t.content)):
-        body = (
-            ("\\s*" if token.lstrip else "")
-            + re.escape(token.content)
-            + ("\\s*" if token.rstrip else "")
+    def __init__(self, library: tokenizers.Tokenizer, replacement: str) -> None:
+        self._library = library
+        self._encode = library.encode
+        self.vocab_size = library.get_vocab_size(with_added_tokens=True)
+        self._normalizer = library.normalizer
+        self._added = set(library.get_added_tokens_decoder())
+        # Pieces back to text the SentencePiece way, whatever decoder the file names.
+        self._decoder = decoders.Sequence(
+            [
+                decoders.Replace(replacement, " "),
+                decoders.ByteFallback(),
+                decoders.Fuse(),
+                decoders.Strip(" ", 1, 0),
+            ]
         )
-        if token.single_word:
-            body = f"(?<!\\w){body}(?!\\w)"
-        alternatives.append(f"(?P<t{token.id}>{body})")
-    return re.compile("|".join(alternatives))
+
+    def encode(self, text: str) -> list[int]:
+        return self._encode(text).ids
+
+    def normalize(self, text: str) -> str:
+        return text if self._normalizer is None else self._normalizer.normalize_str(text)
+
+    def decode(self, ids: list[int]) -> str:
+        pieces = [self._library.id_to_token(i) for i in ids if i not in self._added]
+        return self._decoder.decode([p for p in pieces if p is not None])
 
 
-def _read_pre_tokenizer(spec: dict[str, Any] | None, source: str) -> tuple[str | None, str, bool]:
-    """(replacement, prepend_scheme, split) of a Metaspace pre-tokenizer; None when absent."""
+# What a SentencePiece conversion holds: the representability filter reads its vocabulary
+# and Metaspace replacement, so other layouts (byte-level pre-tokenizers, BERT normalizers,
+# truncation that would cut text silently) are refused rather than half understood.
+_NORMALIZERS = {
+    "Sequence",
+    "Replace",
+    "Prepend",
+    "Strip",
+    "NFC",
+    "NFD",
+    "NFKC",
+    "NFKD",
+    "Lowercase",
+    "Precompiled",
+}
+
+
+def _check_conversion(document: Any, source: str) -> tuple[list[str], str]:
+    """The representable pieces and the Metaspace replacement of a converted ``tokenizer.json``.
+
+    Raises ``TokenizerFileError`` for a layout that is not a SentencePiece Unigram conversion.
+    """
+    model = document.get("model") if isinstance(document, dict) else None
+    if not isinstance(model, dict) or model.get("type") != "Unigram":
+        raise TokenizerFileError(
+            f"{source}: model type {(model or {}).get('type')!r} is not supported (only "
+            "Unigram, the kind converted from SentencePiece)"
+        )
+    for key in ("truncation", "padding"):
+        if document.get(key):
+            raise TokenizerFileError(f"{source}: '{key}' is set; it is not supported")
+    vocab = [str(piece) for piece, _ in model["vocab"]]
+    unk_id = model.get("unk_id")
+    if not isinstance(unk_id, int) or not 0 <= unk_id < len(vocab):
+        raise TokenizerFileError(f"{source}: the Unigram model has no valid unk_id")
+    byte_fallback = bool(model.get("byte_fallback", False))
+    if byte_fallback:
+        byte_pieces = sum(1 for p in vocab if _BYTE_PIECE.fullmatch(p))
+        if byte_pieces != 256:
+            raise TokenizerFileError(
+                f"{source}: byte_fallback is set but the vocab has {byte_pieces} of the "
+                "256 byte pieces"
+            )
+    _check_normalizer(document.get("normalizer"), source)
+    replacement = _metaspace_replacement(document.get("pre_tokenizer"), source)
+    post = document.get("post_processor")
+    if post is not None and post.get("type") != "TemplateProcessing":
+        raise TokenizerFileError(
+            f"{source}: post-processor {post.get('type')!r} is not supported "
+            "(only TemplateProcessing)"
+        )
+    added = {int(t["id"]) for t in document.get("added_tokens") or []}
+    pieces = [
+        piece
+        for i, piece in enumerate(vocab)
+        if i not in added and not (byte_fallback and _BYTE_PIECE.fullmatch(piece))
+    ]
+    return pieces, replacement
+
+
+def _check_normalizer(spec: dict[str, Any] | None, source: str) -> None:
     if spec is None:
-        return None, "never", False
+        return
+    kind = spec.get("type")
+    if kind not in _NORMALIZERS:
+        raise TokenizerFileError(f"{source}: normalizer {kind!r} is not supported")
+    for step in spec.get("normalizers", []) if kind == "Sequence" else []:
+        _check_normalizer(step, source)
+
+
+def _metaspace_replacement(spec: dict[str, Any] | None, source: str) -> str:
+    """The replacement character of a Metaspace pre-tokenizer ('▁' when there is none)."""
+    if spec is None:
+        return "▁"
     if spec.get("type") == "Sequence" and len(spec.get("pretokenizers", [])) == 1:
         spec = spec["pretokenizers"][0]
     if spec.get("type") != "Metaspace":
         raise TokenizerFileError(
             f"{source}: pre-tokenizer {spec.get('type')!r} is not supported (only Metaspace)"
         )
-    replacement = spec.get("replacement") or spec.get("str_rep") or "▁"
-    scheme = spec.get("prepend_scheme")
-    if scheme is None:
-        scheme = "always" if spec.get("add_prefix_space", True) else "never"
-    if scheme not in ("always", "first", "never"):
-        raise TokenizerFileError(f"{source}: Metaspace prepend_scheme {scheme!r} is unknown")
-    return replacement, scheme, bool(spec.get("split", True))
-
-
-def _read_normalizer(spec: dict[str, Any] | None, source: str) -> Callable[[str], str]:
-    """The normalizer as a Python function (the kinds SentencePiece conversions use)."""
-    if spec is None:
-        return _identity
-    kind = spec.get("type")
-    if kind == "Sequence":
-        steps = [_read_normalizer(s, source) for s in spec.get("normalizers", [])]
-
-        def sequence(text: str) -> str:
-            for step in steps:
-                text = step(text)
-            return text
-
-        return sequence
-    if kind == "Replace":
-        pattern, content = spec["pattern"], spec["content"]
-        if "String" in pattern:
-            literal = pattern["String"]
-            return lambda text: text.replace(literal, content)
-        regex = re.compile(pattern["Regex"])
-        return lambda text: regex.sub(content.replace("\\", "\\\\"), text)
-    if kind == "Prepend":
-        prefix = spec["prepend"]
-        return lambda text: prefix + text if text else text
-    if kind == "Strip":
-        left = spec.get("strip_left", spec.get("left", False))
-        right = spec.get("strip_right", spec.get("right", True))
-
-        def strip(text: str) -> str:
-            if left:
-                text = text.lstrip()
-            return text.rstrip() if right else text
-
-        return strip
-    if kind in ("NFC", "NFD", "NFKC", "NFKD"):
-        return lambda text: unicodedata.normalize(kind, text)
-    if kind == "Lowercase":
-        return str.lower
-    if kind == "Precompiled":
-        charsmap = base64.b64decode(spec.get("precompiled_charsmap") or "")
-        if not charsmap:
-            return _identity
-        spec_bytes = (
-            _field_bytes(1, b"precompiled")
-            + _field_bytes(2, charsmap)
-            + _field_varint(3, 0)
-            + _field_varint(4, 0)
-            + _field_varint(5, 0)
-        )
-        normalizer = spm.SentencePieceNormalizer(normalizer_spec=spec_bytes)
-        return normalizer.normalize
-    raise TokenizerFileError(f"{source}: normalizer {kind!r} is not supported")
-
-
-def _identity(text: str) -> str:
-    return text
-
-
-def _read_post_processor(spec: dict[str, Any] | None, source: str) -> tuple[list[int], list[int]]:
-    """Ids a TemplateProcessing post-processor puts before and after a single sequence."""
-    if spec is None:
-        return [], []
-    if spec.get("type") != "TemplateProcessing":
-        raise TokenizerFileError(
-            f"{source}: post-processor {spec.get('type')!r} is not supported "
-            "(only TemplateProcessing)"
-        )
-    specials = spec.get("special_tokens", {})
-    before: list[int] = []
-    after: list[int] = []
-    target = before
-    for item in spec.get("single", []):
-        if "Sequence" in item:
-            target = after
-        else:
-            target.extend(int(i) for i in specials[item["SpecialToken"]["id"]]["ids"])
-    return before, after
-
-
-# A serialized SentencePiece ModelProto, written field by field (sentencepiece_model.proto):
-# ModelProto{1: pieces{1: piece, 2: score, 3: type}, 2: trainer_spec, 3: normalizer_spec}.
-def _sentencepiece_proto(
-    vocab: list[str],
-    scores: list[float],
-    unk_id: int | None,
-    special_ids: set[int],
-    byte_fallback: bool,
-) -> bytes:
-    if unk_id is None or not 0 <= unk_id < len(vocab):
-        raise TokenizerFileError("the Unigram model has no valid unk_id; it cannot be loaded")
-    out = bytearray()
-    for i, (piece, score) in enumerate(zip(vocab, scores, strict=True)):
-        if i == unk_id:
-            kind = _UNKNOWN
-        elif i in special_ids:
-            kind = _CONTROL
-        elif byte_fallback and _BYTE_PIECE.fullmatch(piece):
-            kind = _BYTE
-        else:
-            kind = _NORMAL
-        body = _field_bytes(1, piece.encode("utf-8")) + _field_float(2, score)
-        out += _field_bytes(1, body + _field_varint(3, kind))
-    trainer = (
-        _field_varint(3, 1)  # model_type UNIGRAM
-        + _field_varint(4, len(vocab))
-        + _field_varint(35, int(byte_fallback))
-        + _field_varint(40, unk_id)
-        + _field_varint(41, -1)  # no BOS/EOS/PAD ids: the file's specials are plain controls
-        + _field_varint(42, -1)
-        + _field_varint(43, -1)
-    )
-    normalizer = (
-        _field_bytes(1, b"identity")
-        + _field_varint(3, 0)  # add_dummy_prefix: done by the Metaspace step instead
-        + _field_varint(4, 0)  # remove_extra_whitespaces
-        + _field_varint(5, 0)  # escape_whitespaces: already done
-    )
-    out += _field_bytes(2, trainer) + _field_bytes(3, normalizer)
-    return bytes(out)
-
-
-def _varint(value: int) -> bytes:
-    if value < 0:
-        value += 1 << 64
-    out = bytearray()
-    while True:
-        low = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(low | 0x80)
-        else:
-            out.append(low)
-            return bytes(out)
-
-
-def _field_varint(number: int, value: int) -> bytes:
-    return _varint(number << 3) + _varint(value)
-
-
-def _field_float(number: int, value: float) -> bytes:
-    return _varint(number << 3 | 5) + struct.pack("<f", value)
-
-
-def _field_bytes(number: int, value: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(value)) + value
+    return spec.get("replacement") or spec.get("str_rep") or "▁"

@@ -24,13 +24,21 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from ...config import MAX_TOKENS_PER_CHUNK, ModelConfig
-from ...errors import CloningUnavailableError, ContextOverflowError, VoiceFileError
-from ..base import Backend, StepOutput, VoiceKV
+from ...errors import CloningUnavailableError, ContextOverflowError, LoadOptionError
+from ...options import LoadOptions
+from ...packs import PackFiles, PackRequest
+from ..base import (
+    Backend,
+    BackendCapabilities,
+    StepOutput,
+    VoiceKV,
+    check_token_ids,
+    check_voice_kv,
+)
 from .constants import PackConstants
 from .contracts import (
     BOS_EMB,
@@ -48,7 +56,8 @@ from .contracts import (
     StepContract,
 )
 from .encoder import MAX_VOICE_FRAMES, Reprojection, VoiceEncoder
-from .runtime import CompiledModel, ComputeUnitsSpec, CoreMLModel, resolve_compute_units
+from .files import CoreMLPackFiles, resolve_coreml_pack
+from .runtime import CompiledModel, CoreMLModel, resolve_compute_units
 from .states import CoreMLFlowState, CoreMLMimiState
 
 logger = logging.getLogger(__name__)
@@ -106,7 +115,6 @@ class CoreMLBackend(Backend):
         self.constants = constants
         self.precision = precision
         self.compute_units = dict(compute_units or {})
-        self.sampler_steps = FUSED_FLOW_STEPS
         self.contract = PackContract(
             prefill=PrefillContract.from_io(
                 models.cond_prefill.inputs, models.cond_prefill.outputs
@@ -124,8 +132,6 @@ class CoreMLBackend(Backend):
             voice_encoder.contract.check(config)
         self._voice_encoder = voice_encoder
         self._encoder_lock = threading.Lock()
-        #: The longest cloned prompt (the encoder's 10 s window): ``cloning`` trims to it.
-        self.max_voice_frames = MAX_VOICE_FRAMES
         reason = cloning_unavailable_reason
         if reason is None and voice_encoder is None:
             reason = _NO_ENCODER
@@ -135,36 +141,47 @@ class CoreMLBackend(Backend):
                 "voice cloning on CoreML needs constants_bin/bos_before_voice.bin, which this "
                 "pack lacks: re-download the pack, or clone with backend='numpy'"
             )
-        #: Why ``encode`` cannot work (None when it can); ``cloning.require_cloning`` says it.
-        self.cloning_unavailable_reason = reason
-        self.has_voice_cloning = reason is None
+        #: The longest cloned prompt is the encoder's 10 s window: ``cloning`` trims to it.
+        self._capabilities = BackendCapabilities(
+            cloning_unavailable_reason=reason,
+            max_voice_frames=MAX_VOICE_FRAMES,
+            sampler_steps=FUSED_FLOW_STEPS,
+        )
+
+    @property
+    def capabilities(self) -> BackendCapabilities:
+        return self._capabilities
+
+    @classmethod
+    def resolve_pack(cls, request: PackRequest) -> CoreMLPackFiles:
+        return resolve_coreml_pack(request)
 
     @classmethod
     def from_pack(
         cls,
-        config: ModelConfig,
-        pack: Any,
+        pack: PackFiles,
+        options: LoadOptions | None = None,
         *,
-        sampler_steps: int = FUSED_FLOW_STEPS,
-        precision: str = "fp16",
-        compute_units: ComputeUnitsSpec = None,
-        placement: str = "gpu",
         model_loader: ModelLoader | None = None,
     ) -> CoreMLBackend:
         """Load a resolved CoreML pack (``files.CoreMLPackFiles``) with coremltools.
 
-        ``precision``: "fp16" (flowlm_step) or "int8" (flowlm_stepv2); only the FlowLM
-        differs. ``compute_units``: a preset name or per-stage overrides (see ``runtime``).
-        ``sampler_steps`` is not used: the fused flow decoder always runs 8 LSD steps.
-        ``model_loader`` replaces coremltools (tests).
+        ``options.precision``: "fp16" (flowlm_step, the default) or "int8" (flowlm_stepv2);
+        only the FlowLM differs. ``options.compute_units``: a preset name or per-stage
+        overrides (see ``runtime``). ``options.sampler_steps`` is not used: the fused flow
+        decoder always runs 8 LSD steps. ``model_loader`` replaces coremltools (tests).
         """
-        from .files import CoreMLPackFiles
-
+        options = options or LoadOptions(backend="coreml")
+        precision = options.precision or "fp16"
+        sampler_steps = options.sampler_steps
         if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-        if placement not in PLACEMENTS:
-            raise ValueError(
-                f"placement {placement!r} is not supported; choose one of: {', '.join(PLACEMENTS)}"
+            raise LoadOptionError(
+                f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}"
+            )
+        if options.placement not in PLACEMENTS:
+            raise LoadOptionError(
+                f"placement {options.placement!r} is not supported; choose one of: "
+                f"{', '.join(PLACEMENTS)}"
             )
         if not isinstance(pack, CoreMLPackFiles):
             raise TypeError(
@@ -176,7 +193,8 @@ class CoreMLBackend(Backend):
                 sampler_steps,
                 FUSED_FLOW_STEPS,
             )
-        units = resolve_compute_units(compute_units)
+        config = pack.config
+        units = resolve_compute_units(options.compute_units)
         paths = pack.model_paths(precision)
         load = model_loader or (lambda path, unit: CompiledModel(path, unit))
 
@@ -222,15 +240,7 @@ class CoreMLBackend(Backend):
     # -- FlowLM -------------------------------------------------------------------------
     def embed_text(self, token_ids: np.ndarray) -> np.ndarray:
         """Token ids [n] → rows of the text embedding table [n, d_model]."""
-        ids = np.asarray(token_ids)
-        if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
-            raise ValueError(f"token ids must be a 1-D integer array, got {ids.dtype} {ids.shape}")
-        rows = self.constants.text_embed_table.shape[0]
-        if ids.size and (ids.min() < 0 or ids.max() >= rows):
-            raise ValueError(
-                f"token ids must lie in [0, {rows}); got values in [{ids.min()}, {ids.max()}]. "
-                "Use the tokenizer shipped with this pack."
-            )
+        ids = check_token_ids(token_ids, self.constants.text_embed_table.shape[0])
         return np.array(self.constants.text_embed_table[ids], dtype=np.float32)
 
     def new_flow_state(self) -> CoreMLFlowState:
@@ -326,12 +336,9 @@ class CoreMLBackend(Backend):
         """A fresh state with the voice's K/V in slots 0…T-1 of zeroed 512-slot caches."""
         kv = self._kv
         _, _, capacity, kv_heads, head_dim = kv.cache_shape
-        if len(voice.keys) != kv.num_layers or len(voice.values) != kv.num_layers:
-            raise VoiceFileError(
-                f"the voice has {len(voice.keys)} layers, this model has {kv.num_layers}: it "
-                "was made for another model"
-            )
-        length = voice.length
+        length = check_voice_kv(
+            voice, num_layers=kv.num_layers, kv_heads=kv_heads, head_dim=head_dim
+        )
         if length > capacity:
             raise ContextOverflowError(
                 f"the voice fills {length} positions but the CoreML FlowLM cache holds "
@@ -339,13 +346,6 @@ class CoreMLBackend(Backend):
             )
         state = self.new_flow_state()
         for i, (k, v) in enumerate(zip(voice.keys, voice.values, strict=True)):
-            for label, array in (("keys", k), ("values", v)):
-                if np.shape(array) != (length, kv_heads, head_dim):
-                    raise VoiceFileError(
-                        f"voice {label} of layer {i} have shape {tuple(np.shape(array))}, "
-                        f"expected [{length}, {kv_heads}, {head_dim}]: the voice was made for "
-                        "another model"
-                    )
             state.caches[i][0, 0, :length] = k
             state.caches[i][1, 0, :length] = v
             state.positions[i][0] = length

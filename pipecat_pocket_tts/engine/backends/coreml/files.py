@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -34,12 +33,11 @@ from pathlib import Path
 from ...config import get_config
 from ...errors import (
     CloningUnavailableError,
-    GatedRepoError,
     PackFilesMissingError,
     UnknownLanguageError,
     UnknownVoiceError,
 )
-from ...packs import PackFiles, PackRequest, load_local_config, register_pack_resolver
+from ...packs import PackFiles, PackRequest, load_local_config, local_voices
 from .constants import (
     BOS_BEFORE_VOICE,
     BOS_EMB,
@@ -50,12 +48,10 @@ from .constants import (
     TEXT_EMBED_TABLE,
     TOKENIZER,
 )
+from .hub import FLOWLM_MODELS, REPO, REVISION, download, remove_unused_variant
 
 logger = logging.getLogger(__name__)
 
-REPO = "FluidInference/pocket-tts-coreml"
-#: Hub revision the packs are read at (pin a commit for reproducible downloads).
-REVISION = "main"
 PACK_VERSION = "v2.1"
 CONSTANTS_DIR = "constants_bin"
 
@@ -101,8 +97,6 @@ VOICES = (
     "rafael",
     "giovanni",
 )
-#: The FlowLM model of each precision.
-FLOWLM_MODELS = {"fp16": "flowlm_step", "int8": "flowlm_stepv2"}
 #: Stage → model folder name (without ``.mlmodelc``), FlowLM aside.
 STAGE_MODELS = {
     "cond_prefill": "cond_prefill",
@@ -325,7 +319,7 @@ def _cloning_reason(constants: Path, found: EncoderFiles | str | None) -> str | 
 
 
 def resolve_coreml_pack(request: PackRequest) -> CoreMLPackFiles:
-    """The ``resolve_pack`` resolver of backend kind "coreml" (local folder or the hub)."""
+    """The CoreML layout's pack for a request (local folder or the hub)."""
     if request.model_dir is not None:
         return resolve_local_coreml_pack(request.config_name, request.model_dir)
     return resolve_hub_coreml_pack(
@@ -352,13 +346,7 @@ def resolve_local_coreml_pack(language: str, model_dir: str | os.PathLike[str]) 
             f"model_dir {folder} is not a complete CoreML pack: {CONSTANTS_DIR}/ lacks "
             f"{', '.join(missing)}. Copy the whole {pack_folder(language)} folder of {REPO}."
         )
-    names = tuple(sorted(p.stem for p in constants.glob("*.safetensors") if p.is_file()))
-
-    def fetch_voice(name: str) -> Path:
-        path = constants / f"{name}.safetensors"
-        if not path.is_file():
-            raise PackFilesMissingError(f"voice file {path} disappeared; restore it")
-        return path
+    names, fetch_voice = local_voices(constants)
 
     english = config.language == "english"
     reason = _cloning_reason(constants, find_encoder(folder, english=english))
@@ -377,6 +365,7 @@ def resolve_local_coreml_pack(language: str, model_dir: str | os.PathLike[str]) 
         has_voice_cloning=reason is None,
         backend_kind="coreml",
         model_dir=folder,
+        voices_dir=constants,
         _fetch_voice=fetch_voice,
         root=folder,
         cloning_unavailable_reason=reason,
@@ -487,73 +476,3 @@ def download_coreml_pack(
         pack.encoder_files()
     wanted = list(VOICES if voices is None else voices)
     return pack, {name: pack.voice_path(name) for name in wanted}
-
-
-# -- hub access and cache housekeeping --------------------------------------------------------
-
-
-def download(patterns: list[str], *, revision: str, token: str | bool | None, what: str) -> Path:
-    """``snapshot_download`` of the files matching ``patterns``; returns the snapshot folder.
-
-    Hub errors become ``PackFilesMissingError`` / ``GatedRepoError`` saying what to do.
-    """
-    from huggingface_hub import errors as hf_errors
-    from huggingface_hub import snapshot_download
-
-    at = f"{REPO}@{revision}"
-    try:
-        return Path(
-            snapshot_download(REPO, revision=revision, allow_patterns=patterns, token=token)
-        )
-    except hf_errors.LocalEntryNotFoundError as exc:
-        raise PackFilesMissingError(
-            f"CoreML {what} of {at} are not in the Hugging Face cache and cannot be downloaded "
-            "(offline, or no connection). Go online once (unset HF_HUB_OFFLINE), or pass "
-            "model_dir=<a local copy of the pack>."
-        ) from exc
-    except (hf_errors.GatedRepoError, hf_errors.RepositoryNotFoundError) as exc:
-        raise GatedRepoError(
-            f"{REPO} is not accessible ({type(exc).__name__}); check HF_TOKEN / token=, or "
-            "pass model_dir=<a local copy of the pack>."
-        ) from exc
-    except hf_errors.RevisionNotFoundError as exc:
-        raise PackFilesMissingError(
-            f"revision {revision!r} does not exist in {REPO}; pass a valid revision (or none)."
-        ) from exc
-    except (OSError, ConnectionError) as exc:
-        raise PackFilesMissingError(
-            f"CoreML {what} of {at} could not be downloaded ({type(exc).__name__}: {exc}). "
-            "Check the connection and retry, or pass model_dir=."
-        ) from exc
-
-
-def remove_unused_variant(pack_root: Path, *, keep: str) -> list[Path]:
-    """Delete the FlowLM ``.mlmodelc`` of the other precision from a cached pack.
-
-    In the Hugging Face cache the snapshot entries are links to blobs: the links go, and each
-    blob no other snapshot entry points to goes with them. Returns the removed folders.
-    """
-    if keep not in FLOWLM_MODELS:
-        raise ValueError(f"precision must be one of {', '.join(FLOWLM_MODELS)}, got {keep!r}")
-    removed = []
-    for precision, model in FLOWLM_MODELS.items():
-        folder = pack_root / f"{model}.mlmodelc"
-        if precision == keep or not folder.exists():
-            continue
-        blobs = {p.resolve() for p in folder.rglob("*") if p.is_symlink()}
-        shutil.rmtree(folder, ignore_errors=True)
-        snapshots = next((p for p in pack_root.parents if p.name == "snapshots"), None)
-        if snapshots is not None and blobs:
-            blob_dir = (snapshots.parent / "blobs").resolve()
-            still_used = {p.resolve() for p in snapshots.rglob("*") if p.is_symlink()}
-            for blob in blobs - still_used:
-                if blob.parent == blob_dir and blob.is_file():
-                    blob.unlink()
-        logger.info("removed the unused FlowLM variant %s", folder)
-        removed.append(folder)
-    return removed
-
-
-def register() -> None:
-    """Make ``resolve_pack(..., backend_kind="coreml")`` use this layout."""
-    register_pack_resolver("coreml", resolve_coreml_pack)

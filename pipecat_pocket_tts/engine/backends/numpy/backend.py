@@ -14,12 +14,18 @@ from collections.abc import Mapping
 import numpy as np
 
 from ...config import ModelConfig
-from ...errors import CloningUnavailableError, VoiceFileError
-from ..base import Backend, StepOutput, VoiceKV
+from ...errors import CloningUnavailableError, LoadOptionError
+from ...options import LoadOptions
+from ...packs import GATED_REPO_URL, PackFiles, PackRequest
+from ..base import Backend, BackendCapabilities, StepOutput, VoiceKV, check_voice_kv
+from .files import resolve_numpy_pack
 from .flowlm import CHUNK_POSITIONS, DEFAULT_CAPACITY, FlowLM, KVCache
 from .mimi import Mimi, MimiDecoderState
 from .sampler import Sampler
 from .weights import check_weights, has_voice_cloning, load_checkpoint
+
+#: Weight precisions the NumPy backend runs (narrower ones are added with their kernels).
+PRECISIONS = ("fp32",)
 
 
 class NumpyBackend(Backend):
@@ -35,7 +41,6 @@ class NumpyBackend(Backend):
         # float32 arrays pass through uncopied (memory-mapped weights stay mapped)
         weights = {key: np.asarray(array, np.float32) for key, array in weights.items()}
         self.config = config
-        self.sampler_steps = sampler_steps
         self.flow_lm = FlowLM(config, weights)
         self.sampler = Sampler(config, weights, steps=sampler_steps)
         mimi_weights = {k[len("mimi.") :]: v for k, v in weights.items() if k.startswith("mimi.")}
@@ -46,7 +51,12 @@ class NumpyBackend(Backend):
         self._speaker_proj = None if speaker_proj is None else np.asarray(speaker_proj, np.float32)
         bos = weights.get("flow_lm.bos_before_voice")
         self._bos_before_voice = None if bos is None else np.asarray(bos, np.float32).reshape(-1)
-        self.has_voice_cloning = has_voice_cloning(weights, config) and self.mimi.has_encoder
+        can_clone = has_voice_cloning(weights, config) and self.mimi.has_encoder
+        self._capabilities = BackendCapabilities(
+            cloning_unavailable_reason=None if can_clone else _no_cloning_reason(config.name),
+            max_voice_frames=None,
+            sampler_steps=sampler_steps,
+        )
 
     @classmethod
     def from_files(
@@ -54,6 +64,38 @@ class NumpyBackend(Backend):
     ) -> NumpyBackend:
         """Load ``model.safetensors`` (fp32 memory-mapped, bf16 widened) for ``config``."""
         return cls(config, load_checkpoint(weights_path, config), sampler_steps=sampler_steps)
+
+    @classmethod
+    def resolve_pack(cls, request: PackRequest) -> PackFiles:
+        return resolve_numpy_pack(request)
+
+    @classmethod
+    def from_pack(cls, pack: PackFiles, options: LoadOptions) -> NumpyBackend:
+        """Load a NumPy-layout pack; CoreML-only options are refused with what to do."""
+        coreml_only = [
+            name
+            for name, given in (
+                ("compute_units", options.compute_units is not None),
+                ("placement", options.placement != "gpu"),
+                ("precision", options.precision not in (None, *PRECISIONS)),
+            )
+            if given
+        ]
+        if coreml_only:
+            raise LoadOptionError(
+                f"{', '.join(coreml_only)}: options of the CoreML backend, which the numpy "
+                f"backend does not take (it runs {', '.join(PRECISIONS)}); drop them or use "
+                "backend='coreml' (Apple) or 'auto'"
+            )
+        if pack.backend_kind != "numpy":
+            raise TypeError(
+                f"the numpy backend needs a NumPy-layout pack, got a {pack.backend_kind} pack"
+            )
+        return cls.from_files(pack.config, pack.weights, sampler_steps=options.sampler_steps)
+
+    @property
+    def capabilities(self) -> BackendCapabilities:
+        return self._capabilities
 
     # -- FlowLM -------------------------------------------------------------------------
     def embed_text(self, token_ids: np.ndarray) -> np.ndarray:
@@ -79,21 +121,9 @@ class NumpyBackend(Backend):
     def flow_state_from_voice(self, voice: VoiceKV) -> KVCache:
         """A fresh state holding the voice's K/V, with room for one full chunk after it."""
         flow = self.flow_lm
-        expected = (flow.kv_heads, flow.head_dim)
-        if len(voice.keys) != flow.num_layers or len(voice.values) != flow.num_layers:
-            raise VoiceFileError(
-                f"the voice has {len(voice.keys)} layers of keys and {len(voice.values)} of "
-                f"values, this model has {flow.num_layers}: it was made for another model"
-            )
-        length = voice.length
-        for i, (k, v) in enumerate(zip(voice.keys, voice.values, strict=True)):
-            for label, array in (("keys", k), ("values", v)):
-                if array.ndim != 3 or array.shape[1:] != expected or array.shape[0] != length:
-                    raise VoiceFileError(
-                        f"voice {label} of layer {i} have shape {tuple(array.shape)}, expected "
-                        f"[{length}, {expected[0]}, {expected[1]}]: the voice was made for "
-                        "another model"
-                    )
+        length = check_voice_kv(
+            voice, num_layers=flow.num_layers, kv_heads=flow.kv_heads, head_dim=flow.head_dim
+        )
         state = flow.new_state(max(DEFAULT_CAPACITY, length + CHUNK_POSITIONS))
         for i, (k, v) in enumerate(zip(voice.keys, voice.values, strict=True)):
             state.keys[i, :, :length] = np.asarray(k, np.float32).transpose(1, 0, 2)
@@ -124,11 +154,19 @@ class NumpyBackend(Backend):
 
     def encode(self, audio: np.ndarray) -> np.ndarray:
         """24 kHz mono audio [n] → voice conditioning [T, d_model] (encoder + speaker proj)."""
-        if not self.has_voice_cloning or self._speaker_proj is None:
-            raise CloningUnavailableError(
-                "these weights have no voice-cloning part (the 'without voice cloning' "
-                "checkpoint): use a predefined voice, or accept the model terms on Hugging Face, "
-                "set HF_TOKEN and load the pack with voice cloning"
-            )
+        reason = self.capabilities.cloning_unavailable_reason
+        if reason is not None or self._speaker_proj is None:
+            raise CloningUnavailableError(reason or _no_cloning_reason(self.config.name))
         latents = self.mimi.encode(audio)  # [T, inner_dim]
         return latents @ self._speaker_proj.T
+
+
+def _no_cloning_reason(config_name: str) -> str:
+    """Why weights without the voice-cloning part cannot clone, and how to get them."""
+    return (
+        f"pack {config_name!r} was loaded without the voice-cloning weights (the ungated "
+        "'pocket-tts-without-voice-cloning' files), so it cannot clone a voice from audio. "
+        f"To clone: accept the model terms at {GATED_REPO_URL} with your Hugging Face account, "
+        "create an access token, set HF_TOKEN=<token> (or pass token=...) and load the pack "
+        "again. Without access, use one of the pack's voices or a saved voice .safetensors file."
+    )

@@ -23,7 +23,7 @@ import numpy as np
 
 from ...config import MAX_TOKENS_PER_CHUNK, ModelConfig
 from ...errors import ContextOverflowError
-from ..base import StepOutput
+from ..base import StepOutput, check_token_ids
 from .layers import apply_rope, gelu_tanh, layer_norm, rope_tables
 
 #: Longest voice prompt upstream builds: 30 s of audio at 12.5 frames/s, plus bos_before_voice.
@@ -161,15 +161,7 @@ class FlowLM:
     # -- text -----------------------------------------------------------------------------
     def embed(self, token_ids: np.ndarray) -> np.ndarray:
         """Token ids [n] → embeddings [n, d_model] (low-rank table + projection when set)."""
-        ids = np.asarray(token_ids)
-        if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
-            raise ValueError(f"token ids must be a 1-D integer array, got {ids.dtype} {ids.shape}")
-        rows = self.embed_table.shape[0]
-        if ids.size and (ids.min() < 0 or ids.max() >= rows):
-            raise ValueError(
-                f"token ids must lie in [0, {rows}); got values in [{ids.min()}, {ids.max()}]. "
-                "Use the tokenizer shipped with these weights."
-            )
+        ids = check_token_ids(token_ids, self.embed_table.shape[0])
         table = self.embed_table[ids]  # [n, rank or d]
         return table if self.embed_proj is None else table @ self.embed_proj.T
 

@@ -1,0 +1,106 @@
+"""Markers in a session's output: after the audio queued before them, dropped on cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from pipecat_pocket_tts.engine import AudioFrame, Marker, PocketTTS, SessionClosedError
+
+
+def layout(items: list) -> list:
+    """Each marker's payload, and ("u", index) for each utterance's last frame."""
+    out = []
+    for item in items:
+        if isinstance(item, Marker):
+            out.append(item.payload)
+        elif item.is_last_in_utterance:
+            out.append(("u", item.utterance_index))
+    return out
+
+
+def test_markers_follow_the_audio_queued_before_them(tts: PocketTTS) -> None:
+    session = tts.session(seed=1)
+    session.mark("start")  # nothing queued: comes out first
+    session.enqueue("The first sentence is here.")
+    session.enqueue("Then a second one follows.")
+    session.mark("after two")
+    session.mark("right after")
+    session.enqueue("And a third.")
+    session.mark("end")
+    session.finish()
+    items = list(session)
+    expected = ["start", ("u", 0), ("u", 1), "after two", "right after", ("u", 2), "end"]
+    assert layout(items) == expected
+    # no audio frame of an utterance comes after a marker placed before it was queued
+    cut = items.index(next(i for i in items if isinstance(i, Marker) and i.payload == "after two"))
+    assert all(not isinstance(i, AudioFrame) or i.utterance_index < 2 for i in items[:cut])
+    assert all(not isinstance(i, AudioFrame) or i.utterance_index == 2 for i in items[cut:])
+
+
+def test_a_marker_with_nothing_queued_comes_out_at_once(tts: PocketTTS) -> None:
+    session = tts.session()
+    session.mark({"turn": 1})
+    got = next(iter(session))
+    assert got == Marker({"turn": 1})
+    # and on a session whose queue ran dry: out as soon as the worker sees it
+    session.enqueue("Hello there.")
+    frames = []
+    for item in session:
+        frames.append(item)
+        if isinstance(item, AudioFrame) and item.is_last_in_utterance:
+            break
+    session.mark("idle")
+    assert next(iter(session)) == Marker("idle")
+    session.cancel()
+
+
+def test_markers_are_dropped_on_cancel(engine_endless_tts: PocketTTS) -> None:
+    session = engine_endless_tts.session(seed=1)
+    session.enqueue("A long sentence that would go on for many, many frames of audio.")
+    session.mark("never")
+    received = []
+    for item in session:
+        received.append(item)
+        if len(received) == 2:
+            session.cancel()
+    assert not [i for i in received if isinstance(i, Marker)]
+    with pytest.raises(SessionClosedError):
+        session.mark("too late")
+
+
+def test_a_session_never_marked_yields_only_frames(tts: PocketTTS) -> None:
+    session = tts.session(seed=1)
+    session.enqueue("Only audio here.")
+    session.finish()
+    assert all(isinstance(item, AudioFrame) for item in session)
+
+
+async def test_async_iteration_yields_markers_in_order(tts: PocketTTS) -> None:
+    session = tts.session(seed=1)
+    session.enqueue("The first sentence is here.")
+    session.mark("one")
+    # marked from another thread while the worker runs
+    worker = threading.Thread(target=session.enqueue, args=("And a second.",))
+    worker.start()
+    worker.join()
+    session.mark("two")
+    session.finish()
+    items = [item async for item in session]
+    assert layout(items) == [("u", 0), "one", ("u", 1), "two"]
+    await asyncio.sleep(0)
+
+
+def test_flush_then_mark_places_the_marker_after_all_fed_text(tts: PocketTTS) -> None:
+    session = tts.session(seed=1)
+    for piece in ["Hello", " there.", " How are", " you?"]:
+        session.feed(piece)
+    session.mark("before flush")  # "How are you?" is still held by the text stream
+    assert session.holds_fed_text
+    session.flush()
+    assert not session.holds_fed_text
+    session.mark("after flush")
+    session.finish()
+    assert layout(list(session)) == [("u", 0), "before flush", ("u", 1), "after flush"]
