@@ -15,10 +15,11 @@ the cancel flag before every frame, and ``cancel()`` returns only after both hav
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
-import math
 import queue
 import threading
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -27,13 +28,23 @@ import numpy as np
 
 from .channel import (
     END,
+    FINISH,
     FrameChannel,
     InlineDecode,
     Marker,
     ThreadedDecode,
     blas_threads,
+    halt_worker,
     overlap_decode_by_default,
+    serve_weakly,
     usable_cores,
+)
+from .checks import (
+    check_eos_threshold,
+    check_lexicon,
+    check_normalize,
+    check_seed,
+    check_temperature,
 )
 from .errors import SessionClosedError
 from .synthesis import (
@@ -49,7 +60,6 @@ if TYPE_CHECKING:
     from .backends.base import Backend, FlowState
     from .text.prepare import PreparedChunk, TextStream
 
-_FINISH: Any = object()  # no more utterances
 _session_ids = itertools.count()
 
 
@@ -60,6 +70,15 @@ class _Utterance:
     voice_state: FlowState
     settings: GenerationSettings
     seed: int | None = None  # restart the session's random generator from it first
+
+
+@dataclass(frozen=True, eq=False)
+class _Overrides:
+    """Checked per-utterance settings of one enqueue/feed/flush call."""
+
+    voice_state: FlowState
+    settings: GenerationSettings
+    seed: int | None
 
 
 @dataclass(frozen=True, eq=False)
@@ -146,14 +165,15 @@ class Session:
         self._check_open()
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
+        overrides = self._overrides(voice, temperature, eos_threshold, seed)
         chunks = self._planner.plan(
             text,
-            normalize=self._normalize if normalize is None else normalize,
-            lexicon=self._lexicon if lexicon is None else lexicon,
+            normalize=self._normalize if normalize is None else check_normalize(normalize),
+            lexicon=self._lexicon if lexicon is None else check_lexicon(lexicon),
         )
         if not chunks:
             return None
-        return self._submit(chunks, voice, temperature, eos_threshold, seed)
+        return self._submit(chunks, overrides)
 
     def feed(
         self,
@@ -178,14 +198,15 @@ class Session:
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         self._check_open()
+        overrides = self._overrides(voice, temperature, eos_threshold, seed)
         with self._feed_lock:
             if self._feed_stream is None:
                 self._feed_stream = self._planner.stream(
-                    normalize=self._normalize if normalize is None else normalize,
-                    lexicon=self._lexicon if lexicon is None else lexicon,
+                    normalize=self._normalize if normalize is None else check_normalize(normalize),
+                    lexicon=self._lexicon if lexicon is None else check_lexicon(lexicon),
                 )
             chunks = self._feed_stream.push(text)
-            return self._submit_each(chunks, voice, temperature, eos_threshold, seed)
+            return self._submit_each(chunks, overrides)
 
     def flush(
         self,
@@ -200,10 +221,11 @@ class Session:
         Feeding again afterwards starts a new text (its first sentence goes alone again).
         """
         self._check_open()
+        overrides = self._overrides(voice, temperature, eos_threshold, seed)
         with self._feed_lock:
             stream, self._feed_stream = self._feed_stream, None
             chunks = stream.flush() if stream is not None else []
-            return self._submit_each(chunks, voice, temperature, eos_threshold, seed)
+            return self._submit_each(chunks, overrides)
 
     @property
     def holds_fed_text(self) -> bool:
@@ -225,46 +247,42 @@ class Session:
             else:
                 self._utterances.put(marker)
 
-    def _submit_each(
-        self,
-        chunks: list[PreparedChunk],
-        voice: Any,
-        temperature: float | None,
-        eos_threshold: float | None,
-        seed: int | None,
-    ) -> list[int]:
-        indices = []
-        for chunk in chunks:
-            indices.append(self._submit([chunk], voice, temperature, eos_threshold, seed))
-            seed = None  # the generator restarts once, at the first of them
-        return indices
-
-    def _submit(
-        self,
-        chunks: list[PreparedChunk],
-        voice: Any,
-        temperature: float | None,
-        eos_threshold: float | None,
-        seed: int | None,
-    ) -> int:
-        """Queue prepared chunks as one utterance; its index."""
-        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-            raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
+    def _overrides(self, voice: Any, temperature: Any, eos_threshold: Any, seed: Any) -> _Overrides:
+        """Check a call's overrides before its text is taken (a bad value loses no text)."""
         settings = self._settings
         if temperature is not None:
             settings = replace(settings, temperature=check_temperature(temperature))
         if eos_threshold is not None:
             settings = replace(settings, eos_threshold=check_eos_threshold(eos_threshold))
         voice_state = self._voice_state if voice is None else self._resolve_voice(voice)
+        return _Overrides(voice_state, settings, check_seed(seed))
+
+    def _submit_each(self, chunks: list[PreparedChunk], overrides: _Overrides) -> list[int]:
+        indices = []
+        for chunk in chunks:
+            indices.append(self._submit([chunk], overrides))
+            overrides = replace(overrides, seed=None)  # the generator restarts once, first
+        return indices
+
+    def _submit(self, chunks: list[PreparedChunk], overrides: _Overrides) -> int:
+        """Queue prepared chunks as one utterance; its index."""
         with self._lock:
             self._check_open()
             index = self._enqueued
             self._enqueued += 1
-            self._utterances.put(_Utterance(index, chunks, voice_state, settings, seed))
+            self._utterances.put(
+                _Utterance(index, chunks, overrides.voice_state, overrides.settings, overrides.seed)
+            )
             if self._worker is None:
                 self._worker = threading.Thread(
-                    target=self._run, name=f"{self._name}-flow", daemon=True
+                    target=serve_weakly,
+                    args=(weakref.ref(self), self._utterances, self._stop),
+                    name=f"{self._name}-flow",
+                    daemon=True,
                 )
+                # Nobody holds the session any more (never finished nor cancelled): the
+                # worker, which holds it only while it works on an item, ends.
+                weakref.finalize(self, halt_worker, self._stop, self._utterances)
                 self._worker.start()
         return index
 
@@ -279,7 +297,7 @@ class Session:
             if self._closed:
                 return
             self._closed = True
-            self._utterances.put(_FINISH)
+            self._utterances.put(FINISH)
             if self._worker is None:
                 self._frames.close()
 
@@ -368,39 +386,38 @@ class Session:
 
     def _halt(self) -> None:
         """Stop computing now, and wake the worker if it waits for text."""
-        self._stop.set()
-        self._utterances.put(_FINISH)
+        halt_worker(self._stop, self._utterances)
 
-    def _run(self) -> None:
-        """FlowLM thread: utterance after utterance, chunk after chunk, frame after frame."""
-        error: BaseException | None = None
-        sink: InlineDecode[_DecodeJob | Marker] | ThreadedDecode[_DecodeJob | Marker]
+    def _open_sink(self) -> InlineDecode[_DecodeJob | Marker] | ThreadedDecode[_DecodeJob | Marker]:
+        """Where latents go to be decoded; it refers to this session only weakly."""
+        session = weakref.ref(self)
+
+        def decode(job: _DecodeJob | Marker) -> None:
+            target = session()
+            if target is not None:
+                target._decode_job(job)
+
         if self._overlap:
-            sink = ThreadedDecode(self._decode_job, self._halt, f"{self._name}-mimi")
+            halt = functools.partial(halt_worker, self._stop, self._utterances)
+            return ThreadedDecode(decode, halt, f"{self._name}-mimi")
+        return InlineDecode(decode)
+
+    def _serve(
+        self,
+        item: Any,
+        sink: InlineDecode[_DecodeJob | Marker] | ThreadedDecode[_DecodeJob | Marker],
+    ) -> None:
+        if isinstance(item, Marker):
+            sink.submit(item)  # after the decode of every frame submitted before it
         else:
-            sink = InlineDecode(self._decode_job)
-        try:
-            while not self._stopping():
-                item = self._utterances.get()
-                if item is _FINISH or self._stopping():
-                    break
-                if isinstance(item, Marker):
-                    sink.submit(item)  # after the decode of every frame submitted before it
-                else:
-                    self._produce(item, sink)
-        except BaseException as exc:
-            error = exc
-            self._stop.set()
-        finally:
-            try:
-                sink.close()
-            except BaseException as exc:
-                error = error or exc
-            if error is not None:
-                with self._lock:
-                    self._closed = True  # a failed session takes no more text
-                    self._failure = error
-            self._frames.close(error)
+            self._produce(item, sink)
+
+    def _worker_ended(self, error: BaseException | None) -> None:
+        if error is not None:
+            with self._lock:
+                self._closed = True  # a failed session takes no more text
+                self._failure = error
+        self._frames.close(error)
 
     def _produce(
         self,
@@ -454,29 +471,11 @@ class Session:
             self._done += 1
 
 
-def check_temperature(value: float) -> float:
-    """A finite temperature ≥ 0, or ValueError."""
-    value = float(value)
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"temperature must be a finite number ≥ 0, got {value!r}")
-    return value
-
-
-def check_eos_threshold(value: float) -> float:
-    """A finite EOS threshold, or ValueError."""
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"eos_threshold must be a finite number, got {value!r}")
-    return value
-
-
 __all__ = [
     "AudioFrame",
     "Marker",
     "Session",
     "blas_threads",
-    "check_eos_threshold",
-    "check_temperature",
     "overlap_decode_by_default",
     "usable_cores",
 ]
