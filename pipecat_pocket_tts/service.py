@@ -303,15 +303,16 @@ class PocketTTSService(TTSService):
 
     async def _update_settings(self, delta: PocketTTSSettings) -> dict[str, Any]:
         """Apply a settings delta: utterance settings (seed included) at the next utterance."""
-        requested_pack = self._requested_pack(delta)
+        requested_pack = await self._requested_pack(delta)
         if requested_pack is not None:
             variant = text_variant(delta.language) if is_given(delta.language) else None
             if variant != self._text_language:
                 self._text_language = variant
                 self._turns.retire_main()  # the next turn's session reads the new variant
             delta.language = delta.model = requested_pack
-        if (error := delta.drop_invalid_lexicon()) is not None:
-            await self.push_error(error_msg=f"PocketTTS: {error}")
+        for error in delta.refuse_invalid():  # the previous value of each stays
+            logger.error(f"{self}: {error}")
+            await self.push_error(error_msg=f"PocketTTS: {error}", exception=error)
         engine = self._loader.engine
         if is_given(delta.voice) and engine is not None:
             error = await self._loader.voice_error(engine, delta.voice)
@@ -330,12 +331,14 @@ class PocketTTSService(TTSService):
         self._warn_unhandled_updated_settings(set(changed) - known)
         return changed
 
-    def _requested_pack(self, delta: PocketTTSSettings) -> str | None:
-        """The pack a delta asks for (through ``language`` or ``model``), or None."""
+    async def _requested_pack(self, delta: PocketTTSSettings) -> str | None:
+        """The pack a delta asks for (through ``language`` or ``model``), or None; an unknown
+        language is an ErrorFrame (the pack in use stays)."""
         try:
             return self._loader.requested_pack(delta.model, delta.language)
         except UnknownLanguageError as e:
             logger.error(f"{self}: {e}")
+            await self.push_error(error_msg=f"PocketTTS: {e}", exception=e)
             delta.language = delta.model = NOT_GIVEN
             return None
 
