@@ -31,8 +31,8 @@ FOREIGN_ARGUMENTS: dict[str, str] = {
     "lsd_decode_steps": "use sampler_steps=N (flow-matching decode steps of the sampler)",
     "sampler_decode_steps": "use sampler_steps=N (flow-matching decode steps of the sampler)",
     "quantize": (
-        "quantization is not an option of this service; weights run in fp32 on NumPy "
-        "(the CoreML backend takes precision='fp16'|'int8' through PocketTTS.load)"
+        "use precision='int8' (the weights' precision: CoreML runs 'fp16' or 'int8'; NumPy "
+        "runs 'fp32', narrower ones as they land); None is the backend's default"
     ),
 }
 

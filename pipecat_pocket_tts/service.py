@@ -7,6 +7,7 @@ the session before the ``InterruptionFrame`` goes on. Loading and pack switching
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,7 @@ from pipecat.transcriptions.language import Language
 from pipecat.utils.tracing.service_decorators import traced_tts
 from pipecat.utils.types import NOT_GIVEN, is_given
 
+from .arguments import check_extra_arguments
 from .engine.config import SAMPLE_RATE
 from .engine.errors import PocketTTSError, UnknownLanguageError
 from .engine.options import LoadOptions
@@ -75,6 +77,7 @@ class PocketTTSService(TTSService):
         revision: str | None = None,
         token: str | None = None,
         sampler_steps: int = 1,
+        precision: str | None = None,
         settings: PocketTTSSettings | None = None,
         text_aggregation_mode: TextAggregationMode | None = None,
         warmup: bool = True,
@@ -93,13 +96,18 @@ class PocketTTSService(TTSService):
             revision: Hub revision of the pack (without ``model_dir``).
             token: Hugging Face token (gated packs); defaults to ``HF_TOKEN``.
             sampler_steps: Flow-matching decode steps of the sampler.
+            precision: The weights' precision on the backend (CoreML: "fp16" or "int8"; NumPy:
+                "fp32"); None for the backend's default.
             settings: Voice, temperature, seed, normalize, lexicon (see ``Settings``).
             text_aggregation_mode: SENTENCE (default) or TOKEN: LLM tokens go to the session's
                 text stream (``Session.feed``), which cuts and prepares as the batch path.
             warmup: Run a short synthesis in ``setup`` so the first turn is fast.
             resampler_quality: soxr quality of the output resampler (QQ, LQ, MQ, HQ, VHQ).
-            **kwargs: Other ``TTSService`` arguments (``sample_rate``, ``text_transforms``...).
+            **kwargs: Other ``TTSService`` arguments (``sample_rate``, ``text_transforms``...);
+                any other keyword (``temp``, ``quantize``, a typo) is a ``TypeError`` saying
+                what to use.
         """
+        check_extra_arguments(kwargs, known=inspect.signature(PocketTTSService).parameters)
         defaults = initial_settings(language, settings)
         options = LoadOptions(
             backend=backend,
@@ -107,6 +115,7 @@ class PocketTTSService(TTSService):
             revision=revision,
             token=token,
             sampler_steps=sampler_steps,
+            precision=precision,
         )  # bad values fail here, not at setup
         load = LoadSettings(options, warmup)
         self._loader = EngineLoader(
