@@ -8,6 +8,7 @@ the session before the ``InterruptionFrame`` goes on. Loading and pack switching
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +22,9 @@ from pipecat.frames.frames import (
     LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
     StartFrame,
+    TextFrame,
     TTSAudioRawFrame,
+    TTSSpeakFrame,
     TTSStoppedFrame,
     TTSTextFrame,
 )
@@ -45,6 +48,8 @@ if TYPE_CHECKING:
     from pipecat.frames.frames import CancelFrame
 
     from .engine import PocketTTS
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 SETUP_LOAD_BUDGET_S = 15.0
 """How long ``setup`` waits for the model before letting the pipeline start (Pipecat gives up
@@ -136,8 +141,15 @@ class PocketTTSService(TTSService):
             **kwargs,
         )
         self._set_sentence_language(self.pack)
-        if not self._is_streaming_tokens:  # runs after the user's transforms
+        # Both run after the user's transforms: text with nothing to say opens no context.
+        if self._is_streaming_tokens:
+            self.add_text_transformer(self._hold_silent_start, "*")
+        else:
             self.add_text_transformer(self._drop_unspeakable, "*")
+        self._reply_speaks = False  # TOKEN: a token of this reply had something to say
+        self._silent_start = ""  # TOKEN: the reply's tokens so far, none with anything to say
+        #: The voice setting follows the pack's default voice (reported by its name).
+        self._default_voice = defaults.voice is None
         self._output = ContextOutput(self)
         self._turns = Turns(
             self._output,
@@ -177,6 +189,8 @@ class PocketTTSService(TTSService):
         self._load_error = await self._loader.load_at_setup(
             self.pack, self._settings.voice, SETUP_LOAD_BUDGET_S
         )
+        if self._loader.engine is not None:
+            self._name_default_voice(self._loader.engine)
 
     async def start(self, frame: StartFrame) -> None:
         """Start the service; report a pack that failed to load."""
@@ -210,6 +224,12 @@ class PocketTTSService(TTSService):
         Pipecat would stop the service first)."""
         if isinstance(frame, InterruptionFrame):
             await self._turns.interrupt()
+        if isinstance(frame, (TextFrame, TTSSpeakFrame)) and _SURROGATE.search(frame.text):
+            # A lone UTF-16 half (an emoji split between tokens) makes Pipecat's sentence
+            # splitter raise before any text reaches the engine: dropped here.
+            frame.text = _SURROGATE.sub("", frame.text)
+        if isinstance(frame, (LLMFullResponseStartFrame, LLMFullResponseEndFrame, TTSSpeakFrame)):
+            self._reply_speaks, self._silent_start = False, ""  # a new text begins
         if isinstance(frame, LLMFullResponseStartFrame):
             self._reply_open = True
         elif isinstance(frame, (LLMFullResponseEndFrame, InterruptionFrame)):
@@ -284,9 +304,12 @@ class PocketTTSService(TTSService):
             await self._report_load_error(self.pack, ready.switch_error, permanent=False)
             self._settings.language = self._settings.model = ready.engine.language
         if ready.switched:  # later turns open sessions on the new pack, with a voice it has
-            if await self._loader.voice_error(ready.engine, self._settings.voice):
-                self._settings.voice = None  # the pack's default voice
+            if not self._default_voice and await self._loader.voice_error(
+                ready.engine, self._settings.voice
+            ):
+                self._default_voice = True
             self._turns.retire_main()
+        self._name_default_voice(ready.engine)
         return await self._turns.open(
             context_id,
             ready.engine,
@@ -300,6 +323,23 @@ class PocketTTSService(TTSService):
         # Pipecat keeps per-context flags in a private map (1.14); default to interruptible.
         context = getattr(self, "_tts_contexts", {}).get(context_id)
         return True if context is None else bool(getattr(context, "interruptible", True))
+
+    def _name_default_voice(self, engine: PocketTTS) -> None:
+        if self._default_voice:
+            self._settings.voice = engine.default_voice
+
+    async def _hold_silent_start(self, text: str, text_type: str) -> str:
+        """TOKEN: tokens with nothing to say at the start of a text ("👍", "**") are held back,
+        so a reply of only those opens no context; the first token with something to say takes
+        them along ("$" then "5" is "$5")."""
+        if self._reply_speaks:
+            return text
+        start = self._silent_start + text
+        if not await self._drop_unspeakable(start, text_type):
+            self._silent_start = start
+            return ""
+        self._reply_speaks, self._silent_start = True, ""
+        return start
 
     async def _drop_unspeakable(self, text: str, text_type: str) -> str:
         """Nothing to say ("👍", "***"): no context (Pipecat's no-audio guard never counts it)."""
@@ -323,6 +363,9 @@ class PocketTTSService(TTSService):
             logger.error(f"{self}: {error}")
             await self.push_error(error_msg=f"PocketTTS: {error}", exception=error)
         engine = self._loader.engine
+        follow_default = is_given(delta.voice) and delta.voice is None
+        if follow_default and engine is not None:
+            delta.voice = engine.default_voice  # reported by its name
         if is_given(delta.voice) and engine is not None:
             error = await self._loader.voice_error(engine, delta.voice)
             if error is not None:
@@ -330,6 +373,8 @@ class PocketTTSService(TTSService):
                 delta.voice = NOT_GIVEN  # the previous voice stays
 
         changed = await super()._update_settings(delta)
+        if "voice" in changed:
+            self._default_voice = follow_default
         if requested_pack is not None:  # Pipecat gave its splitters the pack name: mend it
             self._set_sentence_language(self.pack)
         if "language" in changed or "model" in changed:
