@@ -250,14 +250,15 @@ async def test_the_default_voice_is_reported_by_name(packs: dict[str, Path]) -> 
 async def test_a_same_language_update_keeps_the_sentence_splitter_language(
     packs: dict[str, Path],
 ) -> None:
-    # German splitting keeps "am 3. Mai." in one sentence; English splitting cuts after "3.".
-    reply = "Wir sehen uns am 3. Mai. Danke."
+    # German splitting keeps "usw." inside the sentence; splitting for "german" (no such
+    # code: English rules) cuts after it.
+    reply = "Wir treffen uns usw. morgen. Danke."
     frames = [TTSUpdateSettingsFrame(delta=Settings(language=Language.DE)), *llm_turn(reply)]
     down, _ = await run_test(
         service(packs["root"], language=Language.DE), frames_to_send=frames, start_timeout=START
     )
     texts = [f.text.strip() for f in down if isinstance(f, TTSTextFrame)]
-    assert texts == ["Wir sehen uns am 3. Mai.", "Danke."]
+    assert texts == ["Wir treffen uns usw. morgen.", "Danke."]
 
 
 # -- #3 long text without a sentence end -----------------------------------------------------------
