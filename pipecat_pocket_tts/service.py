@@ -321,8 +321,8 @@ class PocketTTSService(TTSService):
 
     def _context_interruptible(self, context_id: str) -> bool:
         # Pipecat keeps per-context flags in a private map (1.14); default to interruptible.
-        context = getattr(self, "_tts_contexts", {}).get(context_id)
-        return True if context is None else bool(getattr(context, "interruptible", True))
+        context = self._tts_contexts.get(context_id)  # Pipecat-private: pinned by a test
+        return True if context is None else context.interruptible
 
     def _name_default_voice(self, engine: PocketTTS) -> None:
         if self._default_voice:
@@ -399,9 +399,8 @@ class PocketTTSService(TTSService):
     def _set_sentence_language(self, pack: str) -> None:
         """Give Pipecat's sentence splitters the pack's ISO code (they get pack names)."""
         code = pack_iso_code(pack)
-        for aggregator in (self._text_aggregator, getattr(self, "_skipped_text_aggregator", None)):
-            if aggregator is not None and hasattr(aggregator, "set_language"):
-                aggregator.set_language(code)
+        for aggregator in (self._text_aggregator, self._skipped_text_aggregator):  # pinned
+            aggregator.set_language(code)
 
     async def _report_load_error(self, pack: str, error: Exception, *, permanent=True) -> None:
         """An ErrorFrame upstream; ``permanent`` when the service has no model to speak with."""
