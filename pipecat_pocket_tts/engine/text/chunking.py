@@ -198,15 +198,25 @@ class Chunker:
                 start = i + 1
         if start < n:
             sentences.append(words[start:n])
-        return sentences
+        return _glue_speechless(sentences)
 
     def _last_certain_end(self, words: list[str], breaks: list[bool], last_complete: bool) -> int:
         """Index of the last word whose sentence end cannot change with more text, or -1."""
         for i in range(len(words) - 1, -1, -1):
             complete = i + 1 < len(words) or last_complete
-            if (complete and self.is_sentence_end(words[i])) or self._line_end(words, breaks, i):
+            ends = (complete and self.is_sentence_end(words[i])) or self._line_end(words, breaks, i)
+            if ends and self._says_something(words, breaks, i):  # else it joins the next one
                 return i
         return -1
+
+    def _says_something(self, words: list[str], breaks: list[bool], end: int) -> bool:
+        """Whether the sentence ending at word ``end`` has a letter or digit in it."""
+        for j in range(end, -1, -1):
+            if j < end and (self.is_sentence_end(words[j]) or self._line_end(words, breaks, j)):
+                return False
+            if _speaks(words[j]):
+                return True
+        return False
 
     # ----------------------------------------------------------------------------- pieces
     def _fits(self, words: list[str], mid: bool) -> bool:
@@ -374,6 +384,29 @@ class _Packer:
     def finish(self) -> list[_Piece]:
         self.close()
         return self._pieces
+
+
+def _speaks(word: str) -> bool:
+    return any(c.isalnum() for c in word)
+
+
+def _glue_speechless(sentences: list[list[str]]) -> list[list[str]]:
+    """A sentence with no letter or digit ("...", "?!") joins the next one, or the previous
+    one at the end: it is never said alone (streaming and batch cut the same way)."""
+    out: list[list[str]] = []
+    carried: list[str] = []
+    for sentence in sentences:
+        if not any(map(_speaks, sentence)):
+            carried += sentence
+            continue
+        out.append(carried + sentence)
+        carried = []
+    if carried:
+        if out:
+            out[-1] += carried
+        else:
+            out.append(carried)
+    return out
 
 
 def complete_word_ends(text: str) -> list[int]:
