@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from loop_slices import LoopSlices
 from pipecat.frames.frames import (
     CancelFrame,
@@ -45,6 +47,8 @@ from pipecat_pocket_tts.engine.errors import (
     LexiconError,
     UnknownLanguageError,
 )
+from pipecat_pocket_tts.engine.text.chunking import TextChunk
+from pipecat_pocket_tts.engine.text.prepare import TextStream
 
 START = 30.0
 MODES = [TextAggregationMode.SENTENCE, TextAggregationMode.TOKEN]
@@ -337,3 +341,80 @@ async def test_100_kb_without_a_sentence_end_never_stalls_the_loop_and_is_spoken
     await asyncio.gather(runner.run(), drive())
     assert sink.heard.is_set()
     assert slices.longest < LOOP_BUDGET_S, (slices.longest, slices.longest_callback)
+
+
+# -- #7 ellipses: streaming cuts as the batch path ---------------------------------------------
+
+_ELLIPTIC_TEXT = st.lists(
+    st.one_of(
+        st.sampled_from([" ", " ", ". ", "... ", " ... ", "…", " … ", "! ", "? ", "?! ", ", "]),
+        st.text("abcdefgh", min_size=1, max_size=8),
+    ),
+    max_size=30,
+).map("".join)
+
+
+def _speech_words(chunks: list) -> list[list[str]]:
+    """Each chunk's words that say something, letters and digits only, lowercase."""
+    return [
+        [
+            "".join(ch for ch in w if ch.isalnum()).lower()
+            for w in c.text.split()
+            if any(ch.isalnum() for ch in w)
+        ]
+        for c in chunks
+    ]
+
+
+@settings(max_examples=80, deadline=None)
+@given(text=_ELLIPTIC_TEXT, cuts=st.lists(st.integers(1, 9), min_size=1, max_size=40))
+def test_streaming_cuts_as_the_batch_path_ellipses_included(
+    engine_tts: PocketTTS, text: str, cuts: list[int]
+) -> None:
+    preparer = engine_tts.text_preparer
+    stream = TextStream(preparer)
+    streamed, position = [], 0
+    for step in cuts * (len(text) // max(sum(cuts), 1) + 1):
+        streamed += stream.push(text[position : position + step])
+        position += step
+        if position >= len(text):
+            break
+    streamed += stream.flush()
+    assert all(any(ch.isalnum() for ch in c.text) for c in streamed)  # never a bare "..."
+    batch_sentences = preparer.chunker.sentences(preparer.clean(text))
+    # Same words in the same order, and every streamed chunk ends where a batch sentence ends.
+    words = [w for chunk in _speech_words(streamed) for w in chunk]
+    sentence_words = _speech_words([TextChunk(s, False) for s in batch_sentences])
+    assert words == [w for sentence in sentence_words for w in sentence]
+    ends, total = set(), 0
+    for sentence in sentence_words:
+        total += len(sentence)
+        ends.add(total)
+    total = 0
+    for chunk in _speech_words(streamed):
+        total += len(chunk)
+        assert total in ends, (text, [c.text for c in streamed], batch_sentences)
+
+
+@pytest.mark.parametrize("reply", ["Okay. ... Right then.", "Well ... I think so. Yes.", "... So."])
+async def test_token_mode_keeps_an_ellipsis_in_its_sentence(
+    packs: dict[str, Path], reply: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipecat_pocket_tts.engine import session as session_module
+
+    generated: list[str] = []
+    original = session_module.generate_chunk
+
+    def spy(backend, voice_state, plan, *args, **kwargs):
+        generated.append(plan.text.strip())
+        return original(backend, voice_state, plan, *args, **kwargs)
+
+    monkeypatch.setattr(session_module, "generate_chunk", spy)
+    _, up = await run_test(
+        service(packs["english"], text_aggregation_mode=TextAggregationMode.TOKEN, warmup=False),
+        frames_to_send=llm_turn(reply),
+        start_timeout=START,
+    )
+    assert errors_of(up) == []
+    assert all(any(ch.isalnum() for ch in text) for text in generated), generated
+    assert "".join(generated).replace(" ", "").lower() == reply.replace(" ", "").lower()
