@@ -248,9 +248,9 @@ class PocketTTSService(TTSService):
         try:
             turn = self._turns.get(context_id) or await self._open_turn(context_id)
             if turn.streamed:
-                turn.stream.feed(turn, text, self._utterance_options())
+                await turn.stream.feed(turn, text, self._utterance_options())
             else:
-                turn.stream.enqueue(turn, text, self._utterance_options())
+                await turn.stream.enqueue(turn, text, self._utterance_options())
                 await self.start_tts_usage_metrics(text)
             yield None
         except PocketTTSError as e:
