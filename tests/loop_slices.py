@@ -2,9 +2,10 @@
 
 On a loaded 2-core machine, wall-clock loop lag measures the machine; the CPU time the loop's
 thread spends inside one callback (``asyncio.Handle._run``: one task step, one timer) measures
-the code that ran. Pipecat's own sentence aggregator (SENTENCE mode) scans the text on the
-loop itself — about 180 ms for a 100 KB burst — so its share of a slice is subtracted: what
-remains is the service's (and the rest of Pipecat's frame handling).
+the code that ran. Pipecat's own text handling runs on the loop too and is subtracted: its
+sentence aggregator (SENTENCE mode; about 180 ms for a 100 KB burst) and the sequencer that
+registers spoken text (TOKEN mode: it re-reads the open sentence at each token). What remains
+is the service's (and the rest of Pipecat's frame handling).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
+from pipecat.utils.context.aggregated_frame_sequencer import AggregatedFrameSequencer
 from pipecat.utils.text.simple_text_aggregator import SimpleTextAggregator
 
 
@@ -53,7 +55,17 @@ class LoopSlices:
                     slices._foreign += time.thread_time() - start
                 yield item
 
+        register_spoken = AggregatedFrameSequencer.register_spoken
+
+        async def timed_register_spoken(sequencer, *args, **kwargs):
+            start = time.thread_time()
+            try:
+                return await register_spoken(sequencer, *args, **kwargs)
+            finally:
+                slices._foreign += time.thread_time() - start
+
         monkeypatch.setattr(asyncio.events.Handle, "_run", timed_run)
+        monkeypatch.setattr(AggregatedFrameSequencer, "register_spoken", timed_register_spoken)
         monkeypatch.setattr(SimpleTextAggregator, "aggregate", timed_aggregate)
 
     def reset(self) -> None:

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict, write_safetensors
 from pipecat_pocket_tts.engine import PocketTTS
 from pipecat_pocket_tts.engine.backends.numpy.weights import iter_safetensors
-from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict, write_safetensors
 from pipecat_pocket_tts.engine.errors import WeightsMismatchError
 from pipecat_pocket_tts.engine.finite import SLICE_ELEMENTS, check_finite_weights, first_non_finite
 
