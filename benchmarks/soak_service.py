@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import random
 import re
 import statistics
@@ -31,6 +32,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -230,9 +232,11 @@ async def watch_loop(
         samples.loop_lag_s.append(max(0.0, time.perf_counter() - start - interval_s))
 
 
-def make_replies(rng: random.Random, count: int, barge_in: float, silent: float) -> list[Reply]:
-    replies = []
-    for index in range(count):
+def make_replies(
+    rng: random.Random, count: int | None, barge_in: float, silent: float
+) -> Iterator[Reply]:
+    """Random replies, made as they are needed (``count`` None: without end)."""
+    for index in itertools.count() if count is None else range(count):
         draw = rng.random()
         if draw < silent:
             kind, text = "silent", rng.choice(NOTHING_TO_SAY)
@@ -241,8 +245,7 @@ def make_replies(rng: random.Random, count: int, barge_in: float, silent: float)
             text = " ".join(rng.sample(SENTENCES, rng.randint(1, 4)))
         interrupt = rng.uniform(0.05, 2.5) if kind != "silent" and rng.random() < barge_in else None
         delay = 0.0 if rng.random() < 0.2 else rng.uniform(0.005, 0.03)
-        replies.append(Reply(index, kind, text, interrupt, delay))
-    return replies
+        yield Reply(index, kind, text, interrupt, delay)
 
 
 def tokens_of(text: str) -> list[str]:
@@ -268,7 +271,7 @@ async def drive(
     ready: asyncio.Event,
     output: RealtimeOutput,
     outcome: Outcome,
-    replies: list[Reply],
+    replies: Iterable[Reply],
     samples: Samples,
     minutes: float | None,
 ) -> None:
@@ -391,7 +394,7 @@ async def soak(
         ready = asyncio.Event()
         readies.append(ready)
         worker.event_handler("on_pipeline_started")(_setter(ready))
-        count = replies if minutes is None else 10**9
+        count = replies if minutes is None else None
         plan = make_replies(random.Random(rng.random()), count, barge_in, silent)
         outcomes.append(outcome)
         workers.append(worker)

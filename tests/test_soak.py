@@ -25,11 +25,11 @@ def soak_module():
 async def test_soak_with_barge_ins_leaves_nothing_wrong(soak_module, tmp_path: Path) -> None:
     pack = soak_module.build_tiny_pack(tmp_path)
     outcomes, samples = await soak_module.soak(
-        pack, services=2, replies=14, modes="mixed", barge_in=0.5, silent=0.15, seed=3
+        pack, services=2, replies=10, modes="mixed", barge_in=0.5, silent=0.2, seed=3
     )
     figures = soak_module.figures(outcomes)
     print(soak_module.report(outcomes, samples, 0.0))
-    assert figures.replies == 28 and figures.interrupted >= 5
+    assert figures.replies == 20 and figures.interrupted >= 2  # 8 barge-ins planned
     assert figures.stale_frames == 0
     assert figures.orphan_audio_frames == 0
     assert figures.unpaired == 0
