@@ -128,15 +128,21 @@ class Ledger:
     def stopped_for(self, reply: int) -> bool:
         return any(self.context_reply.get(c) == reply for c in self.stopped)
 
-    def unpaired(self, interrupted: set[int]) -> int:
+    def unpaired(self, interrupted: set[int]) -> Counter[str]:
         """Contexts started or stopped more than once, stopped unstarted, or (not
-        interrupted) started and never stopped."""
-        count = sum(1 for c in self.stopped if c not in self.started or self.stopped[c] > 1)
+        interrupted) started and never stopped, by kind."""
+        kinds: Counter[str] = Counter()
+        for context, n in self.stopped.items():
+            if context not in self.started:
+                kinds["stopped, never started"] += 1
+            elif n > 1:
+                kinds["stopped twice"] += 1
         for context, n in self.started.items():
-            never_stopped = context not in self.stopped
-            if n > 1 or (never_stopped and self.context_reply[context] not in interrupted):
-                count += 1
-        return count
+            if n > 1:
+                kinds["started twice"] += 1
+            elif context not in self.stopped and self.context_reply[context] not in interrupted:
+                kinds["never stopped"] += 1
+        return kinds
 
 
 class Probe(FrameProcessor):
@@ -434,6 +440,7 @@ class Figures:
     stale_frames: int
     orphan_audio_frames: int
     unpaired: int
+    unpaired_kinds: tuple[tuple[str, int], ...]
     mute: int
     silent_that_opened_audio: int
     errors: tuple[str, ...]
@@ -447,7 +454,10 @@ def figures(outcomes: list[Outcome]) -> Figures:
         interrupted=sum(len(o.interrupted) for o in outcomes),
         stale_frames=sum(o.ledger.stale_frames for o in outcomes),
         orphan_audio_frames=sum(o.ledger.orphan_audio_frames for o in outcomes),
-        unpaired=sum(o.ledger.unpaired(o.interrupted) for o in outcomes),
+        unpaired=sum(sum(o.ledger.unpaired(o.interrupted).values()) for o in outcomes),
+        unpaired_kinds=tuple(
+            sum((o.ledger.unpaired(o.interrupted) for o in outcomes), Counter()).items()
+        ),
         mute=sum(len(o.mute) for o in outcomes),
         silent_that_opened_audio=sum(o.silent_that_opened_audio for o in outcomes),
         errors=tuple(e for o in outcomes for e in o.ledger.errors),
@@ -479,7 +489,8 @@ def report(outcomes: list[Outcome], samples: Samples, elapsed_s: float) -> str:
         f"in {elapsed_s:.0f} s",
         f"stale audio frames after interruptions: {f.stale_frames}",
         f"audio frames of a context never started: {f.orphan_audio_frames}",
-        f"unpaired TTSStarted/TTSStopped: {f.unpaired}",
+        f"unpaired TTSStarted/TTSStopped: {f.unpaired}"
+        + (f" ({', '.join(f'{k}: {n}' for k, n in f.unpaired_kinds)})" if f.unpaired else ""),
         f"replies that should have spoken but did not: {f.mute}",
         f"nothing-to-say replies that opened an audio context: {f.silent_that_opened_audio}",
         f"error frames: {len(f.errors)}" + (f" (first: {f.errors[0][:120]!r})" if f.errors else ""),
