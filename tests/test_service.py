@@ -468,13 +468,19 @@ async def test_twenty_quick_interruptions_leave_nothing_behind(packs: dict[str, 
     # (system frames jump queues), so the checks hold whatever the order: no stale audio,
     # and the last turn plays to the end.
     assert_no_stale_audio(down)
-    assert kinds(down)[-4:] == [
-        TTSAudioRawFrame,
-        TTSTextFrame,
-        LLMAssistantPushAggregationFrame,
-        TTSStoppedFrame,
+    # Whether Pipecat still sees an LLM reply open when "Still here." comes (then it pushes no
+    # LLMAssistantPushAggregationFrame, and the EndFrame ends the reply after it) depends on
+    # whether the last interruption overtook the last reply's start: leave those two out.
+    settled = [
+        kind
+        for kind in kinds(down)
+        if kind not in (LLMAssistantPushAggregationFrame, LLMFullResponseEndFrame)
     ]
+    assert settled[-3:] == [TTSAudioRawFrame, TTSTextFrame, TTSStoppedFrame]
     assert [f.text for f in down if isinstance(f, TTSTextFrame)][-1] == "Still here."
+    last_stop = [f for f in down if isinstance(f, TTSStoppedFrame)][-1]
+    last_text = [f for f in down if isinstance(f, TTSTextFrame)][-1]
+    assert last_stop.context_id == last_text.context_id
     assert threads_at_interruption == [[]] * 20
     assert session_threads() == []
     assert tts.get_audio_contexts() == []
