@@ -320,6 +320,9 @@ class Stream:
                     await self._on_marker(item.payload)
                 else:
                     await self._on_audio(item)
+                # A backlog of frames (the loop was busy) would otherwise be drained in one
+                # slice: the session's channel hands queued items over without suspending.
+                await asyncio.sleep(0)
         except asyncio.CancelledError:
             raise
         except Exception as e:

@@ -19,6 +19,15 @@ from pipecat.utils.context.aggregated_frame_sequencer import AggregatedFrameSequ
 from pipecat.utils.text.simple_text_aggregator import SimpleTextAggregator
 
 
+def _describe(handle: asyncio.events.Handle) -> str:
+    """The task (its coroutine's name) or callback a slice ran."""
+    owner = getattr(handle._callback, "__self__", None)
+    if isinstance(owner, asyncio.Task):
+        coroutine = owner.get_coro()
+        return f"task {owner.get_name()}: {getattr(coroutine, '__qualname__', coroutine)}"
+    return repr(handle)[:300]
+
+
 class LoopSlices:
     """Install with a ``monkeypatch``; ``reset()`` once the pipeline runs; read ``longest``."""
 
@@ -41,7 +50,7 @@ class LoopSlices:
                 slices.slices += 1
                 if spent > slices.longest:
                     slices.longest = spent
-                    slices.longest_callback = repr(handle)[:300]
+                    slices.longest_callback = _describe(handle)
 
         async def timed_aggregate(aggregator, text: str) -> AsyncIterator:
             inner = aggregate(aggregator, text)
