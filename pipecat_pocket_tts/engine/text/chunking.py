@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..config import MAX_TOKENS_PER_CHUNK
+from .speechless import glue_speechless, speaks
 
 Measure = Callable[[str, bool], int]
 """Tokens a chunk text costs once prepared, given its mid-sentence flag."""
@@ -198,7 +199,7 @@ class Chunker:
                 start = i + 1
         if start < n:
             sentences.append(words[start:n])
-        return _glue_speechless(sentences)
+        return glue_speechless(sentences)
 
     def _last_certain_end(self, words: list[str], breaks: list[bool], last_complete: bool) -> int:
         """Index of the last word whose sentence end cannot change with more text, or -1."""
@@ -214,7 +215,7 @@ class Chunker:
         for j in range(end, -1, -1):
             if j < end and (self.is_sentence_end(words[j]) or self._line_end(words, breaks, j)):
                 return False
-            if _speaks(words[j]):
+            if speaks(words[j]):
                 return True
         return False
 
@@ -384,29 +385,6 @@ class _Packer:
     def finish(self) -> list[_Piece]:
         self.close()
         return self._pieces
-
-
-def _speaks(word: str) -> bool:
-    return any(c.isalnum() for c in word)
-
-
-def _glue_speechless(sentences: list[list[str]]) -> list[list[str]]:
-    """A sentence with no letter or digit ("...", "?!") joins the next one, or the previous
-    one at the end: it is never said alone (streaming and batch cut the same way)."""
-    out: list[list[str]] = []
-    carried: list[str] = []
-    for sentence in sentences:
-        if not any(map(_speaks, sentence)):
-            carried += sentence
-            continue
-        out.append(carried + sentence)
-        carried = []
-    if carried:
-        if out:
-            out[-1] += carried
-        else:
-            out.append(carried)
-    return out
 
 
 def complete_word_ends(text: str) -> list[int]:
