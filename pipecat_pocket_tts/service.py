@@ -7,6 +7,8 @@ the session before the ``InterruptionFrame`` goes on. Loading and pack switching
 
 from __future__ import annotations
 
+import inspect
+import re
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +23,9 @@ from pipecat.frames.frames import (
     LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
     StartFrame,
+    TextFrame,
     TTSAudioRawFrame,
+    TTSSpeakFrame,
     TTSStoppedFrame,
     TTSTextFrame,
 )
@@ -32,6 +36,7 @@ from pipecat.utils.context.word_timestamp_tracker import WordTimestamp
 from pipecat.utils.tracing.service_decorators import traced_tts
 from pipecat.utils.types import NOT_GIVEN, is_given
 
+from .arguments import check_extra_arguments
 from .engine.config import SAMPLE_RATE
 from .engine.errors import PocketTTSError, UnknownLanguageError
 from .engine.options import LoadOptions
@@ -45,6 +50,8 @@ if TYPE_CHECKING:
     from pipecat.frames.frames import CancelFrame
 
     from .engine import PocketTTS
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 SETUP_LOAD_BUDGET_S = 15.0
 """How long ``setup`` waits for the model before letting the pipeline start (Pipecat gives up
@@ -108,8 +115,11 @@ class PocketTTSService(TTSService):
                 text stream (``Session.feed``), which cuts and prepares as the batch path.
             warmup: Run a short synthesis in ``setup`` so the first turn is fast.
             resampler_quality: soxr quality of the output resampler (QQ, LQ, MQ, HQ, VHQ).
-            **kwargs: Other ``TTSService`` arguments (``sample_rate``, ``text_transforms``...).
+            **kwargs: Other ``TTSService`` arguments (``sample_rate``, ``text_transforms``...);
+                any other keyword (``temp``, ``quantize``, a typo) is a ``TypeError`` saying
+                what to use.
         """
+        check_extra_arguments(kwargs, known=inspect.signature(PocketTTSService).parameters)
         defaults = initial_settings(language, settings)
         options = LoadOptions(  # checked now, not at setup
             backend,
@@ -139,8 +149,15 @@ class PocketTTSService(TTSService):
             **kwargs,
         )
         self._set_sentence_language(self.pack)
-        if not self._is_streaming_tokens:  # runs after the user's transforms
+        # Both run after the user's transforms: text with nothing to say opens no context.
+        if self._is_streaming_tokens:
+            self.add_text_transformer(self._hold_silent_start, "*")
+        else:
             self.add_text_transformer(self._drop_unspeakable, "*")
+        self._reply_speaks = False  # TOKEN: a token of this reply had something to say
+        self._silent_start = ""  # TOKEN: the reply's tokens so far, none with anything to say
+        #: The voice setting follows the pack's default voice (reported by its name).
+        self._default_voice = defaults.voice is None
         self._output = ContextOutput(self)
         self._turns = Turns(
             self._output,
@@ -181,6 +198,8 @@ class PocketTTSService(TTSService):
         self._load_error = await self._loader.load_at_setup(
             self.pack, self._settings.voice, SETUP_LOAD_BUDGET_S
         )
+        if self._loader.engine is not None:
+            self._name_default_voice(self._loader.engine)
 
     async def start(self, frame: StartFrame) -> None:
         """Start the service; report a pack that failed to load."""
@@ -214,6 +233,12 @@ class PocketTTSService(TTSService):
         Pipecat would stop the service first)."""
         if isinstance(frame, InterruptionFrame):
             await self._turns.interrupt()
+        if isinstance(frame, (TextFrame, TTSSpeakFrame)) and _SURROGATE.search(frame.text):
+            # A lone UTF-16 half (an emoji split between tokens) makes Pipecat's sentence
+            # splitter raise before any text reaches the engine: dropped here.
+            frame.text = _SURROGATE.sub("", frame.text)
+        if isinstance(frame, (LLMFullResponseStartFrame, LLMFullResponseEndFrame, TTSSpeakFrame)):
+            self._reply_speaks, self._silent_start = False, ""  # a new text begins
         if isinstance(frame, LLMFullResponseStartFrame):
             self._reply_open = True
         elif isinstance(frame, (LLMFullResponseEndFrame, InterruptionFrame)):
@@ -232,9 +257,9 @@ class PocketTTSService(TTSService):
         try:
             turn = self._turns.get(context_id) or await self._open_turn(context_id)
             if turn.streamed:
-                turn.stream.feed(turn, text, self._utterance_options())
+                await turn.stream.feed(turn, text, self._utterance_options())
             else:
-                turn.stream.enqueue(turn, text, self._utterance_options())
+                await turn.stream.enqueue(turn, text, self._utterance_options())
                 await self.start_tts_usage_metrics(text)
             yield None
         except PocketTTSError as e:
@@ -321,9 +346,12 @@ class PocketTTSService(TTSService):
             await self._report_load_error(self.pack, ready.switch_error, permanent=False)
             self._settings.language = self._settings.model = ready.engine.language
         if ready.switched:  # later turns open sessions on the new pack, with a voice it has
-            if await self._loader.voice_error(ready.engine, self._settings.voice):
-                self._settings.voice = None  # the pack's default voice
+            if not self._default_voice and await self._loader.voice_error(
+                ready.engine, self._settings.voice
+            ):
+                self._default_voice = True
             self._turns.retire_main()
+        self._name_default_voice(ready.engine)
         return await self._turns.open(
             context_id,
             ready.engine,
@@ -335,8 +363,25 @@ class PocketTTSService(TTSService):
 
     def _context_interruptible(self, context_id: str) -> bool:
         # Pipecat keeps per-context flags in a private map (1.14); default to interruptible.
-        context = getattr(self, "_tts_contexts", {}).get(context_id)
-        return True if context is None else bool(getattr(context, "interruptible", True))
+        context = self._tts_contexts.get(context_id)  # Pipecat-private: pinned by a test
+        return True if context is None else context.interruptible
+
+    def _name_default_voice(self, engine: PocketTTS) -> None:
+        if self._default_voice:
+            self._settings.voice = engine.default_voice
+
+    async def _hold_silent_start(self, text: str, text_type: str) -> str:
+        """TOKEN: tokens with nothing to say at the start of a text ("👍", "**") are held back,
+        so a reply of only those opens no context; the first token with something to say takes
+        them along ("$" then "5" is "$5")."""
+        if self._reply_speaks:
+            return text
+        start = self._silent_start + text
+        if not await self._drop_unspeakable(start, text_type):
+            self._silent_start = start
+            return ""
+        self._reply_speaks, self._silent_start = True, ""
+        return start
 
     async def _drop_unspeakable(self, text: str, text_type: str) -> str:
         """Nothing to say ("👍", "***"): no context (Pipecat's no-audio guard never counts it)."""
@@ -349,16 +394,20 @@ class PocketTTSService(TTSService):
 
     async def _update_settings(self, delta: PocketTTSSettings) -> dict[str, Any]:
         """Apply a settings delta: utterance settings (seed included) at the next utterance."""
-        requested_pack = self._requested_pack(delta)
+        requested_pack = await self._requested_pack(delta)
         if requested_pack is not None:
             variant = text_variant(delta.language) if is_given(delta.language) else None
             if variant != self._text_language:
                 self._text_language = variant
                 self._turns.retire_main()  # the next turn's session reads the new variant
             delta.language = delta.model = requested_pack
-        if (error := delta.drop_invalid_lexicon()) is not None:
-            await self.push_error(error_msg=f"PocketTTS: {error}")
+        for error in delta.refuse_invalid():  # the previous value of each stays
+            logger.error(f"{self}: {error}")
+            await self.push_error(error_msg=f"PocketTTS: {error}", exception=error)
         engine = self._loader.engine
+        follow_default = is_given(delta.voice) and delta.voice is None
+        if follow_default and engine is not None:
+            delta.voice = engine.default_voice  # reported by its name
         if is_given(delta.voice) and engine is not None:
             error = await self._loader.voice_error(engine, delta.voice)
             if error is not None:
@@ -366,6 +415,8 @@ class PocketTTSService(TTSService):
                 delta.voice = NOT_GIVEN  # the previous voice stays
 
         changed = await super()._update_settings(delta)
+        if "voice" in changed:
+            self._default_voice = follow_default
         if requested_pack is not None:  # Pipecat gave its splitters the pack name: mend it
             self._set_sentence_language(self.pack)
         if "language" in changed or "model" in changed:
@@ -376,21 +427,22 @@ class PocketTTSService(TTSService):
         self._warn_unhandled_updated_settings(set(changed) - known)
         return changed
 
-    def _requested_pack(self, delta: PocketTTSSettings) -> str | None:
-        """The pack a delta asks for (through ``language`` or ``model``), or None."""
+    async def _requested_pack(self, delta: PocketTTSSettings) -> str | None:
+        """The pack a delta asks for (through ``language`` or ``model``), or None; an unknown
+        language is an ErrorFrame (the pack in use stays)."""
         try:
             return self._loader.requested_pack(delta.model, delta.language)
         except UnknownLanguageError as e:
             logger.error(f"{self}: {e}")
+            await self.push_error(error_msg=f"PocketTTS: {e}", exception=e)
             delta.language = delta.model = NOT_GIVEN
             return None
 
     def _set_sentence_language(self, pack: str) -> None:
         """Give Pipecat's sentence splitters the pack's ISO code (they get pack names)."""
         code = pack_iso_code(pack)
-        for aggregator in (self._text_aggregator, getattr(self, "_skipped_text_aggregator", None)):
-            if aggregator is not None and hasattr(aggregator, "set_language"):
-                aggregator.set_language(code)
+        for aggregator in (self._text_aggregator, self._skipped_text_aggregator):  # pinned
+            aggregator.set_language(code)
 
     async def _report_load_error(self, pack: str, error: Exception, *, permanent=True) -> None:
         """An ErrorFrame upstream; ``permanent`` when the service has no model to speak with."""
