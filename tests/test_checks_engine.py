@@ -94,9 +94,10 @@ def _worker_threads() -> set[threading.Thread]:
     return {t for t in threading.enumerate() if t.name.startswith("pocket-tts-session")}
 
 
-def test_an_abandoned_session_releases_its_thread(engine_tts: PocketTTS) -> None:
+def test_an_abandoned_session_releases_its_thread(engine_pack_dir) -> None:
+    solo = PocketTTS.load("english", backend="numpy", model_dir=engine_pack_dir, batching=False)
     before = _worker_threads()
-    session = engine_tts.session(seed=1)
+    session = solo.session(seed=1)
     session.enqueue("Hello there.")  # starts the worker; never finished nor cancelled
     started = _worker_threads() - before
     assert started
@@ -105,3 +106,17 @@ def test_an_abandoned_session_releases_its_thread(engine_tts: PocketTTS) -> None
     for thread in started:
         thread.join(timeout=30)  # generous: returns as soon as the worker has stopped
     assert not any(thread.is_alive() for thread in started)
+
+
+def test_an_abandoned_session_leaves_the_scheduler(engine_endless_tts: PocketTTS) -> None:
+    """On the scheduler (no thread of its own), a dropped session's stream is dropped too."""
+    session = engine_endless_tts.session(seed=1, max_frames=10_000)
+    session.enqueue("Hello there, this goes on and on.")
+    scheduler = engine_endless_tts.scheduler
+    assert scheduler.stats().active >= 1
+    del session
+    gc.collect()
+    cancels = [t for t in threading.enumerate() if t.name == "pocket-tts-abandon"]
+    for thread in cancels:
+        thread.join(timeout=30)
+    assert scheduler.stats().active == 0

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -102,13 +103,17 @@ class Session:
         self._feed_timed: TimedText | None = None
         # The session's word clock, fed every frame in output order by its link.
         words = SessionWords(planner.config.mimi.frame_rate) if timestamps else None
+        # The link refers back to the session only weakly, so a session dropped without
+        # finish() or cancel() is collected, and its finalizer stops the link's work.
+        failed = _weakly(self._failed)
         self._link: SessionLink | SoloLink
         if scheduler is not None:
-            self._link = SessionLink(scheduler, seed, self._frames, self._failed, name, words)
+            self._link = SessionLink(scheduler, seed, self._frames, failed, name, words)
         else:
             self._link = SoloLink(
-                backend, seed, self._frames, self._failed, name, overlap=overlap_decode, words=words
+                backend, seed, self._frames, failed, name, overlap=overlap_decode, words=words
             )
+        weakref.finalize(self, self._link.abandon)
 
     # -- input --------------------------------------------------------------------------
     def enqueue(
@@ -355,6 +360,18 @@ class Session:
         with self._lock:
             self._closed = True  # a failed session takes no more text
             self._failure = error
+
+
+def _weakly(method: Callable[[BaseException], None]) -> Callable[[BaseException], None]:
+    """``method`` called through a weak reference to its object (a no-op once it is gone)."""
+    ref = weakref.WeakMethod(method)
+
+    def call(error: BaseException) -> None:
+        target = ref()
+        if target is not None:
+            target(error)
+
+    return call
 
 
 __all__ = [
