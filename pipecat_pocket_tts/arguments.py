@@ -9,6 +9,7 @@ saying what to use instead.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import inspect
 from collections.abc import Iterable, Mapping
@@ -16,6 +17,8 @@ from functools import cache
 from typing import Any
 
 from pipecat.services.tts_service import TTSService
+
+from .engine.options import LoadOptions
 
 _SETTING = "a setting here: settings=PocketTTSService.Settings({name}=...)"
 
@@ -35,6 +38,13 @@ FOREIGN_ARGUMENTS: dict[str, str] = {
         "runs 'fp32', narrower ones as they land); None is the backend's default"
     ),
 }
+
+
+def take_load_options(load: LoadOptions | None, kwargs: dict[str, Any]) -> LoadOptions:
+    """``load`` with the ``LoadOptions`` fields found in ``kwargs`` (taken out of it)."""
+    fields = {f.name for f in dataclasses.fields(LoadOptions)}
+    given = {name: kwargs.pop(name) for name in list(kwargs) if name in fields}
+    return LoadOptions.build(load, **given)
 
 
 @cache

@@ -164,6 +164,15 @@ class EngineLoader:
         planner = self._planner[1].with_text_language(text_language)
         return bool(planner.plan(text, normalize=bool(normalize), lexicon=lexicon or None))
 
+    async def checked_voice(self, voice: Any) -> tuple[Any, PocketTTSError | None]:
+        """A voice setting as the loaded pack takes it (None: its default voice, by name),
+        and why the pack cannot use it (None: it can). Unchecked while nothing is loaded."""
+        engine = self._engine
+        if engine is None:
+            return voice, None
+        voice = engine.default_voice if voice is None else voice
+        return voice, await self.voice_error(engine, voice)
+
     async def voice_error(self, engine: PocketTTS, voice: Any) -> PocketTTSError | None:
         """Why ``engine`` cannot use ``voice`` (None: it can): the engine's own parser decides,
         off the loop (the voice is cached by it for the next utterance)."""

@@ -3,20 +3,27 @@
 On a loaded 2-core machine, wall-clock loop lag measures the machine; the CPU time the loop's
 thread spends inside one callback (``asyncio.Handle._run``: one task step, one timer) measures
 the code that ran. Pipecat's own text handling runs on the loop too and is subtracted: its
-sentence aggregator (SENTENCE mode; about 180 ms for a 100 KB burst) and the sequencer that
-registers spoken text (TOKEN mode: it re-reads the open sentence at each token). What remains
+sentence aggregator (SENTENCE mode; about 180 ms for a 100 KB burst) and the word-timestamp
+sequencer (it re-reads the open text at each token and at each played word). What remains
 is the service's (and the rest of Pipecat's frame handling).
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import AsyncIterator
 
 import pytest
 from pipecat.utils.context.aggregated_frame_sequencer import AggregatedFrameSequencer
 from pipecat.utils.text.simple_text_aggregator import SimpleTextAggregator
+
+
+#: Pipecat's word-timestamp sequencer: it registers the text, then matches each played word
+#: against the context's whole open text (1.14: ``alnum_only`` of all of it per word, so its
+#: cost grows with an unpunctuated TOKEN reply). Pipecat's cost, not the service's.
+SEQUENCER_ENTRIES = ("register_spoken", "finalize", "process_word", "flush", "force_complete")
 
 
 def _describe(handle: asyncio.events.Handle) -> str:
@@ -64,17 +71,34 @@ class LoopSlices:
                     slices._foreign += time.thread_time() - start
                 yield item
 
-        register_spoken = AggregatedFrameSequencer.register_spoken
+        depth = 0  # sequencer calls nest (finalize → process_word): time the outermost
 
-        async def timed_register_spoken(sequencer, *args, **kwargs):
-            start = time.thread_time()
-            try:
-                return await register_spoken(sequencer, *args, **kwargs)
-            finally:
-                slices._foreign += time.thread_time() - start
+        def timed(method):
+            def run_timed(sequencer, *args, **kwargs):
+                nonlocal depth
+                start, depth = time.thread_time(), depth + 1
+                try:
+                    return method(sequencer, *args, **kwargs)
+                finally:
+                    depth -= 1
+                    if depth == 0:
+                        slices._foreign += time.thread_time() - start
 
-        monkeypatch.setattr(asyncio.events.Handle, "_run", timed_run)
-        monkeypatch.setattr(AggregatedFrameSequencer, "register_spoken", timed_register_spoken)
+            async def run_timed_async(sequencer, *args, **kwargs):
+                nonlocal depth
+                start, depth = time.thread_time(), depth + 1
+                try:
+                    return await method(sequencer, *args, **kwargs)
+                finally:
+                    depth -= 1
+                    if depth == 0:
+                        slices._foreign += time.thread_time() - start
+
+            return run_timed_async if inspect.iscoroutinefunction(method) else run_timed
+
+        for name in SEQUENCER_ENTRIES:
+            method = getattr(AggregatedFrameSequencer, name)
+            monkeypatch.setattr(AggregatedFrameSequencer, name, timed(method))
         monkeypatch.setattr(SimpleTextAggregator, "aggregate", timed_aggregate)
 
     def reset(self) -> None:

@@ -20,7 +20,16 @@ from pipecat.utils.text.base_text_aggregator import BaseTextAggregator
 import pipecat_pocket_tts
 from pipecat_pocket_tts import PocketTTSService
 
-SERVICE_MODULES = ("service.py", "turns.py", "loading.py", "settings.py")
+SERVICE_MODULES = (
+    "service.py",
+    "turns.py",
+    "loading.py",
+    "settings.py",
+    "text_gate.py",
+    "unspoken.py",
+    "updates.py",
+    "arguments.py",
+)
 
 PINNED = {
     "_settings",  # the service's current settings (Pipecat's store-mode object)
@@ -31,6 +40,8 @@ PINNED = {
     "_refresh_audio_context",  # keeps a context alive while a model loads
     "_text_aggregator",  # sentence splitters: given the pack's ISO code
     "_skipped_text_aggregator",
+    "_aggregated_frame_sequencer",  # word timestamps: slots of a context's text (``_slots``)
+    "_word_timestamp_tracker",  # word timestamps: the last word's time (``last_pts``)
 }
 
 
@@ -47,6 +58,12 @@ def test_the_pinned_names_exist_with_the_shape_the_service_uses() -> None:
     assert TTSContext(interruptible=False).interruptible is False
     params = inspect.signature(TTSService._refresh_audio_context).parameters
     assert list(params) == ["self", "context_id"]
+    sequencer = tts._aggregated_frame_sequencer
+    assert isinstance(sequencer._slots, list) and callable(sequencer.force_complete)
+    assert list(inspect.signature(sequencer.force_complete).parameters)[:1] == ["context_id"]
+    assert hasattr(tts._word_timestamp_tracker, "last_pts")
+    overridden = inspect.signature(TTSService._apply_force_complete).parameters
+    assert list(overridden) == ["self", "context_id"]
     for aggregator in (tts._text_aggregator, tts._skipped_text_aggregator):
         assert isinstance(aggregator, BaseTextAggregator)
         aggregator.set_language("de")

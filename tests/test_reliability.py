@@ -42,7 +42,7 @@ from pipecat.workers.runner import WorkerRunner
 
 from pipecat_pocket_tts import PocketTTSService
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
-from pipecat_pocket_tts.engine import PocketTTS
+from pipecat_pocket_tts.engine import PocketTTS, Session
 from pipecat_pocket_tts.engine.errors import (
     InvalidSettingError,
     LexiconError,
@@ -253,17 +253,26 @@ async def test_the_default_voice_is_reported_by_name(packs: dict[str, Path]) -> 
 
 
 async def test_a_same_language_update_keeps_the_sentence_splitter_language(
-    packs: dict[str, Path],
+    packs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # German splitting keeps "usw." inside the sentence; splitting for "german" (no such
-    # code: English rules) cuts after it.
+    # code: English rules) cuts after it. The sentences are what the session is given.
+    sentences: list[str] = []
+    enqueue = Session.enqueue
+
+    def recording_enqueue(self, text, **kwargs):
+        sentences.append(text.strip())
+        return enqueue(self, text, **kwargs)
+
+    monkeypatch.setattr(Session, "enqueue", recording_enqueue)
     reply = "Wir treffen uns usw. morgen. Danke."
     frames = [TTSUpdateSettingsFrame(delta=Settings(language=Language.DE)), *llm_turn(reply)]
-    down, _ = await run_test(
-        service(packs["root"], language=Language.DE), frames_to_send=frames, start_timeout=START
+    await run_test(
+        service(packs["root"], language=Language.DE, warmup=False),
+        frames_to_send=frames,
+        start_timeout=START,
     )
-    texts = [f.text.strip() for f in down if isinstance(f, TTSTextFrame)]
-    assert texts == ["Wir treffen uns usw. morgen.", "Danke."]
+    assert sentences == ["Wir treffen uns usw. morgen.", "Danke."]
 
 
 # -- #3 long text without a sentence end -----------------------------------------------------------
@@ -274,7 +283,10 @@ TOKEN_BY_TOKEN_CHARS = 10_000
 """Token by token, Pipecat's own per-token handling in TOKEN mode grows with the open sentence
 (about 25 s for these 10 KB on a loaded 2-core machine, minutes for 100 KB); the service's
 part is linear (its text stream takes 100 KB in 4-character pushes in 1.6 s of CPU, no push
-over 2 ms), so a tenth of the burst size shows its longest slice as well."""
+over 2 ms), so a tenth of the burst size shows its longest slice as well. The same holds for a
+TOKEN-mode burst: at the reply's end Pipecat's word-timestamp sequencer diffs the whole open
+sentence against itself word by word (``difflib`` in its ``TextSegmentMap``; minutes for 100 KB
+of repeated words), so a TOKEN burst is this size too."""
 WORDS = [
     "the",
     "old",
@@ -320,7 +332,8 @@ class FirstAudio(FrameProcessor):
 async def test_100_kb_without_a_sentence_end_never_stalls_the_loop_and_is_spoken(
     packs: dict[str, Path], monkeypatch: pytest.MonkeyPatch, mode: TextAggregationMode, burst: bool
 ) -> None:
-    text = unpunctuated(BURST_CHARS if burst else TOKEN_BY_TOKEN_CHARS)
+    sentence_burst = burst and mode == TextAggregationMode.SENTENCE
+    text = unpunctuated(BURST_CHARS if sentence_burst else TOKEN_BY_TOKEN_CHARS)
     frames = llm_turn(text)
     if burst:
         frames = [frames[0], LLMTextFrame(text), frames[-1]]
