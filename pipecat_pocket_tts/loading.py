@@ -53,6 +53,10 @@ class Ready:
     switch_error: Exception | None = None  # a requested pack failed; the engine is the old one
 
 
+SPEECH_CHECK_CHARS = 2000
+"""Longest text ``has_speech`` plans on the event loop (about 5 ms of CPU)."""
+
+
 class EngineLoader:
     """Loads packs off the event loop and hands the engine to new turns."""
 
@@ -146,16 +150,28 @@ class EngineLoader:
     def has_speech(self, text: str, normalize: Any, lexicon: Any, text_language: Any) -> bool:
         """False when ``text`` says nothing once normalized and filtered ("👍", "***").
 
-        Text with an ASCII letter or digit is taken as speech without planning it (cheap);
-        True while no engine is loaded (the turn finds out).
+        Text with an ASCII letter or digit is taken as speech without planning it (cheap), and
+        so is text longer than ``SPEECH_CHECK_CHARS`` (planning it here would hold the event
+        loop; the session finds out off it); True while no engine is loaded (the turn finds out).
         """
         engine = self._engine
-        if engine is None or any(c.isascii() and c.isalnum() for c in text):
+        if engine is None or len(text) > SPEECH_CHECK_CHARS:
+            return True
+        if any(c.isascii() and c.isalnum() for c in text):
             return True
         if self._planner is None or self._planner[0] is not engine:
             self._planner = (engine, TextPlanner(engine.config, engine.tokenizer))
         planner = self._planner[1].with_text_language(text_language)
         return bool(planner.plan(text, normalize=bool(normalize), lexicon=lexicon or None))
+
+    async def checked_voice(self, voice: Any) -> tuple[Any, PocketTTSError | None]:
+        """A voice setting as the loaded pack takes it (None: its default voice, by name),
+        and why the pack cannot use it (None: it can). Unchecked while nothing is loaded."""
+        engine = self._engine
+        if engine is None:
+            return voice, None
+        voice = engine.default_voice if voice is None else voice
+        return voice, await self.voice_error(engine, voice)
 
     async def voice_error(self, engine: PocketTTS, voice: Any) -> PocketTTSError | None:
         """Why ``engine`` cannot use ``voice`` (None: it can): the engine's own parser decides,

@@ -7,19 +7,17 @@ the session before the ``InterruptionFrame`` goes on. Loading and pack switching
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncGenerator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 from pipecat.frames.frames import (
-    AggregatedTextProgressFrame,
     EndFrame,
     ErrorFrame,
     Frame,
     InterruptionFrame,
     LLMFullResponseEndFrame,
-    LLMFullResponseStartFrame,
     StartFrame,
     TTSAudioRawFrame,
     TTSStoppedFrame,
@@ -30,16 +28,19 @@ from pipecat.services.tts_service import TextAggregationMode, TTSService
 from pipecat.transcriptions.language import Language
 from pipecat.utils.context.word_timestamp_tracker import WordTimestamp
 from pipecat.utils.tracing.service_decorators import traced_tts
-from pipecat.utils.types import NOT_GIVEN, is_given
 
+from .arguments import check_extra_arguments, take_load_options
 from .engine.config import SAMPLE_RATE
-from .engine.errors import PocketTTSError, UnknownLanguageError
+from .engine.errors import PocketTTSError
 from .engine.options import LoadOptions
 from .languages import language_to_pack, pack_iso_code, text_variant
 from .loading import WARMUP_FRAMES, WARMUP_TEXT, EngineLoader, LoadSettings
 from .resampler import StreamResampler
 from .settings import UTTERANCE_SETTINGS, PocketTTSSettings, initial_settings
+from .text_gate import TextGate
 from .turns import ContextOutput, Turn, Turns, UtteranceOptions, session_options
+from .unspoken import UnspokenContexts
+from .updates import check_update
 
 if TYPE_CHECKING:
     from pipecat.frames.frames import CancelFrame
@@ -72,14 +73,7 @@ class PocketTTSService(TTSService):
         self,
         *,
         language: Language | str | None = None,
-        backend: str = "auto",
-        model_dir: str | Path | None = None,
-        revision: str | None = None,
-        token: str | None = None,
-        sampler_steps: int = 1,
-        precision: str | None = None,
-        threads: int | None = None,
-        max_streams: int | None = None,
+        load: LoadOptions | None = None,
         settings: PocketTTSSettings | None = None,
         text_aggregation_mode: TextAggregationMode | None = None,
         warmup: bool = True,
@@ -91,36 +85,23 @@ class PocketTTSService(TTSService):
         Args:
             language: A Pipecat ``Language`` (regional variants by base code) or a pack name;
                 defaults to English. ``settings.language`` wins when both are given.
-            backend: "numpy", "coreml" or "auto".
-            model_dir: A local folder with the pack's files, or with one subfolder per pack
-                named after it (``english/``, ``french/``: runtime language switches offline).
-                Nothing is downloaded then.
-            revision: Hub revision of the pack (without ``model_dir``).
-            token: Hugging Face token (gated packs); defaults to ``HF_TOKEN``.
-            sampler_steps: Flow-matching decode steps of the sampler.
-            precision: FlowLM weights: NumPy "fp32", "bf16", "int8" (``fast`` extra); CoreML "int8".
-            threads: Compute threads of the model's scheduler, shared by every service and
-                session on the pack (default: the usable cores).
-            max_streams: Most streams the model speaks at once; later turns wait in order
-                (logged). Default: no limit.
+            load: How packs load (``LoadOptions``); its fields may also be given as keywords:
+                ``backend`` ("numpy", "coreml", "auto"), ``model_dir`` (a pack folder, or one
+                subfolder per pack named after it; nothing is downloaded), ``revision``,
+                ``token``, ``sampler_steps``, ``precision`` ("fp32", "bf16", "int8"),
+                ``threads`` and ``max_streams`` (the model's scheduler), ``batching``...
             settings: Voice, temperature, seed, normalize, lexicon (see ``Settings``).
             text_aggregation_mode: SENTENCE (default) or TOKEN: LLM tokens go to the session's
                 text stream (``Session.feed``), which cuts and prepares as the batch path.
             warmup: Run a short synthesis in ``setup`` so the first turn is fast.
             resampler_quality: soxr quality of the output resampler (QQ, LQ, MQ, HQ, VHQ).
-            **kwargs: Other ``TTSService`` arguments (``sample_rate``, ``text_transforms``...).
+            **kwargs: Other ``TTSService`` arguments (``sample_rate``, ``text_transforms``...);
+                any other keyword (``temp``, ``quantize``, a typo) is a ``TypeError`` saying
+                what to use.
         """
+        options = take_load_options(load, kwargs)  # checked now, not at setup
+        check_extra_arguments(kwargs, known=inspect.signature(PocketTTSService).parameters)
         defaults = initial_settings(language, settings)
-        options = LoadOptions(  # checked now, not at setup
-            backend,
-            model_dir,
-            revision,
-            token,
-            sampler_steps,
-            precision,
-            threads=threads,
-            max_streams=max_streams,
-        )
         self._loader = EngineLoader(
             LoadSettings(options, warmup),
             create_task=lambda coroutine, name: self.create_task(coroutine, name=name),
@@ -139,8 +120,11 @@ class PocketTTSService(TTSService):
             **kwargs,
         )
         self._set_sentence_language(self.pack)
-        if not self._is_streaming_tokens:  # runs after the user's transforms
-            self.add_text_transformer(self._drop_unspeakable, "*")
+        self._gate = TextGate(self._has_speech)  # after the user's transforms
+        gate = self._gate.token if self._is_streaming_tokens else self._gate.sentence
+        self.add_text_transformer(gate, "*")
+        #: The voice setting follows the pack's default voice (reported by its name).
+        self._default_voice = defaults.voice is None
         self._output = ContextOutput(self)
         self._turns = Turns(
             self._output,
@@ -148,8 +132,7 @@ class PocketTTSService(TTSService):
         )
         self._seed_version = 0  # bumped by every seed update
         self._stopped = False
-        self._reply_open = False  # an LLM reply started and has not ended
-        self._unspoken: set[str] = set()  # contexts with text that made no audio
+        self._unspoken = UnspokenContexts()
         self._load_error: Exception | None = None
 
     def can_generate_metrics(self) -> bool:
@@ -181,32 +164,35 @@ class PocketTTSService(TTSService):
         self._load_error = await self._loader.load_at_setup(
             self.pack, self._settings.voice, SETUP_LOAD_BUDGET_S
         )
+        if self._loader.engine is not None:
+            self._name_default_voice(self._loader.engine)
 
     async def start(self, frame: StartFrame) -> None:
         """Start the service; report a pack that failed to load."""
         await super().start(frame)
         self._stopped = False
-        if self._load_error is not None:
-            await self._report_load_error(self.pack, self._load_error)
+        if self._load_error is not None:  # permanent: no model to speak with
+            await self._refuse(self._load_error, f"could not load pack {self.pack!r}", True)
 
     async def stop(self, frame: EndFrame) -> None:
         """Play everything queued, then release the sessions."""
         await super().stop(frame)  # waits until every audio context has played
-        self._stopped = True
-        await self._turns.close_all()
+        await self._release()
 
     async def cancel(self, frame: CancelFrame) -> None:
         """Stop at once: no more audio, compute stops within one frame."""
         await super().cancel(frame)
-        self._stopped = True
-        await self._turns.close_all()
+        await self._release()
 
     async def cleanup(self) -> None:
         """Release the sessions and the model reference (the shared cache keeps the model)."""
         await super().cleanup()
+        await self._release()
+        await self._loader.close(self.cancel_task)
+
+    async def _release(self) -> None:
         self._stopped = True
         await self._turns.close_all()
-        await self._loader.close(self.cancel_task)
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         """Pipecat's, after cancelling the main session at an interruption (all its turns are
@@ -214,11 +200,7 @@ class PocketTTSService(TTSService):
         Pipecat would stop the service first)."""
         if isinstance(frame, InterruptionFrame):
             await self._turns.interrupt()
-        if isinstance(frame, LLMFullResponseStartFrame):
-            self._reply_open = True
-        elif isinstance(frame, (LLMFullResponseEndFrame, InterruptionFrame)):
-            self._reply_open = False
-        elif isinstance(frame, EndFrame) and self._reply_open:
+        if self._gate.observe(frame):
             await self.process_frame(LLMFullResponseEndFrame(), direction)
         await super().process_frame(frame, direction)
 
@@ -232,19 +214,16 @@ class PocketTTSService(TTSService):
         try:
             turn = self._turns.get(context_id) or await self._open_turn(context_id)
             if turn.streamed:
-                turn.stream.feed(turn, text, self._utterance_options())
+                await turn.stream.feed(turn, text, self._utterance_options())
             else:
-                turn.stream.enqueue(turn, text, self._utterance_options())
+                await turn.stream.enqueue(turn, text, self._utterance_options())
                 await self.start_tts_usage_metrics(text)
             yield None
-        except PocketTTSError as e:
-            logger.error(f"{self}: {e}")
-            self._text_unspoken(context_id)
-            yield ErrorFrame(error=f"PocketTTS: {e}")
-        except Exception as e:
-            logger.exception(f"{self}: synthesis request failed")
-            self._text_unspoken(context_id)
-            yield ErrorFrame(error=f"PocketTTS: unexpected error: {e}")
+        except Exception as e:  # a PocketTTSError is the caller's; anything else is logged whole
+            expected = isinstance(e, PocketTTSError)
+            (logger.error if expected else logger.exception)(f"{self}: synthesis failed: {e}")
+            self._unspoken.text_failed(context_id, self._aggregated_frame_sequencer)
+            yield ErrorFrame(error=f"PocketTTS: {'' if expected else 'unexpected error: '}{e}")
 
     async def flush_audio(self, context_id: str | None = None) -> None:
         """The turn's text is complete: speak what is held, end the context once played."""
@@ -288,85 +267,64 @@ class PocketTTSService(TTSService):
         self._unspoken.discard(context_id)
         await super().on_audio_context_completed(context_id)
 
-    def _text_unspoken(self, context_id: str) -> None:
-        """The text just handed over for ``context_id`` made no audio: it never enters the
-        LLM context (its word slot is closed without words; what is left at the end of the
-        context is dropped, not force-completed). Pipecat 1.14's sequencer, by its fields."""
-        self._unspoken.add(context_id)
-        sequencer = self._aggregated_frame_sequencer
-        for slot in reversed(getattr(sequencer, "_slots", [])):
-            tracker = slot.tracker
-            if slot.context_id == context_id and slot.spoken and not slot.complete and tracker:
-                if not tracker.get_accumulated_tts_text().strip():  # no word matched yet
-                    slot.complete = True
-                break
-
     async def _apply_force_complete(self, context_id: str) -> None:
         """At a context's end, Pipecat writes the text no word covered into the context; for
         a context whose text made no audio, that text is dropped instead."""
         if context_id not in self._unspoken:
-            await super()._apply_force_complete(context_id)
-            return
-        frames = self._aggregated_frame_sequencer.force_complete(
-            context_id, self._word_timestamp_tracker.last_pts
-        )
-        for frame in frames:
-            if not isinstance(frame, (TTSTextFrame, AggregatedTextProgressFrame)):
-                await self.push_frame(frame)
+            return await super()._apply_force_complete(context_id)
+        pts, sequencer = self._word_timestamp_tracker.last_pts, self._aggregated_frame_sequencer
+        for frame in self._unspoken.completed(sequencer, context_id, pts):
+            await self.push_frame(frame)
 
     async def _open_turn(self, context_id: str) -> Turn:
         """Bind a new audio context to a stream (the main one, or a private one)."""
         ready = await self._loader.ready(context_id, self.pack, self._settings.voice)
+        context = self._tts_contexts.get(context_id)  # Pipecat's (pinned); none: interruptible
         if ready.switch_error is not None:
-            await self._report_load_error(self.pack, ready.switch_error, permanent=False)
+            await self._refuse(ready.switch_error, f"could not load pack {self.pack!r}")
             self._settings.language = self._settings.model = ready.engine.language
         if ready.switched:  # later turns open sessions on the new pack, with a voice it has
-            if await self._loader.voice_error(ready.engine, self._settings.voice):
-                self._settings.voice = None  # the pack's default voice
+            if not self._default_voice and await self._loader.voice_error(
+                ready.engine, self._settings.voice
+            ):
+                self._default_voice = True
             self._turns.retire_main()
+        self._name_default_voice(ready.engine)
         return await self._turns.open(
             context_id,
             ready.engine,
-            private=not self._context_interruptible(context_id),
+            private=context is not None and not context.interruptible,
             streamed=self._is_streaming_tokens,
             session_options=session_options(self._settings, self._text_language),
             seed_version=self._seed_version,
         )
 
-    def _context_interruptible(self, context_id: str) -> bool:
-        # Pipecat keeps per-context flags in a private map (1.14); default to interruptible.
-        context = getattr(self, "_tts_contexts", {}).get(context_id)
-        return True if context is None else bool(getattr(context, "interruptible", True))
+    def _name_default_voice(self, engine: PocketTTS) -> None:
+        if self._default_voice:
+            self._settings.voice = engine.default_voice
 
-    async def _drop_unspeakable(self, text: str, text_type: str) -> str:
-        """Nothing to say ("👍", "***"): no context (Pipecat's no-audio guard never counts it)."""
-        s = self._settings
-        speech = self._loader.has_speech(text, s.normalize, s.lexicon, self._text_language)
-        return text if speech else ""
+    def _has_speech(self, text: str) -> bool:
+        settings = self._settings
+        return self._loader.has_speech(
+            text, settings.normalize, settings.lexicon, self._text_language
+        )
 
     def _utterance_options(self) -> UtteranceOptions:  # settings as of now
         return UtteranceOptions.of(self._settings, self._seed_version)
 
     async def _update_settings(self, delta: PocketTTSSettings) -> dict[str, Any]:
-        """Apply a settings delta: utterance settings (seed included) at the next utterance."""
-        requested_pack = self._requested_pack(delta)
-        if requested_pack is not None:
-            variant = text_variant(delta.language) if is_given(delta.language) else None
-            if variant != self._text_language:
-                self._text_language = variant
-                self._turns.retire_main()  # the next turn's session reads the new variant
-            delta.language = delta.model = requested_pack
-        if (error := delta.drop_invalid_lexicon()) is not None:
-            await self.push_error(error_msg=f"PocketTTS: {error}")
-        engine = self._loader.engine
-        if is_given(delta.voice) and engine is not None:
-            error = await self._loader.voice_error(engine, delta.voice)
-            if error is not None:
-                await self.push_error(error_msg=f"PocketTTS: voice {delta.voice!r}: {error}")
-                delta.voice = NOT_GIVEN  # the previous voice stays
-
-        changed = await super()._update_settings(delta)
-        if requested_pack is not None:  # Pipecat gave its splitters the pack name: mend it
+        """Apply a settings delta: utterance settings (seed included) at the next utterance;
+        an invalid value is an ErrorFrame and the previous one stays."""
+        update = await check_update(delta, self._loader)
+        for error, about in update.refused:
+            await self._refuse(error, about)
+        if update.pack is not None and update.text_language != self._text_language:
+            self._text_language = update.text_language
+            self._turns.retire_main()  # the next turn's session reads the new variant
+        changed = await super()._update_settings(update.delta)
+        if "voice" in changed:
+            self._default_voice = update.follows_default_voice
+        if update.pack is not None:  # Pipecat gave its splitters the pack name: mend it
             self._set_sentence_language(self.pack)
         if "language" in changed or "model" in changed:
             self._loader.request_switch(self.pack, self._settings.voice)
@@ -376,25 +334,16 @@ class PocketTTSService(TTSService):
         self._warn_unhandled_updated_settings(set(changed) - known)
         return changed
 
-    def _requested_pack(self, delta: PocketTTSSettings) -> str | None:
-        """The pack a delta asks for (through ``language`` or ``model``), or None."""
-        try:
-            return self._loader.requested_pack(delta.model, delta.language)
-        except UnknownLanguageError as e:
-            logger.error(f"{self}: {e}")
-            delta.language = delta.model = NOT_GIVEN
-            return None
-
     def _set_sentence_language(self, pack: str) -> None:
         """Give Pipecat's sentence splitters the pack's ISO code (they get pack names)."""
         code = pack_iso_code(pack)
-        for aggregator in (self._text_aggregator, getattr(self, "_skipped_text_aggregator", None)):
-            if aggregator is not None and hasattr(aggregator, "set_language"):
-                aggregator.set_language(code)
+        for aggregator in (self._text_aggregator, self._skipped_text_aggregator):  # pinned
+            aggregator.set_language(code)
 
-    async def _report_load_error(self, pack: str, error: Exception, *, permanent=True) -> None:
-        """An ErrorFrame upstream; ``permanent`` when the service has no model to speak with."""
-        message = f"PocketTTS could not load pack {pack!r}: {error}"
+    async def _refuse(self, error: Exception, about: str = "", permanent: bool = False) -> None:
+        """Log ``error`` and send it upstream as an ErrorFrame (``permanent``: the service has
+        no model to speak with); otherwise the service keeps working."""
+        message = f"PocketTTS: {about}: {error}" if about else f"PocketTTS: {error}"
         logger.error(f"{self}: {message}")
         await self.push_error(
             error_msg=message, exception=error, force_treat_as_permanent=permanent

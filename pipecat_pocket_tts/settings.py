@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pipecat.services.settings import TTSSettings
 from pipecat.utils.types import NOT_GIVEN, NotGiven, is_given
 
+from .engine.checks import check_lexicon, check_normalize, check_seed, check_temperature
 from .engine.errors import PocketTTSError
-from .engine.text.normalize import checked_lexicon
 
 if TYPE_CHECKING:
     from pipecat.transcriptions.language import Language
@@ -39,22 +40,37 @@ class PocketTTSSettings(TTSSettings):
     normalize: bool | NotGiven = field(default_factory=lambda: NOT_GIVEN)
     lexicon: dict[str, str] | NotGiven | None = field(default_factory=lambda: NOT_GIVEN)
 
-    def drop_invalid_lexicon(self) -> PocketTTSError | None:
-        """Why the lexicon is refused (then it is no longer given), or None."""
-        if is_given(self.lexicon) and self.lexicon:
+    def refuse_invalid(self) -> list[PocketTTSError]:
+        """Check every given engine setting (``engine.checks``); an invalid one is no longer
+        given, so the previous value stays. Returns why each was refused."""
+        errors = []
+        for name, check in _CHECKS.items():
+            value = getattr(self, name)
+            if not is_given(value) or (value is None and name in _NONE_MEANS_DEFAULT):
+                continue
             try:
-                checked_lexicon(self.lexicon)
+                setattr(self, name, check(value))
             except PocketTTSError as e:
-                self.lexicon = NOT_GIVEN
-                return e
-        return None
+                setattr(self, name, NOT_GIVEN)
+                errors.append(e)
+        return errors
+
+
+_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "temperature": check_temperature,
+    "seed": check_seed,
+    "normalize": check_normalize,
+    "lexicon": check_lexicon,
+}
+_NONE_MEANS_DEFAULT = frozenset({"temperature", "seed", "lexicon"})  # pack default, random, none
 
 
 def initial_settings(
     language: Language | str | None, settings: PocketTTSSettings | None
 ) -> PocketTTSSettings:
     """Complete settings from the constructor's ``language`` and ``settings`` (these win; a
-    ``model`` names the pack). Raises ``LexiconError`` for a bad lexicon now, not later."""
+    ``model`` names the pack). Raises the first setting's error (``InvalidSettingError``,
+    ``LexiconError``) now, not at the first turn."""
     defaults = PocketTTSSettings(
         model=None,
         voice=None,
@@ -70,8 +86,9 @@ def initial_settings(
         defaults.apply_update(settings)
         if is_given(settings.model) and settings.model:
             defaults.language = settings.model  # the model is the pack
-    if defaults.lexicon:
-        checked_lexicon(defaults.lexicon)
+    errors = defaults.refuse_invalid()
+    if errors:
+        raise errors[0]
     return defaults
 
 

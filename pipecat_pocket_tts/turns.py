@@ -151,6 +151,15 @@ class _TurnEnd:
 
 _PAUSE = object()  # marked after each queueing: the audio pauses there if nothing follows
 
+OFF_LOOP_CHARS = 2000
+"""Text longer than this goes to the session from a worker thread: preparing it (normalize,
+chunk, tokenize: about 2.5 ms of CPU per 1,000 characters) would hold the event loop. Pipecat
+awaits each ``run_tts`` before the next, so the order of text and markers is kept."""
+
+
+async def _off_loop_if_long(text: str, call: Callable[[], Any]) -> Any:
+    return await asyncio.to_thread(call) if len(text) > OFF_LOOP_CHARS else call()
+
 
 class Stream:
     """One engine session, the task that consumes its output, its resampler and its turns."""
@@ -189,45 +198,62 @@ class Stream:
         self._turns.append(turn)
 
     # -- text in ----------------------------------------------------------------------
-    def enqueue(self, turn: Turn, text: str, options: UtteranceOptions) -> None:
+    async def enqueue(self, turn: Turn, text: str, options: UtteranceOptions) -> None:
         """Queue a whole sentence of ``turn`` (SENTENCE aggregation)."""
         if turn.closed or self.closed or not text.strip():
             return
+        seed = self._reseed(options)
         try:
-            index = self.session.enqueue(
+            index = await _off_loop_if_long(
                 text,
-                voice=options.voice,
-                temperature=options.temperature,
-                normalize=options.normalize,
-                lexicon=options.lexicon,
-                seed=self._reseed(options),
+                lambda: self.session.enqueue(
+                    text,
+                    voice=options.voice,
+                    temperature=options.temperature,
+                    normalize=options.normalize,
+                    lexicon=options.lexicon,
+                    seed=seed,
+                ),
             )
         except Exception:
+            if turn.closed or self.closed:
+                return  # interrupted while a long text was planned off the loop
             turn.failed_text = True
             raise
+        if turn.closed or self.closed:
+            return
         turn.failed_text = False
         if index is not None:  # None: nothing speakable after normalization (the seed waits)
             self._queued(turn, [index], options)
 
-    def feed(self, turn: Turn, text: str, options: UtteranceOptions) -> None:
+    async def feed(self, turn: Turn, text: str, options: UtteranceOptions) -> None:
         """Add a token of ``turn`` to the session's text stream (TOKEN aggregation)."""
         if turn.closed or self.closed:
             return
         if self._feeding is not None and self._feeding is not turn:
             self.flush(self._feeding, options)  # another turn's text ends where this begins
         self._feeding = turn
-        self._queue_text(
-            turn,
-            lambda seed: self.session.feed(
+        seed = self._reseed(options)
+
+        def feed() -> list[int]:
+            return self.session.feed(
                 text,
                 voice=options.voice,
                 temperature=options.temperature,
                 seed=seed,
                 normalize=options.normalize,
                 lexicon=options.lexicon,
-            ),
-            options,
-        )
+            )
+
+        try:
+            indices = await _off_loop_if_long(text, feed)
+        except Exception:
+            if turn.closed or self.closed:
+                return  # interrupted while a long text was planned off the loop
+            turn.held.clear()  # the chunk their text waited for was never made
+            raise
+        if not (turn.closed or self.closed):
+            self._release_queued(turn, indices, options)
 
     def flush(self, turn: Turn, options: UtteranceOptions) -> None:
         """``turn``'s streamed text is complete: queue what the text stream holds of it."""
@@ -250,6 +276,10 @@ class Stream:
         except Exception:
             turn.held.clear()  # the chunk their text waited for was never made
             raise
+        self._release_queued(turn, indices, options)
+
+    def _release_queued(self, turn: Turn, indices: list[int], options: UtteranceOptions) -> None:
+        """Record newly queued utterances; frames held for them follow their audio."""
         self._queued(turn, indices, options)
         if indices:
             held, turn.held = turn.held, []
@@ -300,6 +330,9 @@ class Stream:
                     await self._on_marker(item.payload)
                 else:
                     await self._on_audio(item)
+                # A backlog of frames (the loop was busy) would otherwise be drained in one
+                # slice: the session's channel hands queued items over without suspending.
+                await asyncio.sleep(0)
         except asyncio.CancelledError:
             raise
         except Exception as e:

@@ -548,7 +548,7 @@ async def test_unknown_voice_update_is_refused_and_reported(
     ]
     _, up = await run_test(tts, frames_to_send=frames, start_timeout=START)
     assert any(isinstance(f, ErrorFrame) and "nobody" in f.error for f in up)
-    assert [c["voice"] for c in enqueued] == [None]  # the pack's default voice, unchanged
+    assert [c["voice"] for c in enqueued] == ["alba"]  # the pack's default voice, unchanged
 
 
 async def test_a_voice_the_engine_cannot_load_is_refused_and_the_previous_one_kept(

@@ -1,4 +1,5 @@
-"""How a session's work crosses threads: frame channel, markers, decode sinks, core counts.
+"""How a session's work crosses threads: frame channel, markers, decode sinks, the worker
+loop (holding its session weakly), core counts.
 
 The FlowLM thread submits decode jobs (and markers) to a sink; the sink decodes on the same
 thread (``InlineDecode``) or on one of its own (``ThreadedDecode``), in submission order, and
@@ -12,12 +13,14 @@ import contextlib
 import os
 import queue
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 END: Any = object()  # end of the frame stream
+FINISH: Any = object()  # end of a worker's item queue
 
 Item = TypeVar("Item")
 Job = TypeVar("Job")
@@ -161,6 +164,58 @@ class ThreadedDecode(Generic[Job]):
                 self._on_error()
 
 
+class WorkerOwner(Protocol):
+    """What ``serve_weakly`` calls on the object (a session) whose items its thread works on."""
+
+    def _open_sink(self) -> Any: ...
+
+    def _serve(self, item: Any, sink: Any) -> None: ...
+
+    def _worker_ended(self, error: BaseException | None) -> None: ...
+
+
+def halt_worker(stop: threading.Event, items: queue.SimpleQueue) -> None:
+    """Stop a worker now, and wake it if it waits for an item."""
+    stop.set()
+    items.put(FINISH)
+
+
+def serve_weakly(
+    owner_ref: weakref.ref[WorkerOwner], items: queue.SimpleQueue, stop: threading.Event
+) -> None:
+    """A worker thread's loop: item after item from ``items`` until ``FINISH`` or ``stop``.
+
+    It holds its owner only while it works on an item, so an owner dropped without being
+    finished or cancelled is collected; a ``weakref.finalize(owner, halt_worker, ...)`` then
+    wakes this thread to end. The sink (``owner._open_sink()``) must hold the owner weakly too.
+    """
+    owner = owner_ref()
+    if owner is None:
+        return
+    sink = owner._open_sink()
+    owner = None
+    error: BaseException | None = None
+    try:
+        while not stop.is_set():
+            item = items.get()
+            owner = owner_ref()
+            if item is FINISH or owner is None or stop.is_set():
+                break
+            owner._serve(item, sink)
+            owner = None
+    except BaseException as exc:
+        error = exc
+        stop.set()
+    finally:
+        try:
+            sink.close()
+        except BaseException as exc:
+            error = error or exc
+        owner = owner_ref()
+        if owner is not None:
+            owner._worker_ended(error)
+
+
 def usable_cores() -> int:
     """CPU cores this process may run on."""
     try:
@@ -191,11 +246,15 @@ def overlap_decode_by_default() -> bool:
 
 __all__ = [
     "END",
+    "FINISH",
     "FrameChannel",
     "InlineDecode",
     "Marker",
     "ThreadedDecode",
+    "WorkerOwner",
     "blas_threads",
+    "halt_worker",
     "overlap_decode_by_default",
+    "serve_weakly",
     "usable_cores",
 ]

@@ -79,6 +79,14 @@ class PrecisionUnavailableError(PocketTTSError, RuntimeError):
     """A weight precision whose kernels are not installed (e.g. int8 without numba)."""
 
 
+class InvalidSettingError(PocketTTSError, ValueError):
+    """A setting (temperature, seed, EOS threshold, normalize...) out of its documented range."""
+
+
+class SettingTypeError(InvalidSettingError, TypeError):
+    """A setting of the wrong type (``True`` or ``"0.5"`` as a temperature, 1.5 as a seed)."""
+
+
 class LoadOptionError(PocketTTSError, ValueError):
     """A load option (``LoadOptions``) of the wrong type or out of range."""
 

@@ -427,6 +427,14 @@ class SessionLink:
         """Drop everything; return once no computation of this stream runs."""
         self._scheduler.cancel(self._stream)
 
+    def abandon(self) -> None:
+        """Its session was dropped without finish() or cancel(): drop its stream.
+
+        Called by a finalizer, possibly while this thread holds the scheduler's lock (a
+        garbage collection anywhere): the cancel runs on a thread of its own.
+        """
+        threading.Thread(target=self.cancel, name="pocket-tts-abandon", daemon=True).start()
+
     def _output(self, item: Any) -> None:
         if item is _FINISH:
             self._channel.close()

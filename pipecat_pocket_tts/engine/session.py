@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -30,18 +31,17 @@ from .channel import (
     overlap_decode_by_default,
     usable_cores,
 )
+from .checks import (
+    check_eos_threshold,
+    check_lexicon,
+    check_normalize,
+    check_seed,
+    check_temperature,
+)
 from .errors import SessionClosedError
 from .scheduler import Scheduler, SessionLink
 from .solo import SoloLink
-from .synthesis import (
-    AudioFrame,
-    GenerationSettings,
-    TextPlanner,
-    TimedText,
-    check_eos_threshold,
-    check_temperature,
-)
-from .text.normalize import checked_lexicon
+from .synthesis import AudioFrame, GenerationSettings, TextPlanner, TimedText
 from .timestamps import Heads
 from .word_timing import SessionWords
 
@@ -88,7 +88,7 @@ class Session:
         self._resolve_voice = resolve_voice
         self._settings = settings
         self._normalize = normalize
-        self._lexicon = checked_lexicon(lexicon)
+        self._lexicon = check_lexicon(lexicon)
         name = f"pocket-tts-session-{next(_session_ids)}"
 
         self._lock = threading.Lock()
@@ -104,13 +104,17 @@ class Session:
         self._feed_timed: TimedText | None = None
         # The session's word clock, fed every frame in output order by its link.
         words = SessionWords(planner.config.mimi.frame_rate) if timestamps else None
+        # The link refers back to the session only weakly, so a session dropped without
+        # finish() or cancel() is collected, and its finalizer stops the link's work.
+        failed = _weakly(self._failed)
         self._link: SessionLink | SoloLink
         if scheduler is not None:
-            self._link = SessionLink(scheduler, seed, self._frames, self._failed, name, words)
+            self._link = SessionLink(scheduler, seed, self._frames, failed, name, words)
         else:
             self._link = SoloLink(
-                backend, seed, self._frames, self._failed, name, overlap=overlap_decode, words=words
+                backend, seed, self._frames, failed, name, overlap=overlap_decode, words=words
             )
+        weakref.finalize(self, self._link.abandon)
 
     # -- input --------------------------------------------------------------------------
     def enqueue(
@@ -134,15 +138,16 @@ class Session:
         self._check_open()
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
-        normalize = self._normalize if normalize is None else normalize
-        lexicon = self._lexicon if lexicon is None else lexicon
+        overrides = self._overrides(voice, temperature, eos_threshold, seed)
+        normalize = self._normalize if normalize is None else check_normalize(normalize)
+        lexicon = self._lexicon if lexicon is None else check_lexicon(lexicon)
         chunks = self._planner.plan(text, normalize=normalize, lexicon=lexicon)
         if not chunks:
             return None
         timed = self._timed_text(normalize, lexicon)
         if timed is not None:
             timed.add(text, chunks, final=True)
-        return self._submit(chunks, voice, temperature, eos_threshold, seed, timed)
+        return self._submit(chunks, overrides, timed)
 
     def feed(
         self,
@@ -167,16 +172,17 @@ class Session:
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         self._check_open()
+        overrides = self._overrides(voice, temperature, eos_threshold, seed)
         with self._feed_lock:
             if self._feed_stream is None:
-                normalize = self._normalize if normalize is None else normalize
-                lexicon = self._lexicon if lexicon is None else lexicon
+                normalize = self._normalize if normalize is None else check_normalize(normalize)
+                lexicon = self._lexicon if lexicon is None else check_lexicon(lexicon)
                 self._feed_stream = self._planner.stream(normalize=normalize, lexicon=lexicon)
                 self._feed_timed = self._timed_text(normalize, lexicon)
             chunks = self._feed_stream.push(text)
             if self._feed_timed is not None:
                 self._feed_timed.add(text, chunks, final=False)
-            return self._submit_each(chunks, voice, temperature, eos_threshold, seed)
+            return self._submit_each(chunks, overrides)
 
     def flush(
         self,
@@ -191,12 +197,13 @@ class Session:
         Feeding again afterwards starts a new text (its first sentence goes alone again).
         """
         self._check_open()
+        overrides = self._overrides(voice, temperature, eos_threshold, seed)
         with self._feed_lock:
             stream, self._feed_stream = self._feed_stream, None
             chunks = stream.flush() if stream is not None else []
             if self._feed_timed is not None:
                 self._feed_timed.add("", chunks, final=True)
-            indices = self._submit_each(chunks, voice, temperature, eos_threshold, seed)
+            indices = self._submit_each(chunks, overrides)
             self._feed_timed = None
             return indices
 
@@ -217,40 +224,38 @@ class Session:
             self._check_open()
             self._link.notice(marker)
 
-    def _submit_each(
-        self,
-        chunks: list[PreparedChunk],
-        voice: Any,
-        temperature: float | None,
-        eos_threshold: float | None,
-        seed: int | None,
-    ) -> list[int]:
-        indices = []
-        for chunk in chunks:
-            indices.append(
-                self._submit([chunk], voice, temperature, eos_threshold, seed, self._feed_timed)
-            )
-            seed = None  # the generator restarts once, at the first of them
-        return indices
-
-    def _submit(
-        self,
-        chunks: list[PreparedChunk],
-        voice: Any,
-        temperature: float | None,
-        eos_threshold: float | None,
-        seed: int | None,
-        timed: TimedText | None = None,
-    ) -> int:
-        """Queue prepared chunks as one utterance; its index."""
-        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-            raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
+    def _overrides(
+        self, voice: Any, temperature: Any, eos_threshold: Any, seed: Any
+    ) -> tuple[FlowState, GenerationSettings, int | None]:
+        """A call's checked overrides, before its text is taken (a bad value loses no text)."""
+        seed = check_seed(seed)
         settings = self._settings
         if temperature is not None:
             settings = replace(settings, temperature=check_temperature(temperature))
         if eos_threshold is not None:
             settings = replace(settings, eos_threshold=check_eos_threshold(eos_threshold))
         voice_state = self._voice_state if voice is None else self._resolve_voice(voice)
+        return voice_state, settings, seed
+
+    def _submit_each(
+        self,
+        chunks: list[PreparedChunk],
+        overrides: tuple[FlowState, GenerationSettings, int | None],
+    ) -> list[int]:
+        indices = []
+        for chunk in chunks:
+            indices.append(self._submit([chunk], overrides, self._feed_timed))
+            overrides = (*overrides[:2], None)  # the generator restarts once, at the first
+        return indices
+
+    def _submit(
+        self,
+        chunks: list[PreparedChunk],
+        overrides: tuple[FlowState, GenerationSettings, int | None],
+        timed: TimedText | None = None,
+    ) -> int:
+        """Queue prepared chunks as one utterance; its index."""
+        voice_state, settings, seed = overrides
         with self._lock:
             self._check_open()
             index = self._enqueued
@@ -358,13 +363,23 @@ class Session:
             self._failure = error
 
 
+def _weakly(method: Callable[[BaseException], None]) -> Callable[[BaseException], None]:
+    """``method`` called through a weak reference to its object (a no-op once it is gone)."""
+    ref = weakref.WeakMethod(method)
+
+    def call(error: BaseException) -> None:
+        target = ref()
+        if target is not None:
+            target(error)
+
+    return call
+
+
 __all__ = [
     "AudioFrame",
     "Marker",
     "Session",
     "blas_threads",
-    "check_eos_threshold",
-    "check_temperature",
     "overlap_decode_by_default",
     "usable_cores",
 ]

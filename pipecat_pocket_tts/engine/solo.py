@@ -118,6 +118,10 @@ class SoloLink:
         if self._worker is None:
             self._channel.close()
 
+    def abandon(self) -> None:
+        """Its session was dropped without finish() or cancel(): stop, let the thread end."""
+        self._halt()
+
     def cancel(self) -> None:
         """Drop everything; return once no computation runs."""
         self._halt()

@@ -24,18 +24,14 @@ import numpy as np
 from . import audio as audio_ops
 from .backends import load_backend, resolve_backend_name, resolve_pack
 from .backends.base import Backend, FlowState
+from .checks import check_eos_threshold, check_normalize, check_seed, check_temperature
 from .cloning import AudioSource, clone_voice
 from .config import SAMPLE_RATE, ModelConfig, resolve_config_name
 from .errors import EmptyTextError, UnknownVoiceError
 from .options import LoadOptions
 from .packs import PackFiles
 from .scheduler import Scheduler
-from .session import (
-    Session,
-    check_eos_threshold,
-    check_temperature,
-    overlap_decode_by_default,
-)
+from .session import Session, overlap_decode_by_default
 from .synthesis import AudioFrame, GenerationSettings, TextPlanner
 from .text.prepare import TextPreparer
 from .text.tokenizer import Tokenizer
@@ -254,8 +250,7 @@ class PocketTTS:
             ),
             max_frames=_check_max_frames(max_frames),
         )
-        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-            raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
+        seed, normalize = check_seed(seed), check_normalize(normalize)
         return Session(
             backend=self.backend,
             planner=self._planner.with_text_language(text_language),

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..config import MAX_TOKENS_PER_CHUNK
+from .speechless import glue_speechless, speaks
 
 Measure = Callable[[str, bool], int]
 """Tokens a chunk text costs once prepared, given its mid-sentence flag."""
@@ -198,15 +199,25 @@ class Chunker:
                 start = i + 1
         if start < n:
             sentences.append(words[start:n])
-        return sentences
+        return glue_speechless(sentences)
 
     def _last_certain_end(self, words: list[str], breaks: list[bool], last_complete: bool) -> int:
         """Index of the last word whose sentence end cannot change with more text, or -1."""
         for i in range(len(words) - 1, -1, -1):
             complete = i + 1 < len(words) or last_complete
-            if (complete and self.is_sentence_end(words[i])) or self._line_end(words, breaks, i):
+            ends = (complete and self.is_sentence_end(words[i])) or self._line_end(words, breaks, i)
+            if ends and self._says_something(words, breaks, i):  # else it joins the next one
                 return i
         return -1
+
+    def _says_something(self, words: list[str], breaks: list[bool], end: int) -> bool:
+        """Whether the sentence ending at word ``end`` has a letter or digit in it."""
+        for j in range(end, -1, -1):
+            if j < end and (self.is_sentence_end(words[j]) or self._line_end(words, breaks, j)):
+                return False
+            if speaks(words[j]):
+                return True
+        return False
 
     # ----------------------------------------------------------------------------- pieces
     def _fits(self, words: list[str], mid: bool) -> bool:

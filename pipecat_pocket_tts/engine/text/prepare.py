@@ -185,7 +185,7 @@ class TextPreparer:
     ) -> PreparedChunk:
         """Step 3 and tokenizing on text that step 1 already cleaned."""
         text = " ".join(clean_text.split()).lstrip(_LEADING_CLAUSE_MARKS)
-        if not text:
+        if not any(c.isalnum() for c in text):  # blank, or bare marks ("...", "?!")
             raise EmptyTextError(
                 "the text is empty once prepared (blank, or only characters this voice model "
                 "cannot say); pass text with words in it"

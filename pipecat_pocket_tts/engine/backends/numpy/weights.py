@@ -23,6 +23,7 @@ import numpy as np
 
 from ...config import FlowLMTransformerConfig, ModelConfig
 from ...errors import WeightsMismatchError
+from ...finite import check_finite_weights
 from .linears import Linear, check_precision, make_linear
 from .mimi import mimi_weight_shapes
 from .narrow_cache import NarrowCache
@@ -154,8 +155,8 @@ def load_checkpoint(
     (``is_narrow_key``) are read into memory one at a time and narrowed at once (they map to
     ``linears.Linear`` objects; their fp32 bytes are neither kept nor left mapped). Voice-cloning
     keys may be missing. Raises ``WeightsMismatchError`` naming missing, unexpected and
-    misshapen keys, ``FileNotFoundError`` for a missing file, and ``PrecisionUnavailableError``
-    for a narrow precision without its kernels.
+    misshapen keys and tensors holding NaN or inf, ``FileNotFoundError`` for a missing file, and
+    ``PrecisionUnavailableError`` for a narrow precision without its kernels.
     """
     check_precision(precision)
     if precision == "fp32":
@@ -163,6 +164,9 @@ def load_checkpoint(
     else:
         weights = _load_narrow(path, precision)
     check_weights(weights, config, source=str(path))
+    check_finite_weights(
+        {k: a for k, a in weights.items() if isinstance(a, np.ndarray)}, source=str(path)
+    )
     return weights
 
 
@@ -177,10 +181,13 @@ def _load_narrow(path: str | os.PathLike[str], precision: str) -> dict[str, np.n
         weights: dict[str, np.ndarray | Linear] = dict(iter_safetensors(path, skip=is_narrow_key))
         weights.update(cached)
         return weights
-    weights = {
-        key: make_linear(array, precision) if is_narrow_key(key) else array
-        for key, array in iter_safetensors(path, unmapped=is_narrow_key)
-    }
+    weights = {}
+    for key, array in iter_safetensors(path, unmapped=is_narrow_key):
+        if is_narrow_key(key):  # checked while its fp32 values exist (the copy holds no NaN)
+            check_finite_weights({key: array}, source=str(path))
+            weights[key] = make_linear(array, precision)
+        else:
+            weights[key] = array
     if cache is not None and cache.store(
         {k: v for k, v in weights.items() if isinstance(v, Linear)}
     ):

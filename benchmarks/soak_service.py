@@ -1,0 +1,425 @@
+"""Soak PocketTTSService: replies with random barge-ins through real Pipecat pipelines.
+
+    python benchmarks/soak_service.py --replies 1000                  # one service
+    python benchmarks/soak_service.py --services 8 --minutes 3        # eight on one model
+    python benchmarks/soak_service.py --model-dir /tmp/x --replies 50 # a full-size devpack
+
+Each pipeline is ``probe → PocketTTSService → RealtimeOutput``: the output transport is a
+Pipecat ``BaseOutputTransport`` that writes audio at its real duration (as a sound card or a
+WebRTC track would), so audio queues up, plays, and is dropped by the transport on an
+interruption exactly as in a live bot. A driver per pipeline sends replies — an LLM reply
+streamed token by token, a ``TTSSpeakFrame``, or now and then text with nothing to say — and
+barges in at a random moment of about half of them. Services share one model (one pack
+folder, ``load_shared``). Without ``--model-dir`` tiny random-weight packs are built.
+
+Printed per run: stale audio frames (audio of a context that started before the latest
+interruption reaching the output), unpaired TTSStarted/TTSStopped, replies that should have
+spoken but did not, error frames, thread and RSS trend, event-loop lag p99/max, and the CPU
+the process used in the 300 ms after each interruption (meaningful with one service).
+``tests/test_soak.py`` runs a CI-sized soak and asserts the correctness figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import random
+import re
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipecat.frames.frames import (
+    EndFrame,
+    Frame,
+    InterruptionFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+    TTSSpeakFrame,
+)
+from pipecat.pipeline.pipeline import Pipeline
+from pipecat.pipeline.worker import PipelineParams, PipelineWorker
+from pipecat.services.tts_service import TextAggregationMode
+from pipecat.workers.runner import WorkerRunner
+
+sys.path.insert(0, str(Path(__file__).parent))
+from soak_pipeline import Ledger, Probe, RealtimeOutput
+
+SENTENCES = [
+    "Sure, I can help with that.",
+    "The first train leaves at nine fifteen and the second one at ten.",
+    "Your order number is 4521, and it ships on Monday.",
+    "Let me check the weather for you... It looks sunny, about 21 degrees.",
+    "That costs $12.50 per person, taxes included.",
+    "Hmm, I'm not sure; could you say that again?",
+    "Here is a longer answer, with a few clauses, some commas, and a pause or two, so the "
+    "voice keeps going for a while before the sentence finally comes to an end.",
+    "Okay!",
+    "The meeting moved to 3:45 pm on Tuesday, room B.",
+    "Thanks for waiting.",
+]
+NOTHING_TO_SAY = ["👍", "***", "``` ```", "🙂🙂", "—", "* * *"]
+
+READY_TIMEOUT_S = 120.0  # a full-size pack loads and warms up first
+REPLY_TIMEOUT_S = 60.0  # a reply not finished by then counts as mute
+INTERRUPT_CPU_WINDOW_S = 0.3
+
+
+@dataclass
+class Reply:
+    index: int
+    kind: str  # "llm" | "speak" | "silent"
+    text: str
+    interrupt_after_s: float | None  # barge in this long after the reply starts
+    token_delay_s: float  # between LLM tokens (0: a burst)
+
+
+@dataclass
+class Samples:
+    """Process-wide figures sampled during the run."""
+
+    threads: list[int] = field(default_factory=list)
+    rss_mb: list[float] = field(default_factory=list)
+    loop_lag_s: list[float] = field(default_factory=list)
+    cpu_after_interrupt: list[float] = field(default_factory=list)  # cores busy, 0..n
+
+    def sample(self) -> None:
+        self.threads.append(threading.active_count())
+        self.rss_mb.append(rss_mb())
+
+
+def rss_mb() -> float:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+async def watch_loop(
+    samples: Samples, ready: list[asyncio.Event], stop: asyncio.Event, interval_s: float = 0.01
+) -> None:
+    """Event-loop lag once every pipeline runs: how late a 10 ms sleep wakes up."""
+    for event in ready:
+        await event.wait()
+    while not stop.is_set():
+        start = time.perf_counter()
+        await asyncio.sleep(interval_s)
+        samples.loop_lag_s.append(max(0.0, time.perf_counter() - start - interval_s))
+
+
+def make_replies(
+    rng: random.Random, count: int | None, barge_in: float, silent: float
+) -> Iterator[Reply]:
+    """Random replies, made as they are needed (``count`` None: without end)."""
+    for index in itertools.count() if count is None else range(count):
+        draw = rng.random()
+        if draw < silent:
+            kind, text = "silent", rng.choice(NOTHING_TO_SAY)
+        else:
+            kind = "llm" if rng.random() < 0.75 else "speak"
+            text = " ".join(rng.sample(SENTENCES, rng.randint(1, 4)))
+        interrupt = rng.uniform(0.05, 2.5) if kind != "silent" and rng.random() < barge_in else None
+        delay = 0.0 if rng.random() < 0.2 else rng.uniform(0.005, 0.03)
+        yield Reply(index, kind, text, interrupt, delay)
+
+
+def tokens_of(text: str) -> list[str]:
+    """LLM-like tokens: words with their leading space, cut into pieces of up to 4 chars."""
+    words = re.findall(r"\s*\S+", text)
+    return [word[i : i + 4] for word in words for i in range(0, len(word), 4)]
+
+
+@dataclass
+class Outcome:
+    """One pipeline's figures."""
+
+    replies: int = 0
+    interrupted: set[int] = field(default_factory=set)
+    mute: list[int] = field(default_factory=list)  # should have spoken, did not
+    silent_that_opened_audio: int = 0
+    ledger: Ledger = field(default_factory=Ledger)
+    session_threads_after_end: int = 0
+
+
+async def drive(
+    worker: PipelineWorker,
+    ready: asyncio.Event,
+    output: RealtimeOutput,
+    outcome: Outcome,
+    replies: Iterable[Reply],
+    samples: Samples,
+    minutes: float | None,
+) -> None:
+    """Send the replies one after the other, barging in where planned; then end."""
+    ledger = outcome.ledger
+    await asyncio.wait_for(ready.wait(), READY_TIMEOUT_S)
+    deadline = None if minutes is None else time.monotonic() + 60 * minutes
+    for reply in replies:
+        if deadline is not None and time.monotonic() > deadline:
+            break
+        ledger.reply = reply.index
+        ledger.stopped_event.clear()
+        outcome.replies += 1
+        started = time.monotonic()
+        interrupt_at = (
+            None if reply.interrupt_after_s is None else started + reply.interrupt_after_s
+        )
+        sent_all = await send_reply(worker, reply, interrupt_at)
+        if interrupt_at is not None:
+            await sleep_until(interrupt_at)
+            if not sent_all or not ledger.stopped_for(reply.index) or output.playing_for() > 0:
+                await interrupt(worker, outcome, reply, samples)
+                continue
+        await wait_stopped(ledger, reply.index, started + REPLY_TIMEOUT_S)
+        await asyncio.sleep(output.playing_for() + 0.02)  # let it play out
+        spoke = ledger.audio_bytes[reply.index] > 0 and ledger.stopped_for(reply.index)
+        if reply.kind == "silent":
+            outcome.silent_that_opened_audio += any(
+                r == reply.index for r in ledger.context_reply.values()
+            )
+        elif not spoke:
+            outcome.mute.append(reply.index)
+        samples.sample()
+        await asyncio.sleep(0.05)
+    await worker.queue_frame(EndFrame())
+
+
+async def send_reply(worker: PipelineWorker, reply: Reply, interrupt_at: float | None) -> bool:
+    """Queue the reply's frames; False when the barge-in came before the last token."""
+    if reply.kind == "speak":
+        await worker.queue_frame(TTSSpeakFrame(reply.text))
+        return True
+    frames: list[Frame] = [LLMFullResponseStartFrame()]
+    frames += [LLMTextFrame(token) for token in tokens_of(reply.text)]
+    frames.append(LLMFullResponseEndFrame())
+    for frame in frames:
+        if interrupt_at is not None and time.monotonic() >= interrupt_at:
+            return False  # the LLM is cancelled with the turn
+        await worker.queue_frame(frame)
+        if reply.token_delay_s and isinstance(frame, LLMTextFrame):
+            await asyncio.sleep(reply.token_delay_s)
+    return True
+
+
+async def interrupt(worker: PipelineWorker, outcome: Outcome, reply: Reply, samples: Samples):
+    outcome.interrupted.add(reply.index)
+    cpu, wall = time.process_time(), time.perf_counter()
+    await worker.queue_frame(InterruptionFrame())
+    await asyncio.sleep(INTERRUPT_CPU_WINDOW_S)
+    samples.cpu_after_interrupt.append(
+        (time.process_time() - cpu) / max(time.perf_counter() - wall, 1e-6)
+    )
+    samples.sample()
+    await asyncio.sleep(random.uniform(0.0, 0.3))  # the user is still talking
+
+
+async def sleep_until(moment: float) -> None:
+    await asyncio.sleep(max(0.0, moment - time.monotonic()))
+
+
+async def wait_stopped(ledger: Ledger, reply: int, deadline: float) -> None:
+    while not ledger.stopped_for(reply) and time.monotonic() < deadline:
+        ledger.stopped_event.clear()
+        try:
+            await asyncio.wait_for(ledger.stopped_event.wait(), deadline - time.monotonic())
+        except TimeoutError:
+            return
+
+
+def session_thread_count() -> int:
+    return sum(1 for t in threading.enumerate() if t.name.startswith("pocket-tts-session"))
+
+
+async def soak(
+    model_dir: Path,
+    *,
+    services: int = 1,
+    replies: int = 100,
+    minutes: float | None = None,
+    modes: str = "mixed",
+    barge_in: float = 0.5,
+    silent: float = 0.05,
+    seed: int = 0,
+    sample_rate: int = 24000,
+) -> tuple[list[Outcome], Samples]:
+    """Run ``services`` pipelines side by side; each sends ``replies`` (or runs ``minutes``)."""
+    from pipecat_pocket_tts import PocketTTSService
+
+    rng = random.Random(seed)
+    random.seed(seed)
+    samples = Samples()
+    samples.sample()
+    outcomes, workers, drivers, readies = [], [], [], []
+    for k in range(services):
+        token = modes == "token" or (modes == "mixed" and k % 2 == 1)
+        mode = TextAggregationMode.TOKEN if token else TextAggregationMode.SENTENCE
+        tts = PocketTTSService(
+            model_dir=model_dir,
+            backend="numpy",
+            text_aggregation_mode=mode,
+            settings=PocketTTSService.Settings(seed=seed + k),
+        )
+        outcome = Outcome()
+        output = RealtimeOutput(outcome.ledger, sample_rate)
+        worker = PipelineWorker(
+            Pipeline([Probe(outcome.ledger), tts, output]),
+            params=PipelineParams(audio_out_sample_rate=sample_rate),
+            cancel_on_idle_timeout=False,
+        )
+        ready = asyncio.Event()
+        readies.append(ready)
+        worker.event_handler("on_pipeline_started")(_setter(ready))
+        count = replies if minutes is None else None
+        plan = make_replies(random.Random(rng.random()), count, barge_in, silent)
+        outcomes.append(outcome)
+        workers.append(worker)
+        drivers.append(drive(worker, ready, output, outcome, plan, samples, minutes))
+    stop = asyncio.Event()
+    monitor = asyncio.create_task(watch_loop(samples, readies, stop))
+    runner = WorkerRunner(handle_sigint=False)
+    await runner.add_workers(*workers)
+    await asyncio.gather(runner.run(), *drivers)
+    stop.set()
+    await monitor
+    threads = session_thread_count()
+    for outcome in outcomes:
+        outcome.session_threads_after_end = threads
+    samples.sample()
+    return outcomes, samples
+
+
+def _setter(event: asyncio.Event):
+    async def handler(*_args) -> None:
+        event.set()
+
+    return handler
+
+
+def build_tiny_pack(root: Path) -> Path:
+    """A tiny random-weight English pack (EOS at the first allowed frame)."""
+    from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
+
+    return build_pack(root / "english", tiny_config_dict("standard"), voices=("alba",))
+
+
+@dataclass(frozen=True)
+class Figures:
+    replies: int
+    interrupted: int
+    stale_frames: int
+    orphan_audio_frames: int
+    unpaired: int
+    unpaired_kinds: tuple[tuple[str, int], ...]
+    mute: int
+    silent_that_opened_audio: int
+    errors: tuple[str, ...]
+    session_threads_after_end: int
+
+
+def figures(outcomes: list[Outcome]) -> Figures:
+    """The correctness figures summed over pipelines."""
+    return Figures(
+        replies=sum(o.replies for o in outcomes),
+        interrupted=sum(len(o.interrupted) for o in outcomes),
+        stale_frames=sum(o.ledger.stale_frames for o in outcomes),
+        orphan_audio_frames=sum(o.ledger.orphan_audio_frames for o in outcomes),
+        unpaired=sum(sum(o.ledger.unpaired(o.interrupted).values()) for o in outcomes),
+        unpaired_kinds=tuple(
+            sum((o.ledger.unpaired(o.interrupted) for o in outcomes), Counter()).items()
+        ),
+        mute=sum(len(o.mute) for o in outcomes),
+        silent_that_opened_audio=sum(o.silent_that_opened_audio for o in outcomes),
+        errors=tuple(e for o in outcomes for e in o.ledger.errors),
+        session_threads_after_end=max((o.session_threads_after_end for o in outcomes), default=0),
+    )
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _trend(values: list[float]) -> str:
+    if len(values) < 4:
+        return f"{values}"
+    quarter = max(1, len(values) // 4)
+    first, last = statistics.mean(values[:quarter]), statistics.mean(values[-quarter:])
+    return f"first quarter {first:.1f}, last quarter {last:.1f}, max {max(values):.1f}"
+
+
+def report(outcomes: list[Outcome], samples: Samples, elapsed_s: float) -> str:
+    f = figures(outcomes)
+    lag_ms = [v * 1000 for v in samples.loop_lag_s]
+    cpu = samples.cpu_after_interrupt
+    lines = [
+        f"{len(outcomes)} service(s), {f.replies} replies ({f.interrupted} interrupted) "
+        f"in {elapsed_s:.0f} s",
+        f"stale audio frames after interruptions: {f.stale_frames}",
+        f"audio frames of a context never started: {f.orphan_audio_frames}",
+        f"unpaired TTSStarted/TTSStopped: {f.unpaired}"
+        + (f" ({', '.join(f'{k}: {n}' for k, n in f.unpaired_kinds)})" if f.unpaired else ""),
+        f"replies that should have spoken but did not: {f.mute}",
+        f"nothing-to-say replies that opened an audio context: {f.silent_that_opened_audio}",
+        f"error frames: {len(f.errors)}" + (f" (first: {f.errors[0][:120]!r})" if f.errors else ""),
+        f"engine session threads after the end: {f.session_threads_after_end}",
+        f"threads: {_trend([float(t) for t in samples.threads])}",
+        f"RSS MB: {_trend(samples.rss_mb)}",
+        f"event-loop lag ms: p99 {_percentile(lag_ms, 0.99):.1f}, max {max(lag_ms, default=0):.1f}",
+        f"CPU in the {INTERRUPT_CPU_WINDOW_S * 1000:.0f} ms after an interruption (cores): "
+        f"mean {statistics.mean(cpu) if cpu else float('nan'):.2f}, "
+        f"p99 {_percentile(cpu, 0.99):.2f}",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--replies", type=int, default=100, help="per service")
+    parser.add_argument("--minutes", type=float, help="run this long instead of --replies")
+    parser.add_argument("--services", type=int, default=1)
+    parser.add_argument("--mode", choices=["sentence", "token", "mixed"], default="mixed")
+    parser.add_argument("--barge-in", type=float, default=0.5, help="share of replies cut")
+    parser.add_argument("--silent", type=float, default=0.05, help="share with nothing to say")
+    parser.add_argument("--model-dir", type=Path, help="a pack folder (default: a tiny one)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quiet", action="store_true", help="Pipecat logs at WARNING only")
+    args = parser.parse_args(argv)
+    if args.quiet:
+        from loguru import logger
+
+        logger.remove()
+        logger.add(sys.stderr, level="WARNING")
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = args.model_dir or build_tiny_pack(Path(tmp))
+        start = time.monotonic()
+        outcomes, samples = asyncio.run(
+            soak(
+                model_dir,
+                services=args.services,
+                replies=args.replies,
+                minutes=args.minutes,
+                modes=args.mode,
+                barge_in=args.barge_in,
+                silent=args.silent,
+                seed=args.seed,
+            )
+        )
+        print(report(outcomes, samples, time.monotonic() - start))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

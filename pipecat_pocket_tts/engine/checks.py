@@ -1,0 +1,103 @@
+"""Checks of the settings a caller gives: each returns the value in its canonical type or
+raises a named error (``engine.errors``) saying what to use instead.
+
+Numbers are accepted as Python or NumPy numbers (``np.float32(0.5)``, ``np.int64(7)``); bools
+and strings are refused (``True`` is not a temperature, ``"0.5"`` is text). Every entry point
+that takes these settings (``PocketTTS.session``, ``Session.enqueue``, the Pipecat service's
+constructor and settings updates) calls these, so a bad value fails where it is given, not
+at the first frame.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+
+from .errors import InvalidSettingError, SettingTypeError
+from .text.normalize import checked_lexicon
+
+MIN_TEMPERATURE = 0.0
+MAX_TEMPERATURE = 2.0
+"""Temperature is the variance of the sampler's starting noise (std √temperature). The flow net
+was trained from unit-variance noise (temperature 1); upstream's default is 0.3 and 0 is fully
+deterministic. 2 (twice the trained variance) leaves room to experiment; far beyond it the
+net starts from noise it has never seen and speaks full-scale noise (1e6 does)."""
+
+MAX_SEED = 2**64 - 1
+"""Seeds are the 64-bit integers NumPy's generators take (the service draws fresh ones so)."""
+
+
+def check_temperature(value: Any) -> float:
+    """A float in [0, MAX_TEMPERATURE], or InvalidSettingError / SettingTypeError."""
+    number = _real("temperature", value, "a number such as 0.3")
+    if not math.isfinite(number) or not MIN_TEMPERATURE <= number <= MAX_TEMPERATURE:
+        raise InvalidSettingError(
+            f"temperature must be between {MIN_TEMPERATURE:g} and {MAX_TEMPERATURE:g} "
+            f"(0.3 is the pack default, 0 is deterministic), got {value!r}"
+        )
+    return number
+
+
+def check_eos_threshold(value: Any) -> float:
+    """A finite float (a logit: the pack default is about -4), or a named error."""
+    number = _real("eos_threshold", value, "a logit such as -4.0")
+    if not math.isfinite(number):
+        raise InvalidSettingError(
+            f"eos_threshold must be a finite logit (the pack default is about -4), got {value!r}"
+        )
+    return number
+
+
+def check_seed(value: Any) -> int | None:
+    """None (a random seed) or an int in [0, MAX_SEED], or a named error."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise SettingTypeError(
+            f"seed must be a whole number from 0 to 2**64-1 or None (random), got {value!r} "
+            f"({type(value).__name__})"
+        )
+    seed = int(value)
+    if not 0 <= seed <= MAX_SEED:
+        raise InvalidSettingError(
+            f"seed must be from 0 to 2**64-1, got {seed}; pass None for a random seed"
+        )
+    return seed
+
+
+def check_normalize(value: Any) -> bool:
+    """True or False (NumPy bools too), or SettingTypeError."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise SettingTypeError(
+        f"normalize must be True or False, got {value!r} ({type(value).__name__})"
+    )
+
+
+def check_lexicon(value: Any) -> dict[str, str] | None:
+    """A copy of a ``{written: spoken}`` mapping, None for none; LexiconError otherwise."""
+    return checked_lexicon(value)
+
+
+def _real(name: str, value: Any, example: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise SettingTypeError(
+            f"{name} must be {example} (int, float or a NumPy number), got {value!r} "
+            f"({type(value).__name__})"
+        )
+    return float(value)
+
+
+__all__ = [
+    "MAX_SEED",
+    "MAX_TEMPERATURE",
+    "MIN_TEMPERATURE",
+    "check_eos_threshold",
+    "check_lexicon",
+    "check_normalize",
+    "check_seed",
+    "check_temperature",
+]

@@ -1,0 +1,107 @@
+"""The longest synchronous slice of the event loop, in the loop thread's CPU time.
+
+On a loaded 2-core machine, wall-clock loop lag measures the machine; the CPU time the loop's
+thread spends inside one callback (``asyncio.Handle._run``: one task step, one timer) measures
+the code that ran. Pipecat's own text handling runs on the loop too and is subtracted: its
+sentence aggregator (SENTENCE mode; about 180 ms for a 100 KB burst) and the word-timestamp
+sequencer (it re-reads the open text at each token and at each played word). What remains
+is the service's (and the rest of Pipecat's frame handling).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+from pipecat.utils.context.aggregated_frame_sequencer import AggregatedFrameSequencer
+from pipecat.utils.text.simple_text_aggregator import SimpleTextAggregator
+
+
+#: Pipecat's word-timestamp sequencer: it registers the text, then matches each played word
+#: against the context's whole open text (1.14: ``alnum_only`` of all of it per word, so its
+#: cost grows with an unpunctuated TOKEN reply). Pipecat's cost, not the service's.
+SEQUENCER_ENTRIES = ("register_spoken", "finalize", "process_word", "flush", "force_complete")
+
+
+def _describe(handle: asyncio.events.Handle) -> str:
+    """The task (its coroutine's name) or callback a slice ran."""
+    owner = getattr(handle._callback, "__self__", None)
+    if isinstance(owner, asyncio.Task):
+        coroutine = owner.get_coro()
+        return f"task {owner.get_name()}: {getattr(coroutine, '__qualname__', coroutine)}"
+    return repr(handle)[:300]
+
+
+class LoopSlices:
+    """Install with a ``monkeypatch``; ``reset()`` once the pipeline runs; read ``longest``."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.longest = 0.0  # seconds of CPU
+        self.longest_callback = ""
+        self.slices = 0
+        self._foreign = 0.0  # Pipecat's aggregator CPU inside the current slice
+        run = asyncio.events.Handle._run
+        aggregate = SimpleTextAggregator.aggregate
+        slices = self
+
+        def timed_run(handle: asyncio.events.Handle) -> None:
+            slices._foreign = 0.0
+            start = time.thread_time()
+            try:
+                run(handle)
+            finally:
+                spent = time.thread_time() - start - slices._foreign
+                slices.slices += 1
+                if spent > slices.longest:
+                    slices.longest = spent
+                    slices.longest_callback = _describe(handle)
+
+        async def timed_aggregate(aggregator, text: str) -> AsyncIterator:
+            inner = aggregate(aggregator, text)
+            while True:
+                start = time.thread_time()
+                try:
+                    item = await inner.__anext__()
+                except StopAsyncIteration:
+                    return
+                finally:
+                    slices._foreign += time.thread_time() - start
+                yield item
+
+        depth = 0  # sequencer calls nest (finalize → process_word): time the outermost
+
+        def timed(method):
+            def run_timed(sequencer, *args, **kwargs):
+                nonlocal depth
+                start, depth = time.thread_time(), depth + 1
+                try:
+                    return method(sequencer, *args, **kwargs)
+                finally:
+                    depth -= 1
+                    if depth == 0:
+                        slices._foreign += time.thread_time() - start
+
+            async def run_timed_async(sequencer, *args, **kwargs):
+                nonlocal depth
+                start, depth = time.thread_time(), depth + 1
+                try:
+                    return await method(sequencer, *args, **kwargs)
+                finally:
+                    depth -= 1
+                    if depth == 0:
+                        slices._foreign += time.thread_time() - start
+
+            return run_timed_async if inspect.iscoroutinefunction(method) else run_timed
+
+        for name in SEQUENCER_ENTRIES:
+            method = getattr(AggregatedFrameSequencer, name)
+            monkeypatch.setattr(AggregatedFrameSequencer, name, timed(method))
+        monkeypatch.setattr(SimpleTextAggregator, "aggregate", timed_aggregate)
+
+    def reset(self) -> None:
+        self.longest = 0.0
+        self.longest_callback = ""
+        self.slices = 0
