@@ -19,7 +19,6 @@ import pytest
 from pipecat.utils.context.aggregated_frame_sequencer import AggregatedFrameSequencer
 from pipecat.utils.text.simple_text_aggregator import SimpleTextAggregator
 
-
 #: Pipecat's word-timestamp sequencer: it registers the text, then matches each played word
 #: against the context's whole open text (1.14: ``alnum_only`` of all of it per word, so its
 #: cost grows with an unpunctuated TOKEN reply). Pipecat's cost, not the service's.
