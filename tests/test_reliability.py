@@ -428,16 +428,18 @@ def test_streaming_cuts_as_the_batch_path_ellipses_included(
 async def test_token_mode_keeps_an_ellipsis_in_its_sentence(
     packs: dict[str, Path], reply: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pipecat_pocket_tts.engine import session as session_module
+    generated: list[str] = []  # each prepared chunk the fed text released: one utterance each
 
-    generated: list[str] = []
-    original = session_module.generate_chunk
+    def spying(method):
+        def spy(self, *args):
+            chunks = method(self, *args)
+            generated.extend(chunk.text.strip() for chunk in chunks)
+            return chunks
 
-    def spy(backend, voice_state, plan, *args, **kwargs):
-        generated.append(plan.text.strip())
-        return original(backend, voice_state, plan, *args, **kwargs)
+        return spy
 
-    monkeypatch.setattr(session_module, "generate_chunk", spy)
+    monkeypatch.setattr(TextStream, "push", spying(TextStream.push))
+    monkeypatch.setattr(TextStream, "flush", spying(TextStream.flush))
     _, up = await run_test(
         service(packs["english"], text_aggregation_mode=TextAggregationMode.TOKEN, warmup=False),
         frames_to_send=llm_turn(reply),
