@@ -5,7 +5,9 @@ fresh child process measures:
 
 - load time and resident memory after load (VmRSS), and after speaking (VmRSS, VmHWM peak);
 - time to first audio of a stream (voice state ready beforehand, as in a running service);
-- the stream's real-time factor (audio seconds / wall seconds, ``--frames`` frames);
+- the stream's real-time factor (audio seconds / wall seconds, ``--frames`` frames), from the
+  request (``rtf``) and from its first frame on (``rtf_steady``: how fast it streams once
+  speaking, the text prefill left out);
 - the FlowLM step alone (median ms over ``--steps`` steps after the voice and text prefill);
 - with ``--memory``: resident memory after speaking by mapping (checkpoint, cached narrow
   copy, numba's LLVM library, other files, anonymous) and the runtime alone (no model).
@@ -152,6 +154,7 @@ def child(pack_dir: str, precision: str, frames: int, steps: int) -> dict[str, f
         "peak_mb": spoken["VmHWM"],
         "first_audio_ms": (first or 0.0) * 1e3,
         "rtf": count * FRAME_SECONDS / wall,
+        "rtf_steady": (count - 1) * FRAME_SECONDS / max(wall - (first or 0.0), 1e-9),
         "step_ms": statistics.median(times[2:]) * 1e3,
         **{f"rss_{k}_mb": v for k, v in by_mapping.items()},
     }
@@ -198,7 +201,16 @@ def main() -> None:
             results[(pack, precision, threads)].append(figures)
             print(f"round {round_index + 1}: {pack} {precision} t{threads} {figures}", flush=True)
 
-    keys = ("step_ms", "rtf", "first_audio_ms", "rss_load_mb", "rss_spoken_mb", "peak_mb", "load_s")
+    keys = (
+        "step_ms",
+        "rtf",
+        "rtf_steady",
+        "first_audio_ms",
+        "rss_load_mb",
+        "rss_spoken_mb",
+        "peak_mb",
+        "load_s",
+    )
     print(f"\nmedians of {args.rounds} rounds; (×) = ratio to fp32 at the same threads")
     print(f"{'pack':12s} {'prec':5s} {'thr':>3s} " + " ".join(f"{k:>18s}" for k in keys))
     for pack, precision, threads in configs:
