@@ -74,3 +74,22 @@ def test_every_registered_backend_declares_its_layout_and_loader() -> None:
         assert cls.resolve_pack.__func__ is not Backend.resolve_pack.__func__, kind
         assert cls.from_pack.__func__ is not Backend.from_pack.__func__, kind
         assert "capabilities" not in getattr(cls, "__abstractmethods__", ()), kind
+
+
+def test_no_backend_attribute_is_read_with_a_default() -> None:
+    # A backend declares what it has (capabilities, precision); a getattr default would let a
+    # new backend silently "have" a feature.
+    import ast
+
+    found = []
+    for path in Path(pipecat_pocket_tts.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "hasattr")
+                and "backend" in ast.unparse(node.args[0]).lower()
+                and (node.func.id == "hasattr" or len(node.args) == 3)
+            ):
+                found.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
+    assert found == []

@@ -429,7 +429,7 @@ class PocketTTS:
             return state
 
     def __repr__(self) -> str:
-        precision = getattr(self.backend, "precision", None)
+        precision = self.backend.precision
         shown = "" if precision is None else f", precision={precision!r}"
         return f"PocketTTS(language={self.language!r}, backend={self.backend.name!r}{shown})"
 

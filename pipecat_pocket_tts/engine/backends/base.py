@@ -152,6 +152,7 @@ class Backend(ABC):
 
     name: str
     config: ModelConfig
+    precision: str | None = None  # the weights' precision as loaded ("fp32", "int8"…); None: one
 
     # -- building -----------------------------------------------------------------------
     # Every backend of ``backends.BACKEND_CLASSES`` overrides both (a test checks it);
