@@ -190,7 +190,7 @@ class SEANet:
             if isinstance(layer, StreamingConv1d):
                 y, nexts = layer.call_batch(x, [state[slot] for state in states], activate)
             else:
-                y, nexts = layer.call_batch(elu(x) if activate else x, [s[slot] for s in states])
+                y, nexts = layer.call_batch(x, [s[slot] for s in states], activate)
             for state, array in zip(states, nexts, strict=True):
                 state[slot] = array
             slot += 1

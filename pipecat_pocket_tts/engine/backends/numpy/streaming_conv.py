@@ -194,10 +194,12 @@ class StreamingConvTranspose1d:
             # [blocks, stride, C]: multiplied with x [T, 1, C].
             self.block_weights = [np.ascontiguousarray(b[:, :, 0].T) for b in blocks]
         else:
-            # [blocks][C_in, stride·C_out]; column s·C_out + o.
-            self.block_weights = [
-                np.ascontiguousarray(b.reshape(c_in, stride * self.out_channels)) for b in blocks
-            ]
+            # [blocks·C_in, stride·C_out]: row j·C_in + c holds block (blocks - 1 - j) of input
+            # channel c, column s·C_out + o; so a window of `blocks` consecutive input frames
+            # x[i - blocks + 1 … i] times it is output block i (one matmul, no overlap-add).
+            self.stacked_blocks = np.ascontiguousarray(
+                blocks[::-1].reshape(self.blocks * c_in, stride * self.out_channels)
+            )
         self.bias = None if bias is None else bias.astype(np.float32)
 
     def initial_partial(self) -> np.ndarray:
@@ -206,39 +208,60 @@ class StreamingConvTranspose1d:
 
     def __call__(self, x: np.ndarray, partial: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """x [T, C_in], partial [K - stride, C_out] → (y [T·stride, C_out], next partial)."""
-        t = x.shape[0]
-        s, c_out, blocks = self.stride, self.out_channels, self.blocks
-        if t * s < self.carried:
-            raise ValueError(f"ConvTranspose1d needs at least {self.carried} output frames")
-        y = self._block(x, 0)  # [T, stride, C_out]
-        tail = np.zeros((blocks - 1, s, c_out), dtype=np.float32)  # frames after this call
-        for j in range(1, blocks):
-            contribution = self._block(x, j)
-            y[j:] += contribution[: t - j]
-            tail[:j] += contribution[t - j :]
-        y = y.reshape(t * s, c_out)
-        carried = self.carried
-        next_partial = tail.reshape(-1, c_out)[:carried].copy()
-        if carried:
-            y[:carried] += partial
-        if self.bias is not None:
-            y += self.bias
-        return y, next_partial
+        y, (next_partial,) = self.call_batch(x[None], [partial])
+        return y[0], next_partial
 
     def call_batch(
-        self, x: np.ndarray, partials: list[np.ndarray]
+        self, x: np.ndarray, partials: list[np.ndarray], activate: bool = False
     ) -> tuple[np.ndarray, list[np.ndarray]]:
         """``__call__`` for B streams: x [B, T, C_in], one partial each → (y [B, T·stride,
-        C_out], next partials); dense blocks run as one matmul over all streams."""
+        C_out], next partials). ``activate`` transposes ELU(x) instead of x.
+
+        Dense weights: one matmul over all streams. Each stream's input is padded with
+        ``blocks - 1`` zero frames on both sides; window i of ``blocks`` frames gives output
+        block i (i < T: this call's frames, before the partial is added) or a block of the
+        next partial (i ≥ T: what this call's last frames add to the next call's).
+        """
+        batch, t = x.shape[0], x.shape[1]
+        s, c_out, blocks, carried = self.stride, self.out_channels, self.blocks, self.carried
+        if t * s < carried:
+            raise ValueError(f"ConvTranspose1d needs at least {carried} output frames")
+        if self.depthwise:
+            return self._depthwise_batch(elu(x) if activate else x, partials)
+        c_in, pad = self.in_channels, blocks - 1
+        padded = np.empty((batch, t + 2 * pad, c_in), dtype=np.float32)
+        padded[:, :pad] = 0.0
+        padded[:, t + pad :] = 0.0
+        if activate:
+            elu(x, out=padded[:, pad : t + pad])
+        else:
+            padded[:, pad : t + pad] = x
+        windows = t + pad
+        seq, row, item = padded.strides
+        columns = as_strided(
+            padded, shape=(batch, windows, blocks * c_in), strides=(seq, row, item), writeable=False
+        )
+        out = (columns.reshape(batch * windows, blocks * c_in) @ self.stacked_blocks).reshape(
+            batch, windows * s, c_out
+        )
+        y = out[:, : t * s]
+        next_partials = [out[b, t * s : t * s + carried].copy() for b in range(batch)]
+        if carried:
+            y[:, :carried] += np.stack(partials)
+        if self.bias is not None:
+            y += self.bias
+        return y, next_partials
+
+    def _depthwise_batch(
+        self, x: np.ndarray, partials: list[np.ndarray]
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Depthwise weights: per-block products and overlap-add (elementwise, small)."""
         batch, t = x.shape[0], x.shape[1]
         s, c_out, blocks = self.stride, self.out_channels, self.blocks
-        if t * s < self.carried:
-            raise ValueError(f"ConvTranspose1d needs at least {self.carried} output frames")
-        rows = np.ascontiguousarray(x).reshape(batch * t, self.in_channels)
-        y = self._block(rows, 0).reshape(batch, t, s, c_out)
+        y = x[:, :, None, :] * self.block_weights[0][None, None]  # [B, T, stride, C]
         tail = np.zeros((batch, blocks - 1, s, c_out), dtype=np.float32)
         for j in range(1, blocks):
-            contribution = self._block(rows, j).reshape(batch, t, s, c_out)
+            contribution = x[:, :, None, :] * self.block_weights[j][None, None]
             y[:, j:] += contribution[:, : t - j]
             tail[:, :j] += contribution[:, t - j :]
         y = y.reshape(batch, t * s, c_out)
@@ -250,10 +273,3 @@ class StreamingConvTranspose1d:
         if self.bias is not None:
             y += self.bias
         return y, next_partials
-
-    def _block(self, x: np.ndarray, j: int) -> np.ndarray:
-        """The outputs [T, stride, C_out] of taps j·stride … (j+1)·stride - 1 for x [T, C_in]."""
-        weights = self.block_weights[j]
-        if self.depthwise:
-            return x[:, None, :] * weights[None, :, :]
-        return (x @ weights).reshape(x.shape[0], self.stride, self.out_channels)
