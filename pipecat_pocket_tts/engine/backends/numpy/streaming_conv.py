@@ -21,16 +21,18 @@ TAPS_MIN_FRAMES = 64  # from this many output frames, per-tap matmuls beat im2co
 
 
 def elu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """ELU (alpha 1) as exp(min(x, 0)) - 1 + max(x, 0), written into ``out`` when given.
+    """ELU (alpha 1) as max(x, exp(-|x|) - 1), written into ``out`` when given.
 
-    ``exp`` - 1 rather than ``expm1``: NumPy's float32 exp is vectorized and ~8× faster, and
-    the difference (≤ 1 ulp of 1.0, ~6e-8 absolute) is far below float32 noise of the convs.
+    For x ≤ 0 that is exp(x) - 1; for x > 0, exp(-x) - 1 < 0 < x. ``exp`` - 1 rather than
+    ``expm1`` (NumPy's float32 exp is vectorized and ~8× faster; the difference, ≤ 1 ulp of
+    1.0, is far below the float32 noise of the convs), and no ``minimum`` pass (slower than
+    ``abs`` in NumPy): 5 cheap passes and one exp.
     """
-    out = np.minimum(x, 0.0, out=out)
+    out = np.abs(x, out=out)
+    np.negative(out, out=out)
     np.exp(out, out=out)
     out -= np.float32(1.0)
-    out += np.maximum(x, 0.0)
-    return out
+    return np.maximum(x, out, out=out)
 
 
 class StreamingConv1d:
