@@ -111,9 +111,11 @@ class StreamingConv1d:
             elu(x, out=padded[:, hist:])
         else:
             padded[:, hist:] = x
-        for b, history in enumerate(histories):
-            padded[b, :hist] = history
-        next_histories = [padded[b, t:].copy() for b in range(batch)] if hist else histories
+        if hist:
+            padded[:, :hist] = np.stack(histories)
+            next_histories = list(padded[:, t:].copy())  # one block; a view per stream
+        else:
+            next_histories = histories
         n_out = t // self.stride
         if n_out >= TAPS_MIN_FRAMES:  # long inputs: little to share, per-stream taps
             return np.stack([self._apply(padded[b], n_out) for b in range(batch)]), next_histories
@@ -247,7 +249,7 @@ class StreamingConvTranspose1d:
             batch, windows * s, c_out
         )
         y = out[:, : t * s]
-        next_partials = [out[b, t * s : t * s + carried].copy() for b in range(batch)]
+        next_partials = list(out[:, t * s : t * s + carried].copy())  # a view per stream
         if carried:
             y[:, :carried] += np.stack(partials)
         if self.bias is not None:
@@ -269,7 +271,7 @@ class StreamingConvTranspose1d:
         y = y.reshape(batch, t * s, c_out)
         carried = self.carried
         tail = tail.reshape(batch, -1, c_out)
-        next_partials = [tail[b, :carried].copy() for b in range(batch)]
+        next_partials = list(tail[:, :carried].copy())
         if carried:
             y[:, :carried] += np.stack(partials)
         if self.bias is not None:
