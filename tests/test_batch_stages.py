@@ -198,3 +198,20 @@ def test_batched_stages_check_their_shapes(backend):
         backend.sample_batch(np.zeros((2, backend.config.flow_lm.head_input_dim)), np.zeros(dim))
     with pytest.raises(ValueError, match="latents"):
         backend.decode_batch(_mimi_states(backend, (0,)), np.zeros((2, dim)))
+
+
+@pytest.mark.parametrize("group", [1, 2])
+def test_decode_batch_in_stream_groups_equals_solo(backend, monkeypatch, group):
+    """The last SEANet layers run a few streams at a time: the audio does not change."""
+    from pipecat_pocket_tts.engine.backends.numpy import mimi as mimi_module
+
+    monkeypatch.setattr(mimi_module, "DECODE_GROUP", group)
+    dim = backend.config.flow_lm.latent_dim
+    latents = np.random.default_rng(4).standard_normal((3, 3, dim)).astype(np.float32)
+    solo_states, batch_states = _mimi_states(backend), _mimi_states(backend)
+    solo = np.array(
+        [[backend.decode(s, x) for s, x in zip(solo_states, row, strict=True)] for row in latents]
+    )
+    batched = np.array([backend.decode_batch(batch_states, row) for row in latents])
+    for b in range(3):
+        assert snr_db(solo[:, b], batched[:, b]) >= MIN_SNR_DB

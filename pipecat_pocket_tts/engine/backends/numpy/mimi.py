@@ -29,6 +29,8 @@ from .seanet import ResidualBlock, SEANet, ShapeRecorder, fetch_weight
 from .streaming_conv import StreamingConv1d, StreamingConvTranspose1d
 
 LAYER_NORM_EPS = 1e-5
+DECODE_GROUP = 4
+"""Streams a batched decode runs together through the last SEANet layers (cache-sized)."""
 ENCODE_CHUNK_FRAMES = 8  # latent frames per encoder chunk: bounds memory on long clips
 
 
@@ -338,7 +340,8 @@ class Mimi:
             for state, partial in zip(states, partials, strict=True):
                 state.upsample_partial = partial
         x = self.decoder_transformer.call_batch(x, [s.attention for s in states])
-        audio = self.decoder.call_batch(x, [s.seanet for s in states])  # [B, frame_size, 1]
+        seanet = [s.seanet for s in states]
+        audio = self.decoder.call_batch(x, seanet, DECODE_GROUP)  # [B, frame_size, 1]
         return audio.reshape(batch, -1)
 
     # -- encoder ------------------------------------------------------------------------------
