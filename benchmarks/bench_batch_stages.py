@@ -5,10 +5,13 @@ has its own KV cache (a voice-sized prefill plus a text chunk, all at different 
 its own Mimi state. Usage:
 
     python benchmarks/bench_batch_stages.py [--config english] [--sizes 1,2,4,8,16] [--frames 12]
+        [--layers]
 
 Prints CPU ms (of the calling thread) per call and per stream for every stage and B; the last
-column is the per-stream speed-up against B = 1. CPU time, not wall time, so other jobs on a
-shared machine move the figures less (memory bandwidth is still shared).
+column is the per-stream speed-up against B = 1. ``--layers`` also prints, per B, the Mimi
+decode's CPU ms per stream in each of its layers (transformer, every SEANet conv). CPU time,
+not wall time, so other jobs on a shared machine move the figures less (memory bandwidth is
+still shared).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--config", default="english")
     parser.add_argument("--sizes", default="1,2,4,8,16")
     parser.add_argument("--frames", type=int, default=12, help="timed calls per stage and B")
+    parser.add_argument("--layers", action="store_true", help="Mimi decode time per layer")
     return parser.parse_args()
 
 
@@ -57,6 +61,40 @@ def timed(call, repeats: int) -> float:
     return statistics.median(times)
 
 
+class LayerTimes:
+    """Wraps the ``call_batch`` of every Mimi decoder layer to add up its thread CPU time."""
+
+    def __init__(self, mimi) -> None:
+        from pipecat_pocket_tts.engine.backends.numpy.seanet import ResidualBlock
+
+        self.seconds: dict[str, float] = {}
+        layers = [("upsample", mimi.upsample), ("transformer", mimi.decoder_transformer)]
+        for i, (_, layer) in enumerate(mimi.decoder.steps):
+            if isinstance(layer, ResidualBlock):
+                layers += [(f"{i} residual in", layer.conv_in), (f"{i} residual", layer.conv_out)]
+            else:
+                layers.append((f"{i} {type(layer).__name__.removeprefix('Streaming')}", layer))
+        self._layers = [layer for _, layer in layers if layer is not None]
+        for name, layer in layers:
+            if layer is not None:
+                layer.call_batch = self._timed(name, layer.call_batch)
+
+    def restore(self) -> None:
+        """Unwrap the layers."""
+        for layer in self._layers:
+            del layer.call_batch
+
+    def _timed(self, name: str, call):
+        def timed_call(*args, **kwargs):
+            start = time.thread_time()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                self.seconds[name] = self.seconds.get(name, 0.0) + time.thread_time() - start
+
+        return timed_call
+
+
 def main() -> None:
     config = get_config(ARGS.config)
     print(f"building random weights for {ARGS.config!r}…", flush=True)
@@ -81,6 +119,14 @@ def main() -> None:
         step_ms = timed(lambda s=states, x=latents: backend.step_batch(s, x), ARGS.frames)
         sample_ms = timed(lambda h=hidden, n=noise: backend.sample_batch(h, n), ARGS.frames)
         decode_ms = timed(lambda m=mimi_states, n=noise: backend.decode_batch(m, n), ARGS.frames)
+        if ARGS.layers:
+            layer_times = LayerTimes(backend.mimi)
+            for _ in range(ARGS.frames):
+                backend.decode_batch(mimi_states, noise)
+            print(f"  Mimi decode B={batch}, CPU ms per stream and layer:")
+            for name, seconds in layer_times.seconds.items():
+                print(f"    {name:<22}{1000 * seconds / ARGS.frames / batch:8.3f}")
+            layer_times.restore()
         rows.append((batch, step_ms, sample_ms, decode_ms))
         print(f"  B={batch} done", flush=True)
     base = {

@@ -140,14 +140,19 @@ def _mimi_states(backend: Backend, warmup=(0, 2, 5)):
     return states
 
 
-def test_decode_batch_equals_solo_per_stream(backend):
+def _decoded_solo_and_batched(backend: Backend, frames: int, seed: int):
+    """3 streams' audio [frames, 3, 1920] decoded alone and batched, from the same states."""
     dim = backend.config.flow_lm.latent_dim
-    latents = np.random.default_rng(9).standard_normal((7, 3, dim)).astype(np.float32)
+    latents = np.random.default_rng(seed).standard_normal((frames, 3, dim)).astype(np.float32)
     solo_states, batch_states = _mimi_states(backend), _mimi_states(backend)
     solo = np.array(
         [[backend.decode(s, x) for s, x in zip(solo_states, row, strict=True)] for row in latents]
     )
-    batched = np.array([backend.decode_batch(batch_states, row) for row in latents])
+    return solo, np.array([backend.decode_batch(batch_states, row) for row in latents])
+
+
+def test_decode_batch_equals_solo_per_stream(backend):
+    solo, batched = _decoded_solo_and_batched(backend, 7, seed=9)
     assert batched.shape == solo.shape == (7, 3, 1920)
     for b in range(3):
         assert snr_db(solo[:, b], batched[:, b]) >= MIN_SNR_DB
@@ -198,3 +203,14 @@ def test_batched_stages_check_their_shapes(backend):
         backend.sample_batch(np.zeros((2, backend.config.flow_lm.head_input_dim)), np.zeros(dim))
     with pytest.raises(ValueError, match="latents"):
         backend.decode_batch(_mimi_states(backend, (0,)), np.zeros((2, dim)))
+
+
+@pytest.mark.parametrize("group", [1, 2])
+def test_decode_batch_in_stream_groups_equals_solo(backend, monkeypatch, group):
+    """The last SEANet layers run a few streams at a time: the audio does not change."""
+    from pipecat_pocket_tts.engine.backends.numpy import mimi as mimi_module
+
+    monkeypatch.setattr(mimi_module, "DECODE_GROUP", group)
+    solo, batched = _decoded_solo_and_batched(backend, 3, seed=4)
+    for b in range(3):
+        assert snr_db(solo[:, b], batched[:, b]) >= MIN_SNR_DB

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from .channel import usable_cores
 from .streams import ChunkJob, Notice, Stream
+from .tick_costs import StageCosts
 from .ticks import PREFILL_PIECE_TOKENS, PREFILL_TOKENS_PER_TICK, TickPlan
 
 if TYPE_CHECKING:
@@ -132,6 +133,7 @@ class Scheduler:
         self._pool: list[threading.Thread] = []
         self._tasks: queue.SimpleQueue[_Tick | None] = queue.SimpleQueue()
         self._blas_limit: Any = None
+        self._costs = StageCosts()  # what each kind of work costs, to split ticks evenly
 
     # -- streams ------------------------------------------------------------------------
     def open_stream(
@@ -303,7 +305,12 @@ class Scheduler:
                 if self._closed:
                     return
                 plan = TickPlan(
-                    self.backend, self._active, self._clock(), self.threads, self.max_lead
+                    self.backend,
+                    self._active,
+                    self._clock(),
+                    self.threads,
+                    self.max_lead,
+                    self._costs,
                 )
                 self._in_tick = True
             outputs: list[tuple[Stream, list[Any]]] = list(plan.early_outputs)

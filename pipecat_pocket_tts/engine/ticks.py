@@ -11,10 +11,13 @@ in at most one task per stage), so they run side by side:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from .tick_costs import StageCosts, decode_shares, thread_loads
 
 if TYPE_CHECKING:
     from .backends.base import Backend
@@ -32,7 +35,13 @@ class TickPlan:
     """Which streams step, decode and prefill this tick; its tasks; applying their results."""
 
     def __init__(
-        self, backend: Backend, active: list[Stream], now: float, threads: int, max_lead: float
+        self,
+        backend: Backend,
+        active: list[Stream],
+        now: float,
+        threads: int,
+        max_lead: float,
+        costs: StageCosts,
     ) -> None:
         self._backend = backend
         self.early_outputs: list[tuple[Stream, list[Any]]] = []
@@ -77,38 +86,53 @@ class TickPlan:
                     break
                 budget -= tokens
             self.prefills.append((stream, tokens))
-        # Mimi decode is compute-bound (batching saves little) and costs about twice a batched
-        # step per stream: cut it into more, smaller tasks so the threads finish together.
-        step_groups = 1 if threads <= 2 else threads // 2
-        self.step_parts = _split(stepping, step_groups)
-        self.decode_parts = _split(decoding, max(1, 2 * threads - step_groups))
+        # One FlowLM step per tick for up to 2 threads (it reads every weight once per call);
+        # the Mimi decodes fill the threads up to the same finishing time (``tick_costs``).
+        self.step_parts = _split(stepping, 1 if threads <= 2 else threads // 2)
+        self._costs = costs
+        loads = thread_loads(
+            [costs.step_per_stream * len(part) for part in self.step_parts]
+            + [costs.prefill_per_token * tokens for _, tokens in self.prefills],
+            threads,
+        )
+        shares = sorted(decode_shares(loads, len(decoding), costs.decode_per_stream), reverse=True)
+        self.decode_parts = _cut(decoding, [share for share in shares if share])
         self.streams = {*stepping, *decoding, *(s for s, _ in self.prefills)}
         for stream in self.streams:
             stream.busy = True
         self._results: dict[str, Any] = {}
+        self._spent: dict[str, tuple[str, float, int]] = {}  # key → (kind, CPU s, units)
         self.tasks = self._tasks()
 
     def _tasks(self) -> list[Callable[[], None]]:
         tasks: list[Callable[[], None]] = []
         for i, part in enumerate(self.step_parts):
             inputs = [(s.run.state, s.run.previous, s.noise(), s.run.probe) for s in part]  # type: ignore[union-attr]
-            tasks.append(self._task(f"step{i}", self._step, inputs))
-        for i, part in enumerate(self.decode_parts):
-            latents = np.stack([s.next_decode() for s in part])
-            tasks.append(self._task(f"decode{i}", self._decode, [s.mimi for s in part], latents))
+            tasks.append(self._task(f"step{i}", ("step", len(part)), self._step, inputs))
         for stream, tokens in self.prefills:
             run = stream.run
             assert run is not None
             piece = run.prefill_piece(tokens)
-            tasks.append(self._task(f"prefill-{stream.name}", self._prefill, run.state, piece))
+            key = f"prefill-{stream.name}"
+            tasks.append(self._task(key, ("prefill", tokens), self._prefill, run.state, piece))
+        for i, part in enumerate(self.decode_parts):  # largest first: the idlest thread's
+            latents = np.stack([s.next_decode() for s in part])
+            work = ("decode", len(part))
+            mimi = [s.mimi for s in part]
+            tasks.append(self._task(f"decode{i}", work, self._decode, mimi, latents))
         return tasks
 
-    def _task(self, key: str, function: Callable[..., Any], *args: Any) -> Callable[[], None]:
+    def _task(
+        self, key: str, work: tuple[str, int], function: Callable[..., Any], *args: Any
+    ) -> Callable[[], None]:
         def task() -> None:
+            start = time.thread_time()
             try:
                 self._results[key] = function(*args)
             except Exception as exc:
                 self._results[key] = exc
+            else:
+                self._spent[key] = (work[0], time.thread_time() - start, work[1])
 
         return task
 
@@ -154,6 +178,9 @@ class TickPlan:
         streams that failed with their error)."""
         out: dict[Stream, list[Any]] = {}
         failed: dict[Stream, BaseException] = {}
+        if len(self.tasks) > 1:  # a lone task runs BLAS on every core: its CPU time is partial
+            for kind, seconds, units in self._spent.values():
+                self._costs.measured(kind, seconds, units)
         for i, part in enumerate(self.step_parts):
             result = self._results.get(f"step{i}")
             for j, stream in enumerate(part):
@@ -192,6 +219,15 @@ def _step_one(backend: Backend, state: Any, previous: Any, probe: Any) -> Any:
     if probe is None:
         return backend.step(state, previous)
     return backend.step(state, previous, probe=probe)  # type: ignore[call-arg]
+
+
+def _cut(streams: list[Stream], sizes: list[int]) -> list[list[Stream]]:
+    """Streams cut into consecutive parts of the given sizes (summing to their number)."""
+    parts, start = [], 0
+    for size in sizes:
+        parts.append(streams[start : start + size])
+        start += size
+    return parts
 
 
 def _split(streams: list[Stream], groups: int) -> list[list[Stream]]:

@@ -29,6 +29,8 @@ from .seanet import ResidualBlock, SEANet, ShapeRecorder, fetch_weight
 from .streaming_conv import StreamingConv1d, StreamingConvTranspose1d
 
 LAYER_NORM_EPS = 1e-5
+DECODE_GROUP = 4
+"""Streams a batched decode runs together through the last SEANet layers (cache-sized)."""
 ENCODE_CHUNK_FRAMES = 8  # latent frames per encoder chunk: bounds memory on long clips
 
 
@@ -123,35 +125,46 @@ class MimiTransformer:
 
     def __call__(self, x: np.ndarray, cache: AttentionCache) -> np.ndarray:
         """x [T, input_dim] at positions cache.position … +T-1 → [T, output_dim]; fills cache."""
-        t = x.shape[0]
-        ring, cos, sin, mask = self._positions(cache, t)
-
-        if self.input_proj is not None:
-            x = x @ self.input_proj.T
-        for index, layer in enumerate(self.layers):
-            x = self._layer(x, layer, cache, index, ring, cos, sin, mask)
-        cache.position += t
-        if self.output_proj is not None:
-            x = x @ self.output_proj.T
-        return x
+        return self.call_batch(x[None], [cache])[0]
 
     def call_batch(self, x: np.ndarray, caches: Sequence[AttentionCache]) -> np.ndarray:
         """``__call__`` for B streams: x [B, T, input_dim], one cache each → [B, T, output_dim].
 
-        The linears run on all B·T rows at once; each stream attends over its own cache.
+        The linears, RoPE and softmax run on all B·T rows at once; each stream's keys and
+        values go into its own ring and its queries attend over them (two matmuls a stream).
         """
         batch, t = x.shape[0], x.shape[1]
+        d, h, dh = self.d_model, self.num_heads, self.head_dim
         views = [self._positions(cache, t) for cache in caches]
+        cos = np.concatenate([view[1] for view in views])  # [B·T, Dh/2]
+        sin = np.concatenate([view[2] for view in views])
+        masks = np.stack([view[3] for view in views])[:, None]  # [B, 1, T, slots]
+        slots = masks.shape[-1]
         rows = x.reshape(batch * t, x.shape[2])
         if self.input_proj is not None:
             rows = rows @ self.input_proj.T
-        d = self.d_model
-        attended = np.empty((batch, t, d), dtype=np.float32)
+        scale = np.float32(1.0 / np.sqrt(dh))
+        scores = np.empty((batch, h, t, slots), dtype=np.float32)
+        attended = np.empty((batch, t, h, dh), dtype=np.float32)
         for index, layer in enumerate(self.layers):
-            qkv = layer_norm(rows, *layer.norm1, LAYER_NORM_EPS) @ layer.in_proj.T
-            qkv = qkv.reshape(batch, t, 3 * d)
-            for b, (cache, (ring, cos, sin, mask)) in enumerate(zip(caches, views, strict=True)):
-                attended[b] = self._attend(qkv[b], cache, index, ring, cos, sin, mask)
+            qkv = layer_norm(rows, *layer.norm1, LAYER_NORM_EPS) @ layer.in_proj.T  # [B·T, 3D]
+            q = apply_rope(qkv[:, :d].reshape(batch * t, h, dh), cos, sin)
+            q *= scale
+            q = q.reshape(batch, t, h, dh).transpose(0, 2, 1, 3)  # [B, H, T, Dh]
+            k = apply_rope(qkv[:, d : 2 * d].reshape(batch * t, h, dh), cos, sin)
+            k = k.reshape(batch, t, h, dh).transpose(0, 2, 1, 3)
+            v = qkv[:, 2 * d :].reshape(batch, t, h, dh).transpose(0, 2, 1, 3)
+            for b, (cache, view) in enumerate(zip(caches, views, strict=True)):
+                keys, values, ring = cache.keys[index], cache.values[index], view[0]
+                keys[:, ring] = k[b]  # [H, slots, Dh]
+                values[:, ring] = v[b]
+                np.matmul(q[b], keys.transpose(0, 2, 1), out=scores[b])  # [H, T, slots]
+            scores += masks
+            scores -= scores.max(axis=-1, keepdims=True)
+            np.exp(scores, out=scores)
+            scores /= scores.sum(axis=-1, keepdims=True)
+            for b, cache in enumerate(caches):
+                np.matmul(scores[b], cache.values[index], out=attended[b].transpose(1, 0, 2))
             rows = rows + attended.reshape(batch * t, d) @ layer.out_proj.T
             hidden = gelu_tanh(layer_norm(rows, *layer.norm2, LAYER_NORM_EPS) @ layer.linear1.T)
             rows += hidden @ layer.linear2.T
@@ -176,52 +189,6 @@ class MimiTransformer:
         delta = positions[:, None] - cache.slot_positions[None, :]  # [T, slots]
         visible = (cache.slot_positions[None, :] >= 0) & (delta >= 0) & (delta < self.context)
         return ring, cos, sin, np.where(visible, np.float32(0.0), np.float32(-np.inf))
-
-    def _attend(
-        self,
-        qkv: np.ndarray,
-        cache: AttentionCache,
-        index: int,
-        ring: np.ndarray,
-        cos: np.ndarray,
-        sin: np.ndarray,
-        mask: np.ndarray,
-    ) -> np.ndarray:
-        """One stream's attention in layer ``index``: qkv [T, 3D] → [T, D]; writes its K/V."""
-        t = qkv.shape[0]
-        d, h, dh = self.d_model, self.num_heads, self.head_dim
-        q = apply_rope(qkv[:, :d].reshape(t, h, dh), cos, sin)
-        k = apply_rope(qkv[:, d : 2 * d].reshape(t, h, dh), cos, sin)
-        keys, values = cache.keys[index], cache.values[index]  # [H, slots, Dh]
-        keys[:, ring] = k.transpose(1, 0, 2)
-        values[:, ring] = qkv[:, 2 * d :].reshape(t, h, dh).transpose(1, 0, 2)
-        q = q.transpose(1, 0, 2) * np.float32(1.0 / np.sqrt(dh))  # [H, T, Dh]
-        scores = q @ keys.transpose(0, 2, 1)  # [H, T, slots]
-        scores += mask
-        scores -= scores.max(axis=-1, keepdims=True)
-        np.exp(scores, out=scores)
-        scores /= scores.sum(axis=-1, keepdims=True)
-        return (scores @ values).transpose(1, 0, 2).reshape(t, d)
-
-    def _layer(
-        self,
-        x: np.ndarray,
-        layer: _TransformerLayer,
-        cache: AttentionCache,
-        index: int,
-        ring: np.ndarray,
-        cos: np.ndarray,
-        sin: np.ndarray,
-        mask: np.ndarray,
-    ) -> np.ndarray:
-        """One pre-norm block on x [T, D]; writes this layer's K/V into the ring slots."""
-        qkv = layer_norm(x, *layer.norm1, LAYER_NORM_EPS) @ layer.in_proj.T  # [T, 3D]
-        attended = self._attend(qkv, cache, index, ring, cos, sin, mask)  # [T, D]
-        x = x + attended @ layer.out_proj.T
-
-        hidden = gelu_tanh(layer_norm(x, *layer.norm2, LAYER_NORM_EPS) @ layer.linear1.T)
-        x += hidden @ layer.linear2.T
-        return x
 
 
 # -- codec ------------------------------------------------------------------------------------
@@ -373,7 +340,8 @@ class Mimi:
             for state, partial in zip(states, partials, strict=True):
                 state.upsample_partial = partial
         x = self.decoder_transformer.call_batch(x, [s.attention for s in states])
-        audio = self.decoder.call_batch(x, [s.seanet for s in states])  # [B, frame_size, 1]
+        seanet = [s.seanet for s in states]
+        audio = self.decoder.call_batch(x, seanet, DECODE_GROUP)  # [B, frame_size, 1]
         return audio.reshape(batch, -1)
 
     # -- encoder ------------------------------------------------------------------------------

@@ -22,6 +22,19 @@ from ...config import SEANetConfig
 from ...errors import WeightsMismatchError
 from .streaming_conv import StreamingConv1d, StreamingConvTranspose1d, elu
 
+GROUP_FROM_WEIGHTS = 2_000_000
+"""Weights (floats) of the last layers below which ``call_batch`` may run streams in groups."""
+
+
+def _weight_size(layer: object) -> int:
+    """Floats of weights in a conv or transposed conv."""
+    matrix = getattr(layer, "matrix", None)
+    if matrix is None:
+        matrix = getattr(layer, "stacked_blocks", None)
+    if matrix is None:
+        return sum(block.size for block in getattr(layer, "block_weights", []))
+    return int(matrix.size)
+
 
 class ShapeRecorder(dict):
     """Stand-in for a weights mapping: records each requested name → shape, hands out zeros."""
@@ -150,6 +163,17 @@ class SEANet:
                 (True, _conv(weights, name(), mult * nf, config.dimension, config.last_kernel_size))
             )
             self.in_channels, self.out_channels = config.channels, config.dimension
+        # State slot of each step's first conv, and the first step from which the remaining
+        # weights are small.
+        self._slots = [0]
+        sizes = []
+        for _, layer in self.steps:
+            convs = [layer.conv_in, layer.conv_out] if isinstance(layer, ResidualBlock) else [layer]
+            self._slots.append(self._slots[-1] + len(convs))
+            sizes.append(sum(_weight_size(conv) for conv in convs))
+        self._group_from = next(
+            (i for i in range(len(sizes)) if sum(sizes[i:]) <= GROUP_FROM_WEIGHTS), len(sizes)
+        )
 
     def initial_state(self) -> list[np.ndarray]:
         """Zero left contexts and partials, one array per conv in layer order."""
@@ -181,22 +205,42 @@ class SEANet:
                 slot += 1
         return x
 
-    def call_batch(self, x: np.ndarray, states: list[list[np.ndarray]]) -> np.ndarray:
-        """``__call__`` for B streams: x [B, T, C_in] → y [B, T', C_out]; updates each state."""
-        slot = 0
+    def call_batch(
+        self, x: np.ndarray, states: list[list[np.ndarray]], group: int | None = None
+    ) -> np.ndarray:
+        """``__call__`` for B streams: x [B, T, C_in] → y [B, T', C_out]; updates each state.
+
+        ``group``: from the first layer whose weights are small (``GROUP_FROM_WEIGHTS``
+        floats or fewer from there on), run ``group`` streams at a time, so each group's
+        activations (the widest arrays: [T', C] at up to 24 kHz) stay in the core's cache
+        while the layers that need batching (large weights, few frames) ran on all B.
+        """
+        split = self._group_from if group is not None and group < len(states) else len(self.steps)
+        x = self._run_batch(x, states, 0, split)
+        if split == len(self.steps):
+            return x
+        return np.concatenate(
+            [
+                self._run_batch(x[i : i + group], states[i : i + group], split, len(self.steps))
+                for i in range(0, len(states), group)
+            ]
+        )
+
+    def _run_batch(
+        self, x: np.ndarray, states: list[list[np.ndarray]], first: int, end: int
+    ) -> np.ndarray:
+        """Steps ``first``…``end - 1`` on x [B, T, C] for B streams (their state slots)."""
+        slot = self._slots[first]
 
         def run(layer, x: np.ndarray, activate: bool) -> np.ndarray:
             nonlocal slot
-            if isinstance(layer, StreamingConv1d):
-                y, nexts = layer.call_batch(x, [state[slot] for state in states], activate)
-            else:
-                y, nexts = layer.call_batch(elu(x) if activate else x, [s[slot] for s in states])
+            y, nexts = layer.call_batch(x, [state[slot] for state in states], activate)
             for state, array in zip(states, nexts, strict=True):
                 state[slot] = array
             slot += 1
             return y
 
-        for elu_first, layer in self.steps:
+        for elu_first, layer in self.steps[first:end]:
             if isinstance(layer, ResidualBlock):
                 h = run(layer.conv_in, x, True)
                 h = run(layer.conv_out, h, True)

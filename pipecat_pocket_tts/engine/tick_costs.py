@@ -1,0 +1,70 @@
+"""What a tick's work costs, and how it is cut so the pool's threads finish together.
+
+A tick's tasks are taken in order by whichever pool thread is free. ``StageCosts`` keeps
+running estimates (thread CPU seconds, measured on the tasks themselves) of a FlowLM step +
+sampler per stream, a Mimi decode per stream and a prefill per token. ``decode_shares`` then
+gives each thread the decode streams that bring it up to the same finishing time as the others
+(water-filling over the step and prefill work the threads already have), so a 2-thread pool
+runs, per tick, the step and a small decode part on one thread and one large decode part on
+the other: the fewest, largest Mimi batches with no thread waiting at the end of the tick.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SMOOTHING = 0.3
+"""Weight of the newest measurement in the running estimates."""
+
+
+@dataclass
+class StageCosts:
+    """Running estimates of thread CPU seconds per unit of work (updated under the scheduler's
+    lock). The defaults are rough full-size figures; a few ticks replace them."""
+
+    step_per_stream: float = 0.003
+    decode_per_stream: float = 0.010
+    prefill_per_token: float = 0.002
+
+    def measured(self, kind: str, seconds: float, units: int) -> None:
+        """A task of ``kind`` ("step", "decode", "prefill") took ``seconds`` for ``units``."""
+        if units <= 0 or seconds <= 0:
+            return
+        name = {"step": "step_per_stream", "decode": "decode_per_stream"}.get(
+            kind, "prefill_per_token"
+        )
+        old = getattr(self, name)
+        setattr(self, name, old + SMOOTHING * (seconds / units - old))
+
+
+def decode_shares(loads: list[float], streams: int, per_stream: float) -> list[int]:
+    """Streams to decode on each thread, given the work ``loads`` [threads] (seconds) the
+    threads already have: the shares level the threads' finishing times; they sum to
+    ``streams`` (largest remainders)."""
+    if streams <= 0:
+        return [0] * len(loads)
+    per_stream = max(per_stream, 1e-9)
+    ordered = sorted(loads)
+    total = streams * per_stream
+    level = ordered[-1]
+    for count in range(1, len(ordered) + 1):
+        # The level when only the `count` least loaded threads take decodes.
+        candidate = (total + sum(ordered[:count])) / count
+        if count == len(ordered) or candidate <= ordered[count]:
+            level = candidate
+            break
+    exact = [max(0.0, level - load) / per_stream for load in loads]
+    shares = [int(share) for share in exact]
+    by_remainder = sorted(range(len(loads)), key=lambda i: exact[i] - shares[i], reverse=True)
+    for i in by_remainder[: streams - sum(shares)]:
+        shares[i] += 1
+    return shares
+
+
+def thread_loads(costs: list[float], threads: int) -> list[float]:
+    """The loads of ``threads`` threads taking tasks of ``costs`` in order, each task going
+    to the thread that is free first (as the pool takes them)."""
+    loads = [0.0] * threads
+    for cost in costs:
+        loads[loads.index(min(loads))] += cost
+    return loads
