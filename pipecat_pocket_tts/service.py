@@ -36,9 +36,9 @@ from .engine.options import LoadOptions
 from .languages import language_to_pack, pack_iso_code, text_variant
 from .loading import WARMUP_FRAMES, WARMUP_TEXT, EngineLoader, LoadSettings
 from .resampler import StreamResampler
-from .settings import UTTERANCE_SETTINGS, PocketTTSSettings, initial_settings
+from .settings import UTTERANCE_SETTINGS, PocketTTSSettings, initial_settings, session_options
 from .text_gate import TextGate
-from .turns import ContextOutput, Turn, Turns, UtteranceOptions, session_options
+from .turns import ContextOutput, Turn, Turns, UtteranceOptions
 from .unspoken import UnspokenContexts
 from .updates import check_update
 

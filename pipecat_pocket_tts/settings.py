@@ -95,4 +95,17 @@ def initial_settings(
 UTTERANCE_SETTINGS = frozenset({"voice", "temperature", "normalize", "lexicon", "seed"})
 """Settings applied per utterance (a new seed restarts the session's generator there)."""
 
-__all__ = ["UTTERANCE_SETTINGS", "PocketTTSSettings", "initial_settings"]
+
+def session_options(settings: PocketTTSSettings, text_language: str | None) -> dict[str, Any]:
+    """Keyword arguments of ``PocketTTS.session()`` for the service's current settings."""
+    return {
+        "voice": settings.voice,
+        "temperature": settings.temperature,
+        "seed": settings.seed if is_given(settings.seed) else None,
+        "normalize": settings.normalize,
+        "text_language": text_language,
+        "timestamps": True,  # frames carry their words: the context holds what was played
+    }
+
+
+__all__ = ["UTTERANCE_SETTINGS", "PocketTTSSettings", "initial_settings", "session_options"]

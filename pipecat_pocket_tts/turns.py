@@ -28,6 +28,7 @@ from pipecat.frames.frames import Frame, TTSAudioRawFrame, TTSStoppedFrame, TTST
 from pipecat.services.tts_service import TTSService
 from pipecat.utils.types import is_given
 
+from .admission import admission_reporter
 from .engine.channel import Marker
 from .engine.config import SAMPLE_RATE
 
@@ -43,6 +44,10 @@ class ContextOutput:
 
     def __init__(self, service: TTSService) -> None:
         self._service = service
+
+    @property
+    def service(self) -> TTSService:
+        return self._service
 
     async def append_audio(self, context_id: str, pcm: bytes) -> None:
         if pcm:
@@ -107,18 +112,6 @@ class UtteranceOptions:
             seed=settings.seed if is_given(settings.seed) else None,
             seed_version=seed_version,
         )
-
-
-def session_options(settings: PocketTTSSettings, text_language: str | None) -> dict[str, Any]:
-    """Keyword arguments of ``PocketTTS.session()`` for the service's current settings."""
-    return {
-        "voice": settings.voice,
-        "temperature": settings.temperature,
-        "seed": settings.seed if is_given(settings.seed) else None,
-        "normalize": settings.normalize,
-        "text_language": text_language,
-        "timestamps": True,  # frames carry their words: the context holds what was played
-    }
 
 
 @dataclass(eq=False)
@@ -449,7 +442,10 @@ class Turns:
         stream = self._main
         if private or stream is None or stream.retired or stream.closed:
             # Opening a session prefills the voice (cached by the engine): off the loop.
-            session = await asyncio.to_thread(engine.session, **session_options)
+            waits = admission_reporter(self._output.service, engine.language)  # max_streams
+            session = await asyncio.to_thread(
+                engine.session, **session_options, on_admission_wait=waits
+            )
             stream = Stream(
                 session,
                 self._make_resampler(),
@@ -495,4 +491,4 @@ class Turns:
         self._main = None
 
 
-__all__ = ["ContextOutput", "Stream", "Turn", "Turns", "UtteranceOptions", "session_options"]
+__all__ = ["ContextOutput", "Stream", "Turn", "Turns", "UtteranceOptions"]

@@ -28,6 +28,7 @@ SERVICE_MODULES = (
     "text_gate.py",
     "unspoken.py",
     "updates.py",
+    "admission.py",
     "arguments.py",
 )
 

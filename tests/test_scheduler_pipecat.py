@@ -17,16 +17,19 @@ from pipecat.frames.frames import (
     LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
     LLMTextFrame,
+    MetricsFrame,
     TTSAudioRawFrame,
     TTSSpeakFrame,
     TTSStartedFrame,
     TTSStoppedFrame,
     TTSTextFrame,
 )
+from pipecat.pipeline.worker import PipelineParams
 from pipecat.tests.utils import SleepFrame, run_test
 from test_service import assert_no_stale_audio
 
 from pipecat_pocket_tts import PocketTTSService
+from pipecat_pocket_tts.admission import AdmissionWaitMetricsData
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine import PocketTTS
 from pipecat_pocket_tts.engine.config import FRAME_SIZE
@@ -98,3 +101,36 @@ async def test_eight_services_with_barge_ins_share_one_scheduler(long_pack: Path
         assert audio.shape == (samples,)  # the whole reply
         assert np.abs(audio).max() > 0
     assert model.scheduler.wait_parked(30.0)
+
+
+async def test_a_turn_that_waits_for_a_slot_is_reported_as_a_metric(long_pack: Path) -> None:
+    def limited() -> PocketTTSService:  # one slot on the shared model: the second turn waits
+        return PocketTTSService(model_dir=long_pack, backend="numpy", max_streams=1, warmup=False)
+
+    services = [limited(), limited()]
+    runs = [
+        run_test(
+            service,
+            frames_to_send=[TTSSpeakFrame(f"Caller {i} speaks now.")],
+            pipeline_params=PipelineParams(enable_metrics=True),
+            start_timeout=START,
+        )
+        for i, service in enumerate(services)
+    ]
+    results = await asyncio.gather(*runs)
+    waits = {
+        service.name: [
+            data
+            for frame in down
+            if isinstance(frame, MetricsFrame)
+            for data in frame.data
+            if isinstance(data, AdmissionWaitMetricsData)
+        ]
+        for service, (down, _) in zip(services, results, strict=True)
+    }
+    assert sorted(len(w) for w in waits.values()) == [0, 1]  # one turn waited, once
+    (name, (data,)) = next((n, w) for n, w in waits.items() if w)
+    assert data.processor == name and data.model == "english"
+    assert data.value >= 0 and data.streams_speaking == 1
+    for down, _ in results:  # both spoke
+        assert any(isinstance(f, TTSAudioRawFrame) for f in down)

@@ -113,3 +113,24 @@ def test_beyond_max_streams_sessions_wait_their_turn(engine_tts):
         assert model.scheduler.stats().waiting == 0
     finally:
         model.scheduler.close()
+
+
+def test_a_session_is_told_when_it_waits_for_a_slot_and_when_it_gets_one(engine_tts):
+    model = _model(engine_tts, threads=2, max_streams=1)
+    told: dict[int, list] = {0: [], 1: []}
+    try:
+        first = model.session(seed=10, on_admission_wait=told[0].append)
+        second = model.session(seed=11, on_admission_wait=told[1].append)
+        first.enqueue(TEXTS[3])  # takes the only slot (the longest text)
+        second.enqueue(TEXTS[1])  # waits for it
+        first.finish()
+        second.finish()
+        _session_audio(first)
+        _session_audio(second)
+        assert told[0] == []
+        waiting, admitted = told[1]
+        assert (waiting.position, waiting.waited) == (1, None)
+        assert admitted.position == 0 and admitted.waited is not None and admitted.waited >= 0
+        assert waiting.stream == admitted.stream
+    finally:
+        model.scheduler.close()

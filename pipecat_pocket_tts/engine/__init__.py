@@ -31,6 +31,7 @@ from .errors import (
     WeightsMismatchError,
 )
 from .options import LoadOptions
+from .scheduler import AdmissionWait
 from .session import Session
 from .subtitles import write_timestamps
 from .synthesis import AudioFrame
@@ -41,6 +42,7 @@ from .word_timing import Word, WordStart
 __all__ = [
     "FRAME_SIZE",
     "SAMPLE_RATE",
+    "AdmissionWait",
     "AudioFrame",
     "BackendUnavailableError",
     "CloneAudioError",

@@ -18,8 +18,8 @@ another is behind it; a stream's first frame goes first (its prefill is served b
 others'); prefills are cut into pieces of at most ``PREFILL_PIECE_TOKENS`` while other streams
 are stepping, and run whole when nothing else does or every speaking stream has audio in
 hand. Admission: at most ``max_streams`` streams have work at once; later ones wait in order
-(logged; ``on_wait`` is called with each wait, under the scheduler's lock: keep it short and
-do not call the scheduler from it).
+(logged; ``on_wait`` of the scheduler, and of the waiting stream, is called with each wait,
+under the scheduler's lock: keep it short and do not call the scheduler from it).
 """
 
 from __future__ import annotations
@@ -144,11 +144,15 @@ class Scheduler:
         seed: int | None = None,
         name: str | None = None,
         words: SessionWords | None = None,
+        on_wait: Callable[[AdmissionWait], None] | None = None,
     ) -> Stream:
         """A new stream (idle until its first job) with its own random generator; ``words``:
-        the word timing its timed utterances' frames go through, in order."""
+        the word timing its timed utterances' frames go through, in order; ``on_wait``: told
+        when it waits for a slot and when it is admitted (see the module docstring)."""
         name = name or f"pocket-tts-stream-{next(_stream_ids)}"
-        return Stream(self.backend, name, on_output, on_error, seed=seed, words=words)
+        stream = Stream(self.backend, name, on_output, on_error, seed=seed, words=words)
+        stream.on_wait = on_wait
+        return stream
 
     def submit(self, stream: Stream, job: ChunkJob | Notice) -> None:
         """Queue a chunk or a notice on a stream (thread-safe); it runs in order."""
@@ -220,7 +224,7 @@ class Scheduler:
             self.max_streams,
             len(self._waiting),
         )
-        self._notify_wait(event)
+        self._notify_wait(stream, event)
 
     def _release_slot(self, stream: Stream) -> None:
         if stream in self._waiting:
@@ -234,14 +238,16 @@ class Scheduler:
             self._active.append(admitted)
             waited = self._clock() - (admitted.waiting_since or self._clock())
             logger.info("%s admitted after waiting %.2f s", admitted.name, waited)
-            self._notify_wait(AdmissionWait(admitted.name, 0, len(self._active), waited))
+            event = AdmissionWait(admitted.name, 0, len(self._active), waited)
+            self._notify_wait(admitted, event)
 
-    def _notify_wait(self, event: AdmissionWait) -> None:
-        if self._on_wait is not None:
-            try:
-                self._on_wait(event)
-            except Exception:
-                logger.exception("the scheduler's on_wait hook failed")
+    def _notify_wait(self, stream: Stream, event: AdmissionWait) -> None:
+        for hook in (self._on_wait, stream.on_wait):
+            if hook is not None:
+                try:
+                    hook(event)
+                except Exception:
+                    logger.exception("an on_wait hook of the scheduler failed")
 
     def _stop(self, stream: Stream) -> None:
         stream.stop()
@@ -386,13 +392,14 @@ class SessionLink:
         on_failure: Callable[[BaseException], None],
         name: str | None = None,
         words: SessionWords | None = None,
+        on_wait: Callable[[AdmissionWait], None] | None = None,
     ) -> None:
         self._scheduler = scheduler
         self._channel = channel
         self._on_failure = on_failure
         self.done = 0
         self._stream = scheduler.open_stream(
-            self._output, self._failed, seed=seed, name=name, words=words
+            self._output, self._failed, seed=seed, name=name, words=words, on_wait=on_wait
         )
 
     def speak(

@@ -39,7 +39,7 @@ from .checks import (
     check_temperature,
 )
 from .errors import SessionClosedError
-from .scheduler import Scheduler, SessionLink
+from .scheduler import AdmissionWait, Scheduler, SessionLink
 from .solo import SoloLink
 from .synthesis import AudioFrame, GenerationSettings, TextPlanner, TimedText
 from .timestamps import Heads
@@ -82,6 +82,7 @@ class Session:
         scheduler: Scheduler | None = None,
         timestamps: bool = False,
         timestamp_heads: Heads | None = None,
+        on_admission_wait: Callable[[AdmissionWait], None] | None = None,
     ) -> None:
         self._planner = planner
         self._voice_state = voice_state
@@ -109,7 +110,9 @@ class Session:
         failed = _weakly(self._failed)
         self._link: SessionLink | SoloLink
         if scheduler is not None:
-            self._link = SessionLink(scheduler, seed, self._frames, failed, name, words)
+            self._link = SessionLink(
+                scheduler, seed, self._frames, failed, name, words, on_admission_wait
+            )
         else:
             self._link = SoloLink(
                 backend, seed, self._frames, failed, name, overlap=overlap_decode, words=words

@@ -173,6 +173,7 @@ class Stream:
         self.busy = False  # part of the tick being computed
         self.admitted = False
         self.waiting_since: float | None = None
+        self.on_wait: Callable[[Any], None] | None = None  # told of its admission waits
         # Deadline: frames emitted since the consumer's clock started (at the first frame).
         self._clock_start: float | None = None
         self._frames_emitted = 0

@@ -30,7 +30,7 @@ from .config import SAMPLE_RATE, ModelConfig, resolve_config_name
 from .errors import EmptyTextError, UnknownVoiceError
 from .options import LoadOptions
 from .packs import PackFiles
-from .scheduler import Scheduler
+from .scheduler import AdmissionWait, Scheduler
 from .session import Session, overlap_decode_by_default
 from .synthesis import AudioFrame, GenerationSettings, TextPlanner
 from .text.prepare import TextPreparer
@@ -232,6 +232,7 @@ class PocketTTS:
         lexicon: Mapping[str, str] | None = None,
         text_language: str | None = None,
         timestamps: bool = False,
+        on_admission_wait: Callable[[AdmissionWait], None] | None = None,
     ) -> Session:
         """A session: ``enqueue`` text, iterate frames; one voice, RNG and Mimi state.
 
@@ -240,6 +241,9 @@ class PocketTTS:
         variant of the pack's language (``"pt-BR"`` on the portuguese pack). ``timestamps``:
         each frame carries the caller's words that start in it (``AudioFrame.words``) and
         those whose end it makes known, with start and end (``AudioFrame.completed_words``).
+        ``on_admission_wait``: called (on the scheduler's thread, keep it short) when the
+        session waits for a slot of the model's scheduler (``max_streams``) and when it gets
+        one (``AdmissionWait.waited``: seconds); never without a limit or with batching off.
         """
         settings = GenerationSettings(
             temperature=check_temperature(
@@ -264,6 +268,7 @@ class PocketTTS:
             scheduler=self.scheduler if self.options.batching else None,
             timestamps=timestamps,
             timestamp_heads=self._timestamp_heads,
+            on_admission_wait=on_admission_wait,
         )
 
     def stream(

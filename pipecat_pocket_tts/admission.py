@@ -1,0 +1,51 @@
+"""A turn's wait for a slot of the model's scheduler, reported as a Pipecat metric.
+
+With ``max_streams`` set, a session beyond the limit waits for a slot (the scheduler logs the
+wait). When it gets one, the service pushes a ``MetricsFrame`` holding an
+``AdmissionWaitMetricsData`` (seconds waited, streams speaking then), so a deployment's
+observers see what the limit costs a call. Sent only when the pipeline enables metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+
+from pipecat.frames.frames import MetricsFrame
+from pipecat.metrics.metrics import MetricsData
+from pipecat.processors.frame_processor import FrameProcessor
+
+from .engine.scheduler import AdmissionWait
+
+
+class AdmissionWaitMetricsData(MetricsData):
+    """Seconds a session of ``processor`` waited for a slot of its model's scheduler."""
+
+    value: float
+    streams_speaking: int  # streams holding a slot when it got one
+
+
+def admission_reporter(processor: FrameProcessor, model: str) -> Callable[[AdmissionWait], None]:
+    """The ``on_admission_wait`` of a session of ``processor`` on pack ``model``, opened now
+    (call it on the event loop): each admission after a wait becomes a ``MetricsFrame``."""
+    loop = asyncio.get_running_loop()
+
+    def admitted(event: AdmissionWait) -> None:  # on the event loop
+        if not processor.metrics_enabled or event.waited is None:
+            return
+        data = AdmissionWaitMetricsData(
+            processor=processor.name, model=model, value=event.waited, streams_speaking=event.active
+        )
+        frame = MetricsFrame(data=[data])
+        processor.create_task(processor.push_frame(frame), name=f"{processor}::admission-metrics")
+
+    def report(event: AdmissionWait) -> None:  # the scheduler's thread, under its lock
+        if event.waited is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to tell
+                loop.call_soon_threadsafe(admitted, event)
+
+    return report
+
+
+__all__ = ["AdmissionWaitMetricsData", "admission_reporter"]
