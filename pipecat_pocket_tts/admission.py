@@ -31,11 +31,11 @@ def admission_reporter(processor: FrameProcessor, model: str) -> Callable[[Admis
     (call it on the event loop): each admission after a wait becomes a ``MetricsFrame``."""
     loop = asyncio.get_running_loop()
 
-    def admitted(event: AdmissionWait) -> None:  # on the event loop
-        if not processor.metrics_enabled or event.waited is None:
+    def admitted(waited: float, speaking: int) -> None:  # on the event loop
+        if not processor.metrics_enabled:
             return
         data = AdmissionWaitMetricsData(
-            processor=processor.name, model=model, value=event.waited, streams_speaking=event.active
+            processor=processor.name, model=model, value=waited, streams_speaking=speaking
         )
         frame = MetricsFrame(data=[data])
         processor.create_task(processor.push_frame(frame), name=f"{processor}::admission-metrics")
@@ -43,7 +43,7 @@ def admission_reporter(processor: FrameProcessor, model: str) -> Callable[[Admis
     def report(event: AdmissionWait) -> None:  # the scheduler's thread, under its lock
         if event.waited is not None:
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to tell
-                loop.call_soon_threadsafe(admitted, event)
+                loop.call_soon_threadsafe(admitted, event.waited, event.active)
 
     return report
 

@@ -46,8 +46,10 @@ async def check_update(delta: PocketTTSSettings, loader: EngineLoader) -> Checke
     follows_default = is_given(delta.voice) and delta.voice is None
     if is_given(delta.voice):  # None: the pack's default voice, by its name
         voice, error = await loader.checked_voice(delta.voice)
-        delta.voice = voice if error is None else NOT_GIVEN
-        if error is not None:
+        if error is None:
+            delta.voice = voice
+        else:
+            delta.voice = NOT_GIVEN
             refused.append((error, f"voice {voice!r}"))
     return CheckedUpdate(delta, pack, variant, follows_default, tuple(refused))
 
