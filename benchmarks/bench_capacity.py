@@ -15,11 +15,13 @@ Columns: ``batched`` (one scheduler per model: batched ticks on a pool of usable
 ``threads`` (``batching=False``: today's FlowLM + Mimi threads per session, BLAS at its default
 of every core), ``threads1`` (the same with ``OPENBLAS_NUM_THREADS=1``, as the README advises
 servers) and ``upstream`` (pocket-tts 4.0.1, one process per stream, one torch thread each;
-needs /tmp/refvenv). Every
+needs /tmp/refvenv); ``batched-int8`` is ``batched`` with the FlowLM linears at int8
+(``precision="int8"``, the ``fast`` extra). Every
 (column, N) runs in fresh processes, one after the other. Usage:
 
     python benchmarks/bench_capacity.py [--sizes 1,2,4,8,12,16,24]
-        [--modes batched,threads,upstream] [--upstream-max 8] [--work /tmp/bench_capacity]
+        [--modes batched,batched-int8,threads,upstream] [--upstream-max 8]
+        [--work /tmp/bench_capacity]
 
 A column stops growing N after two runs in a row where every stream stalls at 500 ms (later
 rows print "-"), unless ``--every-n``.
@@ -93,7 +95,11 @@ class PeakRSS:
 def run_ours(mode: str, n: int, pack: Path) -> dict:
     from pipecat_pocket_tts.engine import PocketTTS
 
-    tts = PocketTTS.load("english", backend="numpy", model_dir=pack, batching=mode == "batched")
+    precision = "int8" if mode.endswith("-int8") else "fp32"
+    batching = mode.startswith("batched")
+    tts = PocketTTS.load(
+        "english", backend="numpy", model_dir=pack, batching=batching, precision=precision
+    )
     assert mode != "threads1" or os.environ.get("OPENBLAS_NUM_THREADS") == "1"
     for _ in tts.stream(WARM_UP):
         pass
@@ -256,7 +262,7 @@ def main() -> None:
             row = rows[mode, n] = summarize(result, n)
             row["load"] = os.getloadavg()[0]
             print(
-                f"{mode:>9} N={n:<3} {json.dumps({k: round(v, 2) for k, v in row.items()})}",
+                f"{mode:>12} N={n:<3} {json.dumps({k: round(v, 2) for k, v in row.items()})}",
                 flush=True,
             )
             saturated = saturated + 1 if row["stall500"] == n else 0
@@ -266,17 +272,17 @@ def main() -> None:
 def print_table(sizes: list[int], modes: list[str], rows: dict) -> None:
     print(f"\n{TEXT!r}, EOS off, each stream consumed in real time from its first frame")
     print(
-        f"{'N':>3} {'column':<9} {'stall@200':>9} {'stall@500':>9} {'TTFA p50':>9} "
+        f"{'N':>3} {'column':<12} {'stall@200':>9} {'stall@500':>9} {'TTFA p50':>9} "
         f"{'TTFA p95':>9} {'core-s/s':>9} {'RSS MB':>7} {'MB/stream':>9} {'load':>5}"
     )
     for n in sizes:
         for mode in modes:
             row = rows.get((mode, n))
             if row is None:
-                print(f"{n:>3} {mode:<9} {'-':>9}")
+                print(f"{n:>3} {mode:<12} {'-':>9}")
                 continue
             print(
-                f"{n:>3} {mode:<9} {row['stall200']:>9} {row['stall500']:>9} "
+                f"{n:>3} {mode:<12} {row['stall200']:>9} {row['stall500']:>9} "
                 f"{row['ttfa50']:>9.0f} {row['ttfa95']:>9.0f} {row['core_per_audio']:>9.2f} "
                 f"{row['rss']:>7.0f} {row['per_stream']:>9.0f} {row['load']:>5.1f}"
             )

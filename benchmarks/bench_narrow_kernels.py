@@ -8,9 +8,11 @@ reads. The weights of a pass exceed the CPU caches, so the figures are memory-bo
 Candidates (each skipped with a note when its library is missing):
 - ``numpy-fp32``: ``x @ W.T`` (BLAS), the baseline;
 - ``numpy-bf16-widen`` / ``numpy-int8-widen``: narrow storage widened to fp32 per call, NumPy only;
-- ``numba-int8`` (per-group scales, group 64; ``-rows`` dequantizes each row once for n rows),
-  ``numba-int8-row`` (one scale per row), ``numba-bf16`` — this package's kernels;
-  ``numba-int8-x16`` (int16 activations, integer multiply-adds), a candidate not kept;
+- ``numba-int8`` (one scale per row, four distant rows per pass) and ``numba-bf16``: this
+  package's kernels;
+- candidates not kept: ``numba-int8-g64-serial`` (a scale per 64 inputs, one row after
+  another: the kernel before), ``numba-int8-row-serial`` (one scale per row, one row after
+  another) and ``numba-int8-x16`` (int16 activations, integer multiply-adds, per 64 inputs);
 - ``ort-nbits8``: ONNX Runtime ``MatMulNBits`` (bits 8, block 64; weight-only), one session per
   linear shape; ``ort-dynq``: ``DynamicQuantizeMatMul`` (int8 activations and weights, like
   upstream's torch dynamic int8).
@@ -113,6 +115,7 @@ class Candidates:
         ]
         self.q_group = [quantize(w, GROUP) for w in self.fp32]
         self.q_row = [quantize(w, None) for w in self.fp32]
+        self.q_row_1d = [(q, s[:, 0].copy()) for q, s in self.q_row]  # the package's layout
         self.bf16 = [bf16_bits(w) for w in self.fp32]
         self.ort: dict[str, list] = {}
 
@@ -141,9 +144,10 @@ class Candidates:
                     results.append(o)
                 return results
 
-            out["numba-int8"] = lambda xs: run(kernels.int8_matmul, self.q_group, xs)
-            out["numba-int8-rows"] = lambda xs: run(kernels.int8_matmul_rows, self.q_group, xs)
-            out["numba-int8-row"] = lambda xs: run(kernels.int8_matmul, self.q_row, xs)
+            out["numba-int8"] = lambda xs: run(kernels.int8_matmul, self.q_row_1d, xs)
+            serial = serial_int8_kernel()
+            out["numba-int8-g64-serial"] = lambda xs: run(serial, self.q_group, xs)
+            out["numba-int8-row-serial"] = lambda xs: run(serial, self.q_row, xs)
             x16 = int16_activation_kernel()
             out["numba-int8-x16"] = lambda xs: run(x16, self.q_group, xs)
             out["numba-bf16"] = lambda xs: run(
@@ -250,6 +254,30 @@ def load_kernels():
     return module
 
 
+def serial_int8_kernel():
+    """A candidate kept out of the package (its kernel before): one output row after another,
+    a float32 scale per group of inputs (scale [m, groups]; one group is a scale per row)."""
+    import numba
+
+    @numba.njit(fastmath=True, nogil=True, boundscheck=False)
+    def kernel(x, weight, scale, out):  # pragma: no cover - compiled
+        n, k = x.shape
+        m, groups = scale.shape
+        size = k // groups
+        for o in range(m):
+            for b in range(n):
+                total = np.float32(0.0)
+                for g in range(groups):
+                    base = g * size
+                    acc = np.float32(0.0)
+                    for i in range(size):
+                        acc += np.float32(weight[o, base + i]) * x[b, base + i]
+                    total += acc * scale[o, g]
+                out[b, o] = total
+
+    return kernel
+
+
 def int16_activation_kernel():
     """A candidate kept out of the package: activations quantized to int16 per group, integer
     multiply-adds (LLVM emits ``vpmaddwd``), one float scale product per group. Same speed as
@@ -294,8 +322,9 @@ def compute_rates(kernels, repeats: int) -> None:
     for label, (m, k), count in (("L2-resident", (512, 512), 600), ("DRAM", (4096, 4096), 4)):
         distinct = 1 if label == "L2-resident" else count  # DRAM: more than the L3 holds
         weights = [
-            quantize(rng.standard_normal((m, k), dtype=np.float32), GROUP) for _ in range(distinct)
+            quantize(rng.standard_normal((m, k), dtype=np.float32), None) for _ in range(distinct)
         ] * (count // distinct)
+        weights = [(q, sc[:, 0].copy()) for q, sc in weights]
         fp32 = rng.standard_normal((m, k), dtype=np.float32)
         x = rng.standard_normal((1, k), dtype=np.float32)
         out = np.empty((1, m), np.float32)

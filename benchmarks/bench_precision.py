@@ -8,6 +8,10 @@ fresh child process measures:
 - the stream's real-time factor (audio seconds / wall seconds, ``--frames`` frames), from the
   request (``rtf``) and from its first frame on (``rtf_steady``: how fast it streams once
   speaking, the text prefill left out);
+- the same from its first frame on for ``LONG_TEXT``, four sentences (``rtf_steady_long``): each
+  sentence is a chunk that pays its own text prefill, and random weights end a chunk after a
+  few frames (real speech has ~3 frames per text token), so this one is bound by the prefills;
+  ``frames`` / ``frames_long`` count the frames each figure covers;
 - the FlowLM step alone (median ms over ``--steps`` steps after the voice and text prefill);
 - with ``--memory``: resident memory after speaking by mapping (checkpoint, cached narrow
   copy, numba's LLVM library, other files, anonymous) and the runtime alone (no model).
@@ -40,6 +44,14 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 TEXT = "The quick brown fox jumps over the lazy dog, and then it runs far away into the woods."
+LONG_TEXT = " ".join(
+    (
+        TEXT,
+        "It stops by a river to drink, looks back at the farm, and listens to the wind.",
+        "Night falls slowly over the hills while the farmer counts his hens again.",
+        "Nobody notices the fox until the morning, when the dog finally wakes up and barks.",
+    )
+)
 FRAME_SECONDS = 0.08
 
 
@@ -126,14 +138,8 @@ def child(pack_dir: str, precision: str, frames: int, steps: int) -> dict[str, f
     after_load = memory_mb()["VmRSS"]
     tts.voice_state("alba")  # a service has its voice ready before the first text
 
-    start = time.perf_counter()
-    first = None
-    count = 0
-    for _frame in tts.stream(TEXT, voice="alba", seed=0, max_frames=frames):
-        if first is None:
-            first = time.perf_counter() - start
-        count += 1
-    wall = time.perf_counter() - start
+    count, first, wall = timed_stream(tts, TEXT, frames)
+    count_long, first_long, wall_long = timed_stream(tts, LONG_TEXT, 4 * frames)
     spoken = memory_mb()
     by_mapping = resident_by_mapping()
 
@@ -152,12 +158,27 @@ def child(pack_dir: str, precision: str, frames: int, steps: int) -> dict[str, f
         "rss_load_mb": after_load,
         "rss_spoken_mb": spoken["VmRSS"],
         "peak_mb": spoken["VmHWM"],
-        "first_audio_ms": (first or 0.0) * 1e3,
+        "first_audio_ms": first * 1e3,
         "rtf": count * FRAME_SECONDS / wall,
-        "rtf_steady": (count - 1) * FRAME_SECONDS / max(wall - (first or 0.0), 1e-9),
+        "rtf_steady": (count - 1) * FRAME_SECONDS / max(wall - first, 1e-9),
+        "rtf_steady_long": (count_long - 1) * FRAME_SECONDS / max(wall_long - first_long, 1e-9),
+        "frames": count,
+        "frames_long": count_long,
         "step_ms": statistics.median(times[2:]) * 1e3,
         **{f"rss_{k}_mb": v for k, v in by_mapping.items()},
     }
+
+
+def timed_stream(tts, text: str, frames: int) -> tuple[int, float, float]:
+    """Stream ``text`` (at most ``frames`` frames): (frames, seconds to the first, seconds)."""
+    start = time.perf_counter()
+    first = 0.0
+    count = 0
+    for _frame in tts.stream(text, voice="alba", seed=0, max_frames=frames):
+        if count == 0:
+            first = time.perf_counter() - start
+        count += 1
+    return count, first, time.perf_counter() - start
 
 
 def ensure_pack(work: Path, name: str) -> Path:
@@ -205,6 +226,9 @@ def main() -> None:
         "step_ms",
         "rtf",
         "rtf_steady",
+        "rtf_steady_long",
+        "frames",
+        "frames_long",
         "first_audio_ms",
         "rss_load_mb",
         "rss_spoken_mb",

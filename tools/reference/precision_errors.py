@@ -7,8 +7,8 @@ random weights), on the SAME weights:
   apply_dynamic_int8`` with ``RECOMMENDED_CONFIG``, what ``load_model(quantize=True)`` runs:
   dynamic int8 on the attention and feed-forward linears), stages recorded by upstream code,
   against upstream fp32 (the fixture);
-- ours: the NumPy backend at bf16, int8 (per-group scales, the default) and int8 with one
-  scale per row, against our fp32 (``tests/precision_stages.py``).
+- ours: the NumPy backend at bf16 and int8 (one scale per output row), against our fp32
+  (``tests/precision_stages.py``).
 
 Signal-to-error in dB per stage (voice/text prefill K/V, teacher-forced steps, a whole
 temperature-0 generation). Run with the reference venv, offline:
@@ -40,7 +40,6 @@ from pocket_tts.quantization import RECOMMENDED_CONFIG, apply_dynamic_int8  # no
 from precision_stages import STAGES  # noqa: E402
 from reference_fixtures import FAMILIES, load_family, snr_db  # noqa: E402
 
-from pipecat_pocket_tts.engine.backends.numpy import linears  # noqa: E402
 from pipecat_pocket_tts.engine.backends.numpy.linears import PRECISIONS  # noqa: E402
 
 logging.getLogger("pocket_tts").setLevel(logging.ERROR)
@@ -62,18 +61,6 @@ def upstream_int8_errors(name: str) -> dict[str, float]:
     for stage in STAGES:  # this run reproduces the committed fixture
         assert np.allclose(fp32[stage], arrays[stage], atol=1e-5, equal_nan=True), stage
     return {s: round(snr_db(fp32[s], int8[s]), 2) for s in STAGES}
-
-
-def our_per_row_errors(name: str) -> dict[str, float]:
-    """Ours at int8 with one scale per output row instead of per group."""
-    saved = linears.GROUP_SIZES
-    linears.GROUP_SIZES = ()
-    precision_stages.our_stages.cache_clear()
-    try:
-        return precision_stages.stage_errors(name, "int8")
-    finally:
-        linears.GROUP_SIZES = saved
-        precision_stages.our_stages.cache_clear()
 
 
 def full_size_errors(name: str, work: Path, seed: int = 5) -> dict[str, dict[str, float]]:
@@ -143,7 +130,6 @@ def main() -> None:
             "upstream_int8": upstream_int8_errors(name),
             "ours_bf16": precision_stages.stage_errors(name, "bf16"),
             "ours_int8": precision_stages.stage_errors(name, "int8"),
-            "ours_int8_per_row": our_per_row_errors(name),
         }
     print_table(table)
     if not args.no_write:

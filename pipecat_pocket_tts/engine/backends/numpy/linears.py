@@ -7,8 +7,9 @@ prefill all compute it the same way.
 
 - ``"fp32"``: the float32 weight (memory-mapped from the file when it is fp32 there), BLAS.
 - ``"bf16"``: bfloat16 weights (round to nearest even; exact for bf16 checkpoints), half the bytes.
-- ``"int8"``: symmetric int8 weights with one float32 scale per group of ``group_size(in)``
-  consecutive inputs of each output row (64 for the full-size models), a quarter of the bytes.
+- ``"int8"``: symmetric int8 weights with one float32 scale per output row, a quarter of the
+  bytes (per-row scales let the kernel stream four rows at once; their error is measured in
+  ``tests/fixtures/precision/errors.json`` beside upstream's own int8).
 
 Narrow linears run numba kernels (``kernels.py``, the ``fast`` extra) for up to
 ``KERNEL_MAX_ROWS`` rows (steps and small batches, bound by memory bandwidth); longer inputs
@@ -36,10 +37,6 @@ KERNEL_EXTRA = "fast"
 KERNEL_MAX_ROWS = 16
 #: Output rows of a narrow weight widened at a time for inputs longer than KERNEL_MAX_ROWS.
 WIDEN_ROWS = 256
-#: From this many rows on, the int8 kernel dequantizes each weight row once for all rows.
-INT8_SHARED_ROW_FROM = 3
-#: Preferred int8 scale group sizes (the first that divides the input width; else one per row).
-GROUP_SIZES = (64, 32, 16)
 
 
 def check_precision(precision: object) -> str:
@@ -161,12 +158,12 @@ class Bf16Linear(Linear):
 
 
 class Int8Linear(Linear):
-    """int8 weight with float32 scales per group of inputs of each output row."""
+    """int8 weight with one float32 scale per output row."""
 
     precision = "int8"
 
     def __init__(self, codes: np.ndarray, scales: np.ndarray, kernels: ModuleType) -> None:
-        """``codes`` [out, in] int8 and ``scales`` [out, groups] float32 (``quantize_int8``)."""
+        """``codes`` [out, in] int8 and ``scales`` [out] float32 (``quantize_int8``)."""
         super().__init__(codes.shape)
         self.codes, self.scales = codes, scales
         self._kernels = kernels
@@ -177,9 +174,7 @@ class Int8Linear(Linear):
             return self._widened_matmul(x)
         x = np.ascontiguousarray(x, np.float32)
         out = np.empty((n, self.shape[0]), np.float32)
-        kernels = self._kernels
-        kernel = kernels.int8_matmul_rows if n >= INT8_SHARED_ROW_FROM else kernels.int8_matmul
-        kernel(x, self.codes, self.scales, out)
+        self._kernels.int8_matmul(x, self.codes, self.scales, out)
         return out
 
     @property
@@ -187,10 +182,9 @@ class Int8Linear(Linear):
         return self.codes.nbytes + self.scales.nbytes
 
     def dense_rows(self, start: int, stop: int) -> np.ndarray:
-        scales = self.scales[start:stop]
-        blocks = self.codes[start:stop].reshape(*scales.shape, -1).astype(np.float32)
-        blocks *= scales[:, :, None]
-        return blocks.reshape(stop - start, self.shape[1])
+        rows = self.codes[start:stop].astype(np.float32)
+        rows *= self.scales[start:stop, None]
+        return rows
 
     def arrays(self) -> dict[str, np.ndarray]:
         return {"codes": self.codes, "scales": self.scales}
@@ -214,7 +208,7 @@ def make_linear(weight: np.ndarray | Linear, precision: str = "fp32") -> Linear:
     kernels = load_kernels()
     if precision == "bf16":
         return Bf16Linear(to_bfloat16_bits(weight), kernels)
-    return Int8Linear(*quantize_int8(weight, group_size(weight.shape[1])), kernels)
+    return Int8Linear(*quantize_int8(weight), kernels)
 
 
 def narrow_layout(precision: str, shape: tuple[int, int]) -> dict[str, tuple[np.dtype, Shape]]:
@@ -223,10 +217,9 @@ def narrow_layout(precision: str, shape: tuple[int, int]) -> dict[str, tuple[np.
     if precision == "bf16":
         return {"bits": (np.dtype(np.uint16), (out, width))}
     if precision == "int8":
-        groups = width // group_size(width)
         return {
             "codes": (np.dtype(np.int8), (out, width)),
-            "scales": (np.dtype(np.float32), (out, groups)),
+            "scales": (np.dtype(np.float32), (out,)),
         }
     raise ValueError(f"precision {precision!r} has no narrow layout")
 
@@ -241,23 +234,16 @@ def restore_linear(precision: str, arrays: dict[str, np.ndarray]) -> Linear:
     raise ValueError(f"precision {precision!r} has no narrow layout")
 
 
-def group_size(width: int) -> int:
-    """Inputs per int8 scale for an input width (a whole row when no preferred size divides)."""
-    return next((size for size in GROUP_SIZES if width % size == 0), width)
+def quantize_int8(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric int8: weight [out, in] → codes [out, in] int8, scales [out] float32.
 
-
-def quantize_int8(weight: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Symmetric int8: weight [out, in] → codes [out, in] int8, scales [out, in / size] float32.
-
-    Each group's scale maps its largest magnitude to 127 (an all-zero group gets scale 1).
+    Each row's scale maps its largest magnitude to 127 (an all-zero row gets scale 1).
     """
-    out, width = weight.shape
-    blocks = weight.reshape(out, width // size, size)
-    scales = np.abs(blocks).max(axis=2) / np.float32(127.0)
+    scales = np.abs(weight).max(axis=1) / np.float32(127.0)
     scales[scales == 0] = 1.0
-    codes = np.rint(blocks / scales[:, :, None])
+    codes = np.rint(weight / scales[:, None])
     np.clip(codes, -127, 127, out=codes)
-    return codes.astype(np.int8).reshape(out, width), scales.astype(np.float32)
+    return codes.astype(np.int8), scales.astype(np.float32)
 
 
 def to_bfloat16_bits(weight: np.ndarray) -> np.ndarray:

@@ -5,10 +5,10 @@ The first narrow load of a checkpoint quantizes its FlowLM attention and feed-fo
 ``<cache root>/narrow/<folder>-<path digest>.<precision>.safetensors``; later loads map that
 copy read-only (pages shared between processes) and never read the fp32 bytes of those
 tensors. The copy's metadata records what it was made from — resolved source path, size and
-mtime, precision, int8 group sizes, a format version — and a copy that does not match, or
-does not parse, is ignored and rewritten (logged). Writes go to a temporary file renamed into
-place, so concurrent processes only ever see whole copies. An unwritable cache folder means
-quantizing in memory at every load (logged once at info).
+mtime, precision, a format version (the layout and quantization rule) — and a copy that does
+not match, or does not parse, is ignored and rewritten (logged). Writes go to a temporary
+file renamed into place, so concurrent processes only ever see whole copies. An unwritable
+cache folder means quantizing in memory at every load (logged once at info).
 
 Cache root: ``$PIPECAT_POCKET_TTS_CACHE``, else ``$XDG_CACHE_HOME/pipecat_pocket_tts``, else
 ``~/.cache/pipecat_pocket_tts`` (the layout Hugging Face uses for its own cache).
@@ -27,7 +27,7 @@ import numpy as np
 from safetensors.numpy import save_file
 
 from ...errors import WeightsMismatchError
-from .linears import GROUP_SIZES, Linear, narrow_layout, restore_linear
+from .linears import Linear, narrow_layout, restore_linear
 from .safetensors_file import map_tensors
 
 logger = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 #: Environment variable that moves the cache root.
 CACHE_ENV = "PIPECAT_POCKET_TTS_CACHE"
 #: Bumped whenever the stored layout or the quantization rule changes.
-FORMAT_VERSION = "1"
+FORMAT_VERSION = "2"  # 2: int8 with one scale per output row (1: per 64 inputs)
 _unwritable_logged: set[Path] = set()
 
 
@@ -65,7 +65,6 @@ class NarrowCache:
             "size": str(stat.st_size),
             "mtime_ns": str(stat.st_mtime_ns),
             "precision": precision,
-            "group_sizes": ",".join(str(size) for size in GROUP_SIZES),
         }
         digest = hashlib.sha256(str(self.source).encode()).hexdigest()[:16]
         folder = cache_root() / "narrow"
