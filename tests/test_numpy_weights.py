@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
+from pipecat_pocket_tts.engine.backends.numpy.safetensors_file import drop_resident_pages
 from pipecat_pocket_tts.engine.backends.numpy.weights import (
     expected_shapes,
     has_voice_cloning,
@@ -120,6 +121,33 @@ def test_fp32_load_roundtrip_is_memory_mapped_and_read_only(tmp_path):
     sample = loaded["flow_lm.transformer.layers.0.linear1.weight"]
     assert not sample.flags.writeable  # a view of the file, not a copy
     assert has_voice_cloning(loaded, config)
+
+
+def _resident_kb(path: Path) -> int:
+    """Resident kB of this process's mappings of ``path`` (/proc/self/smaps)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        fields = line.split()
+        if not fields[0].endswith(":"):
+            inside = len(fields) > 5 and fields[5] == str(path)
+        elif inside and fields[0] == "Rss:":
+            total += int(fields[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads Linux /proc/self/smaps")
+def test_dropping_resident_pages_keeps_the_values(tmp_path):
+    config = _tiny_config()
+    weights = _random_weights(config)
+    path = (tmp_path / "model.safetensors").resolve()
+    save_file(weights, str(path))
+    loaded = load_checkpoint(path, config)  # the finite check has read every tensor
+    assert _resident_kb(path) > 0
+    assert drop_resident_pages([*loaded.values(), np.zeros(3)]) == 1  # one map behind them all
+    assert _resident_kb(path) == 0
+    for key, array in weights.items():  # read again: back from the page cache, unchanged
+        np.testing.assert_array_equal(loaded[key], array)
+    assert _resident_kb(path) > 0
 
 
 def test_bf16_is_widened_to_fp32(tmp_path):

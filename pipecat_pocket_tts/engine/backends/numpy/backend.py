@@ -30,6 +30,7 @@ from .files import resolve_numpy_pack
 from .flowlm import CHUNK_POSITIONS, DEFAULT_CAPACITY, FlowLM, KVCache
 from .linears import PRECISIONS, Linear, check_precision
 from .mimi import Mimi, MimiDecoderState
+from .safetensors_file import drop_resident_pages
 from .sampler import Sampler
 from .weights import check_weights, has_voice_cloning, load_checkpoint
 
@@ -100,7 +101,9 @@ class NumpyBackend(Backend):
         """Load ``model.safetensors`` (fp32 memory-mapped, bf16 widened) for ``config``; with
         a narrow ``precision`` the FlowLM linears are narrowed as they are read."""
         weights = load_checkpoint(weights_path, config, precision=precision)
-        return cls(config, weights, sampler_steps=sampler_steps, precision=precision)
+        backend = cls(config, weights, sampler_steps=sampler_steps, precision=precision)
+        drop_resident_pages(weights.values())  # what the model reads again comes back
+        return backend
 
     def __repr__(self) -> str:
         return f"NumpyBackend(config={self.config.name!r}, precision={self.precision!r})"
