@@ -269,9 +269,7 @@ class FlowLM:
         for index, layer in enumerate(self.layers):
             h = layer_norm(x, layer.norm1_w, layer.norm1_b, LAYER_NORM_EPS)
             qkv = layer.in_proj(h)  # [B, q + 2·kv]
-            q = apply_rope(qkv[:, :q_dim].reshape(batch, self.num_heads, self.head_dim), cos, sin)
-            k = qkv[:, q_dim : q_dim + kv_dim].reshape(batch, self.kv_heads, self.head_dim)
-            k = apply_rope(k, cos, sin)
+            q, k = self._rotated_qk(qkv, cos, sin)
             v = qkv[:, q_dim + kv_dim :].reshape(batch, self.kv_heads, self.head_dim)
             for b, (state, start) in enumerate(zip(states, starts, strict=True)):
                 keys, values = state.keys[index], state.values[index]
@@ -305,13 +303,11 @@ class FlowLM:
         for index, layer in enumerate(self.layers):
             h = layer_norm(x, layer.norm1_w, layer.norm1_b, LAYER_NORM_EPS)
             qkv = layer.in_proj(h)  # [n, q + 2·kv]
-            q = qkv[:, :q_dim].reshape(n, self.num_heads, self.head_dim)
-            k = qkv[:, q_dim : q_dim + kv_dim].reshape(n, self.kv_heads, self.head_dim)
+            q, k = self._rotated_qk(qkv, cos, sin)
             v = qkv[:, q_dim + kv_dim :].reshape(n, self.kv_heads, self.head_dim)
-            q = apply_rope(q, cos, sin)
             keys = state.keys[index]  # [kv_heads, capacity, head_dim]
             values = state.values[index]
-            keys[:, start:end] = apply_rope(k, cos, sin).transpose(1, 0, 2)
+            keys[:, start:end] = k.transpose(1, 0, 2)
             values[:, start:end] = v.transpose(1, 0, 2)
             if probe is not None:
                 self._probe(index, q[-1], keys, probe, probed)
@@ -321,6 +317,17 @@ class FlowLM:
             x += layer.linear2(gelu_tanh(layer.linear1(h)))
         state.advance(n)
         return x
+
+    def _rotated_qk(
+        self, qkv: np.ndarray, cos: np.ndarray, sin: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Queries [n, H, Dh] and keys [n, kv_heads, Dh] of qkv [n, q + 2·kv], RoPE applied
+        to both in one pass (tables [n, Dh/2])."""
+        n, heads = qkv.shape[0], self.num_heads
+        width = self.query_dim + self.kv_heads * self.head_dim
+        pairs = qkv[:, :width].reshape(n, heads + self.kv_heads, self.head_dim)
+        rotated = apply_rope(pairs, cos, sin)
+        return rotated[:, :heads], rotated[:, heads:]
 
     def _attend(
         self, q: np.ndarray, keys: np.ndarray, values: np.ndarray, start: int
