@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from loop_slices import LoopSlices
 from pipecat.frames.frames import (
@@ -373,7 +373,7 @@ async def test_100_kb_without_a_sentence_end_never_stalls_the_loop_and_is_spoken
 
 # -- #7 ellipses: streaming cuts as the batch path ---------------------------------------------
 
-_ELLIPTIC_TEXT = st.lists(  # words each followed by a mark; no sentence long enough to cut
+_ELLIPTIC_TEXT = st.lists(  # words each followed by a mark (a run-on may need cutting)
     st.tuples(
         st.text("abcdefgh", min_size=1, max_size=6),
         st.sampled_from([" ", " ", ". ", "... ", " ... ", "…", " … ", "! ", "? ", "?! ", ", "]),
@@ -396,6 +396,7 @@ def _speech_words(chunks: list) -> list[list[str]]:
 
 @settings(max_examples=80, deadline=None)
 @given(text=_ELLIPTIC_TEXT, cuts=st.lists(st.integers(1, 9), min_size=1, max_size=40))
+@example(text="a aa aa aa aaaaa aaaaa aaaaa aaaaaa aaaaaa aaaaaa ", cuts=[1])  # cut run-on
 def test_streaming_cuts_as_the_batch_path_ellipses_included(
     engine_tts: PocketTTS, text: str, cuts: list[int]
 ) -> None:
@@ -410,13 +411,19 @@ def test_streaming_cuts_as_the_batch_path_ellipses_included(
     streamed += stream.flush()
     assert all(any(ch.isalnum() for ch in c.text) for c in streamed)  # never a bare "..."
     batch_sentences = preparer.chunker.sentences(preparer.clean(text))
-    # Same words in the same order, and every streamed chunk ends where a batch sentence ends.
+    batch_chunks = preparer.chunker.split(preparer.clean(text))
+    # Same words in the same order, and every streamed chunk ends where a batch sentence ends
+    # or where the batch path cuts a sentence too long for one chunk.
     words = [w for chunk in _speech_words(streamed) for w in chunk]
     sentence_words = _speech_words([TextChunk(s, False) for s in batch_sentences])
     assert words == [w for sentence in sentence_words for w in sentence]
     ends, total = set(), 0
     for sentence in sentence_words:
         total += len(sentence)
+        ends.add(total)
+    total = 0
+    for chunk in _speech_words(batch_chunks):
+        total += len(chunk)
         ends.add(total)
     total = 0
     for chunk in _speech_words(streamed):
