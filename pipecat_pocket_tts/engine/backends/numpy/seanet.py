@@ -26,16 +26,6 @@ GROUP_FROM_WEIGHTS = 2_000_000
 """Weights (floats) of the last layers below which ``call_batch`` may run streams in groups."""
 
 
-def _weight_size(layer: object) -> int:
-    """Floats of weights in a conv or transposed conv."""
-    matrix = getattr(layer, "matrix", None)
-    if matrix is None:
-        matrix = getattr(layer, "stacked_blocks", None)
-    if matrix is None:
-        return sum(block.size for block in getattr(layer, "block_weights", []))
-    return int(matrix.size)
-
-
 class ShapeRecorder(dict):
     """Stand-in for a weights mapping: records each requested name → shape, hands out zeros."""
 
@@ -170,7 +160,7 @@ class SEANet:
         for _, layer in self.steps:
             convs = [layer.conv_in, layer.conv_out] if isinstance(layer, ResidualBlock) else [layer]
             self._slots.append(self._slots[-1] + len(convs))
-            sizes.append(sum(_weight_size(conv) for conv in convs))
+            sizes.append(sum(conv.weight_size for conv in convs))
         self._group_from = next(
             (i for i in range(len(sizes)) if sum(sizes[i:]) <= GROUP_FROM_WEIGHTS), len(sizes)
         )

@@ -65,6 +65,11 @@ class StreamingConv1d:
         )
         self.bias = None if bias is None else bias.astype(np.float32)
 
+    @property
+    def weight_size(self) -> int:
+        """Floats of weights this conv multiplies by."""
+        return int(self.matrix.size)
+
     def initial_history(self) -> np.ndarray:
         """Zero left context [history, C_in] for a fresh stream."""
         return np.zeros((self.history, self.in_channels), dtype=np.float32)
@@ -205,6 +210,13 @@ class StreamingConvTranspose1d:
                 blocks[::-1].reshape(self.blocks * c_in, stride * self.out_channels)
             )
         self.bias = None if bias is None else bias.astype(np.float32)
+
+    @property
+    def weight_size(self) -> int:
+        """Floats of weights this transposed conv multiplies by."""
+        if self.depthwise:
+            return sum(int(block.size) for block in self.block_weights)
+        return int(self.stacked_blocks.size)
 
     def initial_partial(self) -> np.ndarray:
         """Empty overlap buffer [K - stride, C_out] for a fresh stream."""
