@@ -148,11 +148,10 @@ class MimiTransformer:
         attended = np.empty((batch, t, h, dh), dtype=np.float32)
         for index, layer in enumerate(self.layers):
             qkv = layer_norm(rows, *layer.norm1, LAYER_NORM_EPS) @ layer.in_proj.T  # [B·T, 3D]
-            q = apply_rope(qkv[:, :d].reshape(batch * t, h, dh), cos, sin)
-            q *= scale
+            qk = apply_rope(qkv[:, : 2 * d].reshape(batch * t, 2 * h, dh), cos, sin)  # one pass
+            q = qk[:, :h] * scale
             q = q.reshape(batch, t, h, dh).transpose(0, 2, 1, 3)  # [B, H, T, Dh]
-            k = apply_rope(qkv[:, d : 2 * d].reshape(batch * t, h, dh), cos, sin)
-            k = k.reshape(batch, t, h, dh).transpose(0, 2, 1, 3)
+            k = qk[:, h:].reshape(batch, t, h, dh).transpose(0, 2, 1, 3)
             v = qkv[:, 2 * d :].reshape(batch, t, h, dh).transpose(0, 2, 1, 3)
             for b, (cache, view) in enumerate(zip(caches, views, strict=True)):
                 keys, values, ring = cache.keys[index], cache.values[index], view[0]
