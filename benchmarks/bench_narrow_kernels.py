@@ -280,8 +280,9 @@ def serial_int8_kernel():
 
 def int16_activation_kernel():
     """A candidate kept out of the package: activations quantized to int16 per group, integer
-    multiply-adds (LLVM emits ``vpmaddwd``), one float scale product per group. Same speed as
-    ``numba-int8`` here, so the float kernel stays (its activations are exact)."""
+    multiply-adds (LLVM emits ``vpmaddwd``), one float scale product per group. Slower than
+    ``numba-int8`` here (one row at a time), so the float kernel stays (its activations are
+    exact)."""
     import numba
 
     @numba.njit(fastmath=True, nogil=True, boundscheck=False, error_model="numpy")
