@@ -10,8 +10,9 @@ Candidates (each skipped with a note when its library is missing):
 - ``numpy-bf16-widen`` / ``numpy-int8-widen``: narrow storage widened to fp32 per call, NumPy only;
 - ``numba-int8`` (one scale per row, four distant rows per pass) and ``numba-bf16``: this
   package's kernels;
-- candidates not kept: ``numba-int8-g64-serial`` (a scale per 64 inputs, one row after
-  another: the kernel before), ``numba-int8-row-serial`` (one scale per row, one row after
+- candidates not kept: ``numba-int8-unwidened`` (the package's kernel before it widened the
+  weight rows of batched steps), ``numba-int8-g64-serial`` (a scale per 64 inputs, one row after
+  another: the first kernel), ``numba-int8-row-serial`` (one scale per row, one row after
   another) and ``numba-int8-x16`` (int16 activations, integer multiply-adds, per 64 inputs);
 - ``ort-nbits8``: ONNX Runtime ``MatMulNBits`` (bits 8, block 64; weight-only), one session per
   linear shape; ``ort-dynq``: ``DynamicQuantizeMatMul`` (int8 activations and weights, like
@@ -145,6 +146,8 @@ class Candidates:
                 return results
 
             out["numba-int8"] = lambda xs: run(kernels.int8_matmul, self.q_row_1d, xs)
+            unwidened = four_row_int8_kernel(kernels)
+            out["numba-int8-unwidened"] = lambda xs: run(unwidened, self.q_row_1d, xs)
             serial = serial_int8_kernel()
             out["numba-int8-g64-serial"] = lambda xs: run(serial, self.q_group, xs)
             out["numba-int8-row-serial"] = lambda xs: run(serial, self.q_row, xs)
@@ -274,6 +277,22 @@ def serial_int8_kernel():
                         acc += np.float32(weight[o, base + i]) * x[b, base + i]
                     total += acc * scale[o, g]
                 out[b, o] = total
+
+    return kernel
+
+
+def four_row_int8_kernel(kernels):
+    """A candidate kept out of the package (the kernel before it widened batched rows): four
+    distant int8 rows at once for every n, each row of x against the int8 rows directly."""
+    import numba
+
+    four_rows = kernels._four_int8_rows
+
+    @numba.njit(fastmath=True, nogil=True, boundscheck=False)
+    def kernel(x, weight, scale, out):  # pragma: no cover - compiled
+        quarter = weight.shape[0] // 4  # the benchmark's shapes are multiples of four
+        for o in range(quarter):
+            four_rows(x, weight, scale, (o, o + quarter, o + 2 * quarter, o + 3 * quarter), out)
 
     return kernel
 

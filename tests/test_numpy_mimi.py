@@ -17,6 +17,7 @@ from reference_fixtures import (
 from safetensors.numpy import load_file
 
 from pipecat_pocket_tts.engine.backends.numpy import mimi as mimi_module
+from pipecat_pocket_tts.engine.backends.numpy import streaming_conv
 from pipecat_pocket_tts.engine.backends.numpy.mimi import Mimi, mimi_weight_shapes
 from pipecat_pocket_tts.engine.errors import (
     CloneAudioError,
@@ -204,3 +205,40 @@ def test_bad_audio_and_latents_are_rejected() -> None:
         mimi.encode(np.full(1920, np.nan, dtype=np.float32))
     with pytest.raises(ValueError, match="one latent"):
         mimi.decode(mimi.new_state(), np.zeros((2, 32), dtype=np.float32))
+
+
+# -- the compiled ELU ----------------------------------------------------------------------------
+
+
+def test_compiled_elu_equals_numpy_elu_on_every_kind_of_input() -> None:
+    assert streaming_conv._kernels is not None, "numba (the dev extra) is installed here"
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((3, 50, 64)) * 4).astype(np.float32)
+    x[0, 0, :8] = [np.nan, -np.inf, np.inf, -1e4, -87.5, 0.0, -0.0, 1e-30]
+    expected = streaming_conv.elu_numpy(x)
+    got = streaming_conv.elu(x)
+    assert np.array_equal(np.isnan(got), np.isnan(expected))
+    finite = ~np.isnan(expected)
+    np.testing.assert_allclose(got[finite], expected[finite], rtol=0, atol=2e-7)
+    assert got[0, 0, 1] == -1.0 and got[0, 0, 2] == np.inf
+    # Into a padded buffer (not contiguous as a whole) and in place: the same values.
+    padded = np.full((3, 53, 64), 7.0, np.float32)
+    streaming_conv.elu(x, out=padded[:, 3:])
+    np.testing.assert_array_equal(padded[:, 3:], got)
+    assert np.all(padded[:, :3] == 7.0)
+    in_place = x.copy()
+    streaming_conv.elu(in_place, out=in_place)
+    np.testing.assert_array_equal(in_place, got)
+    strided = streaming_conv.elu(x[0, :, ::2].T[0])  # a strided vector
+    np.testing.assert_allclose(strided, expected[0, :, 0], rtol=0, atol=2e-7)
+
+
+def test_decode_with_the_compiled_elu_equals_decode_with_numpys(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _, _, weights, arrays, mimi = _family(FAMILIES[0])
+    latents = _denormalize(weights, arrays["mimi_latents"])
+    compiled = _stream(mimi, latents)
+    monkeypatch.setattr(streaming_conv, "_kernels", None)
+    numpy_only = _stream(mimi, latents)
+    assert snr_db(numpy_only, compiled) >= 100

@@ -11,6 +11,7 @@ from reference_fixtures import FAMILIES, snr_db
 
 from pipecat_pocket_tts.engine import PocketTTS, PrecisionUnavailableError
 from pipecat_pocket_tts.engine.backends.numpy import linears, narrow_cache
+from pipecat_pocket_tts.engine.backends.numpy.kernels import WIDEN_FROM_ROWS
 from pipecat_pocket_tts.engine.backends.numpy.linears import (
     KERNEL_MAX_ROWS,
     Bf16Linear,
@@ -133,7 +134,11 @@ def test_missing_numba_is_a_named_error(packs, monkeypatch, precision):
 
 
 # -- the linear seam ---------------------------------------------------------------------------
-@pytest.mark.parametrize("rows", (1, 2, 3, KERNEL_MAX_ROWS, KERNEL_MAX_ROWS + 1))
+# The int8 kernel widens its weight rows from WIDEN_FROM_ROWS rows (even and odd counts).
+WIDENED = (WIDEN_FROM_ROWS - 1, WIDEN_FROM_ROWS, WIDEN_FROM_ROWS + 1)
+
+
+@pytest.mark.parametrize("rows", (1, 2, 3, *WIDENED, KERNEL_MAX_ROWS, KERNEL_MAX_ROWS + 1))
 @pytest.mark.parametrize(
     "shape", ((96, 64), (41, 56), (23, 200), (2, 8), (2 * linears.WIDEN_ROWS + 89, 32))
 )

@@ -1,4 +1,4 @@
-"""Compiled matmul kernels for narrow FlowLM weights (numba: the optional ``fast`` extra).
+"""Compiled kernels (numba: the optional ``fast`` extra): narrow FlowLM matmuls, Mimi's ELU.
 
 Weight-only: the activations stay float32, the weights are read narrow and widened in
 registers. ``int8_matmul`` takes int8 weights with one float32 scale per output row;
@@ -10,7 +10,13 @@ independent streams from four distant places in memory keep more DRAM reads in f
 one row after another does (a step's linears at one input row: 0.31× / 0.27× of NumPy's fp32
 time for 6 / 24 layers, against 0.51× / 0.49× row by row; ``bench_narrow_kernels.py``).
 The four rows (a few KB) stay in L1 while the n rows of x pass over them, so one call
-streams every weight byte once.
+streams every weight byte once. From ``WIDEN_FROM_ROWS`` rows of x (a batched step), the four
+rows are widened to float32 once and the rows of x go two at a time.
+
+``elu_flat`` is the ELU of the Mimi decoder in one pass (NumPy needs five passes and its float32
+``exp``, which runs at ~2 ns an element here): an exponential by range reduction and a
+polynomial, with its power of two built from the exponent bits, in a loop LLVM vectorizes.
+Mimi decode runs it whenever numba is installed, at any precision (``streaming_conv.elu``).
 
 The kernels release the GIL and are serial: sessions on different threads run them side by
 side, and numba's thread pool (unsafe for concurrent callers under its default threading
@@ -22,8 +28,22 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic
 
 _jit = numba.njit(cache=True, fastmath=True, nogil=True, boundscheck=False)
+WIDEN_FROM_ROWS = 10
+"""From this many rows of x, ``int8_matmul`` widens each group of four weight rows to float32
+once (scales folded in) and takes the rows of x two at a time: arithmetic, not the weight
+bytes, bounds it there (six layers' linears at 12 rows: 38.8 ms against 43.8 ms; equal at 6
+to 8 rows; ``bench_narrow_kernels.py``, candidate ``numba-int8-unwidened``)."""
+# Fast math that keeps NaN and infinity meaning what they mean (the ELU passes NaN through).
+_FINITE_FAST = {"contract", "afn", "reassoc", "nsz", "arcp"}
+_jit_nan_safe = numba.njit(cache=True, fastmath=_FINITE_FAST, nogil=True, boundscheck=False)
+_inline = numba.njit(
+    cache=True, fastmath=_FINITE_FAST, nogil=True, boundscheck=False, inline="always"
+)
 
 
 @_jit
@@ -43,20 +63,73 @@ def _dot4(x, r0, r1, r2, r3):  # pragma: no cover - compiled
 
 
 @_jit
+def _dot4_pair(x0, x1, r0, r1, r2, r3):  # pragma: no cover - compiled
+    """Two rows x0, x1 [k] f32 · four float32 rows [k] → eight sums (x0's four, then x1's)."""
+    a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = np.float32(0.0)
+    for i in range(x0.shape[0]):
+        w0, w1, w2, w3 = r0[i], r1[i], r2[i], r3[i]
+        v = x0[i]
+        a0 += w0 * v
+        a1 += w1 * v
+        a2 += w2 * v
+        a3 += w3 * v
+        v = x1[i]
+        b0 += w0 * v
+        b1 += w1 * v
+        b2 += w2 * v
+        b3 += w3 * v
+    return a0, a1, a2, a3, b0, b1, b2, b3
+
+
+@_jit
+def _four_int8_rows(x, weight, scale, rows, out):  # pragma: no cover - compiled
+    """out[:, rows] for four output rows, every row of x against the int8 rows directly."""
+    w0, w1, w2, w3 = weight[rows[0]], weight[rows[1]], weight[rows[2]], weight[rows[3]]
+    for b in range(x.shape[0]):
+        a0, a1, a2, a3 = _dot4(x[b], w0, w1, w2, w3)
+        out[b, rows[0]] = a0 * scale[rows[0]]
+        out[b, rows[1]] = a1 * scale[rows[1]]
+        out[b, rows[2]] = a2 * scale[rows[2]]
+        out[b, rows[3]] = a3 * scale[rows[3]]
+
+
+@_jit
+def _four_widened_rows(x, weight, scale, rows, wide, out):  # pragma: no cover - compiled
+    """out[:, rows] for four output rows, widened into wide [4, k] f32 once (scales folded
+    in), the rows of x two at a time."""
+    n, k = x.shape
+    for j in range(4):
+        row_scale = scale[rows[j]]
+        for i in range(k):
+            wide[j, i] = np.float32(weight[rows[j], i]) * row_scale
+    f0, f1, f2, f3 = wide[0], wide[1], wide[2], wide[3]
+    for b in range(0, n - 1, 2):
+        sums = _dot4_pair(x[b], x[b + 1], f0, f1, f2, f3)
+        for j in range(4):
+            out[b, rows[j]] = sums[j]
+            out[b + 1, rows[j]] = sums[4 + j]
+    if n % 2:
+        a0, a1, a2, a3 = _dot4(x[n - 1], f0, f1, f2, f3)
+        out[n - 1, rows[0]] = a0
+        out[n - 1, rows[1]] = a1
+        out[n - 1, rows[2]] = a2
+        out[n - 1, rows[3]] = a3
+
+
+@_jit
 def int8_matmul(x, weight, scale, out):  # pragma: no cover - compiled
     """x [n, k] f32 · (weight [m, k] int8 × scale [m] f32)ᵀ → out [n, m] f32."""
     n, k = x.shape
     m = weight.shape[0]
     quarter = m // 4
+    widen = n >= WIDEN_FROM_ROWS
+    wide = np.empty((4, k if widen else 0), np.float32)
     for o in range(quarter):
         rows = (o, o + quarter, o + 2 * quarter, o + 3 * quarter)
-        w0, w1, w2, w3 = weight[rows[0]], weight[rows[1]], weight[rows[2]], weight[rows[3]]
-        for b in range(n):
-            a0, a1, a2, a3 = _dot4(x[b], w0, w1, w2, w3)
-            out[b, rows[0]] = a0 * scale[rows[0]]
-            out[b, rows[1]] = a1 * scale[rows[1]]
-            out[b, rows[2]] = a2 * scale[rows[2]]
-            out[b, rows[3]] = a3 * scale[rows[3]]
+        if widen:
+            _four_widened_rows(x, weight, scale, rows, wide, out)
+        else:
+            _four_int8_rows(x, weight, scale, rows, out)
     for o in range(4 * quarter, m):  # the rows left over when m is not a multiple of four
         for b in range(n):
             acc = np.float32(0.0)
@@ -82,9 +155,51 @@ def bf16_matmul(x, weight, out):  # pragma: no cover - compiled
             out[b, o] = acc
 
 
+@intrinsic
+def _float32_from_bits(typingctx, bits):  # pragma: no cover - compiled
+    """The float32 whose bit pattern is the int32 ``bits`` (a register move, no memory)."""
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+
+    return types.float32(types.int32), codegen
+
+
+@_inline
+def _exp_minus_one(t):  # pragma: no cover - compiled
+    """e^t - 1 for t in [-87, 0]: t = n·ln 2 + r with |r| ≤ ln 2 / 2, e^r by Cephes' expf
+    polynomial (relative error ~1e-7), times 2^n built as exponent bits."""
+    n = np.floor(t * np.float32(1.44269504088896341) + np.float32(0.5))
+    r = t - n * np.float32(0.693359375) - n * np.float32(-2.12194440e-4)  # ln 2 in two parts
+    p = np.float32(1.9875691500e-4)
+    p = p * r + np.float32(1.3981999507e-3)
+    p = p * r + np.float32(8.3334519073e-3)
+    p = p * r + np.float32(4.1665795894e-2)
+    p = p * r + np.float32(1.6666665459e-1)
+    p = p * r + np.float32(5.0000001201e-1)
+    p = p * r * r + r + np.float32(1.0)
+    power = _float32_from_bits((np.int32(n) + np.int32(127)) << np.int32(23))
+    return p * power - np.float32(1.0)
+
+
+@_jit_nan_safe
+def elu_flat(x, out):  # pragma: no cover - compiled
+    """ELU (alpha 1) of x [n] f32 into out [n] f32 (both contiguous; may be the same array).
+
+    x > 0: x; otherwise e^x - 1 (e^x flushed to 0 below e^-87, where float32 ELU is -1);
+    NaN stays NaN. Within ~2e-7 of NumPy's ``exp(x) - 1``.
+    """
+    for i in range(x.shape[0]):
+        v = x[i]
+        y = _exp_minus_one(max(min(v, np.float32(0.0)), np.float32(-87.0)))
+        y = v if v > np.float32(0.0) else y
+        out[i] = v if v != v else y
+
+
 def warm_up() -> None:
-    """Compile (or load from the disk cache) both kernels now rather than on the first step."""
+    """Compile (or load from the disk cache) every kernel now rather than on the first call."""
     x = np.zeros((1, 8), np.float32)
     out = np.empty((1, 6), np.float32)
     int8_matmul(x, np.zeros((6, 8), np.int8), np.ones(6, np.float32), out)
     bf16_matmul(x, np.zeros((6, 8), np.uint16), out)
+    elu_flat(x[0], x[0])

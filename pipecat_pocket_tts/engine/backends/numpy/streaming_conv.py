@@ -14,13 +14,55 @@ returned), so one set of weights serves any number of sequences:
 
 from __future__ import annotations
 
+import importlib.util
+import logging
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 TAPS_MIN_FRAMES = 64  # from this many output frames, per-tap matmuls beat im2col
 
+_kernels = None
+if importlib.util.find_spec("numba") is not None:  # the ``fast`` extra: ELU in one pass
+    try:
+        from . import kernels as _kernels
+    except ImportError as exc:  # numba is there but broken: said, and NumPy's ELU runs
+        logging.getLogger(__name__).warning(
+            "numba is installed but its kernels do not import (%s): Mimi's ELU runs in NumPy",
+            exc,
+        )
+    else:
+        _kernels.warm_up()  # at import (model load), not on a stream's first frame
+
 
 def elu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """ELU (alpha 1) of float32 x, written into ``out`` when given (same shape; may be x).
+
+    With numba installed, the compiled one-pass kernel (``kernels.elu_flat``, ~5× quicker on
+    the decoder's activations), else ``elu_numpy``; they agree within 2e-7.
+    """
+    if out is None:
+        out = np.empty(x.shape, np.float32)
+    if _kernels is None:
+        return elu_numpy(x, out)
+    _elu_blocks(x, out)
+    return out
+
+
+def _elu_blocks(x: np.ndarray, out: np.ndarray) -> None:
+    """The compiled ELU on each C-contiguous block of x and out (a view per leading index
+    where they are not contiguous as a whole, such as an input written into a padded one)."""
+    if x.flags.c_contiguous and out.flags.c_contiguous:
+        _kernels.elu_flat(x.reshape(-1), out.reshape(-1))
+        return
+    if x.ndim == 1:  # strided vectors: not met in the decoder, kept correct all the same
+        out[:] = elu_numpy(np.ascontiguousarray(x))
+        return
+    for x_block, out_block in zip(x, out, strict=True):
+        _elu_blocks(x_block, out_block)
+
+
+def elu_numpy(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """ELU (alpha 1) as max(x, exp(-|x|) - 1), written into ``out`` when given.
 
     For x ≤ 0 that is exp(x) - 1; for x > 0, exp(-x) - 1 < 0 < x. ``exp`` - 1 rather than
