@@ -146,14 +146,27 @@ def test_narrow_linears_multiply_by_their_dense_weight(rows, shape):
     rng = np.random.default_rng(rows)
     weight = rng.standard_normal(shape).astype(np.float32)
     x = rng.standard_normal((rows, shape[1])).astype(np.float32)
-    for precision in NARROW:
+    weight.flags.writeable = False  # as a memory-mapped checkpoint hands it over
+    for precision in ("fp32", *NARROW):
         linear = make_linear(weight, precision)
         out = linear(x)
         expected = x.astype(np.float64) @ linear.dense().T.astype(np.float64)
         assert out.shape == (rows, shape[0]) and out.dtype == np.float32
         np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
-        assert linear(x[:, :].T.copy().T).shape == out.shape  # non-contiguous input
-    assert make_linear(weight, "fp32")(x).shape == (rows, shape[0])
+        np.testing.assert_array_equal(linear(x.T.copy().T), out)  # non-contiguous input
+
+
+def test_fp32_linears_of_a_few_rows_run_the_compiled_kernel(monkeypatch):
+    weight = np.random.default_rng(0).standard_normal((30, 40)).astype(np.float32)
+    linear = make_linear(weight, "fp32")
+    calls = []
+    kernel = linear._kernels.f32_matmul
+    monkeypatch.setattr(
+        linear._kernels, "f32_matmul", lambda *args: calls.append(args[0].shape) or kernel(*args)
+    )
+    linear(np.ones((KERNEL_MAX_ROWS, 40), np.float32))
+    linear(np.ones((KERNEL_MAX_ROWS + 1, 40), np.float32))  # a prefill: BLAS
+    assert calls == [(KERNEL_MAX_ROWS, 40)]
 
 
 def test_int8_keeps_one_scale_per_output_row():

@@ -1,9 +1,12 @@
-"""Compiled kernels (numba: the optional ``fast`` extra): narrow FlowLM matmuls, Mimi's ELU.
+"""Compiled kernels (numba: the optional ``fast`` extra): matmuls of a few rows, Mimi's ELU.
 
-Weight-only: the activations stay float32, the weights are read narrow and widened in
+The matmuls compute ``out [n, out] = x [n, in] · Wᵀ`` for small n (one step, or a small batch
+of steps). Weight-only: the activations stay float32, narrow weights are widened in
 registers. ``int8_matmul`` takes int8 weights with one float32 scale per output row;
-``bf16_matmul`` takes bfloat16 bit patterns (uint16). Both compute
-``out [n, out] = x [n, in] · Wᵀ`` for small n (one step, or a small batch of steps).
+``bf16_matmul`` takes bfloat16 bit patterns (uint16); ``f32_matmul`` float32 weights, for
+the fp32 linears (``linears.DenseLinear``, with numba installed: one step's six layers in
+~0.7× of NumPy's BLAS time on one thread, a batched step of 8 rows ~0.5×, the sampler head
+~0.5×, as OpenBLAS packs the weight for every matrix product of a few rows).
 
 ``int8_matmul`` walks four output rows at once, one from each quarter of the weight: four
 independent streams from four distant places in memory keep more DRAM reads in flight than
@@ -11,7 +14,8 @@ one row after another does (a step's linears at one input row: 0.31× / 0.27× o
 time for 6 / 24 layers, against 0.51× / 0.49× row by row; ``bench_narrow_kernels.py``).
 The four rows (a few KB) stay in L1 while the n rows of x pass over them, so one call
 streams every weight byte once. From ``WIDEN_FROM_ROWS`` rows of x (a batched step), the four
-rows are widened to float32 once and the rows of x go two at a time.
+rows are widened to float32 once and the rows of x go two at a time; ``f32_matmul`` walks
+its float32 rows the same way.
 
 ``elu_flat`` is the ELU of the Mimi decoder in one pass (NumPy needs five passes and its float32
 ``exp``, which runs at ~2 ns an element here): an exponential by range reduction and a
@@ -94,15 +98,9 @@ def _four_int8_rows(x, weight, scale, rows, out):  # pragma: no cover - compiled
 
 
 @_jit
-def _four_widened_rows(x, weight, scale, rows, wide, out):  # pragma: no cover - compiled
-    """out[:, rows] for four output rows, widened into wide [4, k] f32 once (scales folded
-    in), the rows of x two at a time."""
-    n, k = x.shape
-    for j in range(4):
-        row_scale = scale[rows[j]]
-        for i in range(k):
-            wide[j, i] = np.float32(weight[rows[j], i]) * row_scale
-    f0, f1, f2, f3 = wide[0], wide[1], wide[2], wide[3]
+def _four_float_rows(x, f0, f1, f2, f3, rows, out):  # pragma: no cover - compiled
+    """out[:, rows] = x · [f0 f1 f2 f3] for four float32 rows [k], the rows of x two at a time."""
+    n = x.shape[0]
     for b in range(0, n - 1, 2):
         sums = _dot4_pair(x[b], x[b + 1], f0, f1, f2, f3)
         for j in range(4):
@@ -114,6 +112,17 @@ def _four_widened_rows(x, weight, scale, rows, wide, out):  # pragma: no cover -
         out[n - 1, rows[1]] = a1
         out[n - 1, rows[2]] = a2
         out[n - 1, rows[3]] = a3
+
+
+@_jit
+def _four_widened_rows(x, weight, scale, rows, wide, out):  # pragma: no cover - compiled
+    """out[:, rows] for four int8 output rows, widened into wide [4, k] f32 once (scales
+    folded in)."""
+    for j in range(4):
+        row_scale = scale[rows[j]]
+        for i in range(x.shape[1]):
+            wide[j, i] = np.float32(weight[rows[j], i]) * row_scale
+    _four_float_rows(x, wide[0], wide[1], wide[2], wide[3], rows, out)
 
 
 @_jit
@@ -136,6 +145,24 @@ def int8_matmul(x, weight, scale, out):  # pragma: no cover - compiled
             for i in range(k):
                 acc += np.float32(weight[o, i]) * x[b, i]
             out[b, o] = acc * scale[o]
+
+
+@_jit
+def f32_matmul(x, weight, out):  # pragma: no cover - compiled
+    """x [n, k] f32 · weight [m, k] f32ᵀ → out [n, m] f32 (four distant rows at once)."""
+    n, k = x.shape
+    m = weight.shape[0]
+    quarter = m // 4
+    for o in range(quarter):
+        rows = (o, o + quarter, o + 2 * quarter, o + 3 * quarter)
+        f0, f1, f2, f3 = weight[rows[0]], weight[rows[1]], weight[rows[2]], weight[rows[3]]
+        _four_float_rows(x, f0, f1, f2, f3, rows, out)
+    for o in range(4 * quarter, m):  # the rows left over when m is not a multiple of four
+        for b in range(n):
+            acc = np.float32(0.0)
+            for i in range(k):
+                acc += weight[o, i] * x[b, i]
+            out[b, o] = acc
 
 
 @_jit
@@ -201,5 +228,12 @@ def warm_up() -> None:
     x = np.zeros((1, 8), np.float32)
     out = np.empty((1, 6), np.float32)
     int8_matmul(x, np.zeros((6, 8), np.int8), np.ones(6, np.float32), out)
+    int8_matmul(
+        np.zeros((WIDEN_FROM_ROWS, 8), np.float32),
+        np.zeros((6, 8), np.int8),
+        np.ones(6, np.float32),
+        np.empty((WIDEN_FROM_ROWS, 6), np.float32),
+    )
+    f32_matmul(x, np.zeros((6, 8), np.float32), out)
     bf16_matmul(x, np.zeros((6, 8), np.uint16), out)
     elu_flat(x[0], x[0])

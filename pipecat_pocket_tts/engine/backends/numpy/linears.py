@@ -3,36 +3,35 @@
 ``make_linear(weight [out, in], precision)`` returns a callable ``linear(x [n, in]) → [n, out]``
 (bias-free). Every attention and feed-forward linear of the FlowLM transformer (in_proj,
 out_proj, linear1, linear2) is applied through one, so a solo step, a batched step and the
-prefill all compute it the same way.
+prefill all compute it the same way; the sampler head's linears are fp32 ones.
 
-- ``"fp32"``: the float32 weight (memory-mapped from the file when it is fp32 there), BLAS.
+- ``"fp32"``: the float32 weight (memory-mapped from the file when it is fp32 there).
 - ``"bf16"``: bfloat16 weights (round to nearest even; exact for bf16 checkpoints), half the bytes.
 - ``"int8"``: symmetric int8 weights with one float32 scale per output row, a quarter of the
   bytes (per-row scales let the kernel stream four rows at once; their error is measured in
   ``tests/fixtures/precision/errors.json`` beside upstream's own int8).
 
-Narrow linears run numba kernels (``kernels.py``, the ``fast`` extra) for up to
-``KERNEL_MAX_ROWS`` rows (steps and small batches, bound by memory bandwidth); longer inputs
-(prefill) widen the weight ``WIDEN_ROWS`` rows at a time and use BLAS (never a whole fp32
-copy). Activations are float32 throughout.
+Up to ``KERNEL_MAX_ROWS`` rows (steps and small batches) run numba kernels (``kernels.py``, the
+``fast`` extra): always for the narrow precisions, and for fp32 when numba is installed (else
+BLAS; the kernel reads the weight once where OpenBLAS packs it for every product of a few
+rows). Longer inputs (prefill) use BLAS, narrow weights widened ``WIDEN_ROWS`` rows at a time
+(never a whole fp32 copy). Activations are float32 throughout.
 """
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 from typing import TypeAlias
 
 import numpy as np
 
-from ...errors import PrecisionUnavailableError
 from ...options import NUMPY_PRECISIONS
+from . import compiled
 from .layers import linear_rows
 
 PRECISIONS = NUMPY_PRECISIONS
 Shape: TypeAlias = tuple[int, ...]
-#: The pip extra that installs the narrow kernels' dependency (numba).
-KERNEL_EXTRA = "fast"
+KERNEL_EXTRA = compiled.KERNEL_EXTRA
 #: Longest input [n, in] the narrow kernels take; longer ones widen the weight and use BLAS.
 KERNEL_MAX_ROWS = 16
 #: Output rows of a narrow weight widened at a time for inputs longer than KERNEL_MAX_ROWS.
@@ -51,17 +50,7 @@ def check_precision(precision: object) -> str:
 
 def load_kernels() -> ModuleType:
     """The compiled kernels module, or ``PrecisionUnavailableError`` naming the extra."""
-    try:
-        module = importlib.import_module(f"{__package__}.kernels")
-    except ImportError as exc:
-        raise PrecisionUnavailableError(
-            "precision 'int8' and 'bf16' on the numpy backend run compiled kernels from numba, "
-            f"which is not installed ({exc}): pip install numba "
-            f"(in a clone: pip install -e '.[{KERNEL_EXTRA}]'), "
-            "or load with precision='fp32'"
-        ) from exc
-    module.warm_up()
-    return module
+    return compiled.required()
 
 
 class Linear:
@@ -102,14 +91,22 @@ class Linear:
 
 
 class DenseLinear(Linear):
-    """float32 weight, BLAS matmul."""
+    """float32 weight: the compiled kernel for up to ``KERNEL_MAX_ROWS`` rows when numba is
+    installed (it reads the weight once, where BLAS packs it for every product), else BLAS."""
 
     def __init__(self, weight: np.ndarray) -> None:
         super().__init__(weight.shape)
         self.weight = weight
+        self._kernels = compiled.optional()
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        if x.shape[0] > 1:  # a few rows (a batched step): one matrix-vector product each
+        n = x.shape[0]
+        if self._kernels is not None and n <= KERNEL_MAX_ROWS:
+            x = np.ascontiguousarray(x, np.float32)
+            out = np.empty((n, self.shape[0]), np.float32)
+            self._kernels.f32_matmul(x, self.weight, out)
+            return out
+        if n > 1:  # a few rows (a batched step): one matrix-vector product each
             return linear_rows(x, self.weight)
         return x @ self.weight.T
 

@@ -16,12 +16,14 @@ depend on the step index, so they are computed once per model, not per frame.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
 from ...config import ModelConfig
 from .layers import layer_norm, silu
+from .linears import Linear, make_linear
 from .weights import num_time_conds
 
 #: LayerNorm eps of the flow net's blocks and final layer.
@@ -46,24 +48,23 @@ class Sampler:
         def w(name: str) -> np.ndarray:
             return weights[f"flow_lm.flow_net.{name}"]
 
-        self.cond_w, self.cond_b = w("cond_embed.weight"), w("cond_embed.bias")
-        self.input_w, self.input_b = w("input_proj.weight"), w("input_proj.bias")
+        def affine(name: str) -> _Affine:
+            return _Affine(make_linear(w(f"{name}.weight")), w(f"{name}.bias"))
+
+        self.cond = affine("cond_embed")
+        self.input = affine("input_proj")
         self.blocks = [
-            (
+            _Block(
                 w(f"res_blocks.{i}.in_ln.weight"),
                 w(f"res_blocks.{i}.in_ln.bias"),
-                w(f"res_blocks.{i}.mlp.0.weight"),
-                w(f"res_blocks.{i}.mlp.0.bias"),
-                w(f"res_blocks.{i}.mlp.2.weight"),
-                w(f"res_blocks.{i}.mlp.2.bias"),
-                w(f"res_blocks.{i}.adaLN_modulation.1.weight"),
-                w(f"res_blocks.{i}.adaLN_modulation.1.bias"),
+                affine(f"res_blocks.{i}.mlp.0"),
+                affine(f"res_blocks.{i}.mlp.2"),
+                affine(f"res_blocks.{i}.adaLN_modulation.1"),
             )
             for i in range(config.flow_lm.sampler.depth)
         ]
-        self.final_mod_w = w("final_layer.adaLN_modulation.1.weight")
-        self.final_mod_b = w("final_layer.adaLN_modulation.1.bias")
-        self.final_w, self.final_b = w("final_layer.linear.weight"), w("final_layer.linear.bias")
+        self.final_mod = affine("final_layer.adaLN_modulation.1")
+        self.final = affine("final_layer.linear")
         time_embedders = [
             _TimestepEmbedder(w, f"time_embed.{i}.") for i in range(num_time_conds(self.type))
         ]
@@ -90,7 +91,7 @@ class Sampler:
             raise ValueError(f"hidden must be [{self.head_input_dim}], got {c.shape}")
         if x.shape != (self.latent_dim,):
             raise ValueError(f"noise must be [{self.latent_dim}], got {x.shape}")
-        return self._decode(self.cond_w @ c + self.cond_b, x, self._net)  # cond [width]
+        return self.sample_batch(c[None], x[None])[0]
 
     def sample_batch(self, hidden: np.ndarray, noise: np.ndarray) -> np.ndarray:
         """``sample`` for B rows at once: hidden [B, head_input_dim] + noise [B, latent_dim]
@@ -101,54 +102,58 @@ class Sampler:
             raise ValueError(f"hidden must be [B, {self.head_input_dim}], got {c.shape}")
         if x.shape != (c.shape[0], self.latent_dim):
             raise ValueError(f"noise must be [{c.shape[0]}, {self.latent_dim}], got {x.shape}")
-        return self._decode(c @ self.cond_w.T + self.cond_b, x, self._net_batch)  # [B, width]
+        return self._decode(self.cond(c), x)  # cond [B, width]
 
-    def _decode(
-        self, cond: np.ndarray, x: np.ndarray, net: Callable[[np.ndarray, np.ndarray], np.ndarray]
-    ) -> np.ndarray:
-        """The decoder of this sampler type around ``net`` (one row or rows of [B, ...])."""
+    def _decode(self, cond: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """The decoder of this sampler type around the net (rows of [B, ...])."""
         if self.type == "drifting":
-            return net(cond, x)
+            return self._net(cond, x)
         if self.type == "pointwise":
-            return x + net(cond, x)
+            return x + self._net(cond, x)
         n = np.float32(self.steps)
         for i in range(self.steps):
-            x = x + net(cond + self._time_conditioning[i], x) / n
+            x = x + self._net(cond + self._time_conditioning[i], x) / n
         return x
 
-    def _net_batch(self, y: np.ndarray, x: np.ndarray) -> np.ndarray:
-        """``_net`` on rows: conditioning y [B, width] and input x [B, latent] → [B, latent]."""
+    def _net(self, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """The flow net on conditioning y [B, width] and input x [B, latent] → [B, latent]."""
         width = y.shape[1]
         act = silu(y)
-        h = x @ self.input_w.T + self.input_b  # [B, width]
-        for ln_w, ln_b, w0, b0, w2, b2, mod_w, mod_b in self.blocks:
-            mod = act @ mod_w.T + mod_b  # [B, 3 · width]: shift, scale, gate
+        h = self.input(x)  # [B, width]
+        for block in self.blocks:
+            mod = block.modulation(act)  # [B, 3 · width]: shift, scale, gate
             shift, scale, gate = mod[:, :width], mod[:, width : 2 * width], mod[:, 2 * width :]
-            z = layer_norm(h, ln_w, ln_b, FLOW_LAYER_NORM_EPS)
+            z = layer_norm(h, block.norm_w, block.norm_b, FLOW_LAYER_NORM_EPS)
             z = z * (1 + scale) + shift
-            z = silu(z @ w0.T + b0) @ w2.T + b2
+            z = block.mlp_out(silu(block.mlp_in(z)))
             h = h + gate * z
-        mod = act @ self.final_mod_w.T + self.final_mod_b  # [B, 2 · width]: shift, scale
+        mod = self.final_mod(act)  # [B, 2 · width]: shift, scale
         z = layer_norm(h, None, None, FLOW_LAYER_NORM_EPS)
         z = z * (1 + mod[:, width:]) + mod[:, :width]
-        return z @ self.final_w.T + self.final_b
+        return self.final(z)
 
-    def _net(self, y: np.ndarray, x: np.ndarray) -> np.ndarray:
-        """Flow net on conditioning y [width] and input x [latent] → [latent]."""
-        width = y.shape[0]
-        act = silu(y)
-        h = self.input_w @ x + self.input_b  # [width]
-        for ln_w, ln_b, w0, b0, w2, b2, mod_w, mod_b in self.blocks:
-            mod = mod_w @ act + mod_b  # [3 · width]: shift, scale, gate
-            shift, scale, gate = mod[:width], mod[width : 2 * width], mod[2 * width :]
-            z = layer_norm(h, ln_w, ln_b, FLOW_LAYER_NORM_EPS)
-            z = z * (1 + scale) + shift
-            z = w2 @ silu(w0 @ z + b0) + b2
-            h = h + gate * z
-        mod = self.final_mod_w @ act + self.final_mod_b  # [2 · width]: shift, scale
-        z = layer_norm(h, None, None, FLOW_LAYER_NORM_EPS)
-        z = z * (1 + mod[width:]) + mod[:width]
-        return self.final_w @ z + self.final_b
+
+class _Affine:
+    """x [n, in] → x · Wᵀ + b [n, out], the product by the fp32 linear (``linears.py``)."""
+
+    def __init__(self, linear: Linear, bias: np.ndarray) -> None:
+        self.linear, self.bias = linear, bias
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        out = self.linear(x)
+        out += self.bias
+        return out
+
+
+@dataclass(frozen=True)
+class _Block:
+    """One residual block of the flow net: its norm, its MLP and its adaLN modulation."""
+
+    norm_w: np.ndarray
+    norm_b: np.ndarray
+    mlp_in: _Affine
+    mlp_out: _Affine
+    modulation: _Affine
 
 
 class _TimestepEmbedder:

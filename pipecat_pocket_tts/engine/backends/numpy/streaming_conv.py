@@ -14,25 +14,15 @@ returned), so one set of weights serves any number of sequences:
 
 from __future__ import annotations
 
-import importlib.util
-import logging
-
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from . import compiled
+
 TAPS_MIN_FRAMES = 64  # from this many output frames, per-tap matmuls beat im2col
 
-_kernels = None
-if importlib.util.find_spec("numba") is not None:  # the ``fast`` extra: ELU in one pass
-    try:
-        from . import kernels as _kernels
-    except ImportError as exc:  # numba is there but broken: said, and NumPy's ELU runs
-        logging.getLogger(__name__).warning(
-            "numba is installed but its kernels do not import (%s): Mimi's ELU runs in NumPy",
-            exc,
-        )
-    else:
-        _kernels.warm_up()  # at import (model load), not on a stream's first frame
+# The ``fast`` extra: ELU in one pass. Imported and compiled here, at model load.
+_kernels = compiled.optional()
 
 
 def elu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
