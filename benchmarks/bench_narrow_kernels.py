@@ -8,8 +8,8 @@ reads. The weights of a pass exceed the CPU caches, so the figures are memory-bo
 Candidates (each skipped with a note when its library is missing):
 - ``numpy-fp32``: ``x @ W.T`` (BLAS), the baseline;
 - ``numpy-bf16-widen`` / ``numpy-int8-widen``: narrow storage widened to fp32 per call, NumPy only;
-- ``numba-int8`` (one scale per row, four distant rows per pass) and ``numba-bf16``: this
-  package's kernels;
+- ``numba-int8`` (one scale per row, four distant rows per pass), ``numba-bf16`` and
+  ``numba-fp32`` (the fp32 weight, four distant rows, x rows in pairs): this package's kernels;
 - candidates not kept: ``numba-int8-unwidened`` (the package's kernel before it widened the
   weight rows of batched steps), ``numba-int8-g64-serial`` (a scale per 64 inputs, one row after
   another: the first kernel), ``numba-int8-row-serial`` (one scale per row, one row after
@@ -155,6 +155,9 @@ class Candidates:
             out["numba-int8-x16"] = lambda xs: run(x16, self.q_group, xs)
             out["numba-bf16"] = lambda xs: run(
                 kernels.bf16_matmul, [(b, None) for b in self.bf16], xs, with_scale=False
+            )
+            out["numba-fp32"] = lambda xs: run(
+                kernels.f32_matmul, [(w, None) for w in self.fp32], xs, with_scale=False
             )
         out.update(self._ort_passes(threads))
         return out

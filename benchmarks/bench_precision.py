@@ -16,6 +16,10 @@ fresh child process measures:
 - with ``--memory``: resident memory after speaking by mapping (checkpoint, cached narrow
   copy, numba's LLVM library, other files, anonymous) and the runtime alone (no model).
 
+``fp32-numpy`` is fp32 in a process that cannot import numba (what an install without the
+``fast`` extra runs: BLAS linears, NumPy's ELU); plain ``fp32`` runs the compiled fp32 kernels
+whenever numba is installed.
+
 Narrow loads use the cached narrow copy (``narrow_cache.py``) once it exists: the first
 narrow child of a pack writes it.
 
@@ -23,7 +27,7 @@ Configurations run round-robin ``--rounds`` times (medians reported), so slow ph
 shared machine hit every configuration alike; ratios are to fp32 at the same thread count.
 
     python benchmarks/bench_precision.py [--packs english german_24l french_24l]
-        [--precisions fp32 bf16 int8] [--threads 1 2] [--rounds 2] [--work /tmp/packs]
+        [--precisions fp32 fp32-numpy bf16 int8] [--threads 1 2] [--rounds 2] [--work /tmp/packs]
         [--memory]
 
 ``--threads`` caps the BLAS threads (the numba kernels are single-threaded at any count).
@@ -53,6 +57,7 @@ LONG_TEXT = " ".join(
     )
 )
 FRAME_SECONDS = 0.08
+NUMPY_ONLY = "fp32-numpy"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -110,23 +115,33 @@ def resident_by_mapping() -> dict[str, float]:
     return out
 
 
+def engine_precision(precision: str) -> str:
+    """The ``precision=`` a label loads; ``fp32-numpy`` first makes numba unimportable here."""
+    if precision == NUMPY_ONLY:
+        sys.modules["numba"] = None  # type: ignore[assignment]  # import numba → ImportError
+        return "fp32"
+    return precision
+
+
 def baseline(precision: str) -> dict[str, float]:
-    """Resident memory of the runtime alone: Python, NumPy and the package (and the narrow
-    kernels, numba and LLVM, for a narrow precision), no model loaded."""
+    """Resident memory of the runtime alone: Python, NumPy and the package (and the compiled
+    kernels, numba and LLVM, unless ``fp32-numpy``), no model loaded."""
     sys.path.insert(0, str(REPO))
+    engine_precision(precision)
     import pipecat_pocket_tts.engine  # noqa: F401
 
     before = memory_mb()["VmRSS"]
-    if precision != "fp32":
-        from pipecat_pocket_tts.engine.backends.numpy.linears import load_kernels
+    if precision != NUMPY_ONLY:
+        from pipecat_pocket_tts.engine.backends.numpy import compiled
 
-        load_kernels()
+        compiled.required()
     return {"python_numpy_mb": before, "with_kernels_mb": memory_mb()["VmRSS"]}
 
 
 def child(pack_dir: str, precision: str, frames: int, steps: int) -> dict[str, float]:
     """One configuration in this fresh process (threads already capped by the parent)."""
     sys.path.insert(0, str(REPO))
+    precision = engine_precision(precision)
     import numpy as np
 
     from pipecat_pocket_tts.engine import PocketTTS

@@ -200,3 +200,12 @@ def test_a_built_linear_passes_through_only_at_its_precision():
     assert make_linear(weight, "int8").nbytes < weight.nbytes // 3
     with pytest.raises(ValueError, match="bf16 linear"):
         make_linear(built, "int8")
+
+
+def test_warm_up_compiles_the_kernels_for_read_only_weights_too():
+    # Weights memory-mapped from a checkpoint or the narrow copy are read-only, which numba
+    # compiles apart: warmed up at load, the first step of a fresh machine compiles nothing.
+    kernels = linears.load_kernels()
+    for kernel in (kernels.f32_matmul, kernels.int8_matmul, kernels.bf16_matmul):
+        weights = {signature[1].mutable for signature in kernel.signatures}
+        assert weights == {True, False}, kernel

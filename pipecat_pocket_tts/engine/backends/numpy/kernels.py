@@ -224,16 +224,17 @@ def elu_flat(x, out):  # pragma: no cover - compiled
 
 
 def warm_up() -> None:
-    """Compile (or load from the disk cache) every kernel now rather than on the first call."""
+    """Compile (or load from the disk cache) every kernel now rather than on the first call,
+    for writable weights and for read-only ones (memory-mapped from a checkpoint or the cached
+    narrow copy: numba compiles each apart)."""
     x = np.zeros((1, 8), np.float32)
     out = np.empty((1, 6), np.float32)
-    int8_matmul(x, np.zeros((6, 8), np.int8), np.ones(6, np.float32), out)
-    int8_matmul(
-        np.zeros((WIDEN_FROM_ROWS, 8), np.float32),
-        np.zeros((6, 8), np.int8),
-        np.ones(6, np.float32),
-        np.empty((WIDEN_FROM_ROWS, 6), np.float32),
-    )
-    f32_matmul(x, np.zeros((6, 8), np.float32), out)
-    bf16_matmul(x, np.zeros((6, 8), np.uint16), out)
+    for writable in (True, False):
+        codes, scales = np.zeros((6, 8), np.int8), np.ones(6, np.float32)
+        weight, bits = np.zeros((6, 8), np.float32), np.zeros((6, 8), np.uint16)
+        for array in (codes, scales, weight, bits):
+            array.flags.writeable = writable
+        int8_matmul(x, codes, scales, out)
+        f32_matmul(x, weight, out)
+        bf16_matmul(x, bits, out)
     elu_flat(x[0], x[0])
