@@ -138,7 +138,9 @@ def test_missing_numba_is_a_named_error(packs, monkeypatch, precision):
 WIDENED = (WIDEN_FROM_ROWS - 1, WIDEN_FROM_ROWS, WIDEN_FROM_ROWS + 1)
 
 
-@pytest.mark.parametrize("rows", (1, 2, 3, *WIDENED, KERNEL_MAX_ROWS, KERNEL_MAX_ROWS + 1))
+@pytest.mark.parametrize(
+    "rows", (1, 2, 3, *WIDENED, KERNEL_MAX_ROWS, KERNEL_MAX_ROWS + 1, 2 * KERNEL_MAX_ROWS + 1)
+)
 @pytest.mark.parametrize(
     "shape", ((96, 64), (41, 56), (23, 200), (2, 8), (2 * linears.WIDEN_ROWS + 89, 32))
 )
