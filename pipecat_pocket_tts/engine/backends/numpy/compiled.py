@@ -21,15 +21,28 @@ logger = logging.getLogger(__name__)
 #: The pip extra that installs the kernels' dependency (numba).
 KERNEL_EXTRA = "fast"
 
-_lock = threading.Lock()
+_lock = threading.Lock()  # guards the warm-up
+_optional_lock = threading.Lock()  # guards the one attempt of ``optional``
+_warmed: ModuleType | None = None  # the kernels module once warmed up
 _optional: ModuleType | None = None
 _optional_tried = False
+
+
+def _import() -> ModuleType:
+    """The kernels module (ImportError without a working numba), warmed up once."""
+    global _warmed
+    module = importlib.import_module(f"{__package__}.kernels")
+    with _lock:
+        if module is not _warmed:
+            module.warm_up()
+            _warmed = module
+    return module
 
 
 def required() -> ModuleType:
     """The kernels module, warmed up, or ``PrecisionUnavailableError`` naming the extra."""
     try:
-        module = importlib.import_module(f"{__package__}.kernels")
+        return _import()
     except ImportError as exc:
         raise PrecisionUnavailableError(
             "precision 'int8' and 'bf16' on the numpy backend run compiled kernels from numba, "
@@ -37,8 +50,6 @@ def required() -> ModuleType:
             f"(in a clone: pip install -e '.[{KERNEL_EXTRA}]'), "
             "or load with precision='fp32'"
         ) from exc
-    module.warm_up()
-    return module
 
 
 def optional() -> ModuleType | None:
@@ -47,12 +58,16 @@ def optional() -> ModuleType | None:
     A numba that is installed but does not import is logged once as a warning (NumPy runs).
     """
     global _optional, _optional_tried
-    with _lock:
+    with _optional_lock:
         if not _optional_tried:
             _optional_tried = True
             if importlib.util.find_spec("numba") is not None:
                 try:
-                    _optional = required()
-                except PrecisionUnavailableError as exc:
-                    logger.warning("numba is installed but unusable, NumPy runs instead: %s", exc)
+                    _optional = _import()
+                except ImportError as exc:
+                    logger.warning(
+                        "numba is installed but its kernels do not import (%s): NumPy "
+                        "runs the fp32 linears and the ELU instead",
+                        exc,
+                    )
         return _optional

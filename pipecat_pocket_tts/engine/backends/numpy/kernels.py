@@ -52,7 +52,7 @@ _inline = numba.njit(
 
 @_jit
 def _dot4(x, r0, r1, r2, r3):  # pragma: no cover - compiled
-    """x [k] f32 · four int8 rows [k] → four float32 sums (unscaled)."""
+    """x [k] f32 · four rows [k] (int8, unscaled, or float32) → four float32 sums."""
     a0 = np.float32(0.0)
     a1 = np.float32(0.0)
     a2 = np.float32(0.0)

@@ -33,12 +33,12 @@ from .layers import linear_rows
 PRECISIONS = NUMPY_PRECISIONS
 Shape: TypeAlias = tuple[int, ...]
 KERNEL_EXTRA = compiled.KERNEL_EXTRA
-#: Longest input [n, in] the narrow kernels take; longer ones widen the weight and use BLAS.
+#: Longest input [n, in] a kernel takes in one call (longer: BLAS, or int8 in row blocks).
 KERNEL_MAX_ROWS = 16
 #: Longest input the int8 kernel still takes, KERNEL_MAX_ROWS rows at a time (a short text
 #: prefill: six layers at 20 rows 72 ms against 106 ms widened; equal from ~48 rows).
 INT8_CHUNKED_MAX_ROWS = 2 * KERNEL_MAX_ROWS
-#: Output rows of a narrow weight widened at a time for inputs longer than KERNEL_MAX_ROWS.
+#: Output rows of a narrow weight widened at a time for inputs too long for its kernel.
 WIDEN_ROWS = 256
 
 
