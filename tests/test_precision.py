@@ -211,3 +211,9 @@ def test_warm_up_compiles_the_kernels_for_read_only_weights_too():
     for kernel in (kernels.f32_matmul, kernels.int8_matmul, kernels.bf16_matmul):
         weights = {signature[1].mutable for signature in kernel.signatures}
         assert weights == {True, False}, kernel
+    norm_weights = {
+        signature[1].mutable
+        for signature in kernels.layer_norm_rows.signatures
+        if hasattr(signature[1], "mutable")  # an array, not None
+    }
+    assert norm_weights == {True, False}

@@ -24,8 +24,12 @@ import numpy as np
 from ...config import MAX_TOKENS_PER_CHUNK, ModelConfig
 from ...errors import ContextOverflowError
 from ..base import AttentionProbe, StepOutput, check_token_ids
+from . import compiled
 from .layers import apply_rope, gelu_tanh, layer_norm, linear_rows, rope_tables
 from .linears import Linear, make_linear
+
+# The ``fast`` extra: one step's attention in one compiled pass. Imported at model load.
+_kernels = compiled.optional()
 
 #: Longest voice prompt upstream builds: 30 s of audio at 12.5 frames/s, plus bos_before_voice.
 MAX_VOICE_POSITIONS = 1 + 375
@@ -275,11 +279,10 @@ class FlowLM:
                 keys, values = state.keys[index], state.values[index]
                 keys[:, start] = k[b]
                 values[:, start] = v[b]
-                end = start + 1
                 probe, rows = probes[b], probed[b]
                 if probe is not None and rows is not None:
                     self._probe(index, q[b], keys, probe, rows)
-                attended[b] = self._attend(q[b : b + 1], keys[:, :end], values[:, :end], start)[0]
+                attended[b] = self._attend(q[b : b + 1], keys, values, start)[0]
             x += layer.out_proj(attended)
             h = layer_norm(x, layer.norm2_w, layer.norm2_b, LAYER_NORM_EPS)
             x += layer.linear2(gelu_tanh(layer.linear1(h)))
@@ -311,7 +314,7 @@ class FlowLM:
             values[:, start:end] = v.transpose(1, 0, 2)
             if probe is not None:
                 self._probe(index, q[-1], keys, probe, probed)
-            attended = self._attend(q, keys[:, :end], values[:, :end], start)  # [n, q_dim]
+            attended = self._attend(q, keys, values, start)  # [n, q_dim]
             x += layer.out_proj(attended)
             h = layer_norm(x, layer.norm2_w, layer.norm2_b, LAYER_NORM_EPS)
             x += layer.linear2(gelu_tanh(layer.linear1(h)))
@@ -332,10 +335,25 @@ class FlowLM:
     def _attend(
         self, q: np.ndarray, keys: np.ndarray, values: np.ndarray, start: int
     ) -> np.ndarray:
-        """Causal attention of queries q [n, H, Dh] at positions start… over keys/values
-        [kv_heads, P, Dh] (P = start + n) → [n, H·Dh]. Query head h reads kv head h // group."""
+        """Causal attention of queries q [n, H, Dh] at positions start… over the first
+        P = start + n keys/values of caches [kv_heads, capacity, Dh] → [n, H·Dh]. Query head h
+        reads kv head h // group. One position with numba: ``kernels.attend_one``."""
         n = q.shape[0]
-        kv_heads, length, head_dim = keys.shape
+        length = start + n
+        if n == 1 and _kernels is not None:
+            out = np.empty((1, self.num_heads * self.head_dim), np.float32)
+            _kernels.attend_one(
+                np.ascontiguousarray(q[0]),
+                keys,
+                values,
+                length,
+                self.scale,
+                np.empty(length, np.float32),
+                out.reshape(self.num_heads, self.head_dim),
+            )
+            return out
+        keys, values = keys[:, :length], values[:, :length]
+        kv_heads, _, head_dim = keys.shape
         group = self.num_heads // kv_heads
         if n == 1:
             queries = q.reshape(kv_heads, group, head_dim)

@@ -36,7 +36,10 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
-_jit = numba.njit(cache=True, fastmath=True, nogil=True, boundscheck=False)
+# error_model="numpy": a float division by zero gives inf/NaN as in NumPy, rather than a check
+# and a ZeroDivisionError branch that keeps LLVM from vectorizing the loop.
+_options = {"cache": True, "nogil": True, "boundscheck": False, "error_model": "numpy"}
+_jit = numba.njit(fastmath=True, **_options)
 WIDEN_FROM_ROWS = 10
 """From this many rows of x, ``int8_matmul`` widens each group of four weight rows to float32
 once (scales folded in) and takes the rows of x two at a time: arithmetic, not the weight
@@ -44,10 +47,8 @@ bytes, bounds it there (six layers' linears at 12 rows: 38.8 ms against 43.8 ms;
 to 8 rows; ``bench_narrow_kernels.py``, candidate ``numba-int8-unwidened``)."""
 # Fast math that keeps NaN and infinity meaning what they mean (the ELU passes NaN through).
 _FINITE_FAST = {"contract", "afn", "reassoc", "nsz", "arcp"}
-_jit_nan_safe = numba.njit(cache=True, fastmath=_FINITE_FAST, nogil=True, boundscheck=False)
-_inline = numba.njit(
-    cache=True, fastmath=_FINITE_FAST, nogil=True, boundscheck=False, inline="always"
-)
+_jit_nan_safe = numba.njit(fastmath=_FINITE_FAST, **_options)
+_inline = numba.njit(fastmath=_FINITE_FAST, inline="always", **_options)
 
 
 @_jit
@@ -193,8 +194,8 @@ def _float32_from_bits(typingctx, bits):  # pragma: no cover - compiled
 
 
 @_inline
-def _exp_minus_one(t):  # pragma: no cover - compiled
-    """e^t - 1 for t in [-87, 0]: t = n·ln 2 + r with |r| ≤ ln 2 / 2, e^r by Cephes' expf
+def _exp(t):  # pragma: no cover - compiled
+    """e^t for t in [-87, 88]: t = n·ln 2 + r with |r| ≤ ln 2 / 2, e^r by Cephes' expf
     polynomial (relative error ~1e-7), times 2^n built as exponent bits."""
     n = np.floor(t * np.float32(1.44269504088896341) + np.float32(0.5))
     r = t - n * np.float32(0.693359375) - n * np.float32(-2.12194440e-4)  # ln 2 in two parts
@@ -205,8 +206,13 @@ def _exp_minus_one(t):  # pragma: no cover - compiled
     p = p * r + np.float32(1.6666665459e-1)
     p = p * r + np.float32(5.0000001201e-1)
     p = p * r * r + r + np.float32(1.0)
-    power = _float32_from_bits((np.int32(n) + np.int32(127)) << np.int32(23))
-    return p * power - np.float32(1.0)
+    return p * _float32_from_bits((np.int32(n) + np.int32(127)) << np.int32(23))
+
+
+@_inline
+def _exp_minus_one(t):  # pragma: no cover - compiled
+    """e^t - 1 for t in [-87, 0] (absolute error ~1e-7: enough for the ELU)."""
+    return _exp(t) - np.float32(1.0)
 
 
 @_jit_nan_safe
@@ -223,18 +229,111 @@ def elu_flat(x, out):  # pragma: no cover - compiled
         out[i] = v if v != v else y
 
 
+@_jit_nan_safe
+def gelu_tanh_flat(x, out):  # pragma: no cover - compiled
+    """GELU, tanh approximation, of x [n] f32 into out [n] f32 (contiguous; may be the same
+    array), as x / (1 + e^(-2u)) with u = √(2/π)·(x + 0.044715·x³); -2u is clamped to
+    [-87, 88], where the result is x or ±0 to float32 precision. NaN stays NaN."""
+    c1 = np.float32(-2.0 * 0.7978845608028654)
+    c3 = np.float32(-2.0 * 0.044715 * 0.7978845608028654)
+    for i in range(x.shape[0]):
+        v = x[i]
+        t = v * (c1 + c3 * v * v)
+        out[i] = v / (np.float32(1.0) + _exp(max(min(t, np.float32(88.0)), np.float32(-87.0))))
+
+
+@_jit_nan_safe
+def layer_norm_rows(x, weight, bias, eps, out):  # pragma: no cover - compiled
+    """LayerNorm of each row of x [n, D] f32 (biased variance) into out [n, D]; weight and
+    bias [D] f32, or None for none."""
+    n, width = x.shape
+    inv_width = np.float32(1.0) / np.float32(width)
+    for b in range(n):
+        row = x[b]
+        total = np.float32(0.0)
+        for i in range(width):
+            total += row[i]
+        mean = total * inv_width
+        spread = np.float32(0.0)
+        for i in range(width):
+            centered = row[i] - mean
+            spread += centered * centered
+        inv_std = np.float32(1.0) / np.sqrt(spread * inv_width + np.float32(eps))
+        for i in range(width):
+            value = (row[i] - mean) * inv_std
+            if weight is not None:
+                value *= weight[i]
+            if bias is not None:
+                value += bias[i]
+            out[b, i] = value
+
+
+@_jit
+def rope_pairs(x, cos, sin, out):  # pragma: no cover - compiled
+    """Rotate the interleaved pairs (x[..., 2i], x[..., 2i+1]) of x [T, H, Dh] by the
+    angles of row t of cos, sin [T, Dh/2] into out [T, H, Dh] (may be x)."""
+    steps, heads, width = x.shape
+    for t in range(steps):
+        for h in range(heads):
+            for i in range(width // 2):
+                real, imag = x[t, h, 2 * i], x[t, h, 2 * i + 1]
+                c, s = cos[t, i], sin[t, i]
+                out[t, h, 2 * i] = real * c - imag * s
+                out[t, h, 2 * i + 1] = real * s + imag * c
+
+
+@_jit_nan_safe
+def attend_one(q, keys, values, length, scale, scores, out):  # pragma: no cover - compiled
+    """Attention of one position's queries q [H, Dh] over the first ``length`` keys and values
+    [kv_heads, capacity, Dh] (query head h reads kv head h // (H / kv_heads)) → out [H, Dh];
+    scores [length] f32 is scratch. Softmax by max shift and the polynomial e^t."""
+    heads, width = q.shape
+    group = heads // keys.shape[0]
+    for h in range(heads):
+        kv = h // group
+        top = np.float32(-np.inf)
+        for p in range(length):
+            dot = np.float32(0.0)
+            for i in range(width):
+                dot += q[h, i] * keys[kv, p, i]
+            dot *= scale
+            scores[p] = dot
+            top = max(top, dot)
+        total = np.float32(0.0)
+        for p in range(length):
+            weight = _exp(max(scores[p] - top, np.float32(-87.0)))
+            scores[p] = weight
+            total += weight
+        inv_total = np.float32(1.0) / total
+        for i in range(width):
+            out[h, i] = np.float32(0.0)
+        for p in range(length):
+            weight = scores[p] * inv_total
+            for i in range(width):
+                out[h, i] += weight * values[kv, p, i]
+
+
 def warm_up() -> None:
     """Compile (or load from the disk cache) every kernel now rather than on the first call,
     for writable weights and for read-only ones (memory-mapped from a checkpoint or the cached
     narrow copy: numba compiles each apart)."""
     x = np.zeros((1, 8), np.float32)
     out = np.empty((1, 6), np.float32)
+    eps = np.float32(1e-5)
     for writable in (True, False):
         codes, scales = np.zeros((6, 8), np.int8), np.ones(6, np.float32)
         weight, bits = np.zeros((6, 8), np.float32), np.zeros((6, 8), np.uint16)
-        for array in (codes, scales, weight, bits):
+        vector = np.ones(8, np.float32)
+        for array in (codes, scales, weight, bits, vector):
             array.flags.writeable = writable
         int8_matmul(x, codes, scales, out)
         f32_matmul(x, weight, out)
         bf16_matmul(x, bits, out)
+        layer_norm_rows(x, vector, vector, eps, x)
+    layer_norm_rows(x, None, None, eps, x)
     elu_flat(x[0], x[0])
+    gelu_tanh_flat(x[0], x[0])
+    pairs, table = np.zeros((1, 2, 8), np.float32), np.zeros((1, 4), np.float32)
+    rope_pairs(pairs, table, table, pairs)
+    cache = np.zeros((1, 4, 8), np.float32)
+    attend_one(pairs[0], cache, cache, 1, np.float32(1.0), np.empty(4, np.float32), pairs[0])

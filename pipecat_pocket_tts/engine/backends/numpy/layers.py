@@ -2,6 +2,10 @@
 
 All arrays are float32. ``T`` is time, ``D`` a feature width, ``H`` heads, ``Dh`` head width.
 Linear weights keep PyTorch's [out, in] layout; ``x @ w.T`` is a BLAS call on a transposed view.
+
+With numba installed (the ``fast`` extra), ``layer_norm``, ``gelu_tanh`` and ``apply_rope`` run
+one compiled pass each (``kernels.py``) instead of NumPy's several: on the rows of one step,
+NumPy's per-call cost is most of their time. Without it they run as written below.
 """
 
 from __future__ import annotations
@@ -9,6 +13,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from . import compiled
+
+# The ``fast`` extra. Imported and compiled here, at model load.
+_kernels = compiled.optional()
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
@@ -44,8 +53,13 @@ def layer_norm(
 
     Sums by ``np.add.reduce`` and in-place passes: on the [1, 1024] rows of a step this is
     ~30% quicker than ``mean``/``var`` (whose Python wrappers cost more than the arithmetic),
-    with the same float32 results.
+    with the same float32 results. With numba: ``kernels.layer_norm_rows``.
     """
+    if _kernels is not None:
+        rows = np.ascontiguousarray(x, dtype=np.float32).reshape(-1, x.shape[-1])
+        out = np.empty(rows.shape, np.float32)
+        _kernels.layer_norm_rows(rows, weight, bias, np.float32(eps), out)
+        return out.reshape(x.shape)
     inv_width = np.float32(1.0 / x.shape[-1])
     centered = x - np.add.reduce(x, axis=-1, keepdims=True) * inv_width
     spread = np.add.reduce(centered * centered, axis=-1, keepdims=True)
@@ -66,7 +80,13 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:
     Computed as x / (1 + exp(-2u)) (the same function: 1 + tanh(u) = 2 / (1 + exp(-2u))), in
     one buffer with in-place passes: float32 exp costs half of tanh in NumPy, and it runs on
     the widest activations. exp overflows to inf for very negative x, giving -0 as it should.
+    With numba: ``kernels.gelu_tanh_flat``.
     """
+    if _kernels is not None:
+        flat = np.ascontiguousarray(x, dtype=np.float32)
+        out = np.empty(flat.shape, np.float32)
+        _kernels.gelu_tanh_flat(flat.reshape(-1), out.reshape(-1))
+        return out
     out = x * x
     out *= np.float32(-2.0 * 0.044715 * SQRT_2_OVER_PI)
     out -= np.float32(2.0 * SQRT_2_OVER_PI)
@@ -104,7 +124,14 @@ def rope_tables(
 
 
 def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-    """Rotate interleaved pairs (x[2i], x[2i+1]) of x [T, H, Dh] by tables [T, Dh/2]."""
+    """Rotate interleaved pairs (x[2i], x[2i+1]) of x [T, H, Dh] by tables [T, Dh/2] → a new
+    array. With numba: ``kernels.rope_pairs``."""
+    if _kernels is not None:
+        out = np.empty(x.shape, np.float32)
+        _kernels.rope_pairs(
+            np.ascontiguousarray(x), np.ascontiguousarray(cos), np.ascontiguousarray(sin), out
+        )
+        return out
     t, h, d = x.shape
     pairs = x.reshape(t, h, d // 2, 2)
     real, imag = pairs[..., 0], pairs[..., 1]

@@ -1,0 +1,125 @@
+"""The compiled layer kernels (numba: LayerNorm, GELU, RoPE, one step's attention) against the
+NumPy code they stand in for, and a FlowLM step and a Mimi decode with and without them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from reference_fixtures import FAMILIES, load_family, snr_db
+
+from pipecat_pocket_tts.engine.backends.numpy import flowlm, kernels, layers
+from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
+from pipecat_pocket_tts.engine.backends.numpy.weights import load_checkpoint
+
+
+@pytest.fixture
+def numpy_only(monkeypatch: pytest.MonkeyPatch):
+    """Call ``numpy_only()`` to run the rest of a test with the NumPy layers."""
+    assert layers._kernels is not None and flowlm._kernels is not None, "numba is installed here"
+
+    def switch() -> None:
+        monkeypatch.setattr(layers, "_kernels", None)
+        monkeypatch.setattr(flowlm, "_kernels", None)
+
+    return switch
+
+
+def test_compiled_gelu_equals_numpys(numpy_only) -> None:
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((3, 1000)) * 4).astype(np.float32)
+    x[0, :7] = [np.nan, -1e4, 1e4, -20.0, 0.0, -0.0, 1e-30]
+    got = layers.gelu_tanh(x)
+    strided = layers.gelu_tanh(x[:, ::3])
+    numpy_only()
+    expected = layers.gelu_tanh(x)
+    assert np.isnan(got[0, 0]) and got.shape == x.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got[:, 1:], expected[:, 1:], rtol=2e-6, atol=1e-7)
+    np.testing.assert_allclose(strided, layers.gelu_tanh(x[:, ::3]), rtol=2e-6, atol=1e-7)
+    assert got[0, 2] == 1e4 and abs(got[0, 1]) < 1e-30
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_compiled_layer_norm_equals_numpys(numpy_only, affine: bool) -> None:
+    rng = np.random.default_rng(6)
+    x = (rng.standard_normal((2, 5, 64)) * 3 + 1).astype(np.float32)
+    weight = rng.standard_normal(64).astype(np.float32) if affine else None
+    bias = rng.standard_normal(64).astype(np.float32) if affine else None
+    if affine:  # weights memory-mapped from a checkpoint are read-only
+        weight.flags.writeable = bias.flags.writeable = False
+    got = layers.layer_norm(x, weight, bias, 1e-5)
+    row = layers.layer_norm(x[0, 0], weight, bias, 1e-5)  # one vector, as a solo step has
+    view = layers.layer_norm(x[:, ::2], weight, bias, 1e-5)  # not contiguous
+    numpy_only()
+    np.testing.assert_allclose(got, layers.layer_norm(x, weight, bias, 1e-5), atol=2e-6)
+    np.testing.assert_allclose(row, got[0, 0], atol=2e-6)
+    np.testing.assert_allclose(view, layers.layer_norm(x[:, ::2], weight, bias, 1e-5), atol=2e-6)
+    assert got.shape == x.shape and row.shape == (64,)
+
+
+def test_compiled_rope_equals_numpys(numpy_only) -> None:
+    rng = np.random.default_rng(7)
+    qkv = rng.standard_normal((5, 3 * 4 * 16)).astype(np.float32)
+    pairs = qkv[:, : 2 * 4 * 16].reshape(5, 8, 16)  # a view with the rows' stride, as in FlowLM
+    cos, sin = layers.rope_tables(np.arange(10, 15), 16, 10_000.0)
+    got = layers.apply_rope(pairs, cos, sin)
+    numpy_only()
+    np.testing.assert_allclose(got, layers.apply_rope(pairs, cos, sin), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_steps_with_the_compiled_attention_equal_numpys(numpy_only, name: str) -> None:
+    # Every fixture family (GQA among them): the prefill and eight steps, solo and batched.
+    config, weights_path, _tokenizer, _arrays = load_family(name)
+    backend = NumpyBackend(config, load_checkpoint(weights_path, config))
+    rng = np.random.default_rng(8)
+    d = config.flow_lm.transformer.d_model
+    prompts = [rng.standard_normal((n, d)).astype(np.float32) for n in (9, 14)]
+    latents = rng.standard_normal((8, 2, config.flow_lm.latent_dim)).astype(np.float32)
+
+    def run() -> np.ndarray:
+        solo, pair = backend.new_flow_state(), [backend.new_flow_state() for _ in prompts]
+        backend.prefill(solo, prompts[0])
+        for state, prompt in zip(pair, prompts, strict=True):
+            backend.prefill(state, prompt)
+        out = []
+        for step in latents:
+            out.append(backend.step(solo, step[0]).hidden)
+            out += [o.hidden for o in backend.step_batch(pair, list(step))]
+        return np.stack(out)
+
+    compiled = run()
+    numpy_only()
+    assert snr_db(run(), compiled) >= 100
+
+
+def test_decode_with_the_compiled_layers_equals_numpys(numpy_only) -> None:
+    config, weights_path, _tokenizer, _arrays = load_family(FAMILIES[0])
+    backend = NumpyBackend(config, load_checkpoint(weights_path, config))
+    latents = np.random.default_rng(9).standard_normal((6, config.flow_lm.latent_dim))
+
+    def run() -> np.ndarray:
+        state = backend.new_mimi_state()
+        return np.concatenate([backend.decode(state, z.astype(np.float32)) for z in latents])
+
+    compiled = run()
+    numpy_only()
+    assert snr_db(run(), compiled) >= 100
+
+
+def test_attention_kernel_reads_only_the_filled_positions() -> None:
+    # Positions past ``length`` (a cache's unfilled capacity) never reach the output.
+    rng = np.random.default_rng(10)
+    q = rng.standard_normal((4, 8)).astype(np.float32)
+    keys = rng.standard_normal((2, 12, 8)).astype(np.float32)
+    values = rng.standard_normal((2, 12, 8)).astype(np.float32)
+    out = np.empty((4, 8), np.float32)
+    kernels.attend_one(q, keys, values, 5, np.float32(0.5), np.empty(5, np.float32), out)
+    keys[:, 5:], values[:, 5:] = np.nan, np.nan
+    again = np.empty_like(out)
+    kernels.attend_one(q, keys, values, 5, np.float32(0.5), np.empty(5, np.float32), again)
+    np.testing.assert_array_equal(out, again)
+    scores = np.einsum("hd,hpd->hp", q, np.repeat(keys[:, :5], 2, axis=0)) * 0.5
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    expected = np.einsum("hp,hpd->hd", weights, np.repeat(values[:, :5], 2, axis=0))
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
