@@ -17,6 +17,7 @@ from reference_fixtures import snr_db
 from pipecat_pocket_tts.engine import PocketTTS
 from pipecat_pocket_tts.engine.errors import ContextOverflowError
 from pipecat_pocket_tts.engine.scheduler import AdmissionWait, ChunkJob, Notice, Scheduler
+from pipecat_pocket_tts.engine.streams import ChunkRun
 from pipecat_pocket_tts.engine.synthesis import GenerationSettings, TextPlanner
 
 MIN_SNR_DB = 60.0
@@ -358,3 +359,82 @@ def test_a_new_utterance_is_prefilled_whole_when_the_others_have_audio_in_hand(
         scheduler.cancel(second)
     finally:
         scheduler.close()
+
+
+class _Recorded:
+    """Shared record of (event, thread name), in order."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+        self._lock = threading.Lock()
+
+    def add(self, event: str) -> None:
+        with self._lock:
+            self.events.append((event, threading.current_thread().name))
+
+
+class _VoiceCopySpy:
+    """A voice state that records each copy of it."""
+
+    def __init__(self, state, record: _Recorded) -> None:
+        self._state, self._record = state, record
+
+    @property
+    def position(self) -> int:
+        return self._state.position
+
+    def copy(self):
+        self._record.add("copy")
+        return self._state.copy()
+
+
+class _PrefillEventSpy(PrefillSpy):
+    def __init__(self, backend, record: _Recorded) -> None:
+        super().__init__(backend)
+        self._record = record
+
+    def prefill(self, state, embeddings) -> None:
+        self._record.add("prefill")
+        super().prefill(state, embeddings)
+
+
+def test_a_chunk_copies_its_voice_in_its_first_prefill_task(engine_tts):
+    # The copy (a few ms of fresh pages for a full-size voice) runs in the prefill task on the
+    # pool, beside the other streams' work, not while the scheduler plans the tick.
+    record = _Recorded()
+    scheduler = Scheduler(_PrefillEventSpy(engine_tts.backend, record), threads=2)
+    try:
+        collectors = []
+        for i, texts in enumerate([TEXTS[0], TEXTS[2]]):
+            collector = Collector()
+            stream = scheduler.open_stream(collector.output, collector.error)
+            for job in jobs_for(engine_tts, texts, seed=i):
+                spied = _VoiceCopySpy(job.voice_state, record)
+                scheduler.submit(stream, dataclasses.replace(job, voice_state=spied))
+            scheduler.submit(stream, Notice(END))
+            collectors.append(collector)
+        for collector in collectors:
+            assert collector.ended.wait(WAIT) and not collector.errors
+    finally:
+        scheduler.close()
+    chunks = len(jobs_for(engine_tts, TEXTS[0])) + len(jobs_for(engine_tts, TEXTS[2]))
+    copies = [i for i, (event, _) in enumerate(record.events) if event == "copy"]
+    assert len(copies) == chunks
+    for i in copies:  # each copy is the start of its chunk's prefill task, on that thread
+        thread = record.events[i][1]
+        following = [event for event, name in record.events[i + 1 :] if name == thread]
+        assert following[:1] == ["prefill"]
+
+
+def test_a_chunk_run_copies_its_voice_once_for_its_first_prefill(engine_tts):
+    record = _Recorded()
+    (job,) = jobs_for(engine_tts, TEXTS[2])
+    voice = job.voice_state
+    spied = dataclasses.replace(job, voice_state=_VoiceCopySpy(voice, record))
+    run = ChunkRun(engine_tts.backend, spied)
+    assert record.events == [] and run.prefill_left == job.plan.num_tokens
+    with pytest.raises(RuntimeError, match="first prefill piece"):
+        run.state  # noqa: B018
+    state = run.prefill_state()
+    assert run.prefill_state() is state and run.state is state
+    assert len(record.events) == 1 and state.position == voice.position

@@ -41,3 +41,16 @@ def test_costs_follow_the_measurements():
     costs.measured("step", 0.0, 4)  # nothing measured: unchanged
     costs.measured("step", 0.1, 0)
     assert costs.step_per_stream == before
+
+
+def test_a_step_is_priced_at_its_batch_size():
+    costs = StageCosts(step_per_stream=0.004)
+    assert costs.step(5) == pytest.approx(0.020)  # nothing measured yet: per stream
+    for _ in range(40):
+        costs.measured("step", 0.017, 1)
+        costs.measured("step", 0.040, 8)
+    assert costs.step(1) == pytest.approx(0.017, rel=1e-3)
+    assert costs.step(8) == pytest.approx(0.040, rel=1e-3)
+    assert costs.step(10) == pytest.approx(0.050, rel=1e-3)  # per stream from 8, the nearest
+    assert costs.step(2) == pytest.approx(0.034, rel=1e-3)  # per stream from 1
+    assert costs.step(0) == 0.0

@@ -81,23 +81,40 @@ class ChunkRun:
 
     def __init__(self, backend: Backend, job: ChunkJob) -> None:
         self.job = job
-        self.state = job.voice_state.copy()
         self.embeddings = backend.embed_text(job.plan.token_ids)  # [n, d_model]
+        self._prefilled = 0
+        # The voice's K/V are copied by the first prefill piece, on a pool thread: the copy
+        # (~8 ms for a full-size voice, mostly first touches of fresh pages) would otherwise
+        # run on the scheduler's thread, one starting chunk after another.
+        self._state: FlowState | None = None if self.prefill_left else job.voice_state.copy()
         # Chunks start in order on their stream: the timed text maps them in text order.
         self._timing: ChunkTiming | None = None
         if job.timed is not None:
             self._timing = job.timed.chunk(job.plan, job.utterance_index)
         self._heads = job.heads if self._timing is not None else None
-        self._text_start = self.state.position
+        self._text_start = job.voice_state.position
         self._backend = backend
         self.probe: AttentionProbe | None = None  # set once prefilled (word timestamps on)
-        self._prefilled = 0
         self._after_eos = max(1, job.plan.frames_after_eos)
         self._limit = self._stop_at = 0
         self._eos_step: int | None = None
         self.frame_index = 0
         self.previous: np.ndarray | None = None  # None: the next step is BOS
         self.finished = False
+
+    @property
+    def state(self) -> FlowState:
+        """This chunk's FlowLM state (the voice's copy), once its first prefill piece ran."""
+        if self._state is None:
+            raise RuntimeError("the chunk's state is made by its first prefill piece")
+        return self._state
+
+    def prefill_state(self) -> FlowState:
+        """The state the next prefill piece writes into: copied from the voice on the first
+        call (by that piece's task, on a pool thread)."""
+        if self._state is None:
+            self._state = self.job.voice_state.copy()
+        return self._state
 
     @property
     def prefill_left(self) -> int:

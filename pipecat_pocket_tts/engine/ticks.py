@@ -21,7 +21,7 @@ from .tick_costs import StageCosts, decode_shares, thread_loads
 
 if TYPE_CHECKING:
     from .backends.base import Backend
-    from .streams import Stream
+    from .streams import ChunkRun, Stream
 
 PREFILL_PIECE_TOKENS = 16
 """Largest prefill piece of one stream in a tick while other streams are stepping."""
@@ -67,8 +67,14 @@ class TickPlan:
         def may_compute(stream: Stream) -> bool:
             return leads[stream] <= max_lead or not anyone_behind
 
-        stepping = [s for s in candidates if s.wants_step and may_compute(s)]
         decoding = [s for s in candidates if s.wants_decode]
+        # A stream decoding its first frame steps again next tick: the decodes of the
+        # tick's first frames have its threads to themselves (first audio a step sooner).
+        stepping = [
+            s
+            for s in candidates
+            if s.wants_step and may_compute(s) and (s.started or not s.wants_decode)
+        ]
         # Idle, or every speaking stream has audio in hand: a new utterance's text is
         # prefilled whole (its first frame sooner). Otherwise prefills go in small pieces.
         slack = min((leads[s] for s in stepping if s.started), default=None)
@@ -88,10 +94,15 @@ class TickPlan:
             self.prefills.append((stream, tokens))
         # One FlowLM step per tick for up to 2 threads (it reads every weight once per call);
         # the Mimi decodes fill the threads up to the same finishing time (``tick_costs``).
-        self.step_parts = _split(stepping, 1 if threads <= 2 else threads // 2)
+        # A tick with nothing but steps (the first frames of streams that start together)
+        # gives every thread a part: its threads would otherwise wait.
+        groups = 1 if threads <= 2 else threads // 2
+        if not decoding and not self.prefills:
+            groups = threads
+        self.step_parts = _split(stepping, groups)
         self._costs = costs
         loads = thread_loads(
-            [costs.step_per_stream * len(part) for part in self.step_parts]
+            [costs.step(len(part)) for part in self.step_parts]
             + [costs.prefill_per_token * tokens for _, tokens in self.prefills],
             threads,
         )
@@ -114,7 +125,7 @@ class TickPlan:
             assert run is not None
             piece = run.prefill_piece(tokens)
             key = f"prefill-{stream.name}"
-            tasks.append(self._task(key, ("prefill", tokens), self._prefill, run.state, piece))
+            tasks.append(self._task(key, ("prefill", tokens), self._prefill, run, piece))
         for i, part in enumerate(self.decode_parts):  # largest first: the idlest thread's
             latents = np.stack([s.next_decode() for s in part])
             work = ("decode", len(part))
@@ -168,8 +179,8 @@ class TickPlan:
     def _decode(self, states: list[Any], latents: np.ndarray) -> np.ndarray:
         return self._backend.decode_batch(states, latents)
 
-    def _prefill(self, state: Any, piece: np.ndarray) -> None:
-        self._backend.prefill(state, piece)
+    def _prefill(self, run: ChunkRun, piece: np.ndarray) -> None:
+        self._backend.prefill(run.prefill_state(), piece)
 
     def apply(
         self, now: float
