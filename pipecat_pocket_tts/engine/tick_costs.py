@@ -2,9 +2,10 @@
 
 A tick's tasks are taken in order by whichever pool thread is free. ``StageCosts`` keeps
 running estimates (thread CPU seconds, measured on the tasks themselves) of a FlowLM step +
-sampler per stream, a Mimi decode per stream and a prefill per token. ``decode_shares`` then
-gives each thread the decode streams that bring it up to the same finishing time as the others
-(water-filling over the step and prefill work the threads already have), so a 2-thread pool
+sampler call per batch size, a Mimi decode per stream and a prefill per token (the voice copy
+of a starting chunk included). ``decode_shares`` then gives each thread the decode streams
+that bring it up to the same finishing time as the others (water-filling over the step and
+prefill work the threads already have), so a 2-thread pool
 runs, per tick, the step and a small decode part on one thread and one large decode part on
 the other: the fewest, largest Mimi batches with no thread waiting at the end of the tick.
 """
