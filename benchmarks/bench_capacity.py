@@ -3,7 +3,9 @@
 Full-size ``english`` with random weights (a pack written by ``devpack``; upstream loads the
 same weights, tokenizer and voice). For each N, N streams start together, each speaking the
 same sentence with EOS disabled (every stream runs to upstream's frame limit, ~7 s of audio),
-and each is consumed in real time from its first frame. Per N and column:
+and each is consumed in real time from its first frame. With ``--stagger S`` stream i is
+requested S·i seconds after the first, so it starts while the streams before it speak (time to
+first audio at that load rather than in one burst). Per N and column:
 
 - stalls @200/@500 ms: streams whose playback, started one buffer after their first frame,
   ever waits for a frame (a frame arriving after first + buffer + index · 80 ms);
@@ -21,7 +23,7 @@ needs /tmp/refvenv); ``batched-int8`` is ``batched`` with the FlowLM linears at 
 
     python benchmarks/bench_capacity.py [--sizes 1,2,4,8,12,16,24]
         [--modes batched,batched-int8,threads,upstream] [--upstream-max 8]
-        [--work /tmp/bench_capacity]
+        [--stagger 0.5] [--work /tmp/bench_capacity]
 
 A column stops growing N after two runs in a row where every stream stalls at 500 ms (later
 rows print "-"), unless ``--every-n``.
@@ -59,10 +61,22 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--modes", default="batched,threads,threads1,upstream")
     parser.add_argument("--upstream-max", type=int, default=8, help="largest upstream N (memory)")
     parser.add_argument("--every-n", action="store_true", help="never stop a column early")
+    parser.add_argument(
+        "--stagger",
+        type=float,
+        default=0.0,
+        help="seconds between the streams' requests (0: all at once; e.g. 0.5: stream i "
+        "arrives while the i before it speak)",
+    )
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench_capacity"))
     parser.add_argument("--child", nargs=2, metavar=("MODE", "N"), help=argparse.SUPPRESS)
     parser.add_argument("--upstream-worker", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args()
+
+
+def wait_until(moment: float) -> None:
+    """Sleep until ``time.perf_counter()`` reaches ``moment`` (the staggered requests)."""
+    time.sleep(max(0.0, moment - time.perf_counter()))
 
 
 def rss_bytes() -> int:
@@ -117,6 +131,7 @@ def run_ours(mode: str, n: int, pack: Path) -> dict:
     consumers = [threading.Thread(target=consume, args=(i,)) for i in range(n)]
     cpu0, wall0 = time.process_time(), time.perf_counter()
     for i, session in enumerate(sessions):
+        wait_until(wall0 + i * ARGS.stagger)
         streams[i]["requested"] = time.perf_counter()
         session.enqueue(TEXT)
         session.finish()
@@ -175,7 +190,8 @@ def run_upstream(n: int, config_path: Path, pack: Path) -> dict:
     for worker in workers:
         assert worker.stdout.readline().strip() == "ready"
     wall0 = time.perf_counter()
-    for worker in workers:
+    for i, worker in enumerate(workers):
+        wait_until(wall0 + i * ARGS.stagger)
         worker.stdin.write("go\n")
         worker.stdin.flush()
     results = [json.loads(worker.stdout.readline()) for worker in workers]
@@ -223,6 +239,7 @@ def summarize(result: dict, n: int) -> dict:
 
 def run_child(mode: str, n: int) -> dict:
     command = [sys.executable, __file__, "--child", mode, str(n), "--work", str(ARGS.work)]
+    command += ["--stagger", str(ARGS.stagger)]
     env = dict(os.environ)
     if mode == "threads1":
         env["OPENBLAS_NUM_THREADS"] = "1"
@@ -271,6 +288,9 @@ def main() -> None:
 
 def print_table(sizes: list[int], modes: list[str], rows: dict) -> None:
     print(f"\n{TEXT!r}, EOS off, each stream consumed in real time from its first frame")
+    if ARGS.stagger:
+        print(f"stream i requested {ARGS.stagger} s after stream i - 1 (time to first audio from")
+        print("its own request, so the later streams start while the earlier ones speak)")
     print(
         f"{'N':>3} {'column':<12} {'stall@200':>9} {'stall@500':>9} {'TTFA p50':>9} "
         f"{'TTFA p95':>9} {'core-s/s':>9} {'RSS MB':>7} {'MB/stream':>9} {'load':>5}"
