@@ -41,6 +41,7 @@ def test_costs_follow_the_measurements():
     costs.measured("step", 0.0, 4)  # nothing measured: unchanged
     costs.measured("step", 0.1, 0)
     assert costs.step_per_stream == before
+    assert costs.step_by_batch == {}
 
 
 def test_a_step_is_priced_at_its_batch_size():

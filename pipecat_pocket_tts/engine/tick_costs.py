@@ -26,10 +26,11 @@ class StageCosts:
     A FlowLM step reads every weight once per call, so its cost grows far slower than its
     batch (full-size, one thread: ~17 ms for one stream, ~40 ms for eight): it is kept per
     batch size, and a size not yet measured is priced per stream from the nearest size that
-    was. Decodes and prefills are priced per stream and per token.
+    was (``step_per_stream`` before any was). Decodes and prefills are priced per stream and
+    per token.
     """
 
-    step_per_stream: float = 0.003
+    step_per_stream: float = 0.003  # the prior only: measured steps go to step_by_batch
     decode_per_stream: float = 0.010
     prefill_per_token: float = 0.002
     step_by_batch: dict[int, float] = field(default_factory=dict)
@@ -52,9 +53,8 @@ class StageCosts:
         if kind == "step":
             old_call = self.step_by_batch.get(units, self.step(units))
             self.step_by_batch[units] = old_call + SMOOTHING * (seconds - old_call)
-        name = {"step": "step_per_stream", "decode": "decode_per_stream"}.get(
-            kind, "prefill_per_token"
-        )
+            return
+        name = "decode_per_stream" if kind == "decode" else "prefill_per_token"
         old = getattr(self, name)
         setattr(self, name, old + SMOOTHING * (seconds / units - old))
 
