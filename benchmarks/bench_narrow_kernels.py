@@ -8,12 +8,15 @@ reads. The weights of a pass exceed the CPU caches, so the figures are memory-bo
 Candidates (each skipped with a note when its library is missing):
 - ``numpy-fp32``: ``x @ W.T`` (BLAS), the baseline;
 - ``numpy-bf16-widen`` / ``numpy-int8-widen``: narrow storage widened to fp32 per call, NumPy only;
-- ``numba-int8`` (one scale per row, four distant rows per pass), ``numba-bf16`` and
-  ``numba-fp32`` (the fp32 weight, four distant rows, x rows in pairs): this package's kernels;
-- candidates not kept: ``numba-int8-unwidened`` (the package's kernel before it widened the
-  weight rows of batched steps), ``numba-int8-g64-serial`` (a scale per 64 inputs, one row after
+- ``numba-int8`` (one scale per row, four distant rows per pass: ``int8_matmul``, on an AVX2
+  host the int16-activation kernel), ``numba-int8-float`` (the same weights widened to float32
+  in registers: what other CPUs run), ``numba-bf16`` and ``numba-fp32`` (the fp32 weight, four
+  distant rows, x rows in pairs): this package's kernels;
+- candidates not kept: ``numba-int8-unwidened`` (the float kernel without its widening of the
+  weight rows for batched steps), ``numba-int8-g64-serial`` (a scale per 64 inputs, one row after
   another: the first kernel), ``numba-int8-row-serial`` (one scale per row, one row after
-  another) and ``numba-int8-x16`` (int16 activations, integer multiply-adds, per 64 inputs);
+  another) and ``numba-int8-x16`` (int16 activations, integer multiply-adds as a numba loop, one
+  row after another, a scale per 64 inputs);
 - ``ort-nbits8``: ONNX Runtime ``MatMulNBits`` (bits 8, block 64; weight-only), one session per
   linear shape; ``ort-dynq``: ``DynamicQuantizeMatMul`` (int8 activations and weights, like
   upstream's torch dynamic int8).
@@ -146,6 +149,7 @@ class Candidates:
                 return results
 
             out["numba-int8"] = lambda xs: run(kernels.int8_matmul, self.q_row_1d, xs)
+            out["numba-int8-float"] = lambda xs: run(kernels.int8_matmul_float, self.q_row_1d, xs)
             unwidened = four_row_int8_kernel(kernels)
             out["numba-int8-unwidened"] = lambda xs: run(unwidened, self.q_row_1d, xs)
             serial = serial_int8_kernel()
@@ -301,10 +305,11 @@ def four_row_int8_kernel(kernels):
 
 
 def int16_activation_kernel():
-    """A candidate kept out of the package: activations quantized to int16 per group, integer
-    multiply-adds (LLVM emits ``vpmaddwd``), one float scale product per group. Slower than
-    ``numba-int8`` here (one row at a time), so the float kernel stays (its activations are
-    exact)."""
+    """A candidate kept out of the package: activations quantized to int16 per group of 64,
+    integer multiply-adds as a numba loop, one weight row after another, a float scale product
+    per group: slower than the float kernel. The package's int16 kernel
+    (``kernels.int8_matmul_int16``) reads four distant rows, two rows of x per weight load, a
+    scale per row, with its multiply-adds written in LLVM IR (``kernels._madd_rows``)."""
     import numba
 
     @numba.njit(fastmath=True, nogil=True, boundscheck=False, error_model="numpy")

@@ -134,8 +134,15 @@ def test_missing_numba_is_a_named_error(packs, monkeypatch, precision):
 
 
 # -- the linear seam ---------------------------------------------------------------------------
-# The int8 kernel widens its weight rows from WIDEN_FROM_ROWS rows (even and odd counts).
+# The float int8 kernel widens its weight rows from WIDEN_FROM_ROWS rows (even and odd counts).
 WIDENED = (WIDEN_FROM_ROWS - 1, WIDEN_FROM_ROWS, WIDEN_FROM_ROWS + 1)
+
+
+def int16_rounding_bound(x: np.ndarray, dense: np.ndarray) -> np.ndarray:
+    """[n, out] bound on the error of x [n, in] · dense [out, in]ᵀ when each row of x is
+    rounded to int16 steps of max |x| / 32767: half a step per input, times |weight|."""
+    step = np.abs(x).max(axis=1, keepdims=True).astype(np.float64) / 32767
+    return 0.5 * step * np.abs(dense.astype(np.float64)).sum(axis=1)[None, :]
 
 
 @pytest.mark.parametrize(
@@ -154,8 +161,24 @@ def test_narrow_linears_multiply_by_their_dense_weight(rows, shape):
         out = linear(x)
         expected = x.astype(np.float64) @ linear.dense().T.astype(np.float64)
         assert out.shape == (rows, shape[0]) and out.dtype == np.float32
-        np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
+        # int8 on an AVX2 host rounds x to int16 (kernels.int8_matmul_int16) in its kernel
+        rounded = precision == "int8" and rows <= linears.INT8_CHUNKED_MAX_ROWS
+        slack = int16_rounding_bound(x, linear.dense()) if rounded else 0.0
+        assert np.all(np.abs(out - expected) <= slack + 1e-4 * (1 + np.abs(expected)))
         np.testing.assert_array_equal(linear(x.T.copy().T), out)  # non-contiguous input
+
+
+@pytest.mark.parametrize("shape", ((96, 64), (41, 56), (23, 200), (2, 8)))
+def test_the_float_int8_kernel_multiplies_by_the_dense_weight(monkeypatch, shape):
+    # What hosts without AVX2 run (ARM64, older x86): activations stay float32.
+    kernels = linears.load_kernels()
+    monkeypatch.setattr(kernels, "int8_matmul", kernels.int8_matmul_float)
+    rng = np.random.default_rng(shape[0])
+    linear = make_linear(rng.standard_normal(shape).astype(np.float32), "int8")
+    for rows in (1, 2, 3, *WIDENED, KERNEL_MAX_ROWS):
+        x = rng.standard_normal((rows, shape[1])).astype(np.float32)
+        expected = x.astype(np.float64) @ linear.dense().T.astype(np.float64)
+        np.testing.assert_allclose(linear(x), expected, rtol=1e-4, atol=1e-4)
 
 
 def test_fp32_linears_of_a_few_rows_run_the_compiled_kernel(monkeypatch):
@@ -217,3 +240,79 @@ def test_warm_up_compiles_the_kernels_for_read_only_weights_too():
         if hasattr(signature[1], "mutable")  # an array, not None
     }
     assert norm_weights == {True, False}
+
+
+# -- the integer int8 kernel (AVX2 hosts) ---------------------------------------------------------
+def int16_codes(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """x [n, k] f32 rounded as the kernel does: (codes [n, k] int64, steps [n] float64)."""
+    peak = np.abs(x).max(axis=1)
+    step = np.where(peak > 0, peak / np.float32(32767), np.float32(1)).astype(np.float32)
+    inverse = (np.float32(1) / step).astype(np.float32)
+    codes = np.clip(np.rint(x * inverse[:, None]), -32767, 32767)
+    return codes.astype(np.int64), step.astype(np.float64)
+
+
+needs_avx2 = pytest.mark.skipif(
+    not linears.load_kernels().AVX2, reason="the integer int8 kernel needs an AVX2 host"
+)
+
+
+@needs_avx2
+@pytest.mark.parametrize("n", (1, 2, 3, 8, 12, KERNEL_MAX_ROWS))
+@pytest.mark.parametrize("shape", ((96, 64), (41, 56), (23, 200), (6, 4100)))
+def test_the_integer_kernel_sums_int16_codes_exactly(n, shape):
+    kernels = linears.load_kernels()
+    rng = np.random.default_rng(n * shape[1])
+    codes = rng.integers(-127, 128, shape, dtype=np.int8)
+    scales = rng.uniform(0.001, 0.01, shape[0]).astype(np.float32)
+    x = (rng.standard_normal((n, shape[1])) * rng.uniform(0.01, 100, (n, 1))).astype(np.float32)
+    out = np.empty((n, shape[0]), np.float32)
+    kernels.int8_matmul_int16(x, codes, scales, out)
+    x_codes, steps = int16_codes(x)
+    exact = (x_codes @ codes.astype(np.int64).T) * steps[:, None] * scales[None, :]
+    size = np.abs(x_codes) @ np.abs(codes.astype(np.int64)).T * steps[:, None] * scales[None, :]
+    assert np.all(np.abs(out - exact) <= 1e-6 * (size + np.abs(exact)))
+
+
+@needs_avx2
+def test_the_integer_kernel_does_not_overflow_its_int32_blocks():
+    kernels = linears.load_kernels()
+    k = 3 * kernels.MADD_BLOCK + 21  # whole blocks, a part block and a tail under 16
+    codes = np.full((5, k), -128, np.int8)
+    codes[1] = 127
+    x = np.full((2, k), -3.5, np.float32)  # every code at the int16 peak, 32767
+    out = np.empty((2, 5), np.float32)
+    kernels.int8_matmul_int16(x, codes, np.ones(5, np.float32), out)
+    step = np.float32(3.5) / np.float32(32767)
+    expected = np.array([128.0, -127.0, 128.0, 128.0, 128.0]) * k * 32767 * float(step)
+    np.testing.assert_allclose(out, np.broadcast_to(expected, (2, 5)), rtol=1e-6)
+
+
+@needs_avx2
+@pytest.mark.parametrize("bad", (np.nan, np.inf, -np.inf))
+def test_the_integer_kernel_passes_non_finite_input_as_the_float_kernel(bad):
+    kernels = linears.load_kernels()
+    rng = np.random.default_rng(3)
+    codes = rng.integers(-127, 128, (12, 40), dtype=np.int8)
+    scales = np.full(12, 0.01, np.float32)
+    x = rng.standard_normal((3, 40)).astype(np.float32)
+    x[1, 7] = bad
+    out, reference = np.empty((3, 12), np.float32), np.empty((3, 12), np.float32)
+    kernels.int8_matmul_int16(x, codes, scales, out)
+    kernels.int8_matmul_float(x, codes, scales, reference)
+    np.testing.assert_array_equal(out, reference)
+    assert not np.isfinite(out[1]).any() and np.isfinite(out[[0, 2]]).all()
+
+
+def test_the_int8_kernel_follows_the_cpu_numba_compiles_for(monkeypatch):
+    import numba
+
+    kernels = linears.load_kernels()
+    assert (kernels.int8_matmul is kernels.int8_matmul_int16) == kernels.AVX2
+    monkeypatch.setattr(numba.config, "CPU_FEATURES", "+sse2,+fma,-avx2")
+    assert not kernels._host_has_avx2()
+    monkeypatch.setattr(numba.config, "CPU_FEATURES", "+sse2,+avx2")
+    assert kernels._host_has_avx2()
+    monkeypatch.setattr(numba.config, "CPU_FEATURES", None)
+    monkeypatch.setattr(numba.config, "CPU_NAME", "generic")
+    assert not kernels._host_has_avx2()

@@ -1,21 +1,30 @@
 """Compiled kernels (numba: the optional ``fast`` extra): matmuls of a few rows, Mimi's ELU.
 
 The matmuls compute ``out [n, out] = x [n, in] · Wᵀ`` for small n (one step, or a small batch
-of steps). Weight-only: the activations stay float32, narrow weights are widened in
-registers. ``int8_matmul`` takes int8 weights with one float32 scale per output row;
-``bf16_matmul`` takes bfloat16 bit patterns (uint16); ``f32_matmul`` float32 weights, for
-the fp32 linears (``linears.DenseLinear``, with numba installed: one step's six layers in
-~0.7× of NumPy's BLAS time on one thread, a batched step of 8 rows ~0.5×, the sampler head
-~0.5×, as OpenBLAS packs the weight for every matrix product of a few rows).
+of steps). ``int8_matmul`` takes int8 weights with one float32 scale per output row;
+``bf16_matmul`` takes bfloat16 bit patterns (uint16), widened in registers; ``f32_matmul``
+float32 weights, for the fp32 linears (``linears.DenseLinear``, with numba installed: one
+step's six layers in ~0.7× of NumPy's BLAS time on one thread, a batched step of 8 rows ~0.5×,
+the sampler head ~0.5×, as OpenBLAS packs the weight for every matrix product of a few rows).
 
-``int8_matmul`` walks four output rows at once, one from each quarter of the weight: four
+The matmuls walk four output rows at once, one from each quarter of the weight: four
 independent streams from four distant places in memory keep more DRAM reads in flight than
-one row after another does (a step's linears at one input row: 0.31× / 0.27× of NumPy's fp32
-time for 6 / 24 layers, against 0.51× / 0.49× row by row; ``bench_narrow_kernels.py``).
-The four rows (a few KB) stay in L1 while the n rows of x pass over them, so one call
-streams every weight byte once. From ``WIDEN_FROM_ROWS`` rows of x (a batched step), the four
-rows are widened to float32 once and the rows of x go two at a time; ``f32_matmul`` walks
-its float32 rows the same way.
+one row after another does (``bench_narrow_kernels.py``). The four rows (a few KB) stay in L1
+while the n rows of x pass over them, so one call streams every weight byte once.
+
+``int8_matmul`` is one of two kernels, chosen for the CPU numba compiles for:
+
+- ``int8_matmul_int16`` (AVX2): each row of x rounded to int16 with its own scale, then
+  integer multiply-adds (``vpmaddwd``, 16 products an instruction, from LLVM IR written in
+  ``_madd_rows``: numba's loops do not produce it), summed exactly in int32 per
+  ``MADD_BLOCK`` inputs; two rows of x share each load of the weight. The rounding (~90 dB) is
+  far below the int8 weights' own error (~40 dB). Widening int8 to float32 in registers
+  bounded the float kernel at ~17 G weights/s even in cache; this one reaches the DRAM rate on
+  one step (a step's linears in ~0.75×, a batched step of 8 rows ~0.5× of the float kernel's
+  time).
+- ``int8_matmul_float`` (other CPUs, and input holding NaN or infinity): int8 widened to
+  float32 in registers; from ``WIDEN_FROM_ROWS`` rows of x (a batched step), the four rows are
+  widened once and the rows of x go two at a time, as ``f32_matmul`` walks its rows.
 
 ``elu_flat`` is the ELU of the Mimi decoder in one pass (NumPy needs five passes and its float32
 ``exp``, which runs at ~2 ns an element here): an exponential by range reduction and a
@@ -32,8 +41,8 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from llvmlite import ir
-from numba.core import types
+from llvmlite import binding, ir
+from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 # error_model="numpy": a float division by zero gives inf/NaN as in NumPy, rather than a check
@@ -41,7 +50,7 @@ from numba.extending import intrinsic
 _options = {"cache": True, "nogil": True, "boundscheck": False, "error_model": "numpy"}
 _jit = numba.njit(fastmath=True, **_options)
 WIDEN_FROM_ROWS = 10
-"""From this many rows of x, ``int8_matmul`` widens each group of four weight rows to float32
+"""From this many rows of x, ``int8_matmul_float`` widens each group of four weight rows to float32
 once (scales folded in) and takes the rows of x two at a time: arithmetic, not the weight
 bytes, bounds it there (six layers' linears at 12 rows: 38.8 ms against 43.8 ms; equal at 6
 to 8 rows; ``bench_narrow_kernels.py``, candidate ``numba-int8-unwidened``)."""
@@ -49,6 +58,29 @@ to 8 rows; ``bench_narrow_kernels.py``, candidate ``numba-int8-unwidened``)."""
 _FINITE_FAST = {"contract", "afn", "reassoc", "nsz", "arcp"}
 _jit_nan_safe = numba.njit(fastmath=_FINITE_FAST, **_options)
 _inline = numba.njit(fastmath=_FINITE_FAST, inline="always", **_options)
+
+
+@intrinsic
+def _float32_from_bits(typingctx, bits):  # pragma: no cover - compiled
+    """The float32 whose bit pattern is the int32 ``bits`` (a register move, no memory)."""
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+
+    return types.float32(types.int32), codegen
+
+
+@intrinsic
+def _bits_of_float32(typingctx, value):  # pragma: no cover - compiled
+    """The int32 bit pattern of the float32 ``value``."""
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+
+    return types.int32(types.float32), codegen
+
+
+FLOAT32_EXPONENT = np.int32(0x7F800000)
 
 
 @_jit
@@ -127,8 +159,9 @@ def _four_widened_rows(x, weight, scale, rows, wide, out):  # pragma: no cover -
 
 
 @_jit
-def int8_matmul(x, weight, scale, out):  # pragma: no cover - compiled
-    """x [n, k] f32 · (weight [m, k] int8 × scale [m] f32)ᵀ → out [n, m] f32."""
+def int8_matmul_float(x, weight, scale, out):  # pragma: no cover - compiled
+    """x [n, k] f32 · (weight [m, k] int8 × scale [m] f32)ᵀ → out [n, m] f32, the int8 rows
+    widened to float32 in registers (hosts without AVX2; rows of x that are not finite)."""
     n, k = x.shape
     m = weight.shape[0]
     quarter = m // 4
@@ -146,6 +179,187 @@ def int8_matmul(x, weight, scale, out):  # pragma: no cover - compiled
             for i in range(k):
                 acc += np.float32(weight[o, i]) * x[b, i]
             out[b, o] = acc * scale[o]
+
+
+def _host_has_avx2() -> bool:
+    """Whether numba compiles for a CPU with AVX2 (its ``NUMBA_CPU_NAME`` / ``_FEATURES``
+    override the host: a portable cache built for a generic CPU takes the float kernel)."""
+    features = numba.config.CPU_FEATURES
+    if features is not None:
+        return "+avx2" in features.split(",")
+    if numba.config.CPU_NAME not in (None, "host"):
+        return False
+    return bool(binding.get_host_cpu_features().get("avx2", False))
+
+
+AVX2 = _host_has_avx2()
+"""``int8_matmul`` is ``int8_matmul_int16`` on AVX2 hosts, else ``int8_matmul_float``."""
+MADD_LANES = 16
+"""int16 products ``vpmaddwd`` takes per instruction (a 256-bit register)."""
+MADD_BLOCK = 512
+"""Inputs summed in int32 before a float32 add: |Σ| ≤ 512 · 128 · 32767 < 2³¹ (the block's
+eight int32 lanes are added together at its end)."""
+X16_PEAK = np.float32(32767.0)
+
+
+@intrinsic
+def _madd_rows(typingctx, xq, x_rows, weight, rows, start, stop):  # pragma: no cover - compiled
+    """Σ_i xq[x_rows[p], i] · weight[rows[j], i] over i in [start, stop) for every pair (p, j)
+    → len(x_rows) · 4 int32 (x row p's four, then the next row's), by ``vpmaddwd`` on 16
+    inputs at a time: xq [n, k] int16, weight [m, k] int8, both C-contiguous, rows a tuple of
+    four, ``stop - start`` a multiple of 16 and at most ``MADD_BLOCK``."""
+    arrays_fit = (
+        isinstance(xq, types.Array)
+        and xq.dtype == types.int16
+        and xq.ndim == 2
+        and xq.layout == "C"
+        and isinstance(weight, types.Array)
+        and weight.ndim == 2
+        and weight.dtype == types.int8
+        and weight.layout == "C"
+        and isinstance(x_rows, types.UniTuple)
+        and isinstance(rows, types.UniTuple)
+        and len(rows) == 4
+    )
+    if not arrays_fit:
+        return None
+    pairs = len(x_rows) * 4
+    signature = types.UniTuple(types.int32, pairs)(xq, x_rows, weight, rows, start, stop)
+
+    def codegen(context, builder, sig, args):
+        x_arr = context.make_array(sig.args[0])(context, builder, args[0])
+        w_arr = context.make_array(sig.args[2])(context, builder, args[2])
+        first, last = args[4], args[5]
+        i8, i16, i32 = ir.IntType(8), ir.IntType(16), ir.IntType(32)
+        x_vec, w_vec, acc_vec = (
+            ir.VectorType(i16, MADD_LANES),
+            ir.VectorType(i8, MADD_LANES),
+            ir.VectorType(i32, 8),
+        )
+        intp = context.get_value_type(types.intp)
+        madd = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(acc_vec, [x_vec, x_vec]), "llvm.x86.avx2.pmadd.wd"
+        )
+        total = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(i32, [acc_vec]), "llvm.vector.reduce.add.v8i32"
+        )
+
+        def row_starts(array, index_tuple, count, element):
+            """Pointers to the first element of each listed row of a 2-D C array."""
+            stride = cgutils.unpack_tuple(builder, array.strides, 2)[0]
+            base = builder.bitcast(array.data, i8.as_pointer())
+            return [
+                builder.bitcast(
+                    builder.gep(base, [builder.mul(builder.extract_value(index_tuple, j), stride)]),
+                    element.as_pointer(),
+                )
+                for j in range(count)
+            ]
+
+        x_starts = row_starts(x_arr, args[1], pairs // 4, i16)
+        w_starts = row_starts(w_arr, args[3], 4, i8)
+        sums = [
+            cgutils.alloca_once_value(builder, ir.Constant(acc_vec, None)) for _ in range(pairs)
+        ]
+        step = ir.Constant(intp, MADD_LANES)
+        with cgutils.for_range_slice(builder, first, last, step, intp) as (i, _):
+            w_vals = []
+            for row in w_starts:
+                w_ptr = builder.bitcast(builder.gep(row, [i]), w_vec.as_pointer())
+                w_vals.append(builder.sext(builder.load(w_ptr, align=1), x_vec))
+            for p, x_row in enumerate(x_starts):
+                x_ptr = builder.bitcast(builder.gep(x_row, [i]), x_vec.as_pointer())
+                x_val = builder.load(x_ptr, align=2)
+                for j, w_val in enumerate(w_vals):
+                    acc = sums[4 * p + j]
+                    product = builder.call(madd, [w_val, x_val])
+                    builder.store(builder.add(builder.load(acc), product), acc)
+        reduced = [builder.call(total, [builder.load(acc)]) for acc in sums]
+        return context.make_tuple(builder, sig.return_type, reduced)
+
+    return signature, codegen
+
+
+@_jit_nan_safe
+def _quantize_rows_int16(x, xq, xscale):  # pragma: no cover - compiled
+    """xq [n, k] int16 = rint(x / xscale), xscale [n] = max |x| / 32767 per row of x [n, k]
+    f32 (1 for a zero row). False, with xq unfinished, if x holds a NaN or an infinity (told
+    by the bits: the callers' fast math may assume floats finite)."""
+    n, k = x.shape
+    for b in range(n):
+        peak = np.float32(0.0)
+        exponent = np.int32(0)  # the largest exponent field: all ones for NaN and ±inf
+        for i in range(k):
+            peak = max(peak, abs(x[b, i]))
+            exponent = max(exponent, _bits_of_float32(x[b, i]) & FLOAT32_EXPONENT)
+        if exponent == FLOAT32_EXPONENT:
+            return False
+        step = peak / X16_PEAK if peak > np.float32(0.0) else np.float32(1.0)
+        inv = np.float32(1.0) / step
+        for i in range(k):
+            code = np.rint(x[b, i] * inv)
+            xq[b, i] = np.int16(max(min(code, X16_PEAK), -X16_PEAK))
+        xscale[b] = step
+    return True
+
+
+@_jit
+def _int_dots(xq, x_rows, weight, rows, out):  # pragma: no cover - compiled
+    """out [P, 4] f32 = xq[x_rows] · weight[rows]ᵀ (P = len(x_rows), rows four), exact int32 sums
+    per ``MADD_BLOCK`` inputs added in float32."""
+    k = xq.shape[1]
+    whole = k - k % MADD_LANES
+    out[:] = np.float32(0.0)
+    for start in range(0, whole, MADD_BLOCK):
+        sums = _madd_rows(xq, x_rows, weight, rows, start, min(start + MADD_BLOCK, whole))
+        for p in range(len(x_rows)):
+            for j in range(4):
+                out[p, j] += np.float32(sums[4 * p + j])
+    for p in range(len(x_rows)):  # the inputs left over when k is not a multiple of 16
+        for j in range(4):
+            tail = np.int32(0)
+            for i in range(whole, k):
+                tail += np.int32(weight[rows[j], i]) * np.int32(xq[x_rows[p], i])
+            out[p, j] += np.float32(tail)
+
+
+@_jit
+def int8_matmul_int16(x, weight, scale, out):  # pragma: no cover - compiled
+    """x [n, k] f32 · (weight [m, k] int8 × scale [m] f32)ᵀ → out [n, m] f32 by integer
+    multiply-adds (AVX2): each row of x quantized to int16 with its own scale (max |x| / 32767:
+    ~90 dB, far below the int8 weights' own error), four distant weight rows at a time against
+    two rows of x. Input holding NaN or infinity runs ``int8_matmul_float`` (NaN stays NaN)."""
+    n, k = x.shape
+    m = weight.shape[0]
+    xq = np.empty((n, k), np.int16)
+    xscale = np.empty(n, np.float32)
+    if not _quantize_rows_int16(x, xq, xscale):
+        int8_matmul_float(x, weight, scale, out)
+        return
+    sums = np.empty((2, 4), np.float32)
+    quarter = m // 4
+    for o in range(quarter):
+        rows = (o, o + quarter, o + 2 * quarter, o + 3 * quarter)
+        for b in range(0, n - 1, 2):
+            _int_dots(xq, (b, b + 1), weight, rows, sums)
+            for p in range(2):
+                for j in range(4):
+                    out[b + p, rows[j]] = sums[p, j] * (scale[rows[j]] * xscale[b + p])
+        if n % 2:
+            _int_dots(xq, (n - 1,), weight, rows, sums)
+            for j in range(4):
+                out[n - 1, rows[j]] = sums[0, j] * (scale[rows[j]] * xscale[n - 1])
+    for o in range(4 * quarter, m):  # the rows left over when m is not a multiple of four
+        for b in range(n):
+            acc = np.int64(0)
+            for i in range(k):
+                acc += np.int64(weight[o, i]) * np.int64(xq[b, i])
+            out[b, o] = np.float32(acc) * (scale[o] * xscale[b])
+
+
+int8_matmul = int8_matmul_int16 if AVX2 else int8_matmul_float
+"""x [n, k] f32 · (weight [m, k] int8 × scale [m] f32)ᵀ → out [n, m] f32: the integer kernel
+on AVX2 hosts, else the float one."""
 
 
 @_jit
@@ -181,16 +395,6 @@ def bf16_matmul(x, weight, out):  # pragma: no cover - compiled
             for i in range(k):
                 acc += row[i] * x[b, i]
             out[b, o] = acc
-
-
-@intrinsic
-def _float32_from_bits(typingctx, bits):  # pragma: no cover - compiled
-    """The float32 whose bit pattern is the int32 ``bits`` (a register move, no memory)."""
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.FloatType())
-
-    return types.float32(types.int32), codegen
 
 
 @_inline

@@ -16,7 +16,8 @@ Up to ``KERNEL_MAX_ROWS`` rows (steps and small batches) run numba kernels (``ke
 BLAS; the kernel reads the weight once where OpenBLAS packs it for every product of a few
 rows); int8 takes short prefills (``INT8_CHUNKED_MAX_ROWS``) through its kernel too, in blocks.
 Longer inputs use BLAS, narrow weights widened ``WIDEN_ROWS`` rows at a time (never a whole
-fp32 copy). Activations are float32 throughout.
+fp32 copy). Activations are float32, except in the int8 kernel on AVX2 hosts, which rounds
+each row of x to int16 for integer multiply-adds (``kernels.int8_matmul_int16``).
 """
 
 from __future__ import annotations
