@@ -13,6 +13,9 @@ fresh child process measures:
   few frames (real speech has ~3 frames per text token), so this one is bound by the prefills;
   ``frames`` / ``frames_long`` count the frames each figure covers;
 - the FlowLM step alone (median ms over ``--steps`` steps after the voice and text prefill);
+- with ``--step-ab R``: the FlowLM step of every precision again, all loaded in ONE process per
+  pack and alternating for R rounds, so each round's ratio to fp32 pairs figures taken side by
+  side (separate processes a minute apart can differ by ±20% on a shared machine);
 - with ``--memory``: resident memory after speaking by mapping (checkpoint, cached narrow
   copy, numba's LLVM library, other files, anonymous) and the runtime alone (no model).
 
@@ -28,7 +31,7 @@ shared machine hit every configuration alike; ratios are to fp32 at the same thr
 
     python benchmarks/bench_precision.py [--packs english german_24l french_24l]
         [--precisions fp32 fp32-numpy bf16 int8] [--threads 1 2] [--rounds 2] [--work /tmp/packs]
-        [--memory]
+        [--memory] [--step-ab 10]
 
 ``--threads`` caps the BLAS threads (the numba kernels are single-threaded at any count).
 Packs missing under ``--work`` are built there first
@@ -75,8 +78,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="also print where each configuration's resident memory is (after speaking)",
     )
     parser.add_argument(
+        "--step-ab",
+        type=int,
+        metavar="ROUNDS",
+        default=0,
+        help="also time the FlowLM step of every precision in ONE process per pack, "
+        "alternating precisions for ROUNDS rounds (paired ratios to fp32)",
+    )
+    parser.add_argument(
         "--child", nargs=2, metavar=("PACK_DIR", "PRECISION"), help=argparse.SUPPRESS
     )
+    parser.add_argument("--child-ab", metavar="PACK_DIR", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
@@ -142,7 +154,6 @@ def child(pack_dir: str, precision: str, frames: int, steps: int) -> dict[str, f
     """One configuration in this fresh process (threads already capped by the parent)."""
     sys.path.insert(0, str(REPO))
     precision = engine_precision(precision)
-    import numpy as np
 
     from pipecat_pocket_tts.engine import PocketTTS
 
@@ -158,16 +169,9 @@ def child(pack_dir: str, precision: str, frames: int, steps: int) -> dict[str, f
     spoken = memory_mb()
     by_mapping = resident_by_mapping()
 
-    backend = tts.backend
-    state = backend.flow_state_from_voice(backend.voice_from_flow_state(tts.voice_state("alba")))
-    backend.prefill(state, backend.embed_text(np.arange(30) % 1000))
-    latent = None
-    times = []
-    for _ in range(steps + 2):
-        begin = time.perf_counter()
-        out = backend.step(state, latent)
-        times.append(time.perf_counter() - begin)
-        latent = np.tanh(out.hidden[: backend.config.flow_lm.latent_dim])
+    stepper = Stepper(tts)
+    stepper.seconds(2)  # warm
+    times = stepper.seconds(steps)
     return {
         "load_s": load_s,
         "rss_load_mb": after_load,
@@ -182,6 +186,90 @@ def child(pack_dir: str, precision: str, frames: int, steps: int) -> dict[str, f
         "step_ms": statistics.median(times[2:]) * 1e3,
         **{f"rss_{k}_mb": v for k, v in by_mapping.items()},
     }
+
+
+class Stepper:
+    """FlowLM steps of one model after the voice and a 30-token text prefill, each step fed
+    the previous step's output (as a stream is), timed one by one."""
+
+    def __init__(self, tts) -> None:
+        import numpy as np
+
+        self._np = np
+        self.backend = tts.backend
+        voice = self.backend.voice_from_flow_state(tts.voice_state("alba"))
+        self.state = self.backend.flow_state_from_voice(voice)
+        self.backend.prefill(self.state, self.backend.embed_text(np.arange(30) % 1000))
+        self.latent = None
+
+    def seconds(self, steps: int) -> list[float]:
+        """Wall seconds of each of the next ``steps`` steps."""
+        times = []
+        for _ in range(steps):
+            begin = time.perf_counter()
+            out = self.backend.step(self.state, self.latent)
+            times.append(time.perf_counter() - begin)
+            self.latent = self._np.tanh(out.hidden[: self.backend.config.flow_lm.latent_dim])
+        return times
+
+
+def child_step_ab(pack_dir: str, precisions: list[str], rounds: int, steps: int) -> dict:
+    """Every precision's step in this one process, precisions alternating each round: the
+    median ms per precision and the median over rounds of each round's ratio to fp32."""
+    sys.path.insert(0, str(REPO))
+    from pipecat_pocket_tts.engine import PocketTTS
+
+    language = Path(pack_dir).name
+    steppers = {
+        p: Stepper(PocketTTS.load(language, backend="numpy", model_dir=pack_dir, precision=p))
+        for p in precisions
+    }
+    for stepper in steppers.values():
+        stepper.seconds(3)  # warm: the first touches of each model's pages
+    per_round: dict[str, list[float]] = {p: [] for p in precisions}
+    for _ in range(rounds):
+        for precision, stepper in steppers.items():
+            per_round[precision].append(statistics.median(stepper.seconds(steps)) * 1e3)
+    out = {p: {"step_ms": statistics.median(v)} for p, v in per_round.items()}
+    for precision, values in per_round.items():
+        ratios = [v / f for v, f in zip(values, per_round["fp32"], strict=True)]
+        out[precision]["ratio"] = statistics.median(ratios)
+        out[precision]["ratio_range"] = [min(ratios), max(ratios)]
+    return out
+
+
+def run_step_ab(args: argparse.Namespace, folder: Path) -> dict:
+    """``child_step_ab`` for one pack in a fresh process, one BLAS thread."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[variable] = "1"
+    precisions = ["fp32"] + [p for p in args.precisions if p not in ("fp32", NUMPY_ONLY)]
+    cmd = [sys.executable, __file__, "--child-ab", str(folder), "--precisions", *precisions]
+    cmd += ["--step-ab", str(args.step_ab), "--steps", str(args.steps)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"{folder.name} step A/B: {done.stderr[-800:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def print_step_ab(args: argparse.Namespace, folders: dict[str, Path]) -> None:
+    print(
+        f"\nFlowLM step, every precision in one process, alternating ({args.step_ab} rounds of "
+        f"{args.steps} steps, one thread): median ms; ratio to fp32 = median of the rounds' "
+        "ratios [lowest, highest]"
+    )
+    for pack, folder in folders.items():
+        figures = run_step_ab(args, folder)
+        cells = [
+            f"{p} {f['step_ms']:.2f} ms"
+            + (
+                ""
+                if p == "fp32"
+                else f" ({f['ratio']:.2f}× [{f['ratio_range'][0]:.2f}, {f['ratio_range'][1]:.2f}])"
+            )
+            for p, f in figures.items()
+        ]
+        print(f"{pack:12s} " + "; ".join(cells), flush=True)
 
 
 def timed_stream(tts, text: str, frames: int) -> tuple[int, float, float]:
@@ -221,6 +309,9 @@ def run_child(args: argparse.Namespace, folder: Path, precision: str, threads: i
 
 def main() -> None:
     args = parse_args()
+    if args.child_ab:
+        print(json.dumps(child_step_ab(args.child_ab, args.precisions, args.step_ab, args.steps)))
+        return
     if args.child:
         pack_dir, precision = args.child
         if pack_dir == "-":
@@ -267,6 +358,8 @@ def main() -> None:
         print(f"{pack:12s} {precision:5s} {threads:3d} " + " ".join(cells))
     if args.memory:
         print_memory(args, configs, results)
+    if args.step_ab:
+        print_step_ab(args, folders)
 
 
 def print_memory(args: argparse.Namespace, configs: list[tuple], results: dict) -> None:

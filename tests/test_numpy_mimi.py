@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from functools import cache
 
 import numpy as np
@@ -18,14 +19,17 @@ from safetensors.numpy import load_file
 
 from pipecat_pocket_tts.engine.backends.numpy import mimi as mimi_module
 from pipecat_pocket_tts.engine.backends.numpy import streaming_conv
-from pipecat_pocket_tts.engine.backends.numpy.mimi import Mimi, mimi_weight_shapes
+from pipecat_pocket_tts.engine.backends.numpy.mimi import (
+    ENCODER_PREFIXES,
+    Mimi,
+    MimiEncoder,
+    mimi_weight_shapes,
+)
 from pipecat_pocket_tts.engine.errors import (
     CloneAudioError,
     CloningUnavailableError,
     WeightsMismatchError,
 )
-
-ENCODER_PREFIXES = ("encoder.", "encoder_transformer.", "downsample.")
 
 
 @cache
@@ -165,6 +169,46 @@ def test_missing_encoder_weights_disable_cloning() -> None:
         mimi.encode(arrays["voice_audio"])
     latents = _denormalize(weights, arrays["mimi_latents"][:3])
     np.testing.assert_array_equal(_stream(mimi, latents), _stream(reference_mimi, latents))
+
+
+def test_the_encoder_is_built_on_the_first_encode_and_once(monkeypatch) -> None:
+    config, mimi_weights, _, arrays, reference_mimi = _family("tiny_lsd")
+    mimi = Mimi(config.mimi, mimi_weights)
+    assert mimi.has_encoder and mimi._encoder is None  # checked at load, not kept
+    built = []
+    original_init = MimiEncoder.__init__
+
+    def counting_init(self, *args, **kwargs):
+        built.append(threading.get_ident())
+        original_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(MimiEncoder, "__init__", counting_init)
+    start = threading.Barrier(3)
+    results = [None, None]
+
+    def clone(slot: int) -> None:
+        start.wait()
+        results[slot] = mimi.encode(arrays["voice_audio"])
+
+    threads = [threading.Thread(target=clone, args=(slot,)) for slot in range(2)]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    for thread in threads:
+        thread.join()
+    assert len(built) == 1  # two threads asked at once; one built it
+    np.testing.assert_array_equal(results[0], results[1])
+    np.testing.assert_array_equal(results[0], reference_mimi.encode(arrays["voice_audio"]))
+    mimi.encode(arrays["voice_audio"][:4000])
+    assert len(built) == 1
+
+
+def test_a_mis_shaped_encoder_weight_fails_at_load_not_at_the_first_clone() -> None:
+    config, mimi_weights, _, _, _ = _family("tiny_lsd")
+    key = next(k for k in mimi_weights if k.startswith("encoder_transformer."))
+    broken = {**mimi_weights, key: np.zeros((3, 3), np.float32)}
+    with pytest.raises(WeightsMismatchError):
+        Mimi(config.mimi, broken)
 
 
 def test_zeroed_encoder_weights_disable_cloning() -> None:

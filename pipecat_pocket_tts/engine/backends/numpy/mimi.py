@@ -12,11 +12,14 @@ machinery: SEANet encoder (strides 4·5·6) → encoder transformer → downsamp
 (replicate left pad) → latents [T, inner_dim] at 12.5 Hz.
 
 Everything is time-major ``[T, C]`` float32. Weights are shared and read-only; all
-per-sequence data lives in ``MimiDecoderState`` (plain arrays, cheap to copy).
+per-sequence data lives in ``MimiDecoderState`` (plain arrays, cheap to copy). The encoder
+(``MimiEncoder``) is built on the first ``encode``: a model that never clones does not hold
+its converted weights.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -32,6 +35,8 @@ LAYER_NORM_EPS = 1e-5
 DECODE_GROUP = 4
 """Streams a batched decode runs together through the last SEANet layers (cache-sized)."""
 ENCODE_CHUNK_FRAMES = 8  # latent frames per encoder chunk: bounds memory on long clips
+#: Names (no ``mimi.`` prefix) of the weights only the cloning encoder reads.
+ENCODER_PREFIXES = ("encoder.", "encoder_transformer.", "downsample.")
 
 
 # -- transformer ------------------------------------------------------------------------------
@@ -255,45 +260,22 @@ class Mimi:
         )
         self.decoder = SEANet(decoder_seanet, weights, "decoder", decoder=True)
 
-        # Encoder side (voice cloning); absent or zeroed in packs without cloning.
+        # Encoder side (voice cloning); absent or zeroed in packs without cloning. Built here
+        # to check it, then dropped: its converted arrays (~24 MB at full size) are built again
+        # on the first ``encode``, so a model that never clones does not keep them resident.
         self.has_encoder = False
+        self._encoder: MimiEncoder | None = None
+        self._encoder_lock = threading.Lock()
+        self._encoder_weights = {k: v for k, v in weights.items() if k.startswith(ENCODER_PREFIXES)}
         try:
-            self._build_encoder(config, weights)
+            encoder = MimiEncoder(config, weights, self.resample_stride)
         except WeightsMismatchError:
-            encoder_prefixes = ("encoder.", "encoder_transformer.", "downsample.")
-            if any(key.startswith(encoder_prefixes) for key in weights):
+            if self._encoder_weights:
                 raise
         else:
-            self.has_encoder = not self._encoder_is_zeroed()
-
-    def _build_encoder(self, config: MimiConfig, weights: Mapping[str, np.ndarray]) -> None:
-        self.encoder = SEANet(config.seanet, weights, "encoder", decoder=False)
-        self.encoder_transformer = MimiTransformer(
-            config.transformer, weights, "encoder_transformer"
-        )
-        dimension = config.seanet.dimension
-        self.encoded_dim = config.inner_dim or dimension
-        self.downsample: StreamingConv1d | None = None
-        if self.resample_stride > 1:
-            kernel = 2 * self.resample_stride
-            self.downsample = StreamingConv1d(
-                fetch_weight(
-                    weights, "downsample.conv.conv.weight", (self.encoded_dim, dimension, kernel)
-                ),
-                None,
-                stride=self.resample_stride,
-                pad_mode="replicate",
-            )
-
-    def _encoder_is_zeroed(self) -> bool:
-        """True when any encoder-side weight matrix is all zeros (a pack without cloning)."""
-        matrices = [layer.in_proj for layer in self.encoder_transformer.layers]
-        for _, layer in self.encoder.steps:
-            convs = [layer.conv_in, layer.conv_out] if isinstance(layer, ResidualBlock) else [layer]
-            matrices += [conv.matrix for conv in convs]
-        if self.downsample is not None:
-            matrices.append(self.downsample.matrix)
-        return any(not np.any(matrix) for matrix in matrices)
+            self.has_encoder = not encoder.is_zeroed()
+        if not self.has_encoder:
+            self._encoder_weights = {}
 
     # -- decoder ------------------------------------------------------------------------------
 
@@ -369,15 +351,63 @@ class Mimi:
         padded = np.zeros(frames * self.frame_size, dtype=np.float32)
         padded[: audio.size] = audio
 
-        seanet_state = self.encoder.initial_state()
-        chunk_steps = ENCODE_CHUNK_FRAMES * self.resample_stride
-        cache = self.encoder_transformer.new_cache(chunk_steps)
+        return self._built_encoder().encode(padded, self.frame_size)
+
+    def _built_encoder(self) -> MimiEncoder:
+        """The cloning encoder, built on first use (once, whichever thread asks first)."""
+        with self._encoder_lock:
+            if self._encoder is None:
+                self._encoder = MimiEncoder(
+                    self.config, self._encoder_weights, self.resample_stride
+                )
+            return self._encoder
+
+
+class MimiEncoder:
+    """The cloning side of Mimi: SEANet encoder → encoder transformer → downsample, on whole
+    clips run in chunks (read-only weights; each ``encode`` has its own streaming state)."""
+
+    def __init__(
+        self, config: MimiConfig, weights: Mapping[str, np.ndarray], resample_stride: int
+    ) -> None:
+        """``WeightsMismatchError`` when an encoder weight is missing or mis-shaped."""
+        self.resample_stride = resample_stride
+        self.seanet = SEANet(config.seanet, weights, "encoder", decoder=False)
+        self.transformer = MimiTransformer(config.transformer, weights, "encoder_transformer")
+        dimension = config.seanet.dimension
+        self.encoded_dim = config.inner_dim or dimension
+        self.downsample: StreamingConv1d | None = None
+        if resample_stride > 1:
+            kernel = 2 * resample_stride
+            self.downsample = StreamingConv1d(
+                fetch_weight(
+                    weights, "downsample.conv.conv.weight", (self.encoded_dim, dimension, kernel)
+                ),
+                None,
+                stride=resample_stride,
+                pad_mode="replicate",
+            )
+
+    def is_zeroed(self) -> bool:
+        """True when any weight matrix is all zeros (a pack without cloning)."""
+        matrices = [layer.in_proj for layer in self.transformer.layers]
+        for _, layer in self.seanet.steps:
+            convs = [layer.conv_in, layer.conv_out] if isinstance(layer, ResidualBlock) else [layer]
+            matrices += [conv.matrix for conv in convs]
+        if self.downsample is not None:
+            matrices.append(self.downsample.matrix)
+        return any(not np.any(matrix) for matrix in matrices)
+
+    def encode(self, padded: np.ndarray, frame_size: int) -> np.ndarray:
+        """Audio [frames · frame_size] f32 → latents [frames, encoded_dim]."""
+        seanet_state = self.seanet.initial_state()
+        cache = self.transformer.new_cache(ENCODE_CHUNK_FRAMES * self.resample_stride)
         history = self.downsample.initial_history() if self.downsample is not None else None
-        chunk = ENCODE_CHUNK_FRAMES * self.frame_size
+        chunk = ENCODE_CHUNK_FRAMES * frame_size
         outputs = []
         for start in range(0, padded.size, chunk):
-            x = self.encoder(padded[start : start + chunk, None], seanet_state)  # [steps, 512]
-            x = self.encoder_transformer(x, cache)
+            x = self.seanet(padded[start : start + chunk, None], seanet_state)  # [steps, 512]
+            x = self.transformer(x, cache)
             if self.downsample is not None:
                 x, history = self.downsample(x, history, first=start == 0)  # [frames, inner]
             outputs.append(x)
