@@ -316,3 +316,19 @@ def test_the_int8_kernel_follows_the_cpu_numba_compiles_for(monkeypatch):
     monkeypatch.setattr(numba.config, "CPU_FEATURES", None)
     monkeypatch.setattr(numba.config, "CPU_NAME", "generic")
     assert not kernels._host_has_avx2()
+
+
+@pytest.mark.parametrize("precision", ("fp32", *NARROW))
+def test_the_load_log_says_how_the_linears_run(packs, caplog, precision):
+    kernels = linears.load_kernels()
+    expected = {
+        "fp32": "float32 (compiled kernels for steps)",
+        "bf16": "bfloat16 weights widened",
+        "int8": "integer multiply-adds (AVX2)" if kernels.AVX2 else "widened to float32",
+    }[precision]
+    with caplog.at_level("INFO", logger="pipecat_pocket_tts.engine.backends.numpy.backend"):
+        PocketTTS.load(backend="numpy", model_dir=packs["standard"], precision=precision)
+    line = next(
+        r.getMessage() for r in caplog.records if "FlowLM transformer linears" in r.getMessage()
+    )
+    assert f"in {precision}: " in line and expected in line and "everything else fp32" in line

@@ -28,7 +28,7 @@ from ..base import (
 )
 from .files import resolve_numpy_pack
 from .flowlm import CHUNK_POSITIONS, DEFAULT_CAPACITY, FlowLM, KVCache
-from .linears import PRECISIONS, Linear, check_precision
+from .linears import PRECISIONS, Linear, check_precision, how_linears_run
 from .mimi import Mimi, MimiDecoderState
 from .safetensors_file import drop_resident_pages
 from .sampler import Sampler
@@ -67,10 +67,10 @@ class NumpyBackend(Backend):
         self.precision = precision
         self.flow_lm = FlowLM(config, weights, precision=precision)
         logger.info(
-            "numpy backend for %s: FlowLM transformer linears in %s%s",
+            "numpy backend for %s: FlowLM transformer linears in %s: %s; everything else fp32",
             config.name,
             precision,
-            "" if precision == "fp32" else " (numba kernels; everything else fp32)",
+            how_linears_run(precision),
         )
         self.sampler = Sampler(config, weights, steps=sampler_steps)
         mimi_weights = {k[len("mimi.") :]: v for k, v in weights.items() if k.startswith("mimi.")}

@@ -58,6 +58,17 @@ def load_kernels() -> ModuleType:
     return compiled.required()
 
 
+def how_linears_run(precision: str) -> str:
+    """A line for the load log: how this process runs linears at ``precision``."""
+    if precision == "fp32":
+        return "float32 (compiled kernels for steps)" if compiled.optional() else "float32 (BLAS)"
+    if precision == "bf16":
+        return "bfloat16 weights widened to float32 in numba kernels"
+    if load_kernels().AVX2:
+        return "int8 weights, int16-rounded activations, integer multiply-adds (AVX2)"
+    return "int8 weights widened to float32 in numba kernels (no AVX2)"
+
+
 class Linear:
     """A bias-free linear ``x [n, in] → [n, out]``; subclasses hold the weight their way."""
 
