@@ -146,7 +146,8 @@ def int16_rounding_bound(x: np.ndarray, dense: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize(
-    "rows", (1, 2, 3, *WIDENED, KERNEL_MAX_ROWS, KERNEL_MAX_ROWS + 1, 2 * KERNEL_MAX_ROWS + 1)
+    "rows",
+    (1, 2, 3, *WIDENED, KERNEL_MAX_ROWS, KERNEL_MAX_ROWS + 1, 2 * KERNEL_MAX_ROWS + 1, 129),
 )
 @pytest.mark.parametrize(
     "shape", ((96, 64), (41, 56), (23, 200), (2, 8), (2 * linears.WIDEN_ROWS + 89, 32))
@@ -162,7 +163,8 @@ def test_narrow_linears_multiply_by_their_dense_weight(rows, shape):
         expected = x.astype(np.float64) @ linear.dense().T.astype(np.float64)
         assert out.shape == (rows, shape[0]) and out.dtype == np.float32
         # int8 on an AVX2 host rounds x to int16 (kernels.int8_matmul_int16) in its kernel
-        rounded = precision == "int8" and rows <= linears.INT8_CHUNKED_MAX_ROWS
+        kernel_rows = linears.int8_chunked_max_rows(linears.load_kernels())
+        rounded = precision == "int8" and rows <= kernel_rows
         slack = int16_rounding_bound(x, linear.dense()) if rounded else 0.0
         assert np.all(np.abs(out - expected) <= slack + 1e-4 * (1 + np.abs(expected)))
         np.testing.assert_array_equal(linear(x.T.copy().T), out)  # non-contiguous input
@@ -192,6 +194,25 @@ def test_fp32_linears_of_a_few_rows_run_the_compiled_kernel(monkeypatch):
     linear(np.ones((KERNEL_MAX_ROWS, 40), np.float32))
     linear(np.ones((KERNEL_MAX_ROWS + 1, 40), np.float32))  # a prefill: BLAS
     assert calls == [(KERNEL_MAX_ROWS, 40)]
+
+
+def test_int8_prefills_run_the_kernel_in_blocks_up_to_its_limit(monkeypatch):
+    weight = np.random.default_rng(1).standard_normal((30, 40)).astype(np.float32)
+    linear = make_linear(weight, "int8")
+    limit = linears.int8_chunked_max_rows(linear._kernels)
+    assert limit == (8 if linear._kernels.AVX2 else 2) * KERNEL_MAX_ROWS
+    calls = []
+    kernel = linear._kernels.int8_matmul
+    monkeypatch.setattr(
+        linear._kernels,
+        "int8_matmul",
+        lambda *args: calls.append(args[0].shape[0]) or kernel(*args),
+    )
+    linear(np.ones((limit, 40), np.float32))
+    assert calls == [KERNEL_MAX_ROWS] * (limit // KERNEL_MAX_ROWS)
+    calls.clear()
+    linear(np.ones((limit + 1, 40), np.float32))  # longer: BLAS on widened rows
+    assert calls == []
 
 
 def test_int8_keeps_one_scale_per_output_row():

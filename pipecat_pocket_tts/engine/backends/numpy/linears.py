@@ -14,7 +14,7 @@ prefill all compute it the same way; the sampler head's linears are fp32 ones.
 Up to ``KERNEL_MAX_ROWS`` rows (steps and small batches) run numba kernels (``kernels.py``, the
 ``fast`` extra): always for the narrow precisions, and for fp32 when numba is installed (else
 BLAS; the kernel reads the weight once where OpenBLAS packs it for every product of a few
-rows); int8 takes short prefills (``INT8_CHUNKED_MAX_ROWS``) through its kernel too, in blocks.
+rows); int8 takes prefills up to ``INT8_CHUNKED_MAX_ROWS`` through its kernel too, in blocks.
 Longer inputs use BLAS, narrow weights widened ``WIDEN_ROWS`` rows at a time (never a whole
 fp32 copy). Activations are float32, except in the int8 kernel on AVX2 hosts, which rounds
 each row of x to int16 for integer multiply-adds (``kernels.int8_matmul_int16``).
@@ -36,9 +36,11 @@ Shape: TypeAlias = tuple[int, ...]
 KERNEL_EXTRA = compiled.KERNEL_EXTRA
 #: Longest input [n, in] a kernel takes in one call (longer: BLAS, or int8 in row blocks).
 KERNEL_MAX_ROWS = 16
-#: Longest input the int8 kernel still takes, KERNEL_MAX_ROWS rows at a time (a short text
-#: prefill: six layers at 20 rows 72 ms against 106 ms widened; equal from ~48 rows).
-INT8_CHUNKED_MAX_ROWS = 2 * KERNEL_MAX_ROWS
+#: Longest input the int8 kernel still takes, KERNEL_MAX_ROWS rows at a time, by kernel
+#: (``kernels.AVX2``): a text prefill, and a voice's, through the integer kernel took 0.30-0.67x
+#: of widening the weights for BLAS from 20 to 96 rows and 0.84x at 128 (six layers, one
+#: thread); the float kernel was quicker up to ~48 rows (at 20: 72 ms against 106 ms).
+INT8_CHUNKED_MAX_ROWS = {"int16": 8 * KERNEL_MAX_ROWS, "float": 2 * KERNEL_MAX_ROWS}
 #: Output rows of a narrow weight widened at a time for inputs too long for its kernel.
 WIDEN_ROWS = 256
 
@@ -56,6 +58,11 @@ def check_precision(precision: object) -> str:
 def load_kernels() -> ModuleType:
     """The compiled kernels module, or ``PrecisionUnavailableError`` naming the extra."""
     return compiled.required()
+
+
+def int8_chunked_max_rows(kernels: ModuleType) -> int:
+    """Longest input [n, in] an int8 linear runs through ``kernels`` (longer: BLAS)."""
+    return INT8_CHUNKED_MAX_ROWS["int16" if kernels.AVX2 else "float"]
 
 
 def how_linears_run(precision: str) -> str:
@@ -183,7 +190,7 @@ class Int8Linear(Linear):
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         n = x.shape[0]
-        if n > INT8_CHUNKED_MAX_ROWS:
+        if n > int8_chunked_max_rows(self._kernels):
             return self._widened_matmul(x)
         x = np.ascontiguousarray(x, np.float32)
         out = np.empty((n, self.shape[0]), np.float32)
