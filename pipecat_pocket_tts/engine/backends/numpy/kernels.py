@@ -16,12 +16,12 @@ while the n rows of x pass over them, so one call streams every weight byte once
 
 - ``int8_matmul_int16`` (AVX2): each row of x rounded to int16 with its own scale, then
   integer multiply-adds (``vpmaddwd``, 16 products an instruction, from LLVM IR written in
-  ``_madd_rows``: numba's loops do not produce it), summed exactly in int32 per
-  ``MADD_BLOCK`` inputs; two rows of x share each load of the weight. The rounding (~90 dB) is
-  far below the int8 weights' own error (~40 dB). Widening int8 to float32 in registers
-  bounded the float kernel at ~17 G weights/s even in cache; this one reaches the DRAM rate on
-  one step (a step's linears in ~0.75×, a batched step of 8 rows ~0.5× of the float kernel's
-  time).
+  ``_madd_rows``: the numba loops tried for it ran slower than the float kernel), summed in
+  int32 per ``MADD_BLOCK`` inputs; two rows of x share each load of the weight. The rounding
+  (~90 dB) is far below the int8 weights' own error (~40 dB). Widening int8 to float32 in
+  registers bounded the float kernel at ~17 G weights/s even in cache; this one reaches the
+  DRAM rate on one step (a step's linears in ~0.75×, a batched step of 8 rows ~0.5× of the
+  float kernel's time).
 - ``int8_matmul_float`` (other CPUs, and input holding NaN or infinity): int8 widened to
   float32 in registers; from ``WIDEN_FROM_ROWS`` rows of x (a batched step), the four rows are
   widened once and the rows of x go two at a time, as ``f32_matmul`` walks its rows.
