@@ -25,17 +25,16 @@ from ...config import FlowLMTransformerConfig, ModelConfig
 from ...errors import WeightsMismatchError
 from ...finite import check_finite_weights
 from .linears import Linear, check_precision, make_linear
-from .mimi import mimi_weight_shapes
+from .mimi import ENCODER_PREFIXES, mimi_weight_shapes
 from .narrow_cache import NarrowCache
 from .safetensors_file import iter_safetensors, tensor_shapes
 
 Shape = tuple[int, ...]
 
-#: Key prefixes of the weights only voice cloning uses (absent or zero in ungated files).
+#: Key prefixes of the weights only voice cloning uses (absent or zero in ungated files): the
+#: Mimi encoder's and FlowLM's speaker projection.
 CLONING_PREFIXES = (
-    "mimi.encoder.",
-    "mimi.encoder_transformer.",
-    "mimi.downsample.",
+    *(f"mimi.{prefix}" for prefix in ENCODER_PREFIXES),
     "flow_lm.speaker_proj_weight",
 )
 
