@@ -113,7 +113,7 @@ def probe_times(backend: NumpyBackend, state, probe: AttentionProbe) -> list[flo
     for _ in range(50):
         t0 = time.perf_counter()
         for layer in range(flow.num_layers):
-            flow._probe(layer, q, state.keys[layer], probe, out)
+            flow._probe(layer, q, state, probe, out)
         times.append(1000 * (time.perf_counter() - t0))
     return times
 

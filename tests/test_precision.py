@@ -10,7 +10,8 @@ from precision_stages import STAGES, recorded_errors, stage_errors
 from reference_fixtures import FAMILIES, snr_db
 
 from pipecat_pocket_tts.engine import PocketTTS, PrecisionUnavailableError
-from pipecat_pocket_tts.engine.backends.numpy import linears, narrow_cache
+from pipecat_pocket_tts.engine.backends.numpy import flowlm, linears, narrow_cache
+from pipecat_pocket_tts.engine.backends.numpy.flowlm import KVCache
 from pipecat_pocket_tts.engine.backends.numpy.kernels import WIDEN_FROM_ROWS
 from pipecat_pocket_tts.engine.backends.numpy.linears import (
     KERNEL_MAX_ROWS,
@@ -261,6 +262,76 @@ def test_warm_up_compiles_the_kernels_for_read_only_weights_too():
         if hasattr(signature[1], "mutable")  # an array, not None
     }
     assert norm_weights == {True, False}
+
+
+# -- the bfloat16 KV cache of the narrow precisions --------------------------------------------
+@pytest.mark.parametrize("precision", ("fp32", *NARROW))
+def test_narrow_precisions_keep_the_kv_cache_in_bfloat16(packs, precision):
+    backend = PocketTTS.load(
+        backend="numpy", model_dir=packs["standard"], precision=precision
+    ).backend
+    narrow = precision != "fp32"
+    voice = backend.voice_from_flow_state(backend.new_flow_state())
+    for state in (backend.new_flow_state(), backend.flow_state_from_voice(voice)):
+        assert state.bfloat16 is narrow
+        assert state.keys.dtype == state.values.dtype == (np.uint16 if narrow else np.float32)
+    fp32 = KVCache(2, 3, 8, 10)
+    assert KVCache(2, 3, 8, 10, bfloat16=True).keys.nbytes == fp32.keys.nbytes // 2
+
+
+def _awkward_entries() -> np.ndarray:
+    """[3, 2, 8] f32 entries with NaN, ±inf, -0, a subnormal and halfway values."""
+    entries = np.random.default_rng(5).standard_normal((3, 2, 8)).astype(np.float32)
+    entries[0, 0, :7] = [np.nan, np.inf, -np.inf, -0.0, 1e-40, 1.0 + 2**-8, 1.0 + 3 * 2**-8]
+    return entries
+
+
+@pytest.mark.parametrize("compiled", (True, False))
+def test_a_bfloat16_cache_stores_entries_rounded_to_nearest_even(monkeypatch, compiled):
+    if not compiled:  # the NumPy rounding, as without numba
+        monkeypatch.setattr(flowlm, "_kernels", None)
+    keys, values = _awkward_entries(), -_awkward_entries()
+    state = KVCache(2, 2, 8, 10, bfloat16=True)
+    state.write(1, 4, keys, values)
+    for stored, entries in ((state.keys, keys), (state.values, values)):
+        np.testing.assert_array_equal(
+            stored[1, :, 4:7], to_bfloat16_bits(entries).transpose(1, 0, 2)
+        )
+        assert not stored[0].any() and not stored[1, :, :4].any() and not stored[1, :, 7:].any()
+    widened = (to_bfloat16_bits(keys).astype(np.uint32) << 16).view(np.float32)
+    np.testing.assert_array_equal(state.keys_f32(1, 4, 7), widened.transpose(1, 0, 2))
+    assert state.position == 0  # writing is not advancing
+
+
+def test_a_step_attends_over_a_bfloat16_cache_as_over_its_float32_widening(packs, monkeypatch):
+    """The compiled one-position attention reads the bfloat16 cache; the NumPy path reads its
+    widened float32 copy: the same step, to float32 rounding."""
+    backend = PocketTTS.load(backend="numpy", model_dir=packs["standard"], precision="int8").backend
+    flow = backend.flow_lm
+    start = backend.new_flow_state()
+    flow.prefill(start, backend.embed_text(np.arange(12) % 50))
+    compiled_state, numpy_state = start.copy(), start.copy()
+    assert compiled_state.bfloat16
+    latent = np.full(flow.latent_dim, 0.1, np.float32)
+    compiled_out = [flow.step(compiled_state, latent).hidden for _ in range(3)]
+    monkeypatch.setattr(flowlm, "_kernels", None)
+    numpy_out = [flow.step(numpy_state, latent).hidden for _ in range(3)]
+    for a, b in zip(compiled_out, numpy_out, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(compiled_state.keys, numpy_state.keys)
+
+
+def test_copies_and_voices_keep_a_bfloat16_cache_exactly(packs):
+    backend = PocketTTS.load(backend="numpy", model_dir=packs["standard"], precision="bf16").backend
+    state = backend.new_flow_state()
+    backend.prefill(state, backend.embed_text(np.arange(9) % 50))
+    clone = state.copy()
+    assert clone.bfloat16 and np.array_equal(clone.keys, state.keys)
+    again = backend.flow_state_from_voice(backend.voice_from_flow_state(state))
+    assert again.position == state.position
+    filled = state.position
+    np.testing.assert_array_equal(again.keys[:, :, :filled], state.keys[:, :, :filled])
+    np.testing.assert_array_equal(again.values[:, :, :filled], state.values[:, :, :filled])
 
 
 # -- the integer int8 kernel (AVX2 hosts) ---------------------------------------------------------

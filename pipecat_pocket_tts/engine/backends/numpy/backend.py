@@ -187,19 +187,18 @@ class NumpyBackend(Backend):
         )
         state = flow.new_state(max(DEFAULT_CAPACITY, length + CHUNK_POSITIONS))
         for i, (k, v) in enumerate(zip(voice.keys, voice.values, strict=True)):
-            state.keys[i, :, :length] = np.asarray(k, np.float32).transpose(1, 0, 2)
-            state.values[i, :, :length] = np.asarray(v, np.float32).transpose(1, 0, 2)
+            state.write(i, 0, np.asarray(k, np.float32), np.asarray(v, np.float32))
         state.advance(length)
         return state
 
     def voice_from_flow_state(self, state: KVCache) -> VoiceKV:
         filled = state.position
         keys = [
-            np.ascontiguousarray(state.keys[i, :, :filled].transpose(1, 0, 2))
+            np.ascontiguousarray(state.keys_f32(i, 0, filled).transpose(1, 0, 2))
             for i in range(state.num_layers)
         ]
         values = [
-            np.ascontiguousarray(state.values[i, :, :filled].transpose(1, 0, 2))
+            np.ascontiguousarray(state.values_f32(i, 0, filled).transpose(1, 0, 2))
             for i in range(state.num_layers)
         ]
         return VoiceKV(keys=keys, values=values)

@@ -26,7 +26,7 @@ from ...errors import ContextOverflowError
 from ..base import AttentionProbe, StepOutput, check_token_ids
 from . import compiled
 from .layers import apply_rope, gelu_tanh, layer_norm, linear_rows, rope_tables
-from .linears import Linear, make_linear
+from .linears import Linear, make_linear, to_bfloat16_bits
 
 # The ``fast`` extra: one step's attention in one compiled pass. Imported at model load.
 _kernels = compiled.optional()
@@ -46,9 +46,12 @@ LAYER_NORM_EPS = 1e-5
 class KVCache:
     """Keys and values of one sequence, preallocated; implements ``base.FlowState``.
 
-    ``keys`` and ``values`` are [layers, kv_heads, capacity, head_dim] float32 (head-major, so
-    each head's filled prefix is one contiguous block for the attention matmuls). Slots
-    ``[0, position)`` are filled; the rest is zero pages the OS maps only when written.
+    ``keys`` and ``values`` are [layers, kv_heads, capacity, head_dim] (head-major, so each
+    head's filled prefix is one contiguous block for attention): float32, or with ``bfloat16``
+    the bfloat16 bit patterns (uint16), which the narrow precisions keep: half the memory of a
+    sequence and of the bytes every step's attention reads. Slots ``[0, position)`` are filled;
+    the rest is zero pages the OS maps only when written. Entries go in through ``write`` and
+    come out as float32 through ``keys_f32`` / ``values_f32``.
     """
 
     def __init__(
@@ -57,12 +60,15 @@ class KVCache:
         kv_heads: int,
         head_dim: int,
         capacity: int = DEFAULT_CAPACITY,
+        *,
+        bfloat16: bool = False,
     ) -> None:
         if capacity < 1:
             raise ValueError(f"KV capacity must be positive, got {capacity}")
         shape = (num_layers, kv_heads, capacity, head_dim)
-        self.keys = _lazy_zeros(shape)
-        self.values = _lazy_zeros(shape)
+        dtype = np.dtype(np.uint16 if bfloat16 else np.float32)
+        self.keys = _lazy_zeros(shape, dtype)
+        self.values = _lazy_zeros(shape, dtype)
         self._position = 0
 
     @property
@@ -78,18 +84,46 @@ class KVCache:
     def num_layers(self) -> int:
         return self.keys.shape[0]
 
+    @property
+    def bfloat16(self) -> bool:
+        """Whether entries are stored as bfloat16 (else float32)."""
+        return self.keys.dtype == np.uint16
+
     def copy(self, capacity: int | None = None) -> KVCache:
         """An independent cache with the same filled part (only that part is copied)."""
         capacity = self.capacity if capacity is None else capacity
         if capacity < self._position:
             raise ValueError(f"capacity {capacity} is below the filled length {self._position}")
         _, kv_heads, _, head_dim = self.keys.shape
-        out = KVCache(self.num_layers, kv_heads, head_dim, capacity)
+        out = KVCache(self.num_layers, kv_heads, head_dim, capacity, bfloat16=self.bfloat16)
         filled = self._position
         out.keys[:, :, :filled] = self.keys[:, :, :filled]
         out.values[:, :, :filled] = self.values[:, :, :filled]
         out._position = filled
         return out
+
+    def write(self, layer: int, start: int, keys: np.ndarray, values: np.ndarray) -> None:
+        """Store keys and values [n, kv_heads, head_dim] f32 of positions start … start + n - 1
+        of ``layer`` (rounded to nearest even bfloat16 when the cache holds bfloat16)."""
+        end = start + keys.shape[0]
+        if not self.bfloat16:
+            self.keys[layer, :, start:end] = keys.transpose(1, 0, 2)
+            self.values[layer, :, start:end] = values.transpose(1, 0, 2)
+        elif _kernels is not None:
+            _kernels.store_bfloat16(np.ascontiguousarray(keys), self.keys[layer], start)
+            _kernels.store_bfloat16(np.ascontiguousarray(values), self.values[layer], start)
+        else:
+            self.keys[layer, :, start:end] = to_bfloat16_bits(keys).transpose(1, 0, 2)
+            self.values[layer, :, start:end] = to_bfloat16_bits(values).transpose(1, 0, 2)
+
+    def keys_f32(self, layer: int, start: int, stop: int) -> np.ndarray:
+        """Keys of positions [start, stop) of ``layer`` as float32 [kv_heads, stop - start,
+        head_dim]: a view of a float32 cache, a widened copy of a bfloat16 one."""
+        return _as_float32(self.keys[layer, :, start:stop])
+
+    def values_f32(self, layer: int, start: int, stop: int) -> np.ndarray:
+        """Values of positions [start, stop) of ``layer``, as ``keys_f32``."""
+        return _as_float32(self.values[layer, :, start:stop])
 
     def reserve(self, n: int) -> tuple[int, int]:
         """The slot range [start, end) of n new positions; raises ContextOverflowError if full."""
@@ -171,8 +205,15 @@ class FlowLM:
 
     # -- states ---------------------------------------------------------------------------
     def new_state(self, capacity: int = DEFAULT_CAPACITY) -> KVCache:
-        """An empty sequence with room for ``capacity`` positions."""
-        return KVCache(self.num_layers, self.kv_heads, self.head_dim, capacity)
+        """An empty sequence with room for ``capacity`` positions (bfloat16 entries at the
+        narrow precisions, float32 at fp32)."""
+        return KVCache(
+            self.num_layers,
+            self.kv_heads,
+            self.head_dim,
+            capacity,
+            bfloat16=self.precision != "fp32",
+        )
 
     # -- text -----------------------------------------------------------------------------
     def embed(self, token_ids: np.ndarray) -> np.ndarray:
@@ -276,13 +317,11 @@ class FlowLM:
             q, k = self._rotated_qk(qkv, cos, sin)
             v = qkv[:, q_dim + kv_dim :].reshape(batch, self.kv_heads, self.head_dim)
             for b, (state, start) in enumerate(zip(states, starts, strict=True)):
-                keys, values = state.keys[index], state.values[index]
-                keys[:, start] = k[b]
-                values[:, start] = v[b]
+                state.write(index, start, k[b : b + 1], v[b : b + 1])
                 probe, rows = probes[b], probed[b]
                 if probe is not None and rows is not None:
-                    self._probe(index, q[b], keys, probe, rows)
-                attended[b] = self._attend(q[b : b + 1], keys, values, start)[0]
+                    self._probe(index, q[b], state, probe, rows)
+                attended[b] = self._attend(q[b : b + 1], state, index, start)[0]
             x += layer.out_proj(attended)
             h = layer_norm(x, layer.norm2_w, layer.norm2_b, LAYER_NORM_EPS)
             x += layer.linear2(gelu_tanh(layer.linear1(h)))
@@ -308,13 +347,10 @@ class FlowLM:
             qkv = layer.in_proj(h)  # [n, q + 2·kv]
             q, k = self._rotated_qk(qkv, cos, sin)
             v = qkv[:, q_dim + kv_dim :].reshape(n, self.kv_heads, self.head_dim)
-            keys = state.keys[index]  # [kv_heads, capacity, head_dim]
-            values = state.values[index]
-            keys[:, start:end] = k.transpose(1, 0, 2)
-            values[:, start:end] = v.transpose(1, 0, 2)
+            state.write(index, start, k, v)
             if probe is not None:
-                self._probe(index, q[-1], keys, probe, probed)
-            attended = self._attend(q, keys, values, start)  # [n, q_dim]
+                self._probe(index, q[-1], state, probe, probed)
+            attended = self._attend(q, state, index, start)  # [n, q_dim]
             x += layer.out_proj(attended)
             h = layer_norm(x, layer.norm2_w, layer.norm2_b, LAYER_NORM_EPS)
             x += layer.linear2(gelu_tanh(layer.linear1(h)))
@@ -332,27 +368,27 @@ class FlowLM:
         rotated = apply_rope(pairs, cos, sin)
         return rotated[:, :heads], rotated[:, heads:]
 
-    def _attend(
-        self, q: np.ndarray, keys: np.ndarray, values: np.ndarray, start: int
-    ) -> np.ndarray:
+    def _attend(self, q: np.ndarray, state: KVCache, layer: int, start: int) -> np.ndarray:
         """Causal attention of queries q [n, H, Dh] at positions start… over the first
-        P = start + n keys/values of caches [kv_heads, capacity, Dh] → [n, H·Dh]. Query head h
-        reads kv head h // group. One position with numba: ``kernels.attend_one``."""
+        P = start + n positions of ``layer`` in ``state`` → [n, H·Dh]. Query head h reads kv
+        head h // group. One position with numba: ``kernels.attend_one`` (on the cache as
+        stored, float32 or bfloat16)."""
         n = q.shape[0]
         length = start + n
         if n == 1 and _kernels is not None:
             out = np.empty((1, self.num_heads * self.head_dim), np.float32)
             _kernels.attend_one(
                 np.ascontiguousarray(q[0]),
-                keys,
-                values,
+                state.keys[layer],
+                state.values[layer],
                 length,
                 self.scale,
                 np.empty(length, np.float32),
                 out.reshape(self.num_heads, self.head_dim),
             )
             return out
-        keys, values = keys[:, :length], values[:, :length]
+        keys = state.keys_f32(layer, 0, length)  # [kv_heads, P, Dh]
+        values = state.values_f32(layer, 0, length)
         kv_heads, _, head_dim = keys.shape
         group = self.num_heads // kv_heads
         if n == 1:
@@ -384,13 +420,17 @@ class FlowLM:
         return np.empty((len(probe.heads), probe.end - probe.start), np.float32)
 
     def _probe(
-        self, layer: int, q: np.ndarray, keys: np.ndarray, probe: AttentionProbe, out: np.ndarray
+        self, layer: int, q: np.ndarray, state: KVCache, probe: AttentionProbe, out: np.ndarray
     ) -> None:
-        """Logits of query q [H, Dh] (heads of probe in ``layer``) on keys [kv, P, Dh]."""
+        """Logits of query q [H, Dh] (heads of probe in ``layer``) on the probed positions of
+        ``layer`` in ``state``."""
         group = self.num_heads // self.kv_heads
+        keys = None
         for row, (probe_layer, head) in enumerate(probe.heads):
             if probe_layer == layer:
-                out[row] = keys[head // group, probe.start : probe.end] @ q[head]
+                if keys is None:
+                    keys = state.keys_f32(layer, probe.start, probe.end)  # [kv, P, Dh]
+                out[row] = keys[head // group] @ q[head]
                 out[row] *= self.scale
 
     def _rope(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
@@ -421,8 +461,8 @@ class _Layer:
     linear2: Linear  # ffn → d
 
 
-def _lazy_zeros(shape: tuple[int, ...]) -> np.ndarray:
-    """A float32 array of zeros in its own anonymous memory map, backed by 4 KiB pages.
+def _lazy_zeros(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """An array of zeros in its own anonymous memory map, backed by 4 KiB pages.
 
     Pages are mapped on first write and returned to the OS when the array is freed. NumPy's
     own large allocations ask for transparent huge pages, whose first touch can stall for
@@ -430,5 +470,12 @@ def _lazy_zeros(shape: tuple[int, ...]) -> np.ndarray:
     voice state must not pay at the start of every chunk.
     """
     count = math.prod(shape)
-    buffer = mmap.mmap(-1, max(4 * count, 1))
-    return np.frombuffer(buffer, np.float32, count=count).reshape(shape)
+    buffer = mmap.mmap(-1, max(dtype.itemsize * count, 1))
+    return np.frombuffer(buffer, dtype, count=count).reshape(shape)
+
+
+def _as_float32(entries: np.ndarray) -> np.ndarray:
+    """KV entries as float32: float32 ones as they are, bfloat16 bits (uint16) widened."""
+    if entries.dtype == np.float32:
+        return entries
+    return (entries.astype(np.uint32) << 16).view(np.float32)

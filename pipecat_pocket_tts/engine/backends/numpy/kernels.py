@@ -43,7 +43,7 @@ import numba
 import numpy as np
 from llvmlite import binding, ir
 from numba.core import cgutils, types
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
 
 # error_model="numpy": a float division by zero gives inf/NaN as in NumPy, rather than a check
 # and a ZeroDivisionError branch that keeps LLVM from vectorizing the loop.
@@ -486,11 +486,42 @@ def rope_pairs(x, cos, sin, out):  # pragma: no cover - compiled
                 out[t, h, 2 * i + 1] = real * s + imag * c
 
 
+def _kv_float(value):  # pragma: no cover - compiled only (the overload below)
+    """A KV cache entry as float32: a float32 itself, a uint16 as the bfloat16 it holds."""
+    raise NotImplementedError("compiled only")
+
+
+@overload(_kv_float, inline="always")
+def _kv_float_overload(value):  # pragma: no cover - compiled
+    if isinstance(value, types.Integer) and value.bitwidth == 16 and not value.signed:
+        return lambda value: _float32_from_bits(np.int32(value) << np.int32(16))
+    if value == types.float32:
+        return lambda value: value
+    return None
+
+
+@_jit_nan_safe
+def store_bfloat16(x, cache, start):  # pragma: no cover - compiled
+    """x [n, H, Dh] f32 → positions start … start + n - 1 of cache [H, capacity, Dh] as
+    bfloat16 bit patterns (uint16), rounded to nearest even; NaN is stored as 0x7FC0 (as
+    ``linears.to_bfloat16_bits`` rounds)."""
+    steps, heads, width = x.shape
+    for t in range(steps):
+        for h in range(heads):
+            for i in range(width):
+                value = x[t, h, i]
+                bits = np.int64(_bits_of_float32(value)) & np.int64(0xFFFFFFFF)
+                rounded = (bits + np.int64(0x7FFF) + ((bits >> np.int64(16)) & np.int64(1))) >> 16
+                code = np.int64(0x7FC0) if value != value else rounded & np.int64(0xFFFF)
+                cache[h, start + t, i] = np.uint16(code)
+
+
 @_jit_nan_safe
 def attend_one(q, keys, values, length, scale, scores, out):  # pragma: no cover - compiled
     """Attention of one position's queries q [H, Dh] over the first ``length`` keys and values
     [kv_heads, capacity, Dh] (query head h reads kv head h // (H / kv_heads)) → out [H, Dh];
-    scores [length] f32 is scratch. Softmax by max shift and the polynomial e^t."""
+    scores [length] f32 is scratch. The caches are float32, or bfloat16 bit patterns (uint16:
+    half the bytes, widened as read). Softmax by max shift and the polynomial e^t."""
     heads, width = q.shape
     group = heads // keys.shape[0]
     for h in range(heads):
@@ -499,7 +530,7 @@ def attend_one(q, keys, values, length, scale, scores, out):  # pragma: no cover
         for p in range(length):
             dot = np.float32(0.0)
             for i in range(width):
-                dot += q[h, i] * keys[kv, p, i]
+                dot += q[h, i] * _kv_float(keys[kv, p, i])
             dot *= scale
             scores[p] = dot
             top = max(top, dot)
@@ -514,7 +545,7 @@ def attend_one(q, keys, values, length, scale, scores, out):  # pragma: no cover
         for p in range(length):
             weight = scores[p] * inv_total
             for i in range(width):
-                out[h, i] += weight * values[kv, p, i]
+                out[h, i] += weight * _kv_float(values[kv, p, i])
 
 
 def warm_up() -> None:
@@ -541,3 +572,8 @@ def warm_up() -> None:
     rope_pairs(pairs, table, table, pairs)
     cache = np.zeros((1, 4, 8), np.float32)
     attend_one(pairs[0], cache, cache, 1, np.float32(1.0), np.empty(4, np.float32), pairs[0])
+    narrow_cache = np.zeros((1, 4, 8), np.uint16)
+    store_bfloat16(np.zeros((1, 1, 8), np.float32), narrow_cache, 0)
+    attend_one(
+        pairs[0], narrow_cache, narrow_cache, 1, np.float32(1.0), np.empty(4, np.float32), pairs[0]
+    )
