@@ -4,7 +4,9 @@ Full-size configs, random weights, one BLAS thread, numba installed. In one proc
 FlowLM step (solo and batched) and Mimi decode run with the kernels and with NumPy's code for
 those layers (the module switches ``layers._kernels`` / ``flowlm._kernels``), alternating
 every round so a shared machine's drift falls on both alike. The linears run the same way in
-both (compiled or BLAS as ``linears.py`` decides). Usage:
+both (compiled or BLAS as ``linears.py`` decides), except in the row ``mimi linears``: the
+same decode with the Mimi transformer's linears through the compiled fp32 kernel (what
+``linears.DenseLinear`` does for up to 16 rows, one stream's frame) against BLAS. Usage:
 
     python benchmarks/bench_compiled_layers.py [--configs english german_24l]
         [--precisions fp32 int8] [--batch 1,8] [--rounds 8]
@@ -54,7 +56,22 @@ def switch(on: bool) -> None:
     layers._kernels = flowlm._kernels = KERNELS if on else None
 
 
-def a_b(work: Callable[[], object]) -> tuple[float, float]:
+def mimi_linears_switch(backend: NumpyBackend) -> Callable[[bool], None]:
+    """Switches the compiled kernel of the Mimi decoder transformer's linears on and off."""
+    linears = [
+        linear
+        for layer in backend.mimi.decoder_transformer.layers
+        for linear in (layer.in_proj, layer.out_proj, layer.linear1, layer.linear2)
+    ]
+
+    def switch_linears(on: bool) -> None:
+        for linear in linears:
+            linear._kernels = KERNELS if on else None
+
+    return switch_linears
+
+
+def a_b(work: Callable[[], object], switch: Callable[[bool], None] = switch) -> tuple[float, float]:
     """Median CPU ms per call of ``work`` with the kernels on and off, rounds interleaved."""
     times: dict[bool, list[float]] = {True: [], False: []}
     for _ in range(ARGS.rounds):
@@ -89,14 +106,16 @@ def main() -> None:
                     states.append(state)
                 latents = rng.standard_normal((batch, latent_dim)).astype(np.float32)
                 mimi = [backend.new_mimi_state() for _ in range(batch)]
+                decode = partial(backend.decode_batch, mimi, latents)
                 stages = {
-                    "flowlm step": partial(backend.step_batch, states, list(latents)),
-                    "mimi decode": partial(backend.decode_batch, mimi, latents),
+                    "flowlm step": (partial(backend.step_batch, states, list(latents)), switch),
+                    "mimi decode": (decode, switch),
+                    "mimi linears": (decode, mimi_linears_switch(backend)),
                 }
-                for stage, work in stages.items():
-                    if stage == "mimi decode" and precision != ARGS.precisions[0]:
+                for stage, (work, switch_kernels) in stages.items():
+                    if stage.startswith("mimi") and precision != ARGS.precisions[0]:
                         continue  # Mimi stays fp32 at every precision
-                    on, off = a_b(work)
+                    on, off = a_b(work, switch_kernels)
                     print(
                         f"{name:<12}{precision:<11}{stage:<14}{batch:>3}{on:>10.1f}{off:>10.1f}"
                         f"  {on / off:.3f}",

@@ -17,8 +17,9 @@ from reference_fixtures import (
 )
 from safetensors.numpy import load_file
 
+from pipecat_pocket_tts.engine.backends.numpy import compiled, streaming_conv
 from pipecat_pocket_tts.engine.backends.numpy import mimi as mimi_module
-from pipecat_pocket_tts.engine.backends.numpy import streaming_conv
+from pipecat_pocket_tts.engine.backends.numpy.linears import KERNEL_MAX_ROWS
 from pipecat_pocket_tts.engine.backends.numpy.mimi import (
     ENCODER_PREFIXES,
     Mimi,
@@ -286,3 +287,26 @@ def test_decode_with_the_compiled_elu_equals_decode_with_numpys(
     monkeypatch.setattr(streaming_conv, "_kernels", None)
     numpy_only = _stream(mimi, latents)
     assert snr_db(numpy_only, compiled) >= 100
+
+
+def test_one_streams_frame_runs_the_transformer_linears_through_the_compiled_kernel(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A frame of one stream (a few positions) goes through the compiled fp32 kernel, which
+    reads each weight once; a batch of streams (more rows than the kernel takes) goes to BLAS."""
+    _, _, weights, arrays, mimi = _family(FAMILIES[0])
+    kernels = compiled.optional()
+    rows: list[int] = []
+    kernel = kernels.f32_matmul
+    monkeypatch.setattr(
+        kernels, "f32_matmul", lambda x, w, out: rows.append(x.shape[0]) or kernel(x, w, out)
+    )
+    latents = _denormalize(weights, arrays["mimi_latents"])
+    solo = mimi.decode(mimi.new_state(), latents[0])
+    linears_per_frame = 4 * len(mimi.decoder_transformer.layers)
+    assert len(rows) == linears_per_frame and set(rows) == {rows[0]}
+    assert rows[0] <= KERNEL_MAX_ROWS < 2 * rows[0]
+    rows.clear()
+    batch = mimi.decode_batch([mimi.new_state(), mimi.new_state()], latents[:2])
+    assert rows == []
+    assert snr_db(batch[0], solo) >= 100

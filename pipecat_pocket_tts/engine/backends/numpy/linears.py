@@ -3,7 +3,8 @@
 ``make_linear(weight [out, in], precision)`` returns a callable ``linear(x [n, in]) → [n, out]``
 (bias-free). Every attention and feed-forward linear of the FlowLM transformer (in_proj,
 out_proj, linear1, linear2) is applied through one, so a solo step, a batched step and the
-prefill all compute it the same way; the sampler head's linears are fp32 ones.
+prefill all compute it the same way; the sampler head's and Mimi's transformer's
+linears are fp32 ones.
 
 - ``"fp32"``: the float32 weight (memory-mapped from the file when it is fp32 there).
 - ``"bf16"``: bfloat16 weights (round to nearest even; exact for bf16 checkpoints), half the bytes.
