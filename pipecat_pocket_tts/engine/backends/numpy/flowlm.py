@@ -26,7 +26,7 @@ from ...errors import ContextOverflowError
 from ..base import AttentionProbe, StepOutput, check_token_ids
 from . import compiled
 from .layers import apply_rope, gelu_tanh, layer_norm, linear_rows, rope_tables
-from .linears import Linear, make_linear, to_bfloat16_bits
+from .linears import Linear, from_bfloat16_bits, make_linear, to_bfloat16_bits
 
 # The ``fast`` extra: one step's attention in one compiled pass. Imported at model load.
 _kernels = compiled.optional()
@@ -105,16 +105,15 @@ class KVCache:
     def write(self, layer: int, start: int, keys: np.ndarray, values: np.ndarray) -> None:
         """Store keys and values [n, kv_heads, head_dim] f32 of positions start … start + n - 1
         of ``layer`` (rounded to nearest even bfloat16 when the cache holds bfloat16)."""
-        end = start + keys.shape[0]
-        if not self.bfloat16:
-            self.keys[layer, :, start:end] = keys.transpose(1, 0, 2)
-            self.values[layer, :, start:end] = values.transpose(1, 0, 2)
-        elif _kernels is not None:
+        if self.bfloat16 and _kernels is not None:  # round and store in one compiled pass
             _kernels.store_bfloat16(np.ascontiguousarray(keys), self.keys[layer], start)
             _kernels.store_bfloat16(np.ascontiguousarray(values), self.values[layer], start)
-        else:
-            self.keys[layer, :, start:end] = to_bfloat16_bits(keys).transpose(1, 0, 2)
-            self.values[layer, :, start:end] = to_bfloat16_bits(values).transpose(1, 0, 2)
+            return
+        if self.bfloat16:
+            keys, values = to_bfloat16_bits(keys), to_bfloat16_bits(values)
+        end = start + keys.shape[0]
+        self.keys[layer, :, start:end] = keys.transpose(1, 0, 2)
+        self.values[layer, :, start:end] = values.transpose(1, 0, 2)
 
     def keys_f32(self, layer: int, start: int, stop: int) -> np.ndarray:
         """Keys of positions [start, stop) of ``layer`` as float32 [kv_heads, stop - start,
@@ -476,6 +475,4 @@ def _lazy_zeros(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
 
 def _as_float32(entries: np.ndarray) -> np.ndarray:
     """KV entries as float32: float32 ones as they are, bfloat16 bits (uint16) widened."""
-    if entries.dtype == np.float32:
-        return entries
-    return (entries.astype(np.uint32) << 16).view(np.float32)
+    return entries if entries.dtype == np.float32 else from_bfloat16_bits(entries)

@@ -172,7 +172,7 @@ class Bf16Linear(Linear):
         return self.bits.nbytes
 
     def dense_rows(self, start: int, stop: int) -> np.ndarray:
-        return (self.bits[start:stop].astype(np.uint32) << 16).view(np.float32)
+        return from_bfloat16_bits(self.bits[start:stop])
 
     def arrays(self) -> dict[str, np.ndarray]:
         return {"bits": self.bits}
@@ -283,3 +283,8 @@ def to_bfloat16_bits(weight: np.ndarray) -> np.ndarray:
     if nan.any():
         out[nan] = 0x7FC0
     return out
+
+
+def from_bfloat16_bits(bits: np.ndarray) -> np.ndarray:
+    """bfloat16 bit patterns (uint16) → the float32 values they hold (exact), a new array."""
+    return (bits.astype(np.uint32) << 16).view(np.float32)
