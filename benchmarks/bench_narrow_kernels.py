@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from collections.abc import Callable
 from pathlib import Path
 
@@ -150,7 +151,7 @@ class Candidates:
 
             out["numba-int8"] = lambda xs: run(kernels.int8_matmul, self.q_row_1d, xs)
             out["numba-int8-float"] = lambda xs: run(kernels.int8_matmul_float, self.q_row_1d, xs)
-            unwidened = four_row_int8_kernel(kernels)
+            unwidened = four_row_int8_kernel()
             out["numba-int8-unwidened"] = lambda xs: run(unwidened, self.q_row_1d, xs)
             serial = serial_int8_kernel()
             out["numba-int8-g64-serial"] = lambda xs: run(serial, self.q_group, xs)
@@ -254,14 +255,15 @@ class Candidates:
         return out
 
 
-def load_kernels():
-    """The package's numba kernels module, by path (the engine's other deps are not needed)."""
-    path = REPO / "pipecat_pocket_tts/engine/backends/numpy/kernels.py"
-    spec = importlib.util.spec_from_file_location("narrow_kernels", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # numba's cache finds the module again by name
-    spec.loader.exec_module(module)
-    return module
+def load_kernels(name: str = "kernels"):
+    """A module of the package's numba kernels (``kernels``, the facade, or one of its parts),
+    imported from its folder as the package ``narrow_kernels`` (the engine's other deps are not
+    needed); numba's cache finds it again by that name."""
+    if "narrow_kernels" not in sys.modules:
+        package = types.ModuleType("narrow_kernels")
+        package.__path__ = [str(REPO / "pipecat_pocket_tts/engine/backends/numpy")]
+        sys.modules["narrow_kernels"] = package
+    return importlib.import_module(f"narrow_kernels.{name}")
 
 
 def serial_int8_kernel():
@@ -288,12 +290,12 @@ def serial_int8_kernel():
     return kernel
 
 
-def four_row_int8_kernel(kernels):
+def four_row_int8_kernel():
     """A candidate kept out of the package (the kernel before it widened batched rows): four
     distant int8 rows at once for every n, each row of x against the int8 rows directly."""
     import numba
 
-    four_rows = kernels._four_int8_rows
+    four_rows = load_kernels("matmul_kernels")._four_int8_rows
 
     @numba.njit(fastmath=True, nogil=True, boundscheck=False)
     def kernel(x, weight, scale, out):  # pragma: no cover - compiled
@@ -308,8 +310,8 @@ def int16_activation_kernel():
     """A candidate kept out of the package: activations quantized to int16 per group of 64,
     integer multiply-adds as a numba loop, one weight row after another, a float scale product
     per group: slower than the float kernel. The package's int16 kernel
-    (``kernels.int8_matmul_int16``) reads four distant rows, two rows of x per weight load, a
-    scale per row, with its multiply-adds written in LLVM IR (``kernels._madd_rows``)."""
+    (``matmul_kernels.int8_matmul_int16``) reads four distant rows, two rows of x per weight load, a
+    scale per row, with its multiply-adds written in LLVM IR (``matmul_kernels._madd_rows``)."""
     import numba
 
     @numba.njit(fastmath=True, nogil=True, boundscheck=False, error_model="numpy")

@@ -46,6 +46,17 @@ def hf_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return cache
 
 
+@pytest.fixture
+def no_numba(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process without numba: ``import numba`` fails, and the kernel modules (imported
+    from the start of the run) are forgotten, so the next import of the kernels tries again."""
+    from pipecat_pocket_tts.engine.backends.numpy import kernels
+
+    monkeypatch.setitem(sys.modules, "numba", None)  # import numba → ImportError
+    for name in kernels.MODULES:
+        monkeypatch.delitem(sys.modules, f"{kernels.__package__}.{name}", raising=False)
+
+
 # ======================================================================================
 # Engine tests (test_session.py, test_synthesis.py, test_tts_api.py): tiny packs, each
 # built once per test run. Owner: the engine engineer. Append-only block.

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytest
 from precision_stages import STAGES, recorded_errors, stage_errors
@@ -126,9 +124,7 @@ def test_unknown_precision_is_a_value_error(packs):
 
 # -- without numba: a named error, never a silent fp32 ------------------------------------------
 @pytest.mark.parametrize("precision", NARROW)
-def test_missing_numba_is_a_named_error(packs, monkeypatch, precision):
-    monkeypatch.setitem(sys.modules, "numba", None)  # import numba → ImportError
-    monkeypatch.delitem(sys.modules, "pipecat_pocket_tts.engine.backends.numpy.kernels")
+def test_missing_numba_is_a_named_error(packs, no_numba, precision):
     with pytest.raises(PrecisionUnavailableError, match=r"pip install numba"):
         PocketTTS.load(backend="numpy", model_dir=packs["standard"], precision=precision)
     assert PocketTTS.load(backend="numpy", model_dir=packs["standard"]).backend.precision == "fp32"
@@ -399,15 +395,17 @@ def test_the_integer_kernel_passes_non_finite_input_as_the_float_kernel(bad):
 def test_the_int8_kernel_follows_the_cpu_numba_compiles_for(monkeypatch):
     import numba
 
+    from pipecat_pocket_tts.engine.backends.numpy import matmul_kernels
+
     kernels = linears.load_kernels()
     assert (kernels.int8_matmul is kernels.int8_matmul_int16) == kernels.AVX2
     monkeypatch.setattr(numba.config, "CPU_FEATURES", "+sse2,+fma,-avx2")
-    assert not kernels._host_has_avx2()
+    assert not matmul_kernels._host_has_avx2()
     monkeypatch.setattr(numba.config, "CPU_FEATURES", "+sse2,+avx2")
-    assert kernels._host_has_avx2()
+    assert matmul_kernels._host_has_avx2()
     monkeypatch.setattr(numba.config, "CPU_FEATURES", None)
     monkeypatch.setattr(numba.config, "CPU_NAME", "generic")
-    assert not kernels._host_has_avx2()
+    assert not matmul_kernels._host_has_avx2()
 
 
 @pytest.mark.parametrize("precision", ("fp32", *NARROW))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -46,10 +45,8 @@ async def test_service_speaks_at_int8(engine_pack_dir: Path, monkeypatch) -> Non
     assert loaded and all(engine.backend.precision == "int8" for engine in loaded)
 
 
-async def test_service_without_numba_reports_the_extra(engine_pack_dir: Path, monkeypatch) -> None:
+async def test_service_without_numba_reports_the_extra(engine_pack_dir: Path, no_numba) -> None:
     PocketTTS.clear_shared()
-    monkeypatch.setitem(sys.modules, "numba", None)
-    monkeypatch.delitem(sys.modules, "pipecat_pocket_tts.engine.backends.numpy.kernels")
     tts = PocketTTSService(model_dir=engine_pack_dir, backend="numpy", precision="bf16")
     _, up = await run_test(tts, frames_to_send=[], start_timeout=START)
     errors = [f.error for f in up if isinstance(f, ErrorFrame)]
@@ -64,9 +61,7 @@ def test_cli_says_at_int8(engine_pack_dir: Path, tmp_path: Path) -> None:
     assert audio.size > 0 and np.isfinite(audio).all()
 
 
-def test_cli_without_numba_is_one_clear_line(engine_pack_dir: Path, tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "numba", None)
-    monkeypatch.delitem(sys.modules, "pipecat_pocket_tts.engine.backends.numpy.kernels")
+def test_cli_without_numba_is_one_clear_line(engine_pack_dir: Path, tmp_path, no_numba, capsys):
     argv = ["say", "Hi.", "-o", str(tmp_path / "x.wav"), "--model-dir", str(engine_pack_dir)]
     assert main([*argv, "--backend", "numpy", "--precision", "int8"]) == 2
     err = capsys.readouterr().err

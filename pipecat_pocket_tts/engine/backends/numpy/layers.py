@@ -4,7 +4,7 @@ All arrays are float32. ``T`` is time, ``D`` a feature width, ``H`` heads, ``Dh`
 Linear weights keep PyTorch's [out, in] layout; ``x @ w.T`` is a BLAS call on a transposed view.
 
 With numba installed (the ``fast`` extra), ``layer_norm``, ``gelu_tanh`` and ``apply_rope`` run
-one compiled pass each (``kernels.py``) instead of NumPy's several: on the rows of one step,
+one compiled pass each (``layer_kernels.py``) instead of NumPy's several: on the rows of one step,
 NumPy's per-call cost is most of their time. Without it they run as written below.
 """
 
