@@ -18,7 +18,10 @@ Columns: ``batched`` (one scheduler per model: batched ticks on a pool of usable
 of every core), ``threads1`` (the same with ``OPENBLAS_NUM_THREADS=1``, as the README advises
 servers) and ``upstream`` (pocket-tts 4.0.1, one process per stream, one torch thread each;
 needs /tmp/refvenv); ``batched-int8`` is ``batched`` with the FlowLM linears at int8
-(``precision="int8"``, the ``fast`` extra). Every
+(``precision="int8"``, the ``fast`` extra); a ``-auto`` ending (``batched-auto``,
+``batched-int8-auto``) loads with ``max_streams="auto"``: the streams beyond what the measured
+cost keeps in real time wait for a slot (counted in "waited"; their time to first audio counts
+the wait). Every
 (column, N) runs in fresh processes, one after the other. Usage:
 
     python benchmarks/bench_capacity.py [--sizes 1,2,4,8,12,16,24]
@@ -109,10 +112,16 @@ class PeakRSS:
 def run_ours(mode: str, n: int, pack: Path) -> dict:
     from pipecat_pocket_tts.engine import PocketTTS
 
-    precision = "int8" if mode.endswith("-int8") else "fp32"
+    precision = "int8" if "-int8" in mode else "fp32"
     batching = mode.startswith("batched")
+    max_streams = "auto" if mode.endswith("-auto") else None
     tts = PocketTTS.load(
-        "english", backend="numpy", model_dir=pack, batching=batching, precision=precision
+        "english",
+        backend="numpy",
+        model_dir=pack,
+        batching=batching,
+        precision=precision,
+        max_streams=max_streams,
     )
     assert mode != "threads1" or os.environ.get("OPENBLAS_NUM_THREADS") == "1"
     for _ in tts.stream(WARM_UP):
@@ -120,7 +129,11 @@ def run_ours(mode: str, n: int, pack: Path) -> dict:
     idle = rss_bytes()
     peak = PeakRSS()
     streams: list[dict] = [{} for _ in range(n)]
-    sessions = [tts.session(seed=i, eos_threshold=1e9) for i in range(n)]
+    waited: set[int] = set()
+    sessions = [
+        tts.session(seed=i, eos_threshold=1e9, on_admission_wait=lambda _e, i=i: waited.add(i))
+        for i in range(n)
+    ]
 
     def consume(i: int) -> None:
         session, record = sessions[i], streams[i]
@@ -148,6 +161,7 @@ def run_ours(mode: str, n: int, pack: Path) -> dict:
         "rss_peak": peak.stop(),
         "rss_idle": idle,
         "threads": threading.active_count(),
+        "waited": len(waited),
     }
 
 
@@ -234,6 +248,7 @@ def summarize(result: dict, n: int) -> dict:
         "rss": result["rss_peak"] / 2**20,
         "per_stream": (result["rss_peak"] - result["rss_idle"]) / 2**20 / n,
         "frames": sum(len(a) for a in arrivals),
+        "waited": result.get("waited", 0),
     }
 
 
@@ -292,18 +307,19 @@ def print_table(sizes: list[int], modes: list[str], rows: dict) -> None:
         print(f"stream i requested {ARGS.stagger} s after stream i - 1 (time to first audio from")
         print("its own request, so the later streams start while the earlier ones speak)")
     print(
-        f"{'N':>3} {'column':<12} {'stall@200':>9} {'stall@500':>9} {'TTFA p50':>9} "
-        f"{'TTFA p95':>9} {'core-s/s':>9} {'RSS MB':>7} {'MB/stream':>9} {'load':>5}"
+        f"{'N':>3} {'column':<17} {'stall@200':>9} {'stall@500':>9} {'TTFA p50':>9} "
+        f"{'TTFA p95':>9} {'waited':>6} {'core-s/s':>9} {'RSS MB':>7} {'MB/stream':>9} {'load':>5}"
     )
     for n in sizes:
         for mode in modes:
             row = rows.get((mode, n))
             if row is None:
-                print(f"{n:>3} {mode:<12} {'-':>9}")
+                print(f"{n:>3} {mode:<17} {'-':>9}")
                 continue
             print(
-                f"{n:>3} {mode:<12} {row['stall200']:>9} {row['stall500']:>9} "
-                f"{row['ttfa50']:>9.0f} {row['ttfa95']:>9.0f} {row['core_per_audio']:>9.2f} "
+                f"{n:>3} {mode:<17} {row['stall200']:>9} {row['stall500']:>9} "
+                f"{row['ttfa50']:>9.0f} {row['ttfa95']:>9.0f} {row.get('waited', 0):>6} "
+                f"{row['core_per_audio']:>9.2f} "
                 f"{row['rss']:>7.0f} {row['per_stream']:>9.0f} {row['load']:>5.1f}"
             )
     for mode in modes:

@@ -1,9 +1,10 @@
 """A turn's wait for a slot of the model's scheduler, reported as a Pipecat metric.
 
-With ``max_streams`` set, a session beyond the limit waits for a slot (the scheduler logs the
-wait). When it gets one, the service pushes a ``MetricsFrame`` holding an
-``AdmissionWaitMetricsData`` (seconds waited, streams speaking then), so a deployment's
-observers see what the limit costs a call. Sent only when the pipeline enables metrics.
+Beyond the scheduler's limit (``max_streams``: by default ``"auto"``, what the measured cost
+of a frame keeps in real time), a session waits for a slot (the scheduler logs the wait). When
+it gets one, the service pushes a ``MetricsFrame`` holding an ``AdmissionWaitMetricsData``
+(seconds waited, streams speaking then), so a deployment's observers see what the limit costs
+a call. Sent only when the pipeline enables metrics.
 """
 
 from __future__ import annotations

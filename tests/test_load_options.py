@@ -23,6 +23,8 @@ from pipecat_pocket_tts.engine.options import LoadOptions
         ({"revision": ""}, LoadOptionError, "revision"),
         ({"token": 3}, LoadOptionError, "token"),
         ({"precision": 8}, LoadOptionError, "precision"),
+        ({"max_streams": "lots"}, LoadOptionError, 'max_streams must be an integer ≥ 1, "auto"'),
+        ({"max_streams": 0}, LoadOptionError, "max_streams"),
         ({"compute_units": "gpu"}, ValueError, "preset"),
     ],
 )

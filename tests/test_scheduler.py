@@ -16,9 +16,17 @@ from reference_fixtures import snr_db
 
 from pipecat_pocket_tts.engine import PocketTTS
 from pipecat_pocket_tts.engine.errors import ContextOverflowError
-from pipecat_pocket_tts.engine.scheduler import AdmissionWait, ChunkJob, Notice, Scheduler
+from pipecat_pocket_tts.engine.scheduler import (
+    AUTO_LOAD,
+    FREE_LOAD,
+    AdmissionWait,
+    ChunkJob,
+    Notice,
+    Scheduler,
+)
 from pipecat_pocket_tts.engine.streams import ChunkRun
 from pipecat_pocket_tts.engine.synthesis import GenerationSettings, TextPlanner
+from pipecat_pocket_tts.engine.tick_costs import StageCosts
 
 MIN_SNR_DB = 60.0
 TEXTS = [
@@ -275,6 +283,94 @@ def test_admission_waits_in_order_and_says_so(engine_tts):
         scheduler.close()
 
 
+class FixedCosts(StageCosts):
+    """Cost estimates that measurements leave as they are."""
+
+    def measured(self, kind: str, seconds: float, units: int) -> None:
+        pass
+
+    def tick_took(self, streams: int, threads: int, seconds: float) -> None:
+        pass
+
+
+def test_auto_admission_keeps_the_speaking_streams_in_real_time(engine_tts):
+    # A tick of two streams is estimated at 60 ms of an 80 ms frame, of three at 88 ms: two
+    # speak at once, never three.
+    costs = FixedCosts(step_per_stream=0.005, decode_per_stream=0.05, tick_overhead=0.005)
+    assert FREE_LOAD * 0.08 < costs.tick_seconds(2, 2) <= AUTO_LOAD * 0.08
+    assert costs.tick_seconds(3, 2) > AUTO_LOAD * 0.08
+    events: list[AdmissionWait] = []
+    scheduler = Scheduler(
+        engine_tts.backend, threads=2, max_streams="auto", on_wait=events.append, costs=costs
+    )
+    try:
+        lock = threading.Lock()
+        firsts: list[int] = []
+        ended_before: dict[int, list[int]] = {}
+        running = []
+        for i, spec in enumerate(STREAMS[:3]):
+
+            def tap(item, i=i):
+                with lock:
+                    if i not in firsts and not isinstance(item, str):
+                        firsts.append(i)
+                        ended_before[i] = [
+                            k for k, (_, c) in enumerate(running) if c.ended.is_set()
+                        ]
+
+            running.append(start(scheduler, engine_tts, **spec, tap=tap))
+        for _, collector in running:
+            assert collector.ended.wait(WAIT)
+        # One admission a tick: the second stream gets in a tick after the first, while it
+        # speaks; the third only once one of them is done.
+        assert firsts == [0, 1, 2]
+        assert ended_before[1] == [] and ended_before[2]
+        admits = [e.stream for e in events if e.waited is not None]
+        assert admits == [running[1][0].name, running[2][0].name]
+        for (_, collector), spec in zip(running, STREAMS[:3], strict=True):
+            assert_same_audio(collector.frames, solo(engine_tts, **spec))
+    finally:
+        scheduler.close()
+
+
+def test_auto_admission_follows_the_measured_costs(engine_endless_tts):
+    # The first estimates fit one stream only; the tiny model's measured ticks soon say two
+    # fit, and the waiting stream starts while the first still speaks.
+    costs = StageCosts(step_per_stream=0.005, decode_per_stream=0.5)
+    assert costs.tick_seconds(2, 2) > AUTO_LOAD * 0.08
+    events: list[AdmissionWait] = []
+    scheduler = Scheduler(
+        engine_endless_tts.backend,
+        threads=2,
+        max_streams="auto",
+        on_wait=events.append,
+        costs=costs,
+    )
+    try:
+        _, first = start(
+            scheduler, engine_endless_tts, ["A long text that goes on."], seed=1, end=False
+        )
+        first.wait_frames(1)
+        second_stream, second = start(
+            scheduler, engine_endless_tts, ["Another long text here."], seed=2, end=False
+        )
+        second.wait_frames(1)
+        assert not first.ended.is_set() and not first.errors
+        assert [(e.stream, e.waited is None) for e in events] == [
+            (second_stream.name, True),
+            (second_stream.name, False),
+        ]
+        assert scheduler.stats().active == 2
+    finally:
+        scheduler.close()
+
+
+def test_max_streams_is_an_integer_auto_or_none(engine_tts):
+    for bad in (0, "lots", 1.5, True):
+        with pytest.raises(ValueError, match="max_streams must be an integer ≥ 1, 'auto' or None"):
+            Scheduler(engine_tts.backend, max_streams=bad)
+
+
 class FrozenClock:
     """Time stands still: a stream's lead is exactly the audio it has out."""
 
@@ -438,3 +534,21 @@ def test_a_chunk_run_copies_its_voice_once_for_its_first_prefill(engine_tts):
     state = run.prefill_state()
     assert run.prefill_state() is state and run.state is state
     assert len(record.events) == 1 and state.position == voice.position
+
+
+def test_auto_admission_starts_streams_together_while_far_from_the_limit(engine_tts):
+    # Three streams are estimated at 20 ms of a frame: all are admitted at once.
+    costs = FixedCosts(step_per_stream=0.001, decode_per_stream=0.01, tick_overhead=0.002)
+    assert costs.tick_seconds(3, 2) <= FREE_LOAD * 0.08
+    events: list[AdmissionWait] = []
+    scheduler = Scheduler(
+        engine_tts.backend, threads=2, max_streams="auto", on_wait=events.append, costs=costs
+    )
+    try:
+        running = [start(scheduler, engine_tts, **spec) for spec in STREAMS[:3]]
+        assert events == []  # none waited
+        for (_, collector), spec in zip(running, STREAMS[:3], strict=True):
+            assert collector.ended.wait(WAIT)
+            assert_same_audio(collector.frames, solo(engine_tts, **spec))
+    finally:
+        scheduler.close()

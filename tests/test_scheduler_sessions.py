@@ -134,3 +134,23 @@ def test_a_session_is_told_when_it_waits_for_a_slot_and_when_it_gets_one(engine_
         assert waiting.stream == admitted.stream
     finally:
         model.scheduler.close()
+
+
+def test_a_model_admits_by_measured_cost_unless_told_otherwise(engine_tts):
+    model = _model(engine_tts, threads=2)
+    assert model.options.max_streams == "auto" and model.scheduler.max_streams == "auto"
+    unlimited = _model(engine_tts, threads=2, max_streams=None)
+    assert unlimited.scheduler.max_streams is None
+    try:
+        # The tiny model costs a fraction of a frame: four sessions at once all speak.
+        told: list = []
+        sessions = [model.session(seed=i, on_admission_wait=told.append) for i in range(4)]
+        for session, text in zip(sessions, TEXTS, strict=True):
+            session.enqueue(text)
+            session.finish()
+        for session in sessions:
+            assert _session_audio(session)[0].size
+        assert told == []
+    finally:
+        model.scheduler.close()
+        unlimited.scheduler.close()

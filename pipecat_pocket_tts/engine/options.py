@@ -42,7 +42,9 @@ class LoadOptions:
     ``compute_units`` / ``placement``: CoreML only (see ``backends.coreml.runtime``).
     ``batching``: every session runs on the model's one scheduler (its streams batched each
     frame) on a pool of ``threads`` compute threads (None: the usable cores), with at most
-    ``max_streams`` speaking at once (None: no limit; later utterances wait in order).
+    ``max_streams`` speaking at once (default ``"auto"``: as many as the measured cost of a
+    frame keeps in real time on the pool; an integer: that many; None: no limit, so an
+    overloaded pool makes every stream late together). Later utterances wait in order.
     ``batching=False``: each session on threads of its own, as before the scheduler.
     """
 
@@ -56,7 +58,7 @@ class LoadOptions:
     placement: str = "gpu"
     batching: bool = True
     threads: int | None = None
-    max_streams: int | None = None
+    max_streams: int | str | None = "auto"
 
     def __post_init__(self) -> None:
         if not isinstance(self.backend, str) or self.backend.lower() not in BACKEND_NAMES:
@@ -86,10 +88,13 @@ class LoadOptions:
             raise LoadOptionError(f"batching must be True or False, got {self.batching!r}")
         for name in ("threads", "max_streams"):
             value = getattr(self, name)
+            if name == "max_streams" and value == "auto":
+                continue
             if value is not None and (
                 not isinstance(value, int) or isinstance(value, bool) or value < 1
             ):
-                raise LoadOptionError(f"{name} must be an integer ≥ 1 or None, got {value!r}")
+                also = ', "auto"' if name == "max_streams" else ""
+                raise LoadOptionError(f"{name} must be an integer ≥ 1{also} or None, got {value!r}")
         if self.compute_units is not None:
             from .backends.coreml.runtime import resolve_compute_units
 

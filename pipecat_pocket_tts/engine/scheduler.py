@@ -20,6 +20,11 @@ are stepping, and run whole when nothing else does or every speaking stream has 
 hand. Admission: at most ``max_streams`` streams have work at once; later ones wait in order
 (logged; ``on_wait`` of the scheduler, and of the waiting stream, is called with each wait,
 under the scheduler's lock: keep it short and do not call the scheduler from it).
+``max_streams="auto"`` sets that limit from what the work measurably costs: a stream is
+admitted while a tick with it added is estimated (``StageCosts.tick_seconds``) to take at most
+``AUTO_LOAD`` of a frame, so the streams already speaking stay in real time; above
+``FREE_LOAD`` of a frame at most one stream is admitted a tick (each priced with the one before
+it at work). The waiting streams are looked at again after every tick, as the estimates move.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .channel import usable_cores
-from .streams import ChunkJob, Notice, Stream
+from .streams import FRAME_SECONDS, ChunkJob, Notice, Stream
 from .tick_costs import StageCosts
 from .ticks import PREFILL_PIECE_TOKENS, PREFILL_TOKENS_PER_TICK, TickPlan
 
@@ -50,6 +55,14 @@ logger = logging.getLogger(__name__)
 
 MAX_LEAD_SECONDS = 1.0
 """Lead beyond which a stream waits while another stream is behind it."""
+AUTO = "auto"
+"""``max_streams`` value: the limit follows the measured cost of a tick."""
+AUTO_LOAD = 0.85
+"""Share of a frame's time that ticks may fill under ``max_streams="auto"`` (the rest is the
+margin for prefills, the machine's other work and estimates that lag behind)."""
+FREE_LOAD = 0.7
+"""Below this share of a frame, "auto" admits any number of streams in one tick (above it, one
+a tick: streams arriving together near the limit start one after another)."""
 
 _stream_ids = itertools.count()
 
@@ -108,15 +121,22 @@ class Scheduler:
         backend: Backend,
         *,
         threads: int | None = None,
-        max_streams: int | None = None,
+        max_streams: int | str | None = None,
         max_lead: float = MAX_LEAD_SECONDS,
         on_wait: Callable[[AdmissionWait], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        costs: StageCosts | None = None,
     ) -> None:
+        """``max_streams``: None (no limit), an integer ≥ 1 or ``"auto"`` (module docstring);
+        ``costs``: the running cost estimates to start from (default: ``StageCosts()``)."""
         if threads is not None and threads < 1:
             raise ValueError(f"scheduler threads must be at least 1, got {threads}")
-        if max_streams is not None and max_streams < 1:
-            raise ValueError(f"max_streams must be at least 1, got {max_streams}")
+        if max_streams not in (None, AUTO) and not (
+            isinstance(max_streams, int) and not isinstance(max_streams, bool) and max_streams >= 1
+        ):
+            raise ValueError(
+                f"max_streams must be an integer ≥ 1, 'auto' or None, got {max_streams!r}"
+            )
         self.backend = backend
         self.threads = threads or usable_cores()
         self.max_streams = max_streams
@@ -127,13 +147,14 @@ class Scheduler:
         self._active: list[Stream] = []
         self._waiting: deque[Stream] = deque()
         self._ticks = 0
+        self._admitted_at = -1  # the tick count when a stream was last admitted
         self._busy = 0  # pool threads running a task
         self._in_tick = False
         self._closed = False
         self._pool: list[threading.Thread] = []
         self._tasks: queue.SimpleQueue[_Tick | None] = queue.SimpleQueue()
         self._blas_limit: Any = None
-        self._costs = StageCosts()  # what each kind of work costs, to split ticks evenly
+        self._costs = costs or StageCosts()  # what each kind of work costs: ticks, admission
 
     # -- streams ------------------------------------------------------------------------
     def open_stream(
@@ -210,21 +231,41 @@ class Scheduler:
     def _request_slot(self, stream: Stream) -> None:
         if stream.admitted or stream in self._waiting:
             return
-        if self.max_streams is None or len(self._active) < self.max_streams:
-            stream.admitted = True
-            self._active.append(stream)
+        if not self._waiting and self._slot_free():
+            self._admit(stream)
             return
         stream.waiting_since = self._clock()
         self._waiting.append(stream)
         event = AdmissionWait(stream.name, len(self._waiting), len(self._active))
         logger.info(
-            "%s waits for a slot: %d streams speak (max_streams=%d), %d in line",
+            "%s waits for a slot: %d streams speak (max_streams=%s), %d in line",
             stream.name,
             len(self._active),
-            self.max_streams,
+            self._limit_text(),
             len(self._waiting),
         )
         self._notify_wait(stream, event)
+
+    def _slot_free(self) -> bool:
+        """Whether one more stream may have work now (under "auto", near the limit, one stream
+        a tick, so each admission is priced with the one before it at work)."""
+        active = len(self._active)
+        if self.max_streams is None or active == 0:
+            return True
+        if self.max_streams == AUTO:
+            estimate = self._costs.tick_seconds(active + 1, self.threads)
+            if estimate <= FREE_LOAD * FRAME_SECONDS:
+                return True
+            return self._ticks > self._admitted_at and estimate <= AUTO_LOAD * FRAME_SECONDS
+        return active < self.max_streams
+
+    def _limit_text(self) -> str:
+        if self.max_streams != AUTO:
+            return str(self.max_streams)
+        return (
+            f"auto: a tick of {len(self._active) + 1} streams is estimated at "
+            f"{1e3 * self._costs.tick_seconds(len(self._active) + 1, self.threads):.0f} ms"
+        )
 
     def _release_slot(self, stream: Stream) -> None:
         if stream in self._waiting:
@@ -232,14 +273,22 @@ class Scheduler:
         if stream.admitted:
             stream.admitted = False
             self._active.remove(stream)
-        while self._waiting and (self.max_streams is None or len(self._active) < self.max_streams):
+        self._admit_waiting()
+
+    def _admit_waiting(self) -> None:
+        """Admit the streams first in line while there is a slot for them."""
+        while self._waiting and self._slot_free():
             admitted = self._waiting.popleft()
-            admitted.admitted = True
-            self._active.append(admitted)
+            self._admit(admitted)
             waited = self._clock() - (admitted.waiting_since or self._clock())
             logger.info("%s admitted after waiting %.2f s", admitted.name, waited)
             event = AdmissionWait(admitted.name, 0, len(self._active), waited)
             self._notify_wait(admitted, event)
+
+    def _admit(self, stream: Stream) -> None:
+        stream.admitted = True
+        self._active.append(stream)
+        self._admitted_at = self._ticks
 
     def _notify_wait(self, stream: Stream, event: AdmissionWait) -> None:
         for hook in (self._on_wait, stream.on_wait):
@@ -322,8 +371,12 @@ class Scheduler:
             outputs: list[tuple[Stream, list[Any]]] = list(plan.early_outputs)
             failed = dict(plan.early_failures)
             try:
+                started = self._clock()
                 self._run_tick(plan)
                 with self._cond:
+                    if plan.full_streams:
+                        took = self._clock() - started
+                        self._costs.tick_took(plan.full_streams, self.threads, took)
                     results, tick_failures = plan.apply(self._clock())
                 outputs += results
                 failed.update(tick_failures)
@@ -342,6 +395,7 @@ class Scheduler:
                     if not stream.has_work:
                         stream.went_idle()
                         self._release_slot(stream)
+                self._admit_waiting()  # under "auto", the estimates moved with this tick
                 self._in_tick = False
                 self._cond.notify_all()
             _deliver(outputs)

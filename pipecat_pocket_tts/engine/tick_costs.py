@@ -16,6 +16,10 @@ from dataclasses import dataclass, field
 
 SMOOTHING = 0.3
 """Weight of the newest measurement in the running estimates."""
+WALL_SMOOTHING = 0.1
+"""Weight of the newest tick in ``StageCosts.tick_overhead`` (slower: admission follows it)."""
+OVERHEAD_CAP = 0.2
+"""Most that one tick adds to the overhead estimate (seconds: a tick stalled by a pause)."""
 
 
 @dataclass
@@ -23,28 +27,69 @@ class StageCosts:
     """Running estimates of thread CPU seconds (updated under the scheduler's lock). The
     defaults are rough full-size figures; a few ticks replace them.
 
+    ``tick_seconds`` prices a whole tick in wall time, for admission (``max_streams="auto"``).
+
     A FlowLM step reads every weight once per call, so its cost grows far slower than its
-    batch (full-size, one thread: ~17 ms for one stream, ~40 ms for eight): it is kept per
-    batch size, and a size not yet measured is priced per stream from the nearest size that
-    was (``step_per_stream`` before any was). Decodes and prefills are priced per stream and
-    per token.
+    batch (full-size, one thread: ~17 ms for one stream, ~40 ms for eight: about a fixed cost
+    plus a cost per stream): it is kept per batch size, and a size not yet measured is priced
+    on the line through the sizes that were (``step``). Decodes and prefills are priced per
+    stream and per token.
     """
 
-    step_per_stream: float = 0.003  # the prior only: measured steps go to step_by_batch
-    decode_per_stream: float = 0.010
+    step_per_stream: float = 0.004  # the prior only: measured steps go to step_by_batch
+    decode_per_stream: float = 0.012
     prefill_per_token: float = 0.002
     step_by_batch: dict[int, float] = field(default_factory=dict)
+    #: Wall seconds of a tick beyond the CPU work it holds per thread: planning and applying
+    #: it, the GIL, the hand-over between tasks (measured: ~5 ms at full size, at 1 to 9
+    #: streams alike, so it is added, not scaled).
+    tick_overhead: float = 0.005
 
     def step(self, batch: int) -> float:
-        """Estimated seconds of one step + sampler call for ``batch`` streams."""
+        """Estimated seconds of one step + sampler call for ``batch`` streams: a measured size
+        as measured; between two, on the line through them; beyond the largest, along the
+        line through the smallest and the largest (``step_per_stream`` a stream while only one
+        is known); below the smallest, per stream from it."""
         if batch <= 0:
             return 0.0
-        if batch in self.step_by_batch:
-            return self.step_by_batch[batch]
-        if not self.step_by_batch:
+        measured = self.step_by_batch
+        if batch in measured:
+            return measured[batch]
+        if not measured:
             return self.step_per_stream * batch
-        nearest = min(self.step_by_batch, key=lambda size: (abs(size - batch), size))
-        return self.step_by_batch[nearest] / nearest * batch
+        below = [size for size in measured if size < batch]
+        above = [size for size in measured if size > batch]
+        if not below:
+            smallest = min(above)
+            return measured[smallest] / smallest * batch
+        low = max(below)
+        if above:
+            high = min(above)
+            slope = (measured[high] - measured[low]) / (high - low)
+        elif len(below) > 1:  # the widest span: the steadiest slope
+            smallest = min(below)
+            slope = (measured[low] - measured[smallest]) / (low - smallest)
+        else:
+            slope = self.step_per_stream
+        return measured[low] + max(slope, 0.0) * (batch - low)
+
+    def tick_seconds(self, streams: int, threads: int) -> float:
+        """Estimated wall seconds of a tick in which ``streams`` streams each step and decode,
+        on ``threads`` threads: the work spread over the threads (never less than the step,
+        which runs on one of them), plus ``tick_overhead``."""
+        return self._work_seconds(streams, threads) + self.tick_overhead
+
+    def tick_took(self, streams: int, threads: int, seconds: float) -> None:
+        """A tick in which ``streams`` streams each stepped and decoded took ``seconds`` of
+        wall time: ``tick_overhead`` moves toward what it took beyond the work's estimate."""
+        if streams <= 0 or seconds <= 0:
+            return
+        beyond = min(max(seconds - self._work_seconds(streams, threads), 0.0), OVERHEAD_CAP)
+        self.tick_overhead += WALL_SMOOTHING * (beyond - self.tick_overhead)
+
+    def _work_seconds(self, streams: int, threads: int) -> float:
+        step = self.step(streams)
+        return max(step, (step + streams * self.decode_per_stream) / threads)
 
     def measured(self, kind: str, seconds: float, units: int) -> None:
         """A task of ``kind`` ("step", "decode", "prefill") took ``seconds`` for ``units``."""

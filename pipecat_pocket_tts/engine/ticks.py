@@ -109,6 +109,13 @@ class TickPlan:
         shares = sorted(decode_shares(loads, len(decoding), costs.decode_per_stream), reverse=True)
         self.decode_parts = _cut(decoding, [share for share in shares if share])
         self.streams = {*stepping, *decoding, *(s for s, _ in self.prefills)}
+        #: Streams that each step and decode in a tick with nothing else (0: another tick):
+        #: the ticks whose wall time prices admission (``StageCosts.tick_took``).
+        self.full_streams = (
+            len(stepping)
+            if stepping and set(stepping) == set(decoding) and not self.prefills
+            else 0
+        )
         for stream in self.streams:
             stream.busy = True
         self._results: dict[str, Any] = {}
