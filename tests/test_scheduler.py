@@ -16,14 +16,8 @@ from reference_fixtures import snr_db
 
 from pipecat_pocket_tts.engine import PocketTTS
 from pipecat_pocket_tts.engine.errors import ContextOverflowError
-from pipecat_pocket_tts.engine.scheduler import (
-    AUTO_LOAD,
-    FREE_LOAD,
-    AdmissionWait,
-    ChunkJob,
-    Notice,
-    Scheduler,
-)
+from pipecat_pocket_tts.engine.scheduler import AdmissionWait, ChunkJob, Notice, Scheduler
+from pipecat_pocket_tts.engine.slots import AUTO_LOAD, FREE_LOAD
 from pipecat_pocket_tts.engine.streams import ChunkRun
 from pipecat_pocket_tts.engine.synthesis import GenerationSettings, TextPlanner
 from pipecat_pocket_tts.engine.tick_costs import StageCosts

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import LoadOptionError, UnknownBackendError
+from .slots import is_stream_limit
 
 BACKEND_NAMES = ("auto", "numpy", "coreml")
 """Every name ``LoadOptions.backend`` accepts."""
@@ -86,15 +87,15 @@ class LoadOptions:
             raise LoadOptionError(f"placement must be a string, got {self.placement!r}")
         if not isinstance(self.batching, bool):
             raise LoadOptionError(f"batching must be True or False, got {self.batching!r}")
-        for name in ("threads", "max_streams"):
-            value = getattr(self, name)
-            if name == "max_streams" and value == "auto":
-                continue
-            if value is not None and (
-                not isinstance(value, int) or isinstance(value, bool) or value < 1
-            ):
-                also = ', "auto"' if name == "max_streams" else ""
-                raise LoadOptionError(f"{name} must be an integer ≥ 1{also} or None, got {value!r}")
+        threads = self.threads
+        if threads is not None and (
+            not isinstance(threads, int) or isinstance(threads, bool) or threads < 1
+        ):
+            raise LoadOptionError(f"threads must be an integer ≥ 1 or None, got {threads!r}")
+        if not is_stream_limit(self.max_streams):
+            raise LoadOptionError(
+                f'max_streams must be an integer ≥ 1, "auto" or None, got {self.max_streams!r}'
+            )
         if self.compute_units is not None:
             from .backends.coreml.runtime import resolve_compute_units
 

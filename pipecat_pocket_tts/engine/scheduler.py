@@ -17,14 +17,9 @@ from its first frame. A stream more than ``max_lead`` seconds ahead sits out a t
 another is behind it; a stream's first frame goes first (its prefill is served before the
 others'); prefills are cut into pieces of at most ``PREFILL_PIECE_TOKENS`` while other streams
 are stepping, and run whole when nothing else does or every speaking stream has audio in
-hand. Admission: at most ``max_streams`` streams have work at once; later ones wait in order
-(logged; ``on_wait`` of the scheduler, and of the waiting stream, is called with each wait,
-under the scheduler's lock: keep it short and do not call the scheduler from it).
-``max_streams="auto"`` sets that limit from what the work measurably costs: a stream is
-admitted while a tick with it added is estimated (``StageCosts.tick_seconds``) to take at most
-``AUTO_LOAD`` of a frame, so the streams already speaking stay in real time; above
-``FREE_LOAD`` of a frame at most one stream is admitted a tick (each priced with the one before
-it at work). The waiting streams are looked at again after every tick, as the estimates move.
+hand. Admission (``slots.py``): at most ``max_streams`` streams have work at once (None: no
+limit; ``"auto"``: as many as the measured cost of a tick keeps in real time); later ones wait
+in order.
 """
 
 from __future__ import annotations
@@ -41,6 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .channel import usable_cores
+from .slots import AdmissionWait, StreamSlots
 from .streams import FRAME_SECONDS, ChunkJob, Notice, Stream
 from .tick_costs import StageCosts
 from .ticks import PREFILL_PIECE_TOKENS, PREFILL_TOKENS_PER_TICK, TickPlan
@@ -55,26 +51,7 @@ logger = logging.getLogger(__name__)
 
 MAX_LEAD_SECONDS = 1.0
 """Lead beyond which a stream waits while another stream is behind it."""
-AUTO = "auto"
-"""``max_streams`` value: the limit follows the measured cost of a tick."""
-AUTO_LOAD = 0.85
-"""Share of a frame's time that ticks may fill under ``max_streams="auto"`` (the rest is the
-margin for prefills, the machine's other work and estimates that lag behind)."""
-FREE_LOAD = 0.7
-"""Below this share of a frame, "auto" admits any number of streams in one tick (above it, one
-a tick: streams arriving together near the limit start one after another)."""
-
 _stream_ids = itertools.count()
-
-
-@dataclass(frozen=True)
-class AdmissionWait:
-    """A stream waiting for a slot (``waited`` None) or admitted after a wait (seconds)."""
-
-    stream: str
-    position: int  # 1 = next in line (0 once admitted)
-    active: int
-    waited: float | None = None
 
 
 @dataclass(frozen=True)
@@ -127,34 +104,30 @@ class Scheduler:
         clock: Callable[[], float] = time.monotonic,
         costs: StageCosts | None = None,
     ) -> None:
-        """``max_streams``: None (no limit), an integer ≥ 1 or ``"auto"`` (module docstring);
+        """``max_streams``: None (no limit), an integer ≥ 1 or ``"auto"`` (``slots.py``);
         ``costs``: the running cost estimates to start from (default: ``StageCosts()``)."""
         if threads is not None and threads < 1:
             raise ValueError(f"scheduler threads must be at least 1, got {threads}")
-        if max_streams not in (None, AUTO) and not (
-            isinstance(max_streams, int) and not isinstance(max_streams, bool) and max_streams >= 1
-        ):
-            raise ValueError(
-                f"max_streams must be an integer ≥ 1, 'auto' or None, got {max_streams!r}"
-            )
         self.backend = backend
         self.threads = threads or usable_cores()
-        self.max_streams = max_streams
         self.max_lead = max_lead
-        self._on_wait = on_wait
         self._clock = clock
         self._cond = threading.Condition()
-        self._active: list[Stream] = []
-        self._waiting: deque[Stream] = deque()
+        self._costs = costs or StageCosts()  # what each kind of work costs: ticks, admission
+        self._slots = StreamSlots(
+            max_streams, self._costs, self.threads, FRAME_SECONDS, clock, on_wait
+        )
         self._ticks = 0
-        self._admitted_at = -1  # the tick count when a stream was last admitted
         self._busy = 0  # pool threads running a task
         self._in_tick = False
         self._closed = False
         self._pool: list[threading.Thread] = []
         self._tasks: queue.SimpleQueue[_Tick | None] = queue.SimpleQueue()
         self._blas_limit: Any = None
-        self._costs = costs or StageCosts()  # what each kind of work costs: ticks, admission
+
+    @property
+    def max_streams(self) -> int | str | None:
+        return self._slots.limit
 
     # -- streams ------------------------------------------------------------------------
     def open_stream(
@@ -183,7 +156,7 @@ class Scheduler:
             if stream.stopped:
                 return
             stream.jobs.append(job)
-            self._request_slot(stream)
+            self._slots.request(stream, self._ticks)
             self._start_pool()
             self._cond.notify_all()
 
@@ -200,21 +173,25 @@ class Scheduler:
     def stats(self) -> SchedulerStats:
         with self._cond:
             return SchedulerStats(
-                len(self._active), len(self._waiting), self._ticks, self._busy, len(self._pool)
+                len(self._slots.active),
+                len(self._slots.waiting),
+                self._ticks,
+                self._busy,
+                len(self._pool),
             )
 
     def wait_parked(self, timeout: float | None = None) -> bool:
         """Wait until no stream has work and every pool thread is parked (True), or timeout."""
         with self._cond:
             return self._cond.wait_for(
-                lambda: not self._active and not self._in_tick and self._busy == 0, timeout
+                lambda: not self._slots.active and not self._in_tick and self._busy == 0, timeout
             )
 
     def close(self) -> None:
         """Stop the pool threads (streams with work are cancelled)."""
         with self._cond:
             self._closed = True
-            for stream in [*self._active, *self._waiting]:
+            for stream in [*self._slots.active, *self._slots.waiting]:
                 self._stop(stream)
             self._cond.notify_all()
             pool = list(self._pool)
@@ -227,80 +204,9 @@ class Scheduler:
             self._blas_limit.restore_original_limits()
             self._blas_limit = None
 
-    # -- admission (under the lock) -------------------------------------------------------
-    def _request_slot(self, stream: Stream) -> None:
-        if stream.admitted or stream in self._waiting:
-            return
-        if not self._waiting and self._slot_free():
-            self._admit(stream)
-            return
-        stream.waiting_since = self._clock()
-        self._waiting.append(stream)
-        event = AdmissionWait(stream.name, len(self._waiting), len(self._active))
-        logger.info(
-            "%s waits for a slot: %d streams speak (max_streams=%s), %d in line",
-            stream.name,
-            len(self._active),
-            self._limit_text(),
-            len(self._waiting),
-        )
-        self._notify_wait(stream, event)
-
-    def _slot_free(self) -> bool:
-        """Whether one more stream may have work now (under "auto", near the limit, one stream
-        a tick, so each admission is priced with the one before it at work)."""
-        active = len(self._active)
-        if self.max_streams is None or active == 0:
-            return True
-        if self.max_streams == AUTO:
-            estimate = self._costs.tick_seconds(active + 1, self.threads)
-            if estimate <= FREE_LOAD * FRAME_SECONDS:
-                return True
-            return self._ticks > self._admitted_at and estimate <= AUTO_LOAD * FRAME_SECONDS
-        return active < self.max_streams
-
-    def _limit_text(self) -> str:
-        if self.max_streams != AUTO:
-            return str(self.max_streams)
-        return (
-            f"auto: a tick of {len(self._active) + 1} streams is estimated at "
-            f"{1e3 * self._costs.tick_seconds(len(self._active) + 1, self.threads):.0f} ms"
-        )
-
-    def _release_slot(self, stream: Stream) -> None:
-        if stream in self._waiting:
-            self._waiting.remove(stream)
-        if stream.admitted:
-            stream.admitted = False
-            self._active.remove(stream)
-        self._admit_waiting()
-
-    def _admit_waiting(self) -> None:
-        """Admit the streams first in line while there is a slot for them."""
-        while self._waiting and self._slot_free():
-            admitted = self._waiting.popleft()
-            self._admit(admitted)
-            waited = self._clock() - (admitted.waiting_since or self._clock())
-            logger.info("%s admitted after waiting %.2f s", admitted.name, waited)
-            event = AdmissionWait(admitted.name, 0, len(self._active), waited)
-            self._notify_wait(admitted, event)
-
-    def _admit(self, stream: Stream) -> None:
-        stream.admitted = True
-        self._active.append(stream)
-        self._admitted_at = self._ticks
-
-    def _notify_wait(self, stream: Stream, event: AdmissionWait) -> None:
-        for hook in (self._on_wait, stream.on_wait):
-            if hook is not None:
-                try:
-                    hook(event)
-                except Exception:
-                    logger.exception("an on_wait hook of the scheduler failed")
-
     def _stop(self, stream: Stream) -> None:
         stream.stop()
-        self._release_slot(stream)
+        self._slots.release(stream, self._ticks)
         self._cond.notify_all()
 
     # -- the pool -----------------------------------------------------------------------
@@ -355,13 +261,13 @@ class Scheduler:
         """The first pool thread: plan a tick, run it with the others, apply its results."""
         while True:
             with self._cond:
-                while not self._closed and not any(s.has_work for s in self._active):
+                while not self._closed and not any(s.has_work for s in self._slots.active):
                     self._cond.wait()
                 if self._closed:
                     return
                 plan = TickPlan(
                     self.backend,
-                    self._active,
+                    self._slots.active,
                     self._clock(),
                     self.threads,
                     self.max_lead,
@@ -391,11 +297,11 @@ class Scheduler:
                 self._ticks += 1
                 for stream in plan.streams:
                     stream.busy = False
-                for stream in list(self._active):
+                for stream in list(self._slots.active):
                     if not stream.has_work:
                         stream.went_idle()
-                        self._release_slot(stream)
-                self._admit_waiting()  # under "auto", the estimates moved with this tick
+                        self._slots.release(stream, self._ticks)
+                self._slots.admit_waiting(self._ticks)  # under "auto": the estimates moved
                 self._in_tick = False
                 self._cond.notify_all()
             _deliver(outputs)
