@@ -12,6 +12,12 @@ column is the per-stream speed-up against B = 1. ``--layers`` also prints, per B
 decode's CPU ms per stream in each of its layers (transformer, every SEANet conv). CPU time,
 not wall time, so other jobs on a shared machine move the figures less (memory bandwidth is
 still shared).
+
+``--roofline`` adds, for the largest B, the multiply-adds of a stream-frame in each stage and
+the rate the stage reached, beside this core's ceilings measured in the same run (register-only
+fp32 FMA and int16 multiply-add loops, one large BLAS product; ``roofline.py``), and how many
+real-time streams ``--cores`` cores could serve at each rate, with the whole core and with the
+share the scheduler's ``"auto"`` admission fills (``slots.AUTO_LOAD``).
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--sizes", default="1,2,4,8,16")
     parser.add_argument("--frames", type=int, default=12, help="timed calls per stage and B")
     parser.add_argument("--layers", action="store_true", help="Mimi decode time per layer")
+    parser.add_argument("--roofline", action="store_true", help="arithmetic against ceilings")
+    parser.add_argument("--cores", type=int, default=os.cpu_count(), help="for --roofline")
     return parser.parse_args()
 
 
@@ -144,6 +152,41 @@ def main() -> None:
         print(
             f"{'':<8}{batch:>4}{sum(times):>10.2f}{total:>11.2f}{sum(base.values()) / total:>9.1f}×"
         )
+    if ARGS.roofline:
+        print_roofline(backend, rows[-1], config.mimi.frame_rate)
+
+
+KV_LENGTH = 225  # the middle of the prefilled lengths above
+
+
+def print_roofline(backend, row: tuple, frame_rate: float) -> None:
+    """Multiply-adds per stream-frame and stage at the largest B, the rates reached, and the
+    streams ``--cores`` cores could serve at each measured ceiling."""
+    from roofline import register_rates, sgemm_rate, stage_macs
+
+    from pipecat_pocket_tts.engine.slots import AUTO_LOAD
+
+    batch, *times = row
+    macs = stage_macs(backend, KV_LENGTH)
+    print(f"\nroofline at B={batch} (multiply-adds counted from the shapes; elementwise work not)")
+    print(f"{'stage':<8}{'M MAC/frame':>12}{'ms/stream':>11}{'G MAC/s':>9}")
+    total_ms = 0.0
+    for name, ms in zip(("step", "sample", "decode"), times, strict=True):
+        per = ms / batch
+        total_ms += per
+        print(f"{name:<8}{macs[name] / 1e6:>12.1f}{per:>11.2f}{macs[name] / per / 1e6:>9.1f}")
+    total = sum(macs.values())
+    print(f"{'total':<8}{total / 1e6:>12.1f}{total_ms:>11.2f}{total / total_ms / 1e6:>9.1f}")
+    needed = total * frame_rate
+    print(f"one real-time stream needs {needed / 1e9:.2f} G MAC/s")
+    rates = {f"register-only {name}": rate for name, rate in register_rates().items()}
+    rates["BLAS sgemm 2048³"] = sgemm_rate()
+    rates[f"these stages at B={batch}"] = total / total_ms * 1e3
+    print(f"\n{'rate (one core)':<36}{'G MAC/s':>8}   real-time streams on {ARGS.cores} cores")
+    print(f"{'':<44}{'whole cores':>14}{f'at {AUTO_LOAD:.0%}':>10}")
+    for name, rate in rates.items():
+        streams = ARGS.cores * rate / needed
+        print(f"{name:<36}{rate / 1e9:>8.1f}{streams:>14.1f}{AUTO_LOAD * streams:>10.1f}")
 
 
 if __name__ == "__main__":

@@ -278,15 +278,52 @@ def test_compiled_elu_equals_numpy_elu_on_every_kind_of_input() -> None:
     np.testing.assert_allclose(strided, expected[0, :, 0], rtol=0, atol=2e-7)
 
 
-def test_decode_with_the_compiled_elu_equals_decode_with_numpys(
+def test_decode_with_the_compiled_kernels_equals_decode_with_numpys(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """The compiled ELU and packed window products (``window_kernels``) against NumPy's ELU
+    and BLAS: the same audio, to float32 rounding."""
     _, _, weights, arrays, mimi = _family(FAMILIES[0])
+    packed = [
+        layer for _, layer in mimi.decoder.steps if getattr(layer, "_packed", None) is not None
+    ]
+    assert packed, "the tiny decoder's 16- and 32-channel convs run the packed kernel"
     latents = _denormalize(weights, arrays["mimi_latents"])
     compiled = _stream(mimi, latents)
     monkeypatch.setattr(streaming_conv, "_kernels", None)
     numpy_only = _stream(mimi, latents)
     assert snr_db(numpy_only, compiled) >= 100
+
+
+def test_full_size_decoder_convs_run_packed_with_the_audio_of_blas(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Full-size ``english`` Mimi (random weights): every decoder conv but the last (one
+    output channel) is packed, and a batch of streams decodes as it does on BLAS."""
+    from pipecat_pocket_tts.engine.backends.numpy.seanet import ResidualBlock
+    from pipecat_pocket_tts.engine.config import get_config
+
+    config = get_config("english").mimi
+    rng = np.random.default_rng(0)
+    weights = {
+        name: (rng.standard_normal(shape) / np.sqrt(np.prod(shape[1:]) or 1)).astype(np.float32)
+        for name, shape in mimi_weight_shapes(config).items()
+    }
+    mimi = Mimi(config, weights)
+    convs = []
+    for _, layer in mimi.decoder.steps:
+        convs += [layer.conv_in, layer.conv_out] if isinstance(layer, ResidualBlock) else [layer]
+    plain = [conv for conv in convs if isinstance(conv, streaming_conv.StreamingConv1d)]
+    assert [conv._packed is not None for conv in plain] == [True] * (len(plain) - 1) + [False]
+    latents = rng.standard_normal((3, 2, config.quantizer_dimension)).astype(np.float32)
+
+    def decode() -> np.ndarray:
+        states = [mimi.new_state(), mimi.new_state()]
+        return np.stack([mimi.decode_batch(states, frame) for frame in latents])
+
+    kernels = decode()
+    monkeypatch.setattr(streaming_conv, "_kernels", None)
+    assert snr_db(decode(), kernels) >= 100
 
 
 def test_one_streams_frame_runs_the_transformer_linears_through_the_compiled_kernel(

@@ -1,11 +1,13 @@
 """The compiled kernels (numba: the optional ``fast`` extra), as one module.
 
-Two families, each in its own file, on what they share (``kernel_base.py``: compile options,
+Three families, each in its own file, on what they share (``kernel_base.py``: compile options,
 float32 bit casts):
 
 - ``matmul_kernels.py``: matmuls of a few rows at fp32, bf16 and int8 (``linears.py``);
 - ``layer_kernels.py``: one-pass ELU, GELU-tanh, LayerNorm, RoPE, one step's attention and the
-  bfloat16 KV cache's rounding (``layers.py``, ``flowlm.py``, ``streaming_conv.py``).
+  bfloat16 KV cache's rounding (``layers.py``, ``flowlm.py``, ``streaming_conv.py``);
+- ``window_kernels.py``: sliding windows times a packed weight, Mimi's convolutions
+  (``streaming_conv.py``).
 
 Callers reach every kernel as an attribute of this module, the one ``compiled.optional()`` /
 ``required()`` hands out after ``warm_up``. The kernels release the GIL and are serial:
@@ -37,11 +39,14 @@ from .matmul_kernels import (
     int8_matmul_float,
     int8_matmul_int16,
 )
+from .window_kernels import COLUMN_BLOCK, WINDOW_ROWS, pack_columns, window_matmul
 
 __all__ = [
     "AVX2",
+    "COLUMN_BLOCK",
     "MADD_BLOCK",
     "WIDEN_FROM_ROWS",
+    "WINDOW_ROWS",
     "attend_one",
     "bf16_matmul",
     "elu_flat",
@@ -51,13 +56,15 @@ __all__ = [
     "int8_matmul_float",
     "int8_matmul_int16",
     "layer_norm_rows",
+    "pack_columns",
     "rope_pairs",
     "store_bfloat16",
     "warm_up",
+    "window_matmul",
 ]
 
 #: The modules that make up the kernels (a test that hides numba forgets all of them).
-MODULES = ("kernel_base", "matmul_kernels", "layer_kernels", "kernels")
+MODULES = ("kernel_base", "matmul_kernels", "layer_kernels", "window_kernels", "kernels")
 
 
 def warm_up() -> None:
@@ -84,6 +91,13 @@ def warm_up() -> None:
     rope_pairs(pairs, table, table, pairs)
     cache = np.zeros((1, 4, 8), np.float32)
     attend_one(pairs[0], cache, cache, 1, np.float32(1.0), np.empty(4, np.float32), pairs[0])
+    padded = np.zeros((1, WINDOW_ROWS + 1, COLUMN_BLOCK), np.float32)
+    seq, row, item = padded.strides
+    windows = np.lib.stride_tricks.as_strided(
+        padded, (1, WINDOW_ROWS, 2 * COLUMN_BLOCK), (seq, row, item)
+    )
+    packed = pack_columns(np.zeros((2 * COLUMN_BLOCK, COLUMN_BLOCK), np.float32))
+    window_matmul(windows, packed, np.zeros((1, WINDOW_ROWS, COLUMN_BLOCK), np.float32))
     narrow_cache = np.zeros((1, 4, 8), np.uint16)
     store_bfloat16(np.zeros((1, 1, 8), np.float32), narrow_cache, 0)
     attend_one(

@@ -1,9 +1,14 @@
 """Causal streaming 1-D convolutions on time-major arrays, one matmul per call.
 
-Signals are ``[T, C]`` float32 (time first, channels last), so a convolution is an im2col of
-the few frames of one call followed by a single BLAS matmul against weights reshaped once at
-construction. Streaming state lives outside the layer objects (plain arrays handed in and
-returned), so one set of weights serves any number of sequences:
+Signals are ``[T, C]`` float32 (time first, channels last), so a convolution is a product of
+the input's sliding windows with weights reshaped once at construction. With numba (the
+``fast`` extra), ``window_kernels.window_matmul`` reads the windows where they lie and
+multiplies them by weights packed once at construction (convs of dilation 1 and a multiple of
+16 output channels: all of Mimi's but the last); otherwise an im2col of the call's frames and
+one BLAS matmul (per-tap matmuls on long inputs). The transposed convs keep one BLAS matmul:
+with their wide outputs the kernel lost to it on batches (``bench_batch_stages.py --layers``).
+Streaming state lives outside the layer objects (plain arrays handed in and returned), so one
+set of weights serves any number of sequences:
 
 - ``StreamingConv1d``: left context of ``(K-1)·dilation + 1 - stride`` input frames, zeros at
   the start (or the first frame repeated, ``pad_mode="replicate"``). Calling it chunk by chunk
@@ -21,8 +26,33 @@ from . import compiled
 
 TAPS_MIN_FRAMES = 64  # from this many output frames, per-tap matmuls beat im2col
 
-# The ``fast`` extra: ELU in one pass. Imported and compiled here, at model load.
+# The ``fast`` extra: ELU in one pass and the packed window products. Imported and compiled
+# here, at model load; looked up at every call, so a test that hides it runs NumPy alone.
 _kernels = compiled.optional()
+
+
+def _pack(matrix: np.ndarray) -> np.ndarray | None:
+    """``matrix`` [K, N] packed for ``window_matmul``, or None (no numba, or N not a multiple
+    of its column block)."""
+    if _kernels is None or matrix.shape[1] % _kernels.COLUMN_BLOCK:
+        return None
+    return _kernels.pack_columns(matrix)
+
+
+def _round_up(count: int, multiple: int) -> int:
+    return -(-count // multiple) * multiple
+
+
+def _window_product(
+    packed: np.ndarray, padded: np.ndarray, rows: int, step: int, out: np.ndarray
+) -> None:
+    """out [B, rows, N] += window r of each stream's padded [B, L, C] (``padded[b, r·step :]``,
+    K·C floats, K = packed.shape[1] / C) times the packed weight; L covers every window."""
+    seq, row, item = padded.strides
+    windows = as_strided(
+        padded, shape=(padded.shape[0], rows, packed.shape[1]), strides=(seq, row * step, item)
+    )
+    _kernels.window_matmul(windows, packed, out)
 
 
 def elu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -96,11 +126,28 @@ class StreamingConv1d:
             weight.astype(np.float32).transpose(2, 1, 0).reshape(kernel * c_in, c_out)
         )
         self.bias = None if bias is None else bias.astype(np.float32)
+        # A window of a dilated conv is not one run of memory: those keep the BLAS paths.
+        self._packed = _pack(self.matrix) if dilation == 1 else None
 
     @property
     def weight_size(self) -> int:
         """Floats of weights this conv multiplies by."""
         return int(self.matrix.size)
+
+    def _packed_product(self, padded: np.ndarray, n_out: int) -> np.ndarray:
+        """padded [B, L, C_in] (C-contiguous, L ≥ history + n_out·stride) → [B, n_out, C_out]
+        by ``window_matmul``; padded is extended with zero frames when its windows would run
+        past it (the kernel takes windows four at a time)."""
+        rows = _round_up(n_out, _kernels.WINDOW_ROWS)
+        length = self.history + rows * self.stride
+        if padded.shape[1] < length:
+            extended = np.zeros((padded.shape[0], length, self.in_channels), np.float32)
+            extended[:, : padded.shape[1]] = padded
+            padded = extended
+        out = np.empty((padded.shape[0], rows, self.out_channels), np.float32)
+        out[:] = 0.0 if self.bias is None else self.bias
+        _window_product(self._packed, padded, rows, self.stride, out)
+        return out if rows == n_out else out[:, :n_out]
 
     def initial_history(self) -> np.ndarray:
         """Zero left context [history, C_in] for a fresh stream."""
@@ -143,17 +190,24 @@ class StreamingConv1d:
         hist = self.history
         if t % self.stride:
             raise ValueError(f"conv input length {t} is not a multiple of stride {self.stride}")
-        padded = np.empty((batch, hist + t, self.in_channels), dtype=np.float32)
+        n_out = t // self.stride
+        packed = self._packed is not None and _kernels is not None
+        # The packed product takes windows four at a time: room for the last ones' frames.
+        tail = (_round_up(n_out, _kernels.WINDOW_ROWS) - n_out) * self.stride if packed else 0
+        padded = np.empty((batch, hist + t + tail, self.in_channels), dtype=np.float32)
         if activate:
-            elu(x, out=padded[:, hist:])
+            elu(x, out=padded[:, hist : hist + t])
         else:
-            padded[:, hist:] = x
+            padded[:, hist : hist + t] = x
+        if tail:
+            padded[:, hist + t :] = 0.0
         if hist:
             padded[:, :hist] = np.stack(histories)
-            next_histories = list(padded[:, t:].copy())  # one block; a view per stream
+            next_histories = list(padded[:, t : t + hist].copy())  # one block; a view per stream
         else:
             next_histories = histories
-        n_out = t // self.stride
+        if packed:
+            return self._packed_product(padded, n_out), next_histories
         if n_out >= TAPS_MIN_FRAMES:  # long inputs: little to share, per-stream taps
             return np.stack([self._apply(padded[b], n_out) for b in range(batch)]), next_histories
         if self.kernel_size == 1 and self.stride == 1:
@@ -173,6 +227,8 @@ class StreamingConv1d:
 
     def _apply(self, padded: np.ndarray, n_out: int) -> np.ndarray:
         """padded [n_out·stride + history, C_in] (C-contiguous) → [n_out, C_out]."""
+        if self._packed is not None and _kernels is not None:
+            return self._packed_product(padded[None], n_out)[0]
         c_in, kernel, stride, dilation = (
             self.in_channels,
             self.kernel_size,
