@@ -6,6 +6,10 @@ signal), called chunk by chunk, as a batch of streams and stream by stream.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -123,10 +127,7 @@ def test_replicate_padding_on_the_packed_path() -> None:
     got, _ = conv(signal, conv.initial_history(), first=True)
     padded = np.concatenate([np.repeat(signal[:1], conv.history, axis=0), signal])
     expected = np.stack(
-        [
-            padded[r * 4 : r * 4 + 8].reshape(-1) @ conv.matrix
-            for r in range(signal.shape[0] // 4)
-        ]
+        [padded[r * 4 : r * 4 + 8].reshape(-1) @ conv.matrix for r in range(signal.shape[0] // 4)]
     )
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
@@ -147,3 +148,30 @@ def test_window_matmul_accumulates_into_out_over_overlapping_windows() -> None:
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="multiple of 16"):
         kernels.pack_columns(matrix[:, :20])
+
+
+def test_the_warm_up_compiled_every_window_product_a_conv_runs() -> None:
+    """Overlapping windows and a 1x1 conv's (C-contiguous) windows: both compiled at load,
+    none on a stream's first frame. In a fresh interpreter: this one's kernels have run."""
+    script = """
+import numpy as np
+from pipecat_pocket_tts.engine.backends.numpy import compiled
+from test_streaming_conv import SHAPES, make_conv, run_batch, run_solo
+kernels = compiled.optional()
+at_load = set(kernels.window_matmul.signatures)
+for shape in SHAPES:
+    conv = make_conv(shape)
+    frames = 8 * conv.stride
+    run_batch(conv, np.ones((2, frames, conv.in_channels), np.float32), [frames], True)
+    run_solo(conv, np.ones((frames, conv.in_channels), np.float32), [frames], True)
+added = set(kernels.window_matmul.signatures) - at_load
+assert not added, added
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=Path(__file__).parent,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -97,7 +97,9 @@ def warm_up() -> None:
         padded, (1, WINDOW_ROWS, 2 * COLUMN_BLOCK), (seq, row, item)
     )
     packed = pack_columns(np.zeros((2 * COLUMN_BLOCK, COLUMN_BLOCK), np.float32))
-    window_matmul(windows, packed, np.zeros((1, WINDOW_ROWS, COLUMN_BLOCK), np.float32))
+    # Overlapping windows (a view of layout A) and a 1x1 conv's, which are C-contiguous.
+    for view in (windows, np.zeros((1, WINDOW_ROWS, 2 * COLUMN_BLOCK), np.float32)):
+        window_matmul(view, packed, np.zeros((1, WINDOW_ROWS, COLUMN_BLOCK), np.float32))
     narrow_cache = np.zeros((1, 4, 8), np.uint16)
     store_bfloat16(np.zeros((1, 1, 8), np.float32), narrow_cache, 0)
     attend_one(
