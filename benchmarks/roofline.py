@@ -28,10 +28,7 @@ def stage_macs(backend, kv_length: int) -> dict[str, int]:
     Elementwise work (norms, activations, softmax) is not counted.
     """
     flow = backend.flow_lm
-    step = flow.input_linear.size + flow.out_eos_w.size
-    for layer in flow.layers:
-        for linear in (layer.in_proj, layer.out_proj, layer.linear1, layer.linear2):
-            step += linear.shape[0] * linear.shape[1]
+    step = flow.input_linear.size + flow.out_eos_w.size + _linear_macs(flow.layers)
     step += flow.num_layers * 2 * kv_length * flow.num_heads * flow.head_dim  # q·k and p·v
 
     sampler = backend.sampler
@@ -44,6 +41,12 @@ def stage_macs(backend, kv_length: int) -> dict[str, int]:
     return {"step": step, "sample": sample, "decode": _mimi_decode_macs(backend.mimi)}
 
 
+def _linear_macs(layers) -> int:
+    """Multiply-adds of one row through the linears of transformer layers."""
+    linears = [(l.in_proj, l.out_proj, l.linear1, l.linear2) for l in layers]  # noqa: E741
+    return sum(linear.shape[0] * linear.shape[1] for group in linears for linear in group)
+
+
 def _affine_macs(affine) -> int:
     out, inp = affine.linear.shape
     return out * inp
@@ -51,28 +54,23 @@ def _affine_macs(affine) -> int:
 
 def _mimi_decode_macs(mimi) -> int:
     """Multiply-adds of one Mimi decode frame: projection, upsampling, transformer, SEANet."""
-    from pipecat_pocket_tts.engine.backends.numpy.seanet import ResidualBlock
     from pipecat_pocket_tts.engine.backends.numpy.streaming_conv import StreamingConv1d
 
     macs = mimi.latent_projection.size
-    rows = 1
+    rows = 1  # frames of the current layer per latent frame
     if mimi.upsample is not None:
+        macs += mimi.upsample.weight_size  # depthwise: every tap of each channel, once
         rows = mimi.upsample.stride
-        macs += rows * mimi.upsample.weight_size // mimi.upsample.stride  # depthwise taps
     transformer = mimi.decoder_transformer
-    for layer in transformer.layers:
-        for linear in (layer.in_proj, layer.out_proj, layer.linear1, layer.linear2):
-            macs += rows * linear.shape[0] * linear.shape[1]
-        macs += rows * 2 * transformer.context * transformer.d_model  # a full attention window
-    for _, layer in mimi.decoder.steps:
-        convs = [layer.conv_in, layer.conv_out] if isinstance(layer, ResidualBlock) else [layer]
-        for conv in convs:
-            if isinstance(conv, StreamingConv1d):
-                rows //= conv.stride
-                macs += rows * conv.weight_size
-            else:  # transposed: every input frame meets every (padded) tap block
-                macs += rows * conv.weight_size
-                rows *= conv.stride
+    macs += rows * _linear_macs(transformer.layers)
+    macs += len(transformer.layers) * rows * 2 * transformer.context * transformer.d_model
+    for conv in mimi.decoder.convs():
+        if isinstance(conv, StreamingConv1d):
+            rows //= conv.stride
+            macs += rows * conv.weight_size
+        else:  # transposed: every input frame meets every (padded) tap block
+            macs += rows * conv.weight_size
+            rows *= conv.stride
     return macs
 
 

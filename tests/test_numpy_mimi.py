@@ -300,7 +300,6 @@ def test_full_size_decoder_convs_run_packed_with_the_audio_of_blas(
 ) -> None:
     """Full-size ``english`` Mimi (random weights): every decoder conv but the last (one
     output channel) is packed, and a batch of streams decodes as it does on BLAS."""
-    from pipecat_pocket_tts.engine.backends.numpy.seanet import ResidualBlock
     from pipecat_pocket_tts.engine.config import get_config
 
     config = get_config("english").mimi
@@ -310,9 +309,7 @@ def test_full_size_decoder_convs_run_packed_with_the_audio_of_blas(
         for name, shape in mimi_weight_shapes(config).items()
     }
     mimi = Mimi(config, weights)
-    convs = []
-    for _, layer in mimi.decoder.steps:
-        convs += [layer.conv_in, layer.conv_out] if isinstance(layer, ResidualBlock) else [layer]
+    convs = mimi.decoder.convs()
     plain = [conv for conv in convs if isinstance(conv, streaming_conv.StreamingConv1d)]
     assert [conv._packed is not None for conv in plain] == [True] * (len(plain) - 1) + [False]
     latents = rng.standard_normal((3, 2, config.quantizer_dimension)).astype(np.float32)

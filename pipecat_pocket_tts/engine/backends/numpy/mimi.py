@@ -29,7 +29,7 @@ from ...config import MimiConfig, MimiTransformerConfig
 from ...errors import CloneAudioError, CloningUnavailableError, WeightsMismatchError
 from .layers import apply_rope, gelu_tanh, layer_norm, rope_tables
 from .linears import Linear, make_linear
-from .seanet import ResidualBlock, SEANet, ShapeRecorder, fetch_weight
+from .seanet import SEANet, ShapeRecorder, fetch_weight
 from .streaming_conv import StreamingConv1d, StreamingConvTranspose1d
 
 LAYER_NORM_EPS = 1e-5
@@ -398,9 +398,7 @@ class MimiEncoder:
     def is_zeroed(self) -> bool:
         """True when any weight matrix is all zeros (a pack without cloning)."""
         matrices = [layer.in_proj for layer in self.transformer.layers]
-        for _, layer in self.seanet.steps:
-            convs = [layer.conv_in, layer.conv_out] if isinstance(layer, ResidualBlock) else [layer]
-            matrices += [conv.matrix for conv in convs]
+        matrices += [conv.matrix for conv in self.seanet.convs()]  # the encoder: no transposed
         if self.downsample is not None:
             matrices.append(self.downsample.matrix)
         return any(not np.any(matrix) for matrix in matrices)

@@ -85,6 +85,11 @@ class ResidualBlock:
         self.conv_out = _conv(weights, f"{name}.block.3", hidden, dim, 1)
 
 
+def _step_convs(layer: object) -> list:
+    """The convs of one step, in state order: a residual block's two, else the layer itself."""
+    return [layer.conv_in, layer.conv_out] if isinstance(layer, ResidualBlock) else [layer]
+
+
 class SEANet:
     """A SEANet encoder or decoder: ``__call__(x [T, C_in], state) → [T·up/down, C_out]``."""
 
@@ -158,24 +163,23 @@ class SEANet:
         self._slots = [0]
         sizes = []
         for _, layer in self.steps:
-            convs = [layer.conv_in, layer.conv_out] if isinstance(layer, ResidualBlock) else [layer]
+            convs = _step_convs(layer)
             self._slots.append(self._slots[-1] + len(convs))
             sizes.append(sum(conv.weight_size for conv in convs))
         self._group_from = next(
             (i for i in range(len(sizes)) if sum(sizes[i:]) <= GROUP_FROM_WEIGHTS), len(sizes)
         )
 
+    def convs(self) -> list[StreamingConv1d | StreamingConvTranspose1d]:
+        """Every conv and transposed conv in layer order (the order of the state)."""
+        return [conv for _, layer in self.steps for conv in _step_convs(layer)]
+
     def initial_state(self) -> list[np.ndarray]:
         """Zero left contexts and partials, one array per conv in layer order."""
-        state: list[np.ndarray] = []
-        for _, layer in self.steps:
-            if isinstance(layer, ResidualBlock):
-                state += [layer.conv_in.initial_history(), layer.conv_out.initial_history()]
-            elif isinstance(layer, StreamingConv1d):
-                state.append(layer.initial_history())
-            else:
-                state.append(layer.initial_partial())
-        return state
+        return [
+            conv.initial_history() if isinstance(conv, StreamingConv1d) else conv.initial_partial()
+            for conv in self.convs()
+        ]
 
     def __call__(self, x: np.ndarray, state: list[np.ndarray]) -> np.ndarray:
         """x [T, C_in] → y [T', C_out]; replaces the entries of ``state`` with the next ones."""

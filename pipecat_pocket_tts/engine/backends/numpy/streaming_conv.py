@@ -39,22 +39,6 @@ def _pack(matrix: np.ndarray) -> np.ndarray | None:
     return _kernels.pack_columns(matrix)
 
 
-def _round_up(count: int, multiple: int) -> int:
-    return -(-count // multiple) * multiple
-
-
-def _window_product(
-    packed: np.ndarray, padded: np.ndarray, rows: int, step: int, out: np.ndarray
-) -> None:
-    """out [B, rows, N] += window r of each stream's padded [B, L, C] (``padded[b, r·step :]``,
-    K·C floats, K = packed.shape[1] / C) times the packed weight; L covers every window."""
-    seq, row, item = padded.strides
-    windows = as_strided(
-        padded, shape=(padded.shape[0], rows, packed.shape[1]), strides=(seq, row * step, item)
-    )
-    _kernels.window_matmul(windows, packed, out)
-
-
 def elu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """ELU (alpha 1) of float32 x, written into ``out`` when given (same shape; may be x).
 
@@ -134,19 +118,28 @@ class StreamingConv1d:
         """Floats of weights this conv multiplies by."""
         return int(self.matrix.size)
 
+    @property
+    def _runs_packed(self) -> bool:
+        """Whether calls go to ``window_matmul`` (packed at construction, kernels present)."""
+        return self._packed is not None and _kernels is not None
+
     def _packed_product(self, padded: np.ndarray, n_out: int) -> np.ndarray:
         """padded [B, L, C_in] (C-contiguous, L ≥ history + n_out·stride) → [B, n_out, C_out]
-        by ``window_matmul``; padded is extended with zero frames when its windows would run
-        past it (the kernel takes windows four at a time)."""
-        rows = _round_up(n_out, _kernels.WINDOW_ROWS)
+        by ``window_matmul``, whose row r is the window ``padded[b, r·stride :]`` of K·C_in
+        floats. The kernel takes windows four at a time: when the last ones would run past
+        padded, a copy extended with zero frames is used (never at Mimi's frame sizes)."""
+        rows = -(-n_out // _kernels.WINDOW_ROWS) * _kernels.WINDOW_ROWS
         length = self.history + rows * self.stride
         if padded.shape[1] < length:
             extended = np.zeros((padded.shape[0], length, self.in_channels), np.float32)
             extended[:, : padded.shape[1]] = padded
             padded = extended
+        seq, row, item = padded.strides
+        width = self.kernel_size * self.in_channels
+        windows = as_strided(padded, (padded.shape[0], rows, width), (seq, row * self.stride, item))
         out = np.empty((padded.shape[0], rows, self.out_channels), np.float32)
         out[:] = 0.0 if self.bias is None else self.bias
-        _window_product(self._packed, padded, rows, self.stride, out)
+        _kernels.window_matmul(windows, self._packed, out)
         return out if rows == n_out else out[:, :n_out]
 
     def initial_history(self) -> np.ndarray:
@@ -190,23 +183,18 @@ class StreamingConv1d:
         hist = self.history
         if t % self.stride:
             raise ValueError(f"conv input length {t} is not a multiple of stride {self.stride}")
-        n_out = t // self.stride
-        packed = self._packed is not None and _kernels is not None
-        # The packed product takes windows four at a time: room for the last ones' frames.
-        tail = (_round_up(n_out, _kernels.WINDOW_ROWS) - n_out) * self.stride if packed else 0
-        padded = np.empty((batch, hist + t + tail, self.in_channels), dtype=np.float32)
+        padded = np.empty((batch, hist + t, self.in_channels), dtype=np.float32)
         if activate:
-            elu(x, out=padded[:, hist : hist + t])
+            elu(x, out=padded[:, hist:])
         else:
-            padded[:, hist : hist + t] = x
-        if tail:
-            padded[:, hist + t :] = 0.0
+            padded[:, hist:] = x
         if hist:
             padded[:, :hist] = np.stack(histories)
-            next_histories = list(padded[:, t : t + hist].copy())  # one block; a view per stream
+            next_histories = list(padded[:, t:].copy())  # one block; a view per stream
         else:
             next_histories = histories
-        if packed:
+        n_out = t // self.stride
+        if self._runs_packed:
             return self._packed_product(padded, n_out), next_histories
         if n_out >= TAPS_MIN_FRAMES:  # long inputs: little to share, per-stream taps
             return np.stack([self._apply(padded[b], n_out) for b in range(batch)]), next_histories
@@ -227,7 +215,7 @@ class StreamingConv1d:
 
     def _apply(self, padded: np.ndarray, n_out: int) -> np.ndarray:
         """padded [n_out·stride + history, C_in] (C-contiguous) → [n_out, C_out]."""
-        if self._packed is not None and _kernels is not None:
+        if self._runs_packed:
             return self._packed_product(padded[None], n_out)[0]
         c_in, kernel, stride, dilation = (
             self.in_channels,
