@@ -9,7 +9,10 @@ first audio at that load rather than in one burst). Per N and column:
 
 - stalls @200/@500 ms: streams whose playback, started one buffer after their first frame,
   ever waits for a frame (a frame arriving after first + buffer + index · 80 ms);
-- time to first audio p50/p95 (from the request);
+- time to first audio p50/p95/max (from the request; p95 is the value at rank
+  round(0.95·(N-1)) of the N sorted, so the 11th of 12) and "x single": that p95 over the
+  column's single-stream figure, the N=1 row's p50. The N=1 row runs ``--single-runs``
+  streams (default 5) one after another, each alone, so that figure is not one sample;
 - core-seconds per audio-second (process CPU time / audio produced);
 - RSS (peak) and per-stream memory ((peak - idle) / N).
 
@@ -26,7 +29,7 @@ the wait). Every
 
     python benchmarks/bench_capacity.py [--sizes 1,2,4,8,12,16,24]
         [--modes batched,batched-int8,threads,upstream] [--upstream-max 8]
-        [--stagger 0.5] [--work /tmp/bench_capacity]
+        [--stagger 0.5] [--single-runs 5] [--work /tmp/bench_capacity]
 
 A column stops growing N after two runs in a row where every stream stalls at 500 ms (later
 rows print "-"), unless ``--every-n``.
@@ -70,6 +73,13 @@ def parse_args() -> argparse.Namespace:
         default=0.0,
         help="seconds between the streams' requests (0: all at once; e.g. 0.5: stream i "
         "arrives while the i before it speak)",
+    )
+    parser.add_argument(
+        "--single-runs",
+        type=int,
+        default=5,
+        help="streams the N=1 row runs one after another (its TTFA p50 is the single-stream "
+        "figure the ratio column divides by)",
     )
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench_capacity"))
     parser.add_argument("--child", nargs=2, metavar=("MODE", "N"), help=argparse.SUPPRESS)
@@ -128,11 +138,32 @@ def run_ours(mode: str, n: int, pack: Path) -> dict:
         pass
     idle = rss_bytes()
     peak = PeakRSS()
-    streams: list[dict] = [{} for _ in range(n)]
+    streams: list[dict] = []
     waited: set[int] = set()
+    cpu = wall = 0.0
+    for _ in range(ARGS.single_runs if n == 1 else 1):  # N=1: streams one after another
+        run_streams, run_cpu, run_wall = run_sessions(tts, n, waited, len(streams))
+        streams += run_streams
+        cpu, wall = cpu + run_cpu, wall + run_wall
+    return {
+        "streams": streams,
+        "cpu": cpu,
+        "wall": wall,
+        "rss_peak": peak.stop(),
+        "rss_idle": idle,
+        "threads": threading.active_count(),
+        "waited": len(waited),
+    }
+
+
+def run_sessions(tts, n: int, waited: set[int], first_seed: int) -> tuple[list, float, float]:
+    """n sessions speaking TEXT (requested ``--stagger`` apart), each consumed in real time →
+    (per stream: its frames' arrival times from its request, CPU seconds, wall seconds)."""
+    streams: list[dict] = [{} for _ in range(n)]
+    seeds = range(first_seed, first_seed + n)
     sessions = [
         tts.session(seed=i, eos_threshold=1e9, on_admission_wait=lambda _e, i=i: waited.add(i))
-        for i in range(n)
+        for i in seeds
     ]
 
     def consume(i: int) -> None:
@@ -151,18 +182,9 @@ def run_ours(mode: str, n: int, pack: Path) -> dict:
         consumers[i].start()
     for consumer in consumers:
         consumer.join()
-    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     for record in streams:
         record.pop("requested")
-    return {
-        "streams": streams,
-        "cpu": cpu,
-        "wall": wall,
-        "rss_peak": peak.stop(),
-        "rss_idle": idle,
-        "threads": threading.active_count(),
-        "waited": len(waited),
-    }
+    return streams, time.process_time() - cpu0, time.perf_counter() - wall0
 
 
 # -- upstream: one process per stream -----------------------------------------------------------
@@ -222,6 +244,16 @@ def run_upstream(n: int, config_path: Path, pack: Path) -> dict:
     }
 
 
+def merge_runs(results: list[dict]) -> dict:
+    """Runs one after another as one result: their streams, CPU and wall time summed."""
+    merged = dict(results[0])
+    merged["streams"] = [stream for result in results for stream in result["streams"]]
+    for key in ("cpu", "wall"):
+        merged[key] = sum(result[key] for result in results)
+    merged["rss_peak"] = max(result["rss_peak"] for result in results)
+    return merged
+
+
 # -- the table --------------------------------------------------------------------------------
 
 
@@ -244,6 +276,7 @@ def summarize(result: dict, n: int) -> dict:
         "stall500": sum(stalls(a, 0.5) for a in arrivals),
         "ttfa50": 1e3 * statistics.median(first),
         "ttfa95": 1e3 * percentile(first, 0.95),
+        "ttfa_max": 1e3 * max(first),
         "core_per_audio": result["cpu"] / audio,
         "rss": result["rss_peak"] / 2**20,
         "per_stream": (result["rss_peak"] - result["rss_idle"]) / 2**20 / n,
@@ -288,9 +321,14 @@ def main() -> None:
             if stop or (mode == "upstream" and n > ARGS.upstream_max):
                 rows[mode, n] = None
                 continue
-            result = (
-                run_upstream(n, config_path, pack) if mode == "upstream" else run_child(mode, n)
-            )
+            if mode != "upstream":
+                result = run_child(mode, n)
+            else:  # N=1: processes one after another, as ours runs streams
+                results = [
+                    run_upstream(n, config_path, pack)
+                    for _ in range(ARGS.single_runs if n == 1 else 1)
+                ]
+                result = merge_runs(results)
             row = rows[mode, n] = summarize(result, n)
             row["load"] = os.getloadavg()[0]
             print(
@@ -306,9 +344,13 @@ def print_table(sizes: list[int], modes: list[str], rows: dict) -> None:
     if ARGS.stagger:
         print(f"stream i requested {ARGS.stagger} s after stream i - 1 (time to first audio from")
         print("its own request, so the later streams start while the earlier ones speak)")
+    if 1 in sizes:
+        print(f"N=1: {ARGS.single_runs} streams one after another; 'x single': TTFA p95 over")
+        print("the column's N=1 TTFA p50")
     print(
         f"{'N':>3} {'column':<17} {'stall@200':>9} {'stall@500':>9} {'TTFA p50':>9} "
-        f"{'TTFA p95':>9} {'waited':>6} {'core-s/s':>9} {'RSS MB':>7} {'MB/stream':>9} {'load':>5}"
+        f"{'TTFA p95':>9} {'max':>6} {'x single':>8} {'waited':>6} {'core-s/s':>9} "
+        f"{'RSS MB':>7} {'MB/stream':>9} {'load':>5}"
     )
     for n in sizes:
         for mode in modes:
@@ -316,10 +358,12 @@ def print_table(sizes: list[int], modes: list[str], rows: dict) -> None:
             if row is None:
                 print(f"{n:>3} {mode:<17} {'-':>9}")
                 continue
+            single = rows.get((mode, 1))
+            ratio = f"{row['ttfa95'] / single['ttfa50']:.2f}" if single else "-"
             print(
                 f"{n:>3} {mode:<17} {row['stall200']:>9} {row['stall500']:>9} "
-                f"{row['ttfa50']:>9.0f} {row['ttfa95']:>9.0f} {row.get('waited', 0):>6} "
-                f"{row['core_per_audio']:>9.2f} "
+                f"{row['ttfa50']:>9.0f} {row['ttfa95']:>9.0f} {row['ttfa_max']:>6.0f} "
+                f"{ratio:>8} {row.get('waited', 0):>6} {row['core_per_audio']:>9.2f} "
                 f"{row['rss']:>7.0f} {row['per_stream']:>9.0f} {row['load']:>5.1f}"
             )
     for mode in modes:

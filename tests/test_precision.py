@@ -16,6 +16,7 @@ from pipecat_pocket_tts.engine.backends.numpy.linears import (
     Bf16Linear,
     DenseLinear,
     Int8Linear,
+    from_bfloat16_bits,
     make_linear,
     quantize_int8,
     to_bfloat16_bits,
@@ -301,8 +302,9 @@ def test_a_bfloat16_cache_stores_entries_rounded_to_nearest_even(monkeypatch, co
 
 def test_a_step_attends_over_a_bfloat16_cache_as_over_its_float32_widening(packs, monkeypatch):
     """The compiled one-position attention reads the bfloat16 cache; the NumPy path reads its
-    widened float32 copy: the same step, to float32 rounding."""
-    backend = PocketTTS.load(backend="numpy", model_dir=packs["standard"], precision="int8").backend
+    widened float32 copy: the same step, to float32 rounding. (bf16 linears: int8 ones round
+    their inputs to int16 steps, which turn a float32 rounding difference into a step.)"""
+    backend = PocketTTS.load(backend="numpy", model_dir=packs["standard"], precision="bf16").backend
     flow = backend.flow_lm
     start = backend.new_flow_state()
     flow.prefill(start, backend.embed_text(np.arange(12) % 50))
@@ -314,7 +316,11 @@ def test_a_step_attends_over_a_bfloat16_cache_as_over_its_float32_widening(packs
     numpy_out = [flow.step(numpy_state, latent).hidden for _ in range(3)]
     for a, b in zip(compiled_out, numpy_out, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
-    np.testing.assert_array_equal(compiled_state.keys, numpy_state.keys)
+    # The keys the steps wrote: the same values, stored to bfloat16 (a float32 rounding
+    # difference may land a value on the next bfloat16 step: one step of 2^-8 at most).
+    np.testing.assert_allclose(
+        from_bfloat16_bits(compiled_state.keys), from_bfloat16_bits(numpy_state.keys), rtol=2**-7
+    )
 
 
 def test_copies_and_voices_keep_a_bfloat16_cache_exactly(packs):

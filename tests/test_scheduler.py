@@ -471,6 +471,10 @@ class _VoiceCopySpy:
     def position(self) -> int:
         return self._state.position
 
+    @property
+    def capacity(self) -> int:
+        return self._state.capacity
+
     def copy(self):
         self._record.add("copy")
         return self._state.copy()
@@ -544,3 +548,91 @@ def test_auto_admission_starts_streams_together_while_far_from_the_limit(engine_
             assert_same_audio(collector.frames, solo(engine_tts, **spec))
     finally:
         scheduler.close()
+
+
+class _DecodeLog:
+    """The backend, logging each decode call's streams (by Mimi state) beside the outputs."""
+
+    def __init__(self, backend, log: list) -> None:
+        self._backend = backend
+        self._log = log
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+    def decode_batch(self, states, latents):
+        out = self._backend.decode_batch(states, latents)
+        self._log.append(("decode", [id(state) for state in states]))
+        return out
+
+
+def test_a_starting_streams_first_frame_comes_out_before_the_rest_of_its_tick(
+    engine_endless_tts,
+):
+    # One thread: a tick's tasks run in order. The starting stream's first-frame task goes
+    # first and its frame is handed over as soon as that task ends: before the running
+    # stream's decode in the same tick, not when the tick is over.
+    log: list = []
+    scheduler = Scheduler(_DecodeLog(engine_endless_tts.backend, log), threads=1, clock=StepClock())
+    try:
+        running, running_out = start(scheduler, engine_endless_tts, [LONG_TEXT], seed=1, end=False)
+        running_out.wait_frames(3)
+        new, new_out = start(
+            scheduler,
+            engine_endless_tts,
+            ["Short one."],
+            seed=2,
+            end=False,
+            tap=lambda item: log.append(("new frame", None)),
+        )
+        new_out.wait_frames(2)
+        scheduler.cancel(running)
+        scheduler.cancel(new)
+    finally:
+        scheduler.close()
+    first_decode = next(
+        i for i, (event, ids) in enumerate(log) if event == "decode" and id(new.mimi) in ids
+    )
+    assert log[first_decode][1] == [id(new.mimi)]  # a solo decode, in its first-frame task
+    assert log[first_decode + 1] == ("new frame", None)
+    # The running stream kept decoding in that tick, after the new stream's frame was out;
+    # the new stream's second frame, sampled in its first task, decodes in the next tick.
+    later = [ids for event, ids in log[first_decode + 1 :] if event == "decode"]
+    assert id(running.mimi) in later[0] and id(new.mimi) not in later[0]
+    assert id(new.mimi) in later[1]
+
+
+@pytest.mark.parametrize("max_frames", [1, 2, 3])
+def test_first_frame_tasks_draw_the_noise_of_the_stream_alone(engine_tts, max_frames):
+    # Chunks of 1, 2 and 3 frames at temperature > 0: a first-frame task steps a second frame
+    # only when its chunk has one, so the generator draws what the stream alone draws.
+    from pipecat_pocket_tts.engine.synthesis import AudioDecoder, generate_chunk
+
+    jobs = [
+        dataclasses.replace(job, settings=dataclasses.replace(job.settings, max_frames=max_frames))
+        for job in jobs_for(engine_tts, TEXTS[3], temperature=0.7, seed=11)
+    ]
+    backend = engine_tts.backend
+    rng, decoder, reference = np.random.default_rng(11), AudioDecoder(backend), []
+    for job in jobs:
+        for frame in generate_chunk(
+            backend, job.voice_state, job.plan, job.settings, rng, lambda: False
+        ):
+            reference.append(decoder.decode(frame.latent))
+    scheduler = Scheduler(backend, threads=2, clock=StepClock())
+    try:
+        # Another stream speaking: the first-frame task runs beside its work, where it also
+        # samples the second frame (alone it does not: the next tick comes at once).
+        other, other_out = start(scheduler, engine_tts, TEXTS[1], seed=3, end=False)
+        other_out.wait_frames(2)
+        collector = Collector()
+        stream = scheduler.open_stream(collector.output, collector.error)
+        for job in jobs:  # the first chunk's first frame is a first-frame task's
+            scheduler.submit(stream, job)
+        scheduler.submit(stream, Notice(END))
+        assert collector.ended.wait(WAIT) and not collector.errors
+        scheduler.cancel(other)
+    finally:
+        scheduler.close()
+    assert len(collector.frames) == len(reference) == len(jobs) * max_frames
+    assert snr_db(np.concatenate(reference), collector.audio()) >= MIN_SNR_DB

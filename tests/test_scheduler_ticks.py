@@ -21,6 +21,12 @@ class _Run:
     def prefill_piece(self, tokens: int) -> np.ndarray:
         return np.zeros((tokens, 4), np.float32)
 
+    def final_probe(self) -> None:
+        return None
+
+    def frame_limit(self) -> int:
+        return 10
+
 
 @dataclass(eq=False)
 class _Stream:
@@ -34,6 +40,7 @@ class _Stream:
     stopped: bool = False
     busy: bool = False
     mimi: object = field(default_factory=object)
+    ahead: float = 0.0  # its lead, seconds
 
     def __post_init__(self) -> None:
         self.run = _Run(prefill_left=self.prefill)
@@ -50,7 +57,7 @@ class _Stream:
         return []
 
     def lead(self, now: float) -> float:
-        return 0.0
+        return self.ahead
 
     def noise(self) -> np.ndarray:
         return np.zeros(4, np.float32)
@@ -105,3 +112,44 @@ def test_the_decodes_level_against_the_step_cost_measured_at_its_batch_size():
     # 36 ms of step on one thread and 60 ms of decodes: one decode goes with the step (priced
     # per stream, the step would look like 6 × ~10 ms and every decode would go to the other).
     assert _sizes(_plan(streams, costs=costs).decode_parts) == [5, 1]
+
+
+def test_a_lone_starting_stream_prefills_steps_and_decodes_in_one_first_task():
+    new = _Stream("new", prefill=14)
+    running = [
+        _Stream(f"old{i}", started=True, wants_step=True, wants_decode=True, ahead=0.5)
+        for i in range(3)
+    ]
+    plan = _plan([*running, new])
+    assert plan.first_frames == [(new, 14)] and plan.prefills == []
+    assert new in plan.streams and plan.full_streams == 0
+    assert len(plan.tasks) == 1 + len(plan.step_parts) + len(plan.decode_parts)
+    # Alone, too: one task, not a prefill tick, a step tick and a decode tick.
+    plan = _plan([_Stream("alone", prefill=14)])
+    assert len(plan.first_frames) == 1 and len(plan.tasks) == 1
+
+
+def test_a_crowd_starting_together_prefills_then_steps_and_decodes_in_batches():
+    crowd = [_Stream(f"new{i}", prefill=14) for i in range(3)]  # more than the 2 threads
+    plan = _plan(crowd)
+    assert plan.first_frames == [] and len(plan.prefills) == 3
+    assert _plan(crowd[:2]).first_frames == [(crowd[0], 14), (crowd[1], 14)]
+
+
+def test_a_prefill_that_does_not_end_this_tick_is_a_plain_piece():
+    # 40 tokens beside a stream with little audio in hand: pieces of at most 16.
+    new = _Stream("new", prefill=40)
+    running = _Stream("old", started=True, wants_step=True, wants_decode=True, ahead=0.1)
+    plan = _plan([running, new])
+    assert plan.first_frames == [] and plan.prefills == [(new, 16)]
+
+
+def test_a_stream_far_ahead_neither_steps_nor_decodes_while_another_is_behind():
+    ahead = _Stream("ahead", started=True, wants_step=True, wants_decode=True, ahead=1.5)
+    behind = _Stream("behind", started=True, wants_step=True, wants_decode=True, ahead=0.2)
+    plan = _plan([ahead, behind])
+    assert {s.name for part in plan.step_parts for s in part} == {"behind"}
+    assert {s.name for part in plan.decode_parts for s in part} == {"behind"}
+    behind.ahead = 1.2  # nobody behind: both go on
+    plan = _plan([ahead, behind])
+    assert {s.name for part in plan.decode_parts for s in part} == {"ahead", "behind"}

@@ -17,9 +17,12 @@ from its first frame. A stream more than ``max_lead`` seconds ahead sits out a t
 another is behind it; a stream's first frame goes first (its prefill is served before the
 others'); prefills are cut into pieces of at most ``PREFILL_PIECE_TOKENS`` while other streams
 are stepping, and run whole when nothing else does or every speaking stream has audio in
-hand. Admission (``slots.py``): at most ``max_streams`` streams have work at once (None: no
-limit; ``"auto"``: as many as the measured cost of a tick keeps in real time); later ones wait
-in order.
+hand. The tick that ends a starting stream's prefill also steps and decodes its first frame,
+in the same task, and hands that frame over as soon as the task ends.
+
+Admission (``slots.py``): at most ``max_streams`` streams have work at once (None: no limit;
+``"auto"``: as many as the measured cost of a tick keeps in real time); later ones wait in
+order.
 """
 
 from __future__ import annotations
@@ -272,9 +275,11 @@ class Scheduler:
                     self.threads,
                     self.max_lead,
                     self._costs,
+                    self._first_frame_done,
                 )
                 self._in_tick = True
-            outputs: list[tuple[Stream, list[Any]]] = list(plan.early_outputs)
+            _deliver(plan.early_outputs)  # due now: before any first frame of the tick
+            outputs: list[tuple[Stream, list[Any]]] = []
             failed = dict(plan.early_failures)
             try:
                 started = self._clock()
@@ -305,6 +310,18 @@ class Scheduler:
                 self._in_tick = False
                 self._cond.notify_all()
             _deliver(outputs)
+
+    def _first_frame_done(self, plan: TickPlan, stream: Stream) -> None:
+        """A stream's first-frame task succeeded (on the pool thread that ran it): its frame
+        goes out now, not at the end of the tick."""
+        with self._cond:
+            try:
+                items = plan.apply_first_frame(stream, self._clock())
+            except Exception as exc:  # its word timing, say: the stream's own failure
+                if not stream.stopped:
+                    self._stop(stream)
+                items = [exc]
+        _deliver([(stream, items)])
 
     def _run_tick(self, plan: TickPlan) -> None:
         """Run the plan's tasks on the pool (this thread included); return when all are done."""

@@ -128,11 +128,21 @@ class ChunkRun:
         """``tokens`` more embeddings are in the cache; after the last, frames may start."""
         self._prefilled += tokens
         if self.prefill_left == 0:
-            room = self.state.capacity - self.state.position
-            self._limit = self._stop_at = frame_limit(self.job.plan, self.job.settings, room)
-            self.probe = attention_probe(
-                self._backend, self._heads, self._text_start, self.state.position
-            )
+            self._limit = self._stop_at = self.frame_limit()
+            self.probe = self.final_probe()
+
+    def frame_limit(self) -> int:
+        """Frames this chunk may produce (the plan's, the settings' and the KV room once its
+        whole text is in: known before the prefill ends)."""
+        voice = self.job.voice_state
+        room = voice.capacity - voice.position - self.embeddings.shape[0]
+        return frame_limit(self.job.plan, self.job.settings, room)
+
+    def final_probe(self) -> AttentionProbe | None:
+        """The attention probe of this chunk's frames (its whole text: known before the
+        prefill ends, so a first-frame task can step with it)."""
+        text_end = self._text_start + self.embeddings.shape[0]
+        return attention_probe(self._backend, self._heads, self._text_start, text_end)
 
     def accept_step(self, out: StepOutput) -> None:
         """Apply the EOS rule of ``generate_chunk`` to this frame's step output."""

@@ -4,9 +4,14 @@ A ``TickPlan`` is built and applied under the scheduler's lock. Its tasks run ou
 on any pool thread, and each touches only the states of the streams it was given (a stream is
 in at most one task per stage), so they run side by side:
 
+    first-*:     a starting stream's last prefill piece, its first step, sample and decode
     step{i}:     FlowLM step_batch + sample_batch for a group of streams
     decode{i}:   Mimi decode_batch of the latents the previous tick sampled
     prefill-*:   one stream's next prefill piece
+
+A first-frame task's first frame is applied and handed over as soon as it is decoded (the
+``on_first_frame`` hook), so a starting stream's first audio comes out of one task of one tick,
+not at the end of its third tick.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .synthesis import MIN_FRAMES_BEFORE_EOS
 from .tick_costs import StageCosts, decode_shares, thread_loads
 
 if TYPE_CHECKING:
@@ -42,8 +48,12 @@ class TickPlan:
         threads: int,
         max_lead: float,
         costs: StageCosts,
+        on_first_frame: Callable[[TickPlan, Stream], None] | None = None,
     ) -> None:
+        """``on_first_frame(plan, stream)``: called on the pool thread that ran a stream's
+        first-frame task, once it succeeded (the scheduler applies and delivers it then)."""
         self._backend = backend
+        self._on_first_frame = on_first_frame
         self.early_outputs: list[tuple[Stream, list[Any]]] = []
         self.early_failures: dict[Stream, BaseException] = {}
         candidates = []
@@ -67,7 +77,7 @@ class TickPlan:
         def may_compute(stream: Stream) -> bool:
             return leads[stream] <= max_lead or not anyone_behind
 
-        decoding = [s for s in candidates if s.wants_decode]
+        decoding = [s for s in candidates if s.wants_decode and may_compute(s)]
         # A stream decoding its first frame steps again next tick: the decodes of the
         # tick's first frames have its threads to themselves (first audio a step sooner).
         stepping = [
@@ -92,6 +102,18 @@ class TickPlan:
                     break
                 budget -= tokens
             self.prefills.append((stream, tokens))
+        # A starting stream whose prefill ends this tick also steps, samples and decodes its
+        # first frame in the same task: while no more streams start than there are threads
+        # (each is a solo step and decode; a crowd starting together batches them instead).
+        starting = [s for s in candidates if not s.started]
+        self.first_frames = [
+            (stream, tokens)
+            for stream, tokens in self.prefills
+            if len(starting) <= threads
+            and not (stream.started or stream.wants_decode)
+            and tokens == stream.run.prefill_left
+        ]
+        self.prefills = [item for item in self.prefills if item not in self.first_frames]
         # One FlowLM step per tick for up to 2 threads (it reads every weight once per call);
         # the Mimi decodes fill the threads up to the same finishing time (``tick_costs``).
         # A tick with nothing but steps (the first frames of streams that start together)
@@ -101,21 +123,32 @@ class TickPlan:
             groups = threads
         self.step_parts = _split(stepping, groups)
         self._costs = costs
+        first_frame = 2 * costs.step(1) + costs.decode_per_stream
         loads = thread_loads(
-            [costs.step(len(part)) for part in self.step_parts]
+            [costs.prefill_per_token * tokens + first_frame for _, tokens in self.first_frames]
+            + [costs.step(len(part)) for part in self.step_parts]
             + [costs.prefill_per_token * tokens for _, tokens in self.prefills],
             threads,
         )
         shares = sorted(decode_shares(loads, len(decoding), costs.decode_per_stream), reverse=True)
         self.decode_parts = _cut(decoding, [share for share in shares if share])
-        self.streams = {*stepping, *decoding, *(s for s, _ in self.prefills)}
+        self.streams = {
+            *stepping,
+            *decoding,
+            *(s for s, _ in self.prefills),
+            *(s for s, _ in self.first_frames),
+        }
         #: Streams that each step and decode in a tick with nothing else (0: another tick):
         #: the ticks whose wall time prices admission (``StageCosts.tick_took``).
         self.full_streams = (
             len(stepping)
-            if stepping and set(stepping) == set(decoding) and not self.prefills
+            if stepping
+            and set(stepping) == set(decoding)
+            and not self.prefills
+            and not self.first_frames
             else 0
         )
+        self._first_applied: set[Stream] = set()
         for stream in self.streams:
             stream.busy = True
         self._results: dict[str, Any] = {}
@@ -138,7 +171,11 @@ class TickPlan:
             work = ("decode", len(part))
             mimi = [s.mimi for s in part]
             tasks.append(self._task(f"decode{i}", work, self._decode, mimi, latents))
-        return tasks
+        # First in line: a thread takes each at once. Beside other work, each also samples
+        # its stream's second frame; alone, the next tick comes at once and does it.
+        busy = bool(tasks) or len(self.first_frames) > 1
+        first = [self._first_frame_task(s, tokens, busy) for s, tokens in self.first_frames]
+        return first + tasks
 
     def _task(
         self, key: str, work: tuple[str, int], function: Callable[..., Any], *args: Any
@@ -153,6 +190,63 @@ class TickPlan:
                 self._spent[key] = (work[0], time.thread_time() - start, work[1])
 
         return task
+
+    def _first_frame_task(self, stream: Stream, tokens: int, second: bool) -> Callable[[], None]:
+        """Prefill the rest of ``stream``'s chunk, step (BOS), sample and decode its first
+        frame, then (``second``, and when the chunk has one) step and sample its second:
+        what four ticks would do, in one task. ``on_first_frame`` is told once the first
+        frame is decoded; the second latent is applied with the tick and decoded in the
+        next, so the frame after an early first frame comes out a tick later, not two."""
+        run = stream.run
+        assert run is not None
+        piece, probe, mimi = run.prefill_piece(tokens), run.final_probe(), stream.mimi
+        # The second frame only when the chunk surely has one (no EOS can end it sooner):
+        # the noise is drawn as the stream alone draws it, in order.
+        frames = 2 if second and run.frame_limit() >= 2 and MIN_FRAMES_BEFORE_EOS >= 1 else 1
+        noises = [stream.noise() for _ in range(frames)]
+        key = f"first-{stream.name}"
+        backend = self._backend
+
+        def task() -> None:
+            start = time.thread_time()
+            try:
+                state = run.prefill_state()
+                backend.prefill(state, piece)
+                prefilled = time.thread_time()
+                out = _step_one(backend, state, None, probe)
+                latent = backend.sample(out.hidden, noises[0])
+                stepped = time.thread_time()
+                samples = backend.decode_batch([mimi], latent[None])[0]
+            except Exception as exc:
+                self._results[key] = exc
+                return
+            self._results[key] = (out, latent, samples)
+            # A solo decode costs more than a batched one's share: not a decode estimate.
+            self._spent[f"{key}-prefill"] = ("prefill", prefilled - start, tokens)
+            self._spent[f"{key}-step"] = ("step", stepped - prefilled, 1)
+            if self._on_first_frame is not None:
+                self._on_first_frame(self, stream)
+            if len(noises) < 2:
+                return
+            try:
+                second = _step_one(backend, state, latent, probe)
+                self._results[f"{key}-second"] = (second, backend.sample(second.hidden, noises[1]))
+            except Exception as exc:
+                self._results[f"{key}-second"] = exc
+
+        return task
+
+    def apply_first_frame(self, stream: Stream, now: float) -> list[Any]:
+        """Hand ``stream`` its first-frame task's first frame (under the scheduler's lock, once
+        decoded) → the frame and the notices now due (nothing once it stopped)."""
+        self._first_applied.add(stream)
+        if stream.stopped or stream.run is None:
+            return []
+        tokens = dict(self.first_frames)[stream]
+        out, latent, samples = self._results[f"first-{stream.name}"]
+        stream.run.prefilled(tokens)
+        stream.stepped(out, latent)
+        return [stream.decoded(samples, now), *stream.due_notices()]
 
     def _step(self, inputs: list[tuple[Any, Any, np.ndarray, Any]]) -> list[Any]:
         """FlowLM step then sampler for a group → per stream (StepOutput, latent) or error.
@@ -223,6 +317,21 @@ class TickPlan:
                         continue
                     out.setdefault(stream, []).append(frame)
                     out[stream] += stream.due_notices()
+        for stream, _ in self.first_frames:
+            key = f"first-{stream.name}"
+            if isinstance(self._results.get(key), BaseException):
+                failed[stream] = self._results[key]
+                continue
+            try:
+                if stream not in self._first_applied and key in self._results:  # no hook
+                    out.setdefault(stream, []).extend(self.apply_first_frame(stream, now))
+                second = self._results.get(f"{key}-second")
+                if isinstance(second, BaseException):
+                    failed[stream] = second
+                elif second is not None and not stream.stopped and stream.run is not None:
+                    stream.stepped(*second)
+            except Exception as exc:
+                failed[stream] = exc
         for stream, tokens in self.prefills:
             result = self._results.get(f"prefill-{stream.name}")
             if isinstance(result, BaseException):

@@ -103,6 +103,7 @@ class Linear:
     def _widened_matmul(self, x: np.ndarray) -> np.ndarray:
         """x [n, in] · Wᵀ by BLAS on the weight widened ``WIDEN_ROWS`` output rows at a time
         (long inputs: the prefill), so no fp32 copy of the whole weight is ever made."""
+        x = np.ascontiguousarray(x, np.float32)  # one layout, one rounding (``DenseLinear``)
         out = np.empty((x.shape[0], self.shape[0]), np.float32)
         for start in range(0, self.shape[0], WIDEN_ROWS):
             stop = min(start + WIDEN_ROWS, self.shape[0])
@@ -125,8 +126,10 @@ class DenseLinear(Linear):
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         n = x.shape[0]
+        # C-contiguous for every path: BLAS takes a transposed layout through other kernels
+        # on some CPUs (AVX-512 OpenBLAS), whose sums round differently.
+        x = np.ascontiguousarray(x, np.float32)
         if self._kernels is not None and n <= KERNEL_MAX_ROWS:
-            x = np.ascontiguousarray(x, np.float32)
             out = np.empty((n, self.shape[0]), np.float32)
             self._kernels.f32_matmul(x, self.weight, out)
             return out
