@@ -18,7 +18,7 @@ another is behind it; a stream's first frame goes first (its prefill is served b
 others'); prefills are cut into pieces of at most ``PREFILL_PIECE_TOKENS`` while other streams
 are stepping, and run whole when nothing else does or every speaking stream has audio in
 hand. The tick that ends a starting stream's prefill also steps and decodes its first frame,
-in the same task, and hands that frame over as soon as the task ends.
+in the same task, and hands that frame over as soon as it is decoded.
 
 Admission (``slots.py``): at most ``max_streams`` streams have work at once (None: no limit;
 ``"auto"``: as many as the measured cost of a tick keeps in real time); later ones wait in

@@ -229,8 +229,9 @@ class TickPlan:
             if len(noises) < 2:
                 return
             try:
-                second = _step_one(backend, state, latent, probe)
-                self._results[f"{key}-second"] = (second, backend.sample(second.hidden, noises[1]))
+                next_out = _step_one(backend, state, latent, probe)
+                next_latent = backend.sample(next_out.hidden, noises[1])
+                self._results[f"{key}-second"] = (next_out, next_latent)
             except Exception as exc:
                 self._results[f"{key}-second"] = exc
 
