@@ -224,6 +224,20 @@ def test_zeroed_encoder_weights_disable_cloning() -> None:
         mimi.encode(arrays["voice_audio"])
 
 
+def test_an_encoder_transformer_zeroed_alone_disables_cloning() -> None:
+    """The zero check reads the transformer's weights, not just the convs around it."""
+    config, mimi_weights, _, _, _ = _family("tiny_lsd")
+    zeroed = {
+        k: np.zeros_like(v) if k.startswith("encoder_transformer.") and "in_proj" in k else v
+        for k, v in mimi_weights.items()
+    }
+    assert zeroed.keys() == mimi_weights.keys() and any(
+        "encoder_transformer." in k and "in_proj" in k for k in zeroed
+    )
+    assert not Mimi(config.mimi, zeroed).has_encoder
+    assert Mimi(config.mimi, mimi_weights).has_encoder
+
+
 def test_bad_weights_raise_weights_mismatch() -> None:
     config, mimi_weights, _, _, _ = _family("tiny_lsd")
     missing = dict(mimi_weights)

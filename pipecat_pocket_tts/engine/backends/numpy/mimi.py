@@ -397,7 +397,7 @@ class MimiEncoder:
 
     def is_zeroed(self) -> bool:
         """True when any weight matrix is all zeros (a pack without cloning)."""
-        matrices = [layer.in_proj for layer in self.transformer.layers]
+        matrices = [layer.in_proj.dense() for layer in self.transformer.layers]
         matrices += [conv.matrix for conv in self.seanet.convs()]  # the encoder: no transposed
         if self.downsample is not None:
             matrices.append(self.downsample.matrix)
