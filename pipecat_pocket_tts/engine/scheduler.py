@@ -27,7 +27,6 @@ order.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
 import queue
@@ -38,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .blas_threads import BLAS_THREADS
 from .channel import usable_cores
 from .slots import AdmissionWait, StreamSlots
 from .streams import FRAME_SECONDS, ChunkJob, Notice, Stream
@@ -126,7 +126,7 @@ class Scheduler:
         self._closed = False
         self._pool: list[threading.Thread] = []
         self._tasks: queue.SimpleQueue[_Tick | None] = queue.SimpleQueue()
-        self._blas_limit: Any = None
+        self._holds_blas = False  # whether this pool holds BLAS at one thread (blas_threads)
 
     @property
     def max_streams(self) -> int | str | None:
@@ -198,14 +198,14 @@ class Scheduler:
                 self._stop(stream)
             self._cond.notify_all()
             pool = list(self._pool)
+            holds_blas, self._holds_blas = self._holds_blas, False
         for _ in pool[1:]:
             self._tasks.put(None)
         for thread in pool:
             if thread is not threading.current_thread():
                 thread.join()
-        if self._blas_limit is not None:
-            self._blas_limit.restore_original_limits()
-            self._blas_limit = None
+        if holds_blas:  # after the joins: no BLAS call of this pool is left
+            BLAS_THREADS.release()
 
     def _stop(self, stream: Stream) -> None:
         stream.stop()
@@ -216,7 +216,8 @@ class Scheduler:
     def _start_pool(self) -> None:
         if self._pool:
             return
-        self._limit_blas()
+        BLAS_THREADS.hold()  # one BLAS thread per call: the pool's threads are the parallelism
+        self._holds_blas = True
         self._pool = [
             threading.Thread(target=self._coordinate, name="pocket-tts-scheduler", daemon=True)
         ]
@@ -226,22 +227,6 @@ class Scheduler:
         ]
         for thread in self._pool:
             thread.start()
-
-    def _limit_blas(self) -> None:
-        """One BLAS thread per call: the pool's threads are the parallelism."""
-        try:
-            from threadpoolctl import ThreadpoolController
-        except ImportError:  # pragma: no cover - a dependency; BLAS then keeps its threads
-            logger.warning("threadpoolctl is missing: BLAS keeps its own threads")
-            return
-        self._blas = ThreadpoolController()
-        self._blas_limit = self._blas.limit(limits=1, user_api="blas")
-
-    def _wide_blas(self) -> contextlib.AbstractContextManager[Any]:
-        """BLAS on every pool thread's core for one call, while the other threads are idle."""
-        if self._blas_limit is None:
-            return contextlib.nullcontext()
-        return self._blas.limit(limits=self.threads, user_api="blas")
 
     def _serve(self) -> None:
         """A compute thread: run tasks of the current tick until told to stop."""
@@ -326,7 +311,7 @@ class Scheduler:
     def _run_tick(self, plan: TickPlan) -> None:
         """Run the plan's tasks on the pool (this thread included); return when all are done."""
         if len(plan.tasks) == 1 and self.threads > 1:
-            with self._wide_blas():  # a lone task (a first prefill or step): every core
+            with BLAS_THREADS.widened(self.threads):  # a lone task: every core
                 self._run_tasks(_Tick(plan.tasks))
         elif plan.tasks:
             tick = _Tick(plan.tasks)
