@@ -2,8 +2,9 @@
 
 A full-size random English pack is written by ``pipecat_pocket_tts.devpack``
 (``model.safetensors`` in upstream's key layout, ``tokenizer.json``, a voice state); upstream
-4.0.1 (torch, fp32) loads the very same weights, tokenizer and voice. Measured in one process,
-one side at a time:
+4.0.1 (torch, fp32) loads the very same weights, tokenizer and voice. Measured in one process;
+the timed runs alternate between the two sides (ours, upstream, ours, ...), so a machine that
+slows down for a while slows both alike:
 
 1. time to first audio for a 10-word sentence: ours in a warm session (voice prefilled, one
    utterance already spoken) from ``enqueue`` to the first frame; upstream from the
@@ -11,7 +12,8 @@ one side at a time:
 2. streaming real-time factor: audio seconds / wall seconds for the same sentence with EOS
    disabled (both sides then run to the same frame limit);
 3. cancellation: how long ``cancel()`` takes mid-utterance, then the backend calls and the
-   session threads left after it returned (both must be 0), and the process CPU time in five
+   threads other than the model's fixed pool left after it returned (both must be 0; the pool's
+   threads stay, idle, for the next utterance), and the process CPU time in five
    100 ms windows after it (multi-threaded OpenBLAS spins its idle workers for a moment after
    the last call, which shows in the first window only);
 4. parity: temperature 0, default EOS: frame counts and max |difference| of the audio (after
@@ -119,6 +121,9 @@ class CountingBackend(Backend):
         return self.inner.encode(audio)
 
 
+POOL_THREADS = ("pocket-tts-scheduler", "pocket-tts-compute-")  # the model's fixed pool
+
+
 def median_ms(values: list[float]) -> float:
     return 1e3 * statistics.median(values)
 
@@ -146,48 +151,62 @@ def upstream_stream(model, voice, text: str) -> tuple[float, int]:
     return time.perf_counter() - start, samples
 
 
-def measure_upstream(config_path: Path, pack: Path) -> dict[str, object]:
-    import torch
-    from pocket_tts import TTSModel
+class Upstream:
+    """Upstream's model and voice, loaded once; each method times one run."""
 
-    if ARGS.threads > 0:
-        torch.set_num_threads(ARGS.threads)
-    model = TTSModel.load_model(config=config_path)
-    voice = model.get_state_for_audio_prompt(pack / "embeddings" / "alba.safetensors")
-    upstream_first_chunk(model, voice, WARM_UP)
-    first = [upstream_first_chunk(model, voice, SENTENCE)[0] for _ in range(ARGS.repeats)]
+    def __init__(self, config_path: Path, pack: Path) -> None:
+        import torch
+        from pocket_tts import TTSModel
 
-    model.eos_threshold = 1e9  # no EOS: run to the frame limit
-    runs = [upstream_stream(model, voice, SENTENCE) for _ in range(max(2, ARGS.repeats // 2))]
-    model.eos_threshold = -4.0
-    rtf = [samples / SAMPLE_RATE / wall for wall, samples in runs]
+        if ARGS.threads > 0:
+            torch.set_num_threads(ARGS.threads)
+        self.model = TTSModel.load_model(config=config_path)
+        self.voice = self.model.get_state_for_audio_prompt(pack / "embeddings" / "alba.safetensors")
+        upstream_first_chunk(self.model, self.voice, WARM_UP)
 
-    model.temp = 0.0
-    reference = torch.cat(list(model.generate_audio_stream(voice, SENTENCE))).numpy()
-    return {"first": first, "rtf": rtf, "frames": runs[0][1] // FRAME_SIZE, "audio": reference}
+    def first_audio(self) -> float:
+        return upstream_first_chunk(self.model, self.voice, SENTENCE)[0]
+
+    def stream(self) -> tuple[float, int]:
+        self.model.eos_threshold = 1e9  # no EOS: run to the frame limit
+        try:
+            return upstream_stream(self.model, self.voice, SENTENCE)
+        finally:
+            self.model.eos_threshold = -4.0
+
+    def reference_audio(self) -> np.ndarray:
+        import torch
+
+        self.model.temp = 0.0
+        return torch.cat(list(self.model.generate_audio_stream(self.voice, SENTENCE))).numpy()
 
 
 # -- ours ----------------------------------------------------------------------------------
 
 
-def ours_first_frames(tts: PocketTTS) -> list[float]:
-    """Seconds from enqueue to the first frame, in one warm session."""
-    session = tts.session(seed=0)
-    session.enqueue(WARM_UP)
-    times = []
-    frames = iter(session)
-    for frame in frames:
-        if frame.is_last_in_utterance:
-            break
-    for _ in range(ARGS.repeats):
-        start = time.perf_counter()
-        session.enqueue(SENTENCE)
-        frame = next(frames)
-        times.append(time.perf_counter() - start)
+class OursFirstAudio:
+    """One warm session (voice prefilled, one utterance spoken); each call times one sentence."""
+
+    def __init__(self, tts: PocketTTS) -> None:
+        self.session = tts.session(seed=0)
+        self.session.enqueue(WARM_UP)
+        self.frames = iter(self.session)
+        self._drain(next(self.frames))
+
+    def _drain(self, frame) -> None:
         while not frame.is_last_in_utterance:
-            frame = next(frames)
-    session.cancel()
-    return times
+            frame = next(self.frames)
+
+    def __call__(self) -> float:
+        start = time.perf_counter()
+        self.session.enqueue(SENTENCE)
+        frame = next(self.frames)
+        elapsed = time.perf_counter() - start
+        self._drain(frame)
+        return elapsed
+
+    def close(self) -> None:
+        self.session.cancel()
 
 
 def ours_stream(tts: PocketTTS) -> tuple[float, int]:
@@ -214,36 +233,33 @@ def ours_cancel(tts: PocketTTS, counter: CountingBackend) -> dict[str, float]:
         cpu0 = time.process_time()
         time.sleep(0.1)
         cpu_ms.append(1e3 * (time.process_time() - cpu0))
-    threads = [t.name for t in threading.enumerate() if t.name.startswith("pocket-tts-session")]
+    names = [t.name for t in threading.enumerate() if t.name.startswith("pocket-tts-")]
+    pool = [name for name in names if name.startswith(POOL_THREADS)]
     return {
         "cancel_ms": 1e3 * cancel_s,
         "cpu_ms": cpu_ms,
         "calls_after": counter.calls - calls,
-        "threads_left": len(threads),
+        "threads_left": len(names) - len(pool),
+        "pool_threads": len(pool),
     }
 
 
-def measure_ours(pack: Path) -> dict[str, object]:
+def load_ours(pack: Path) -> tuple[PocketTTS, CountingBackend]:
     loaded = PocketTTS.load("english", backend="numpy", model_dir=pack)
     counter = CountingBackend(loaded.backend)
     tts = PocketTTS(
         config=loaded.config, backend=counter, tokenizer=loaded.tokenizer, pack=loaded.pack
     )
-    first = ours_first_frames(tts)
-    runs = [ours_stream(tts) for _ in range(max(2, ARGS.repeats // 2))]
-    rtf = [samples / SAMPLE_RATE / wall for wall, samples in runs]
-    cancel = ours_cancel(tts, counter)
-    reference = tts.synthesize(SENTENCE, temperature=0.0)
-    tokens = TextPlanner(tts.config, tts.tokenizer).plan(SENTENCE)[0].num_tokens
-    return {
-        "first": first,
-        "rtf": rtf,
-        "frames": runs[0][1] // FRAME_SIZE,
-        "cancel": cancel,
-        "audio": reference,
-        "overlap": tts.overlap_decode,
-        "tokens": tokens,
-    }
+    return tts, counter
+
+
+def alternate(ours, upstream, repeats: int) -> tuple[list, list]:
+    """Run ``ours()`` and ``upstream()`` in turn, ``repeats`` times each."""
+    mine, theirs = [], []
+    for _ in range(repeats):
+        mine.append(ours())
+        theirs.append(upstream())
+    return mine, theirs
 
 
 def main() -> None:
@@ -252,8 +268,31 @@ def main() -> None:
     threads = ARGS.threads or "default"
     print(f"BLAS/torch threads: {threads}; cores: {os.cpu_count()}; work dir {ARGS.work}")
 
-    ours = measure_ours(pack)
-    upstream = measure_upstream(config_path, pack)
+    tts, counter = load_ours(pack)
+    upstream = Upstream(config_path, pack)
+    first_audio = OursFirstAudio(tts)
+    first_ours, first_up = alternate(first_audio, upstream.first_audio, ARGS.repeats)
+    first_audio.close()
+    streams = max(2, ARGS.repeats // 2)
+    runs_ours, runs_up = alternate(lambda: ours_stream(tts), upstream.stream, streams)
+    cancel = ours_cancel(tts, counter)
+    audio_ours = tts.synthesize(SENTENCE, temperature=0.0)
+    audio_up = upstream.reference_audio()
+    tokens = TextPlanner(tts.config, tts.tokenizer).plan(SENTENCE)[0].num_tokens
+    ours = {
+        "first": first_ours,
+        "rtf": [samples / SAMPLE_RATE / wall for wall, samples in runs_ours],
+        "frames": runs_ours[0][1] // FRAME_SIZE,
+        "audio": audio_ours,
+        "overlap": tts.overlap_decode,
+        "tokens": tokens,
+    }
+    upstream = {
+        "first": first_up,
+        "rtf": [samples / SAMPLE_RATE / wall for wall, samples in runs_up],
+        "frames": runs_up[0][1] // FRAME_SIZE,
+        "audio": audio_up,
+    }
 
     print(f'\nsentence: "{SENTENCE}" ({ours["tokens"]} tokens with the devpack tokenizer)')
     print(f"ours: overlap_decode={ours['overlap']}")
@@ -269,10 +308,10 @@ def main() -> None:
         f"streaming RTF        ours {o_rtf:6.2f}x    upstream {u_rtf:6.2f}x    "
         f"ratio {o_rtf / u_rtf:.2f}  ({ours['frames']} vs {upstream['frames']} frames)"
     )
-    cancel = ours["cancel"]
     print(
         f"cancel               returns in {cancel['cancel_ms']:.1f} ms; afterwards: backend "
-        f"calls {cancel['calls_after']}, session threads {cancel['threads_left']}, process CPU "
+        f"calls {cancel['calls_after']}, other threads {cancel['threads_left']} (the model's pool: "
+        f"{cancel['pool_threads']}, idle), process CPU "
         f"per 100 ms window {[round(ms, 1) for ms in cancel['cpu_ms']]} ms"
     )
     a, b = ours["audio"], upstream["audio"]
