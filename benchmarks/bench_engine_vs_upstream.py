@@ -11,9 +11,10 @@ slows down for a while slows both alike:
    ``generate_audio_stream`` call to its first chunk (voice state loaded beforehand);
 2. streaming real-time factor: audio seconds / wall seconds for the same sentence with EOS
    disabled (both sides then run to the same frame limit);
-3. cancellation: how long ``cancel()`` takes mid-utterance, then the backend calls and the
-   threads other than the model's fixed pool left after it returned (both must be 0; the pool's
-   threads stay, idle, for the next utterance), and the process CPU time in five
+3. cancellation: how long ``cancel()`` takes mid-utterance, then the backend calls made and the
+   threads started since that session began, left after it returned (both must be 0; the
+   model's fixed pool, started by the earlier sessions, stays for the next utterance), and the
+   process CPU time in five
    100 ms windows after it (multi-threaded OpenBLAS spins its idle workers for a moment after
    the last call, which shows in the first window only);
 4. parity: temperature 0, default EOS: frame counts and max |difference| of the audio (after
@@ -121,9 +122,6 @@ class CountingBackend(Backend):
         return self.inner.encode(audio)
 
 
-POOL_THREADS = ("pocket-tts-scheduler", "pocket-tts-compute-")  # the model's fixed pool
-
-
 def median_ms(values: list[float]) -> float:
     return 1e3 * statistics.median(values)
 
@@ -219,6 +217,7 @@ def ours_stream(tts: PocketTTS) -> tuple[float, int]:
 
 
 def ours_cancel(tts: PocketTTS, counter: CountingBackend) -> dict[str, float]:
+    before = set(threading.enumerate())  # the model's pool runs already (earlier sessions)
     session = tts.session(seed=0, eos_threshold=1e9)
     session.enqueue(SENTENCE)
     for received, _frame in enumerate(session, start=1):
@@ -233,14 +232,13 @@ def ours_cancel(tts: PocketTTS, counter: CountingBackend) -> dict[str, float]:
         cpu0 = time.process_time()
         time.sleep(0.1)
         cpu_ms.append(1e3 * (time.process_time() - cpu0))
-    names = [t.name for t in threading.enumerate() if t.name.startswith("pocket-tts-")]
-    pool = [name for name in names if name.startswith(POOL_THREADS)]
+    left = set(threading.enumerate()) - before
     return {
         "cancel_ms": 1e3 * cancel_s,
         "cpu_ms": cpu_ms,
         "calls_after": counter.calls - calls,
-        "threads_left": len(names) - len(pool),
-        "pool_threads": len(pool),
+        "threads_left": len(left),
+        "pool_threads": tts.scheduler.threads,
     }
 
 
@@ -262,6 +260,12 @@ def alternate(ours, upstream, repeats: int) -> tuple[list, list]:
     return mine, theirs
 
 
+def stream_summary(runs: list[tuple[float, int]]) -> dict[str, object]:
+    """Real-time factors and frame count of (wall seconds, samples) stream runs."""
+    rtf = [samples / SAMPLE_RATE / wall for wall, samples in runs]
+    return {"rtf": rtf, "frames": runs[0][1] // FRAME_SIZE}
+
+
 def main() -> None:
     ARGS.work.mkdir(parents=True, exist_ok=True)
     pack, config_path = build_files(ARGS.work)
@@ -281,16 +285,14 @@ def main() -> None:
     tokens = TextPlanner(tts.config, tts.tokenizer).plan(SENTENCE)[0].num_tokens
     ours = {
         "first": first_ours,
-        "rtf": [samples / SAMPLE_RATE / wall for wall, samples in runs_ours],
-        "frames": runs_ours[0][1] // FRAME_SIZE,
+        **stream_summary(runs_ours),
         "audio": audio_ours,
         "overlap": tts.overlap_decode,
         "tokens": tokens,
     }
     upstream = {
         "first": first_up,
-        "rtf": [samples / SAMPLE_RATE / wall for wall, samples in runs_up],
-        "frames": runs_up[0][1] // FRAME_SIZE,
+        **stream_summary(runs_up),
         "audio": audio_up,
     }
 
@@ -310,8 +312,8 @@ def main() -> None:
     )
     print(
         f"cancel               returns in {cancel['cancel_ms']:.1f} ms; afterwards: backend "
-        f"calls {cancel['calls_after']}, other threads {cancel['threads_left']} (the model's pool: "
-        f"{cancel['pool_threads']}, idle), process CPU "
+        f"calls {cancel['calls_after']}, new threads {cancel['threads_left']} (the model's pool: "
+        f"{cancel['pool_threads']} threads, kept), process CPU "
         f"per 100 ms window {[round(ms, 1) for ms in cancel['cpu_ms']]} ms"
     )
     a, b = ours["audio"], upstream["audio"]
