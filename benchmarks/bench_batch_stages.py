@@ -51,7 +51,7 @@ import numpy as np  # noqa: E402
 
 from pipecat_pocket_tts.devpack import random_weights  # noqa: E402
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend  # noqa: E402
-from pipecat_pocket_tts.engine.config import get_config  # noqa: E402
+from pipecat_pocket_tts.engine.model.config import get_config  # noqa: E402
 
 
 def timed(call, repeats: int) -> float:
@@ -164,7 +164,7 @@ def print_roofline(backend, row: tuple, frame_rate: float) -> None:
     streams ``--cores`` cores could serve at each measured ceiling."""
     from roofline import register_rates, sgemm_rate, stage_macs
 
-    from pipecat_pocket_tts.engine.slots import AUTO_LOAD
+    from pipecat_pocket_tts.engine.runtime.slots import AUTO_LOAD
 
     batch, *times = row
     macs = stage_macs(backend, KV_LENGTH)

@@ -58,9 +58,9 @@ import cloning_signals as signals  # noqa: E402
 import numpy as np  # noqa: E402
 
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend  # noqa: E402
-from pipecat_pocket_tts.engine.cloning import clone_voice  # noqa: E402
-from pipecat_pocket_tts.engine.config import _registry, get_config  # noqa: E402
-from pipecat_pocket_tts.engine.voices import Voice  # noqa: E402
+from pipecat_pocket_tts.engine.model.config import _registry, get_config  # noqa: E402
+from pipecat_pocket_tts.engine.voices.cloning import clone_voice  # noqa: E402
+from pipecat_pocket_tts.engine.voices.voice import Voice  # noqa: E402
 
 TEXT_TOKENS = 20
 

@@ -46,7 +46,7 @@ import numpy as np  # noqa: E402
 from pipecat_pocket_tts.devpack import random_weights  # noqa: E402
 from pipecat_pocket_tts.engine.backends.numpy import flowlm, layers  # noqa: E402
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend  # noqa: E402
-from pipecat_pocket_tts.engine.config import get_config  # noqa: E402
+from pipecat_pocket_tts.engine.model.config import get_config  # noqa: E402
 
 KERNELS = layers._kernels
 CALLS_PER_ROUND = 3

@@ -15,13 +15,13 @@ import statistics
 import time
 from pathlib import Path
 
+from pipecat_pocket_tts.engine.backends.numpy.finite import check_finite_weights
 from pipecat_pocket_tts.engine.backends.numpy.weights import (
     check_weights,
     iter_safetensors,
     load_checkpoint,
 )
-from pipecat_pocket_tts.engine.config import get_config
-from pipecat_pocket_tts.engine.finite import check_finite_weights
+from pipecat_pocket_tts.engine.model.config import get_config
 
 
 def _drop_caches() -> bool:

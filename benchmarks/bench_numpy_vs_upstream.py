@@ -56,7 +56,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend  # noqa: E402
-from pipecat_pocket_tts.engine.config import _registry, get_config  # noqa: E402
+from pipecat_pocket_tts.engine.model.config import _registry, get_config  # noqa: E402
 
 
 def _memory_kb() -> dict[str, int]:

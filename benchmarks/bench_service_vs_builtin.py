@@ -87,7 +87,7 @@ def ensure_pack(pack_dir: Path, config: str) -> Path:
 
 def upstream_yaml(pack: Path, config: str) -> Path:
     """Upstream's config for the pack's files (JSON is YAML; upstream reads it as such)."""
-    from pipecat_pocket_tts.engine.config import _registry
+    from pipecat_pocket_tts.engine.model.config import _registry
 
     local = pack / "config.json"
     raw = json.loads(local.read_text()) if local.exists() else copy.deepcopy(_registry()[config])

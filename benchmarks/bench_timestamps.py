@@ -44,14 +44,14 @@ import numpy as np  # noqa: E402
 from pipecat_pocket_tts import devpack  # noqa: E402
 from pipecat_pocket_tts.engine.backends.base import AttentionProbe  # noqa: E402
 from pipecat_pocket_tts.engine.backends.numpy import NumpyBackend  # noqa: E402
-from pipecat_pocket_tts.engine.config import get_config  # noqa: E402
-from pipecat_pocket_tts.engine.text.words import (  # noqa: E402
+from pipecat_pocket_tts.engine.model.config import get_config  # noqa: E402
+from pipecat_pocket_tts.engine.timing.heads import _head_table  # noqa: E402
+from pipecat_pocket_tts.engine.timing.word_timing import UtteranceWords  # noqa: E402
+from pipecat_pocket_tts.engine.timing.words import (  # noqa: E402
     WordMapper,
     caller_words,
     chunk_units,
 )
-from pipecat_pocket_tts.engine.timestamps import _head_table  # noqa: E402
-from pipecat_pocket_tts.engine.word_timing import UtteranceWords  # noqa: E402
 
 TEXT = "The quick brown fox jumps over the lazy dog and runs far away into the woods today."
 TOKENS = 40

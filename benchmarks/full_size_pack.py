@@ -22,7 +22,7 @@ def pack_files(work: Path) -> tuple[Path, Path]:
 def build_files(work: Path) -> tuple[Path, Path]:
     """The pack (ours) and an upstream config pointing at its files; built when missing."""
     from pipecat_pocket_tts.devpack import build_pack
-    from pipecat_pocket_tts.engine.config import _registry
+    from pipecat_pocket_tts.engine.model.config import _registry
 
     pack, config_path = pack_files(work)
     if not (pack / "model.safetensors").exists():

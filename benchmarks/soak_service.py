@@ -16,7 +16,7 @@ Printed per run: stale audio frames (audio of a context that started before the 
 interruption reaching the output), unpaired TTSStarted/TTSStopped, replies that should have
 spoken but did not, error frames, thread and RSS trend, event-loop lag p99/max, and the CPU
 the process used in the 300 ms after each interruption (meaningful with one service).
-``tests/test_soak.py`` runs a CI-sized soak and asserts the correctness figures.
+``tests/service/test_soak.py`` runs a CI-sized soak and asserts the correctness figures.
 """
 
 from __future__ import annotations

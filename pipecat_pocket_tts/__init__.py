@@ -9,7 +9,7 @@ __all__ = ["PocketTTS", "PocketTTSService", "__version__"]
 
 if TYPE_CHECKING:
     from .engine import PocketTTS
-    from .service import PocketTTSService
+    from .service.service import PocketTTSService
 
 
 def __getattr__(name: str) -> Any:
@@ -19,7 +19,7 @@ def __getattr__(name: str) -> Any:
 
         return PocketTTS
     if name == "PocketTTSService":
-        from .service import PocketTTSService
+        from .service.service import PocketTTSService
 
         return PocketTTSService
     raise AttributeError(name)

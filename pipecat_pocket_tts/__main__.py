@@ -39,7 +39,7 @@ EXIT_INTERRUPTED = 130
 def cmd_say(args: argparse.Namespace) -> int:
     from .engine import PocketTTS
     from .engine.audio import check_writable, write_wav
-    from .engine.subtitles import timestamps_text, write_timestamps
+    from .engine.timing.subtitles import timestamps_text, write_timestamps
 
     if args.save_voice is not None and args.clone_voice is None:
         raise ValueError("--save-voice saves a cloned voice: use it with --clone-voice AUDIO")
@@ -92,8 +92,8 @@ def cmd_say(args: argparse.Namespace) -> int:
 def cmd_voices(args: argparse.Namespace) -> int:
     from .engine.backends import resolve_pack
     from .engine.backends.numpy import files
-    from .engine.config import get_config, resolve_config_name
-    from .engine.languages import find_language
+    from .engine.model.config import get_config, resolve_config_name
+    from .engine.model.languages import find_language
 
     if args.model_dir is not None:
         pack = resolve_pack(args.language, model_dir=args.model_dir)
@@ -132,7 +132,7 @@ def _in_hf_cache(repo: str, path: str, revision: str | None) -> bool:
 
 
 def cmd_languages(args: argparse.Namespace) -> int:
-    from .engine.config import config_names, get_config, resolve_config_name
+    from .engine.model.config import config_names, get_config, resolve_config_name
 
     names = config_names()
     if args.language is not None:  # the packs speaking that language
@@ -158,7 +158,7 @@ def cmd_languages(args: argparse.Namespace) -> int:
 
 def cmd_download(args: argparse.Namespace) -> int:
     from .engine.backends.numpy.files import download_pack
-    from .engine.config import resolve_config_name
+    from .engine.model.config import resolve_config_name
 
     language = resolve_config_name(args.language)
     choice = args.voices.strip()
@@ -237,7 +237,7 @@ def shell_wording(message: str, args: argparse.Namespace) -> str:
     ``download`` itself is the prefetch step: its errors do not suggest running it again,
     and name ``--model-dir`` as an option of ``say``.
     """
-    from .engine.packs import PREFETCH_FIX
+    from .engine.model.packs import PREFETCH_FIX
 
     if args.command == "download":
         message = message.replace(f"; or {PREFETCH_FIX}", "")

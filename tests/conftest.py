@@ -111,7 +111,7 @@ def tts(request, engine_tts):
     """The tiny model: sessions on its scheduler (the default), or on threads of their own
     with Mimi decode on a thread of its own or inline (``batching=False``)."""
     from pipecat_pocket_tts.engine import PocketTTS
-    from pipecat_pocket_tts.engine.options import LoadOptions
+    from pipecat_pocket_tts.engine.model.options import LoadOptions
 
     clone = PocketTTS(
         config=engine_tts.config,

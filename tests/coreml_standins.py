@@ -33,12 +33,17 @@ from typing import Any
 
 import numpy as np
 
-from pipecat_pocket_tts.engine.backends.coreml.backend import StageModels
+from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
+from pipecat_pocket_tts.engine.backends import resolve_pack
+from pipecat_pocket_tts.engine.backends.coreml.backend import CoreMLBackend, StageModels
 from pipecat_pocket_tts.engine.backends.coreml.constants import write_floats
 from pipecat_pocket_tts.engine.backends.coreml.contracts import TensorSpec, mimi_state_layout
 from pipecat_pocket_tts.engine.backends.coreml.files import FLOWLM_MODELS, stage_folders
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
 from pipecat_pocket_tts.engine.backends.numpy.flowlm import KVCache
+from pipecat_pocket_tts.engine.text.tokenizer import Tokenizer
+from pipecat_pocket_tts.engine.tts import PocketTTS
+from pipecat_pocket_tts.engine.voices.voice import Voice
 
 CAPACITY = 512
 WINDOW = 256
@@ -517,3 +522,55 @@ def standin_loader(
     load.loaded = loaded  # type: ignore[attr-defined]
     load.paths = paths  # type: ignore[attr-defined]
     return load
+
+
+# -- a tiny NumPy pack and its CoreML twin, for tests in several folders --------------------
+
+
+class Setup:
+    """A tiny NumPy pack, its CoreML twin with stand-ins, and both backends."""
+
+    def __init__(self, root: Path, config: dict, **standin_options) -> None:
+        self.numpy_dir = build_pack(root / "numpy", config, voices=("alba",))
+        self.numpy_pack = resolve_pack("english", model_dir=self.numpy_dir)
+        self.config = self.numpy_pack.config
+        self.reference = NumpyBackend.from_files(
+            self.config, self.numpy_pack.weights, sampler_steps=8
+        )
+        self.models = standin_models(self.reference, **standin_options)
+        self.coreml_dir = write_coreml_pack(
+            root / "coreml",
+            self.numpy_dir,
+            self.reference,
+            self.models,
+            precisions=("fp16", "int8"),
+        )
+        self.pack = resolve_pack("english", model_dir=self.coreml_dir, backend_kind="coreml")
+        self.loader = standin_loader(self.models)
+        self.backend = CoreMLBackend.from_pack(self.pack, model_loader=self.loader)
+        self.voice = Voice.load(self.pack.voice_path("alba"), self.config)
+
+    def engines(self) -> tuple[PocketTTS, PocketTTS]:
+        tokenizer = Tokenizer.from_file(self.pack.tokenizer)
+        numpy_engine = PocketTTS(
+            config=self.config, backend=self.reference, tokenizer=tokenizer, pack=self.numpy_pack
+        )
+        coreml_engine = PocketTTS(
+            config=self.config, backend=self.backend, tokenizer=tokenizer, pack=self.pack
+        )
+        return numpy_engine, coreml_engine
+
+    def record(self, on: bool = True) -> None:
+        for model in (self.models.cond_prefill, self.models.flowlm, self.models.mimi_decoder):
+            model.record = on
+            if on:
+                model.calls.clear()
+                model.results.clear()
+
+
+def tiny_config() -> dict:
+    """The tiny standard config with the real Mimi decoder's two attention layers (24 state
+    tensors, as in the full-size packs)."""
+    config = tiny_config_dict("standard")
+    config["mimi"]["transformer"]["num_layers"] = 2
+    return config

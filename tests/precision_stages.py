@@ -17,7 +17,7 @@ import numpy as np
 from reference_fixtures import load_family, snr_db
 
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
-from pipecat_pocket_tts.engine.config import ModelConfig
+from pipecat_pocket_tts.engine.model.config import ModelConfig
 
 ERRORS_FILE = Path(__file__).resolve().parent / "fixtures" / "precision" / "errors.json"
 #: The stages compared, in the fixture's key names.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipecat_pocket_tts.engine.config import ModelConfig
+from pipecat_pocket_tts.engine.model.config import ModelConfig
 
 FIXTURES_DIR = Path(__file__).resolve().parent / "fixtures" / "reference"
 FAMILIES = ("tiny_lsd", "tiny_small", "tiny_inner512", "tiny_flow_matching")

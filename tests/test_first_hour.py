@@ -88,7 +88,7 @@ def test_hf_hub_offline_is_respected_without_a_probe(tmp_path: Path) -> None:
 def test_reachability_probe_succeeds_on_a_listening_endpoint(monkeypatch) -> None:
     from huggingface_hub import constants
 
-    from pipecat_pocket_tts.engine.hub_reachability import unreachable_reason
+    from pipecat_pocket_tts.engine.model.hub_reachability import unreachable_reason
 
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))

@@ -54,7 +54,7 @@ print("FAILED:" + ",".join(failed))
 def test_every_module_imports_alone() -> None:
     modules = _modules()
     assert "pipecat_pocket_tts.engine.backends.coreml.files" in modules
-    assert "pipecat_pocket_tts.engine.packs" in modules
+    assert "pipecat_pocket_tts.engine.model.packs" in modules
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     result = subprocess.run(
         [sys.executable, "-c", _CHECKER, *modules],

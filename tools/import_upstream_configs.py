@@ -1,4 +1,4 @@
-"""Regenerate ``pipecat_pocket_tts/engine/configs.json`` from upstream pocket-tts's YAML configs.
+"""Regenerate ``engine/model/configs.json`` from upstream pocket-tts's YAML configs.
 
 Run in an environment with the ``reference`` extra (pocket-tts 4.0.1 and pyyaml installed):
 

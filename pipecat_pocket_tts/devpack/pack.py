@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from ..engine._atomic import atomic_write_bytes
 from ..engine.backends.numpy.backend import NumpyBackend
-from ..engine.config import ModelConfig, get_config
+from ..engine.model.config import ModelConfig, get_config
 from .tokenizer import TokenizerFormat, write_tokenizer
 from .voices import write_random_voices
 from .weights import calibrated_output_layer, random_weights, round_to_bfloat16, write_safetensors

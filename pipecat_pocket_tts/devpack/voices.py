@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..engine.backends.base import Backend
-from ..engine.voices import Voice
+from ..engine.voices.voice import Voice
 
 
 def write_random_voices(

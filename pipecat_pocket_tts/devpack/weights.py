@@ -17,7 +17,7 @@ import safetensors.numpy
 from ..engine._atomic import atomic_path
 from ..engine.backends.base import Backend
 from ..engine.backends.numpy.weights import expected_shapes, is_cloning_key
-from ..engine.config import ModelConfig
+from ..engine.model.config import ModelConfig
 
 #: Loudness of the random decoder's output (RMS of float samples in [-1, 1]).
 TARGET_RMS = 0.1

@@ -6,8 +6,6 @@ speak. Everything a caller needs is importable from here.
 
 from __future__ import annotations
 
-from .channel import Marker
-from .config import FRAME_SIZE, SAMPLE_RATE, config_names, get_config
 from .errors import (
     BackendUnavailableError,
     CloneAudioError,
@@ -30,14 +28,16 @@ from .errors import (
     VoiceFileError,
     WeightsMismatchError,
 )
-from .options import LoadOptions
-from .scheduler import AdmissionWait
+from .model.config import FRAME_SIZE, SAMPLE_RATE, config_names, get_config
+from .model.options import LoadOptions
+from .runtime.channel import Marker
+from .runtime.scheduler import AdmissionWait
 from .session import Session
-from .subtitles import write_timestamps
 from .synthesis import AudioFrame
+from .timing.subtitles import write_timestamps
+from .timing.word_timing import Word, WordStart
 from .tts import PocketTTS, TimedAudio
-from .voices import Voice
-from .word_timing import Word, WordStart
+from .voices.voice import Voice
 
 __all__ = [
     "FRAME_SIZE",

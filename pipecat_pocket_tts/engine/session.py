@@ -23,14 +23,6 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from .channel import (
-    END,
-    FrameChannel,
-    Marker,
-    blas_threads,
-    overlap_decode_by_default,
-    usable_cores,
-)
 from .checks import (
     check_eos_threshold,
     check_lexicon,
@@ -39,11 +31,19 @@ from .checks import (
     check_temperature,
 )
 from .errors import SessionClosedError
-from .scheduler import AdmissionWait, Scheduler, SessionLink
+from .runtime.channel import (
+    END,
+    FrameChannel,
+    Marker,
+    blas_threads,
+    overlap_decode_by_default,
+    usable_cores,
+)
+from .runtime.scheduler import AdmissionWait, Scheduler, SessionLink
 from .solo import SoloLink
 from .synthesis import AudioFrame, GenerationSettings, TextPlanner, TimedText
-from .timestamps import Heads
-from .word_timing import SessionWords
+from .timing.heads import Heads
+from .timing.word_timing import SessionWords
 
 if TYPE_CHECKING:
     from .backends.base import Backend, FlowState

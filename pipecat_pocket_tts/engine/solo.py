@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .channel import FrameChannel, InlineDecode, Marker, ThreadedDecode
+from .runtime.channel import FrameChannel, InlineDecode, Marker, ThreadedDecode
 from .synthesis import AudioDecoder, AudioFrame, GenerationSettings, TimedText, generate_chunk
-from .word_timing import FrameWords, SessionWords, WordTimes
+from .timing.word_timing import FrameWords, SessionWords, WordTimes
 
 if TYPE_CHECKING:
     from .backends.base import Backend, FlowState
     from .text.prepare import PreparedChunk
-    from .timestamps import Heads
+    from .timing.heads import Heads
 
 _FINISH: Any = object()  # no more utterances
 

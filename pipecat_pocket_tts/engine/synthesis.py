@@ -23,11 +23,13 @@ import numpy as np
 
 from .audio import fade_in
 from .backends.base import AttentionProbe
-from .config import FRAME_SIZE, SAMPLE_RATE
 from .errors import UnknownLanguageError
+from .model.config import FRAME_SIZE, SAMPLE_RATE
 from .text.normalize import checked_lexicon, normalize_text, resolve_language
 from .text.prepare import PreparedChunk, TextPreparer, TextStream
-from .text.words import (
+from .timing.heads import Heads
+from .timing.word_timing import FrameWords, Word, WordLedger, WordStart
+from .timing.words import (
     CallerWord,
     CallerWordStream,
     ChunkUnits,
@@ -36,12 +38,10 @@ from .text.words import (
     chunk_units,
     token_spans,
 )
-from .timestamps import Heads
-from .word_timing import FrameWords, Word, WordLedger, WordStart
 
 if TYPE_CHECKING:
     from .backends.base import Backend, FlowState, MimiState
-    from .config import ModelConfig
+    from .model.config import ModelConfig
     from .text.tokenizer import Tokenizer
 
 MIN_FRAMES_BEFORE_EOS = 6

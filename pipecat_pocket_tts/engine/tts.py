@@ -25,20 +25,20 @@ from . import audio as audio_ops
 from .backends import load_backend, resolve_backend_name, resolve_pack
 from .backends.base import Backend, FlowState
 from .checks import check_eos_threshold, check_normalize, check_seed, check_temperature
-from .cloning import AudioSource, clone_voice
-from .config import SAMPLE_RATE, ModelConfig, resolve_config_name
 from .errors import EmptyTextError, UnknownVoiceError
-from .options import LoadOptions
-from .packs import PackFiles
-from .scheduler import AdmissionWait, Scheduler
+from .model.config import SAMPLE_RATE, ModelConfig, resolve_config_name
+from .model.options import LoadOptions
+from .model.packs import PackFiles
+from .runtime.scheduler import AdmissionWait, Scheduler
 from .session import Session, overlap_decode_by_default
 from .synthesis import AudioFrame, GenerationSettings, TextPlanner
 from .text.prepare import TextPreparer
 from .text.tokenizer import Tokenizer
-from .timestamps import Heads, heads_fit, heads_for
-from .voice_source import VoiceSource, fetch_hub_voice, parse_voice
-from .voices import Voice
-from .word_timing import Word
+from .timing.heads import Heads, heads_fit, heads_for
+from .timing.word_timing import Word
+from .voices.cloning import AudioSource, clone_voice
+from .voices.source import VoiceSource, fetch_hub_voice, parse_voice
+from .voices.voice import Voice
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class PocketTTS:
     def timestamp_heads(self) -> Heads | None:
         """The FlowLM (layer, head) pairs word timestamps read, or None: times are estimated.
 
-        From the checkpoint's head table (``engine/timestamp_heads.json``); None for a custom
+        From the checkpoint's head table (``engine/timing/heads.json``); None for a custom
         ``config.json``, an unknown checkpoint or a backend without attention (CoreML). Set it
         for a fine-tuned model whose heads you know; a pair outside the model is refused.
         """

@@ -118,7 +118,7 @@ def compare(name: str, folder: Path) -> bool:
     from parity import run_parity
 
     from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
-    from pipecat_pocket_tts.engine.config import ModelConfig
+    from pipecat_pocket_tts.engine.model.config import ModelConfig
 
     config = ModelConfig.from_dict(name, json.loads((folder / "config.json").read_text()))
     with np.load(folder / "stages.npz") as npz:

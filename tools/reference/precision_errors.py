@@ -68,7 +68,7 @@ def full_size_errors(name: str, work: Path, seed: int = 5) -> dict[str, dict[str
     import yaml
     from pocket_tts.utils.config import CONFIGS_DIR
 
-    from pipecat_pocket_tts.engine.config import ModelConfig
+    from pipecat_pocket_tts.engine.model.config import ModelConfig
 
     work.mkdir(parents=True, exist_ok=True)
     tokenizer = work / "tokenizer.model"

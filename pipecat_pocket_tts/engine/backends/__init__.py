@@ -17,10 +17,10 @@ import os
 import platform
 from pathlib import Path
 
-from ..config import resolve_config_name
 from ..errors import BackendUnavailableError, UnknownBackendError
-from ..options import BACKEND_NAMES, LoadOptions
-from ..packs import PackFiles, PackRequest
+from ..model.config import resolve_config_name
+from ..model.options import BACKEND_NAMES, LoadOptions
+from ..model.packs import PackFiles, PackRequest
 from .base import Backend
 
 #: Concrete backend kind → (module, class). Imported on first use: the CoreML one only needs

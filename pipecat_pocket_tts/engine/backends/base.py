@@ -24,9 +24,9 @@ import numpy as np
 from ..errors import VoiceFileError
 
 if TYPE_CHECKING:
-    from ..config import ModelConfig
-    from ..options import LoadOptions
-    from ..packs import PackFiles, PackRequest
+    from ..model.config import ModelConfig
+    from ..model.options import LoadOptions
+    from ..model.packs import PackFiles, PackRequest
 
 
 class FlowState(Protocol):

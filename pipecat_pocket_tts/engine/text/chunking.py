@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..config import MAX_TOKENS_PER_CHUNK
+from ..model.config import MAX_TOKENS_PER_CHUNK
 from .speechless import glue_speechless, speaks
 
 Measure = Callable[[str, bool], int]

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..config import FRAME_RATE, MAX_TOKENS_PER_CHUNK, ModelConfig, TextOptions
 from ..errors import EmptyTextError
+from ..model.config import FRAME_RATE, MAX_TOKENS_PER_CHUNK, ModelConfig, TextOptions
 from .chunking import (
     Chunker,
     StreamingChunker,

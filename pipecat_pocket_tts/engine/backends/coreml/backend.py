@@ -27,10 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ...config import MAX_TOKENS_PER_CHUNK, ModelConfig
 from ...errors import CloningUnavailableError, ContextOverflowError, LoadOptionError
-from ...options import LoadOptions
-from ...packs import PackFiles, PackRequest
+from ...model.compute_units import resolve_compute_units
+from ...model.config import MAX_TOKENS_PER_CHUNK, ModelConfig
+from ...model.options import LoadOptions
+from ...model.packs import PackFiles, PackRequest
 from ..base import (
     Backend,
     BackendCapabilities,
@@ -57,7 +58,7 @@ from .contracts import (
 )
 from .encoder import MAX_VOICE_FRAMES, Reprojection, VoiceEncoder
 from .files import CoreMLPackFiles, resolve_coreml_pack
-from .runtime import CompiledModel, CoreMLModel, resolve_compute_units
+from .runtime import CompiledModel, CoreMLModel
 from .states import CoreMLFlowState, CoreMLMimiState
 
 logger = logging.getLogger(__name__)

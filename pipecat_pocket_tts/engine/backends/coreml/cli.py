@@ -14,9 +14,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ...options import NUMPY_PRECISIONS
+from ...model.compute_units import (
+    PRESETS,
+    STAGES,
+    UNITS,
+    parse_compute_units,
+    resolve_compute_units,
+)
+from ...model.options import NUMPY_PRECISIONS
 from .backend import PRECISIONS
-from .runtime import PRESETS, STAGES, UNITS, parse_compute_units, resolve_compute_units
 
 
 def _compute_units(text: str) -> dict[str, str]:

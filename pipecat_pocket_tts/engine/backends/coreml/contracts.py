@@ -29,8 +29,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ...config import ModelConfig
 from ...errors import WeightsMismatchError
+from ...model.config import ModelConfig
 
 #: Names of the FlowLM inputs (fixed by the conversion scripts).
 CONDITIONING = "conditioning"

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ...config import ModelConfig
 from ...errors import CloneAudioError, WeightsMismatchError
+from ...model.config import ModelConfig
 from .constants import read_matrix
 from .contracts import ENCODER_AUDIO, EncoderContract
 from .runtime import CoreMLModel

@@ -30,14 +30,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...config import get_config
 from ...errors import (
     CloningUnavailableError,
     PackFilesMissingError,
     UnknownLanguageError,
     UnknownVoiceError,
 )
-from ...packs import PackFiles, PackRequest, load_local_config, local_voices
+from ...model.config import get_config
+from ...model.packs import PackFiles, PackRequest, load_local_config, local_voices
 from .constants import (
     BOS_BEFORE_VOICE,
     BOS_EMB,

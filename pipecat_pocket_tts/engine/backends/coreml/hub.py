@@ -7,8 +7,8 @@ import shutil
 from pathlib import Path
 
 from ...errors import GatedRepoError, PackFilesMissingError
-from ...hub_reachability import hub_unreachable
-from ...packs import cache_miss
+from ...model.hub_reachability import hub_unreachable
+from ...model.packs import cache_miss
 
 logger = logging.getLogger(__name__)
 

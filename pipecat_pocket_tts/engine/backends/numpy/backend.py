@@ -14,10 +14,10 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ...config import ModelConfig
 from ...errors import CloningUnavailableError, LoadOptionError
-from ...options import LoadOptions
-from ...packs import GATED_REPO_URL, PackFiles, PackRequest
+from ...model.config import ModelConfig
+from ...model.options import LoadOptions
+from ...model.packs import GATED_REPO_URL, PackFiles, PackRequest
 from ..base import (
     AttentionProbe,
     Backend,

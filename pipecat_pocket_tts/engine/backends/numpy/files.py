@@ -18,14 +18,14 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from ...config import VOICES_REPO, VOICES_REVISION, HubFile, ModelConfig, get_config
 from ...errors import (
     GatedRepoError,
     HubUnreachableError,
     PackFilesMissingError,
     UnknownVoiceError,
 )
-from ...packs import (
+from ...model.config import VOICES_REPO, VOICES_REVISION, HubFile, ModelConfig, get_config
+from ...model.packs import (
     GATED_REPO_URL,
     PackFiles,
     PackRequest,

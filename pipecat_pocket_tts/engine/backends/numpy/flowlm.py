@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...config import MAX_TOKENS_PER_CHUNK, ModelConfig
 from ...errors import ContextOverflowError
+from ...model.config import MAX_TOKENS_PER_CHUNK, ModelConfig
 from ..base import AttentionProbe, StepOutput, check_token_ids
 from . import compiled
 from .layers import apply_rope, gelu_tanh, layer_norm, linear_rows, rope_tables

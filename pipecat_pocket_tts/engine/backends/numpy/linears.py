@@ -28,7 +28,7 @@ from typing import TypeAlias
 
 import numpy as np
 
-from ...options import NUMPY_PRECISIONS
+from ...model.options import NUMPY_PRECISIONS
 from . import compiled
 from .layers import linear_rows
 

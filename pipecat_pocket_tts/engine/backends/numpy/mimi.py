@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...config import MimiConfig, MimiTransformerConfig
 from ...errors import CloneAudioError, CloningUnavailableError, WeightsMismatchError
+from ...model.config import MimiConfig, MimiTransformerConfig
 from .layers import apply_rope, gelu_tanh, layer_norm, rope_tables
 from .linears import Linear, make_linear
 from .seanet import SEANet, ShapeRecorder, fetch_weight

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...config import ModelConfig
+from ...model.config import ModelConfig
 from .layers import layer_norm, silu
 from .linears import Linear, make_linear
 from .weights import num_time_conds

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ...config import SEANetConfig
 from ...errors import WeightsMismatchError
+from ...model.config import SEANetConfig
 from .streaming_conv import StreamingConv1d, StreamingConvTranspose1d, elu
 
 GROUP_FROM_WEIGHTS = 2_000_000

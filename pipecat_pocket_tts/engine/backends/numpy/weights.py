@@ -21,9 +21,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ...config import FlowLMTransformerConfig, ModelConfig
 from ...errors import WeightsMismatchError
-from ...finite import check_finite_weights
+from ...model.config import FlowLMTransformerConfig, ModelConfig
+from .finite import check_finite_weights
 from .linears import Linear, check_precision, make_linear
 from .mimi import ENCODER_PREFIXES, mimi_weight_shapes
 from .narrow_cache import NarrowCache

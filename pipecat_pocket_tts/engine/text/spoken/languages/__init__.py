@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import cache
 
 from ....errors import UnknownLanguageError
-from ....languages import codes, text_code
+from ....model.languages import codes, text_code
 from ..language import SpokenLanguage
 from .de import German
 from .en import English

@@ -1,0 +1,126 @@
+"""The one registry of spoken languages: one record per language, read by everything else.
+
+A caller may name a language in many ways — an ISO code with or without a region ("en",
+"en-US", "pt_BR"), its English or native name ("English", "Deutsch"), a pack / model config
+name ("french_24l", "english_7m_2026-10") or a Pipecat ``Language`` value — and
+``language_info`` turns every one of them into the same ``LanguageInfo``. Which *pack* a name
+means is ``config.resolve_config_name`` (it needs the config registry); which text variant the
+normalizer reads is ``text_code``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import UnknownLanguageError
+
+
+@dataclass(frozen=True)
+class LanguageInfo:
+    """The facts of one spoken language."""
+
+    code: str  # ISO 639-1: "en"
+    name: str  # English name: "English"
+    key: str  # how model config names begin: "english" (english_24l, english_7m_2026-10, …)
+    default_pack: str  # the pack used when only the language is named
+    default_voice: str  # the voice used when none is given
+    aliases: tuple[str, ...] = ()  # other names in lower case (native spellings)
+    variants: tuple[str, ...] = ()  # regional text variants the normalizer reads ("pt-BR")
+
+
+LANGUAGES: tuple[LanguageInfo, ...] = (
+    LanguageInfo("en", "English", "english", "english", "alba"),
+    LanguageInfo("fr", "French", "french", "french", "estelle", ("français", "francais")),
+    LanguageInfo("de", "German", "german", "german", "juergen", ("deutsch",)),
+    LanguageInfo("it", "Italian", "italian", "italian", "giovanni", ("italiano",)),
+    LanguageInfo(
+        "pt",
+        "Portuguese",
+        "portuguese",
+        "portuguese",
+        "rafael",
+        ("português", "portugues", "brazilian"),
+        ("pt-BR",),
+    ),
+    LanguageInfo("es", "Spanish", "spanish", "spanish", "lola", ("español", "espanol")),
+    LanguageInfo("nl", "Dutch", "dutch", "dutch", "daan", ("nederlands",)),
+)
+
+_BY_CODE = {info.code: info for info in LANGUAGES}
+_BY_NAME = {
+    spelling: info
+    for info in LANGUAGES
+    for spelling in (info.key, info.name.lower(), *info.aliases)
+}
+#: Names that mean a regional variant by themselves.
+_VARIANT_NAMES = {"brazilian": "pt-BR"}
+
+
+def _raw(value: object) -> str:
+    """The text of a language value (Pipecat ``Language`` members carry it in ``.value``)."""
+    raw = value.value if hasattr(value, "value") else value  # enum members (Pipecat Language)
+    if not isinstance(raw, str):
+        raise UnknownLanguageError(f"a language is a name or code, not {type(value).__name__}")
+    return raw.strip()
+
+
+def find_language(value: object) -> LanguageInfo | None:
+    """The language ``value`` names, or None (see the module docstring for the forms)."""
+    key = _raw(value).lower()
+    head = key.split("_", 1)[0]
+    if head in _BY_NAME:
+        return _BY_NAME[head]
+    return _BY_CODE.get(key.replace("_", "-").split("-", 1)[0])
+
+
+def language_info(value: object) -> LanguageInfo:
+    """The language ``value`` names; ``UnknownLanguageError`` listing the choices otherwise."""
+    info = find_language(value)
+    if info is None:
+        raise UnknownLanguageError(
+            f"unknown language {_raw(value)!r}; use a code ({', '.join(codes())}, or with a "
+            f"region such as pt-BR), a name ({', '.join(i.name for i in LANGUAGES)}) or a pack "
+            "name (english, french_24l, …)"
+        )
+    return info
+
+
+def text_code(value: object) -> str:
+    """The code the text normalizer reads for ``value``: the base code, or a regional variant
+    the language has rules for ("pt-BR"); "en-US" → "en"."""
+    info = language_info(value)
+    key = _raw(value).lower()
+    if key.split("_", 1)[0] in _VARIANT_NAMES:
+        return _VARIANT_NAMES[key.split("_", 1)[0]]
+    wanted = key.replace("_", "-")
+    return next((v for v in info.variants if v.lower() == wanted), info.code)
+
+
+def text_variant(value: object) -> str | None:
+    """The regional variant ``value`` asks for ("pt-BR"), or None (the language's base rules)."""
+    code = text_code(value)
+    return code if "-" in code else None
+
+
+def config_language(config_name: str) -> str:
+    """The language key of a model config name ("english_24l" → "english"); a custom name that
+    begins with no language keeps its first part (such packs speak no registered language)."""
+    info = _BY_NAME.get(config_name.split("_", 1)[0].lower())
+    return info.key if info is not None else config_name.split("_", 1)[0]
+
+
+def codes() -> tuple[str, ...]:
+    """Every ISO code the registry holds, in registry order."""
+    return tuple(info.code for info in LANGUAGES)
+
+
+__all__ = [
+    "LANGUAGES",
+    "LanguageInfo",
+    "codes",
+    "config_language",
+    "find_language",
+    "language_info",
+    "text_code",
+    "text_variant",
+]

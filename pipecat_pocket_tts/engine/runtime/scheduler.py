@@ -1,0 +1,439 @@
+"""One scheduler per loaded model: a fixed pool of compute threads running batched ticks.
+
+Every session (and ``synthesize``/``stream``) on a model is a ``Stream`` of its scheduler.
+Each tick the scheduler takes every stream that needs work and runs each stage once for all:
+
+    FlowLM step_batch [B, d] → sample_batch [B, 32]   (streams that need their next latent)
+    decode_batch [B', 32]                              (latents of the previous tick)
+    prefill pieces                                     (text of streams starting a chunk)
+
+The three kinds of work are independent, so they run side by side on the pool's threads (BLAS
+single-threaded in each: no BLAS thread spins once the work ends). Streams join and leave at
+tick boundaries; ``Stream.cancel`` returns once the tick holding the stream is over (≤ one
+frame) and never delays the others.
+
+Deadlines: each stream's lead is the audio it has out ahead of a consumer playing in real time
+from its first frame. A stream more than ``max_lead`` seconds ahead sits out a tick while
+another is behind it; a stream's first frame goes first (its prefill is served before the
+others'); prefills are cut into pieces of at most ``PREFILL_PIECE_TOKENS`` while other streams
+are stepping, and run whole when nothing else does or every speaking stream has audio in
+hand. The tick that ends a starting stream's prefill also steps and decodes its first frame,
+in the same task, and hands that frame over as soon as it is decoded.
+
+Admission (``slots.py``): at most ``max_streams`` streams have work at once (None: no limit;
+``"auto"``: as many as the measured cost of a tick keeps in real time); later ones wait in
+order.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .blas_threads import BLAS_THREADS
+from .channel import usable_cores
+from .slots import AdmissionWait, StreamSlots
+from .streams import FRAME_SECONDS, ChunkJob, Notice, Stream
+from .tick_costs import StageCosts
+from .ticks import PREFILL_PIECE_TOKENS, PREFILL_TOKENS_PER_TICK, TickPlan
+
+if TYPE_CHECKING:
+    from ..backends.base import Backend
+    from ..synthesis import TimedText
+    from ..timing.heads import Heads
+    from ..timing.word_timing import SessionWords
+
+logger = logging.getLogger(__name__)
+
+MAX_LEAD_SECONDS = 1.0
+"""Lead beyond which a stream waits while another stream is behind it."""
+_stream_ids = itertools.count()
+
+
+@dataclass(frozen=True)
+class SchedulerStats:
+    """A snapshot: streams with work, streams waiting for a slot, ticks run, threads working."""
+
+    active: int
+    waiting: int
+    ticks: int
+    busy_threads: int
+    threads: int
+
+
+class _Tick:
+    """The work of one tick, as tasks any pool thread may run; ``wait`` until all are done."""
+
+    def __init__(self, tasks: list[Callable[[], None]]) -> None:
+        self._tasks = deque(tasks)
+        self._left = len(tasks)
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        if not tasks:
+            self._done.set()
+
+    def take(self) -> Callable[[], None] | None:
+        with self._lock:
+            return self._tasks.popleft() if self._tasks else None
+
+    def finished_one(self) -> None:
+        with self._lock:
+            self._left -= 1
+            if self._left == 0:
+                self._done.set()
+
+    def wait(self) -> None:
+        self._done.wait()
+
+
+class Scheduler:
+    """The compute pool of one backend, shared by all its streams."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        threads: int | None = None,
+        max_streams: int | str | None = None,
+        max_lead: float = MAX_LEAD_SECONDS,
+        on_wait: Callable[[AdmissionWait], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        costs: StageCosts | None = None,
+    ) -> None:
+        """``max_streams``: None (no limit), an integer ≥ 1 or ``"auto"`` (``slots.py``);
+        ``costs``: the running cost estimates to start from (default: ``StageCosts()``)."""
+        if threads is not None and threads < 1:
+            raise ValueError(f"scheduler threads must be at least 1, got {threads}")
+        self.backend = backend
+        self.threads = threads or usable_cores()
+        self.max_lead = max_lead
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._costs = costs or StageCosts()  # what each kind of work costs: ticks, admission
+        self._slots = StreamSlots(
+            max_streams, self._costs, self.threads, FRAME_SECONDS, clock, on_wait
+        )
+        self._ticks = 0
+        self._busy = 0  # pool threads running a task
+        self._in_tick = False
+        self._closed = False
+        self._pool: list[threading.Thread] = []
+        self._tasks: queue.SimpleQueue[_Tick | None] = queue.SimpleQueue()
+        self._holds_blas = False  # whether this pool holds BLAS at one thread (blas_threads)
+
+    @property
+    def max_streams(self) -> int | str | None:
+        return self._slots.limit
+
+    # -- streams ------------------------------------------------------------------------
+    def open_stream(
+        self,
+        on_output: Callable[[Any], None],
+        on_error: Callable[[BaseException], None],
+        *,
+        seed: int | None = None,
+        name: str | None = None,
+        words: SessionWords | None = None,
+        on_wait: Callable[[AdmissionWait], None] | None = None,
+    ) -> Stream:
+        """A new stream (idle until its first job) with its own random generator; ``words``:
+        the word timing its timed utterances' frames go through, in order; ``on_wait``: told
+        when it waits for a slot and when it is admitted (see the module docstring)."""
+        name = name or f"pocket-tts-stream-{next(_stream_ids)}"
+        stream = Stream(self.backend, name, on_output, on_error, seed=seed, words=words)
+        stream.on_wait = on_wait
+        return stream
+
+    def submit(self, stream: Stream, job: ChunkJob | Notice) -> None:
+        """Queue a chunk or a notice on a stream (thread-safe); it runs in order."""
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("this scheduler is closed")
+            if stream.stopped:
+                return
+            stream.jobs.append(job)
+            self._slots.request(stream, self._ticks)
+            self._start_pool()
+            self._cond.notify_all()
+
+    def cancel(self, stream: Stream) -> None:
+        """Drop the stream's work; return once no computation of it runs (≤ one tick)."""
+        with self._cond:
+            self._stop(stream)
+            if threading.current_thread() not in self._pool:
+                while stream.busy:
+                    self._cond.wait()
+        with stream.delivery:  # an output being handed over finishes first; no more follow
+            pass
+
+    def stats(self) -> SchedulerStats:
+        with self._cond:
+            return SchedulerStats(
+                len(self._slots.active),
+                len(self._slots.waiting),
+                self._ticks,
+                self._busy,
+                len(self._pool),
+            )
+
+    def wait_parked(self, timeout: float | None = None) -> bool:
+        """Wait until no stream has work and every pool thread is parked (True), or timeout."""
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: not self._slots.active and not self._in_tick and self._busy == 0, timeout
+            )
+
+    def close(self) -> None:
+        """Stop the pool threads (streams with work are cancelled)."""
+        with self._cond:
+            self._closed = True
+            for stream in [*self._slots.active, *self._slots.waiting]:
+                self._stop(stream)
+            self._cond.notify_all()
+            pool = list(self._pool)
+            holds_blas, self._holds_blas = self._holds_blas, False
+        for _ in pool[1:]:
+            self._tasks.put(None)
+        for thread in pool:
+            if thread is not threading.current_thread():
+                thread.join()
+        if holds_blas:  # after the joins: no BLAS call of this pool is left
+            BLAS_THREADS.release()
+
+    def _stop(self, stream: Stream) -> None:
+        stream.stop()
+        self._slots.release(stream, self._ticks)
+        self._cond.notify_all()
+
+    # -- the pool -----------------------------------------------------------------------
+    def _start_pool(self) -> None:
+        if self._pool:
+            return
+        BLAS_THREADS.hold()  # one BLAS thread per call: the pool's threads are the parallelism
+        self._holds_blas = True
+        self._pool = [
+            threading.Thread(target=self._coordinate, name="pocket-tts-scheduler", daemon=True)
+        ]
+        self._pool += [
+            threading.Thread(target=self._serve, name=f"pocket-tts-compute-{i}", daemon=True)
+            for i in range(1, self.threads)
+        ]
+        for thread in self._pool:
+            thread.start()
+
+    def _serve(self) -> None:
+        """A compute thread: run tasks of the current tick until told to stop."""
+        while (tick := self._tasks.get()) is not None:
+            self._run_tasks(tick)
+
+    def _run_tasks(self, tick: _Tick) -> None:
+        while (task := tick.take()) is not None:
+            with self._cond:
+                self._busy += 1
+            try:
+                task()
+            finally:
+                with self._cond:
+                    self._busy -= 1
+                    self._cond.notify_all()
+                tick.finished_one()
+
+    def _coordinate(self) -> None:
+        """The first pool thread: plan a tick, run it with the others, apply its results."""
+        while True:
+            with self._cond:
+                while not self._closed and not any(s.has_work for s in self._slots.active):
+                    self._cond.wait()
+                if self._closed:
+                    return
+                plan = TickPlan(
+                    self.backend,
+                    self._slots.active,
+                    self._clock(),
+                    self.threads,
+                    self.max_lead,
+                    self._costs,
+                    self._first_frame_done,
+                )
+                self._in_tick = True
+            _deliver(plan.early_outputs)  # due now: before any first frame of the tick
+            outputs: list[tuple[Stream, list[Any]]] = []
+            failed = dict(plan.early_failures)
+            try:
+                started = self._clock()
+                self._run_tick(plan)
+                with self._cond:
+                    if plan.full_streams:
+                        took = self._clock() - started
+                        self._costs.tick_took(plan.full_streams, self.threads, took)
+                    results, tick_failures = plan.apply(self._clock())
+                outputs += results
+                failed.update(tick_failures)
+            except Exception as exc:  # a scheduler bug: fail the tick's streams, keep serving
+                logger.exception("a scheduler tick failed")
+                failed.update((stream, exc) for stream in plan.streams)
+            with self._cond:
+                for stream, error in failed.items():
+                    if not stream.stopped:
+                        self._stop(stream)
+                        outputs.append((stream, [error]))
+                self._ticks += 1
+                for stream in plan.streams:
+                    stream.busy = False
+                for stream in list(self._slots.active):
+                    if not stream.has_work:
+                        stream.went_idle()
+                        self._slots.release(stream, self._ticks)
+                self._slots.admit_waiting(self._ticks)  # under "auto": the estimates moved
+                self._in_tick = False
+                self._cond.notify_all()
+            _deliver(outputs)
+
+    def _first_frame_done(self, plan: TickPlan, stream: Stream) -> None:
+        """A stream's first-frame task succeeded (on the pool thread that ran it): its frame
+        goes out now, not at the end of the tick."""
+        with self._cond:
+            try:
+                items = plan.apply_first_frame(stream, self._clock())
+            except Exception as exc:  # its word timing, say: the stream's own failure
+                if not stream.stopped:
+                    self._stop(stream)
+                items = [exc]
+        _deliver([(stream, items)])
+
+    def _run_tick(self, plan: TickPlan) -> None:
+        """Run the plan's tasks on the pool (this thread included); return when all are done."""
+        if len(plan.tasks) == 1 and self.threads > 1:
+            with BLAS_THREADS.widened(self.threads):  # a lone task: every core
+                self._run_tasks(_Tick(plan.tasks))
+        elif plan.tasks:
+            tick = _Tick(plan.tasks)
+            for _ in range(min(len(plan.tasks), len(self._pool)) - 1):
+                self._tasks.put(tick)
+            self._run_tasks(tick)
+            tick.wait()
+
+
+def _deliver(outputs: list[tuple[Stream, list[Any]]]) -> None:
+    """Hand frames, notices and errors to their streams' callbacks (outside the lock)."""
+    for stream, items in outputs:
+        with stream.delivery:
+            for item in items:
+                if stream.stopped and not isinstance(item, BaseException):
+                    continue  # cancelled meanwhile (or failed): no more frames come out
+                try:
+                    if isinstance(item, BaseException):
+                        stream.on_error(item)
+                    else:
+                        stream.on_output(item)
+                except Exception:
+                    logger.exception("the output callback of %s failed", stream.name)
+
+
+class SessionLink:
+    """A session's end of its model's scheduler: utterances in, frames and markers out.
+
+    Frames and notices go into the session's frame channel in order (``finish`` closes it
+    after the last frame); ``on_failure`` gets the error that stopped the stream, which then
+    also ends the channel. The random generator (``seed``) belongs to the stream, as it
+    belongs to a session. ``done``: utterances whose last frame is out.
+    """
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        seed: int | None,
+        channel: Any,
+        on_failure: Callable[[BaseException], None],
+        name: str | None = None,
+        words: SessionWords | None = None,
+        on_wait: Callable[[AdmissionWait], None] | None = None,
+    ) -> None:
+        self._scheduler = scheduler
+        self._channel = channel
+        self._on_failure = on_failure
+        self.done = 0
+        self._stream = scheduler.open_stream(
+            self._output, self._failed, seed=seed, name=name, words=words, on_wait=on_wait
+        )
+
+    def speak(
+        self,
+        utterance_index: int,
+        chunks: list[Any],
+        voice_state: Any,
+        settings: Any,
+        seed: Any,
+        timed: TimedText | None = None,
+        heads: Heads | None = None,
+    ) -> None:
+        """Queue an utterance's prepared chunks (``seed``: restart the generator first;
+        ``timed``: its caller words, timed from ``heads`` or estimated without)."""
+        last = len(chunks) - 1
+        for i, plan in enumerate(chunks):
+            job = ChunkJob(
+                plan,
+                voice_state,
+                settings,
+                utterance_index,
+                i,
+                i == last,
+                seed if i == 0 else None,
+                timed,
+                heads,
+            )
+            self._scheduler.submit(self._stream, job)
+
+    def notice(self, item: Any) -> None:
+        """Put ``item`` (a marker) in the channel after every frame queued before it."""
+        self._scheduler.submit(self._stream, Notice(item))
+
+    def finish(self) -> None:
+        """Close the channel after every frame queued so far."""
+        self._scheduler.submit(self._stream, Notice(_FINISH))
+
+    def cancel(self) -> None:
+        """Drop everything; return once no computation of this stream runs."""
+        self._scheduler.cancel(self._stream)
+
+    def abandon(self) -> None:
+        """Its session was dropped without finish() or cancel(): drop its stream.
+
+        Called by a finalizer, possibly while this thread holds the scheduler's lock (a
+        garbage collection anywhere): the cancel runs on a thread of its own.
+        """
+        threading.Thread(target=self.cancel, name="pocket-tts-abandon", daemon=True).start()
+
+    def _output(self, item: Any) -> None:
+        if item is _FINISH:
+            self._channel.close()
+        elif self._channel.put(item) and getattr(item, "is_last_in_utterance", False):
+            self.done += 1
+
+    def _failed(self, error: BaseException) -> None:
+        self._on_failure(error)
+        self._channel.close(error)
+
+
+_FINISH: Any = object()
+
+
+__all__ = [
+    "MAX_LEAD_SECONDS",
+    "PREFILL_PIECE_TOKENS",
+    "PREFILL_TOKENS_PER_TICK",
+    "AdmissionWait",
+    "ChunkJob",
+    "Notice",
+    "Scheduler",
+    "SchedulerStats",
+    "SessionLink",
+    "Stream",
+]

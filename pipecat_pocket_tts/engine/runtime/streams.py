@@ -1,0 +1,319 @@
+"""What the scheduler runs for one stream: its queued chunks, FlowLM progress, RNG and Mimi state.
+
+A ``Stream`` is a session's presence on a model's scheduler. It takes ``ChunkJob``s (one
+prepared chunk of an utterance each) and notices (payloads that come out in order with the
+frames, such as markers or the end of the session), and hands every result to one output
+callback. The scheduler drives it a frame at a time through the methods below, under the
+scheduler's lock; the numbers they compute are those of ``synthesis.generate_chunk`` and
+``synthesis.AudioDecoder`` (same EOS rule, same noise draws, same fade-in), so a stream's
+audio equals the audio of the same chunks run alone.
+
+    jobs ─▶ ChunkRun: prefill pieces → step/sample per frame ─▶ pending decodes ─▶ output
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..audio import fade_in
+from ..synthesis import (
+    FADE_IN_SAMPLES,
+    MIN_FRAMES_BEFORE_EOS,
+    AudioFrame,
+    GenerationSettings,
+    LatentFrame,
+    attention_probe,
+    draw_noise,
+    frame_limit,
+)
+from ..timing.word_timing import WordTimes
+
+if TYPE_CHECKING:
+    from ..backends.base import AttentionProbe, Backend, FlowState, MimiState, StepOutput
+    from ..synthesis import ChunkTiming, TimedText
+    from ..text.prepare import PreparedChunk
+    from ..timing.heads import Heads
+    from ..timing.word_timing import FrameWords, SessionWords
+
+FRAME_SECONDS = 0.08
+"""Audio duration of one frame (1920 samples at 24 kHz)."""
+
+
+@dataclass(frozen=True, eq=False)
+class ChunkJob:
+    """One prepared chunk of an utterance, with what its frames are tagged with."""
+
+    plan: PreparedChunk
+    voice_state: FlowState
+    settings: GenerationSettings
+    utterance_index: int
+    chunk_index: int
+    is_last_chunk: bool
+    seed: int | None = None  # restart the stream's random generator from it first
+    timed: TimedText | None = None  # its utterance's caller words (word timestamps on)
+    heads: Heads | None = None  # attention heads the word timing reads (None: estimated)
+
+
+@dataclass(frozen=True, eq=False)
+class Notice:
+    """A payload handed to the output in order, after the frames of every earlier job."""
+
+    payload: Any
+
+
+@dataclass(frozen=True, eq=False)
+class _PendingDecode:
+    latent: np.ndarray  # [latent_dim], normalized space
+    job: ChunkJob
+    frame_index: int
+    is_last_in_chunk: bool
+    words: FrameWords | None = None  # word timing input (word timestamps on)
+
+
+class ChunkRun:
+    """The FlowLM side of one chunk: prefill in pieces, then one step per frame until EOS."""
+
+    def __init__(self, backend: Backend, job: ChunkJob) -> None:
+        self.job = job
+        self.embeddings = backend.embed_text(job.plan.token_ids)  # [n, d_model]
+        self._prefilled = 0
+        # The voice's K/V are copied by the first prefill piece, on a pool thread: the copy
+        # (~8 ms for a full-size voice, mostly first touches of fresh pages) would otherwise
+        # run on the scheduler's thread, one starting chunk after another.
+        self._state: FlowState | None = None if self.prefill_left else job.voice_state.copy()
+        # Chunks start in order on their stream: the timed text maps them in text order.
+        self._timing: ChunkTiming | None = None
+        if job.timed is not None:
+            self._timing = job.timed.chunk(job.plan, job.utterance_index)
+        self._heads = job.heads if self._timing is not None else None
+        self._text_start = job.voice_state.position
+        self._backend = backend
+        self.probe: AttentionProbe | None = None  # set once prefilled (word timestamps on)
+        self._after_eos = max(1, job.plan.frames_after_eos)
+        self._limit = self._stop_at = 0
+        self._eos_step: int | None = None
+        self.frame_index = 0
+        self.previous: np.ndarray | None = None  # None: the next step is BOS
+        self.finished = False
+
+    @property
+    def state(self) -> FlowState:
+        """This chunk's FlowLM state (the voice's copy), once its first prefill piece ran."""
+        if self._state is None:
+            raise RuntimeError("the chunk's state is made by its first prefill piece")
+        return self._state
+
+    def prefill_state(self) -> FlowState:
+        """The state the next prefill piece writes into: copied from the voice on the first
+        call (by that piece's task, on a pool thread)."""
+        if self._state is None:
+            self._state = self.job.voice_state.copy()
+        return self._state
+
+    @property
+    def prefill_left(self) -> int:
+        return self.embeddings.shape[0] - self._prefilled
+
+    def prefill_piece(self, tokens: int) -> np.ndarray:
+        """The next ``tokens`` embeddings to prefill [n, d_model] (``prefilled`` after)."""
+        return self.embeddings[self._prefilled : self._prefilled + tokens]
+
+    def prefilled(self, tokens: int) -> None:
+        """``tokens`` more embeddings are in the cache; after the last, frames may start."""
+        self._prefilled += tokens
+        if self.prefill_left == 0:
+            self._limit = self._stop_at = self.frame_limit()
+            self.probe = self.final_probe()
+
+    def frame_limit(self) -> int:
+        """Frames this chunk may produce (the plan's, the settings' and the KV room once its
+        whole text is in: known before the prefill ends)."""
+        voice = self.job.voice_state
+        room = voice.capacity - voice.position - self.embeddings.shape[0]
+        return frame_limit(self.job.plan, self.job.settings, room)
+
+    def final_probe(self) -> AttentionProbe | None:
+        """The attention probe of this chunk's frames (its whole text: known before the
+        prefill ends, so a first-frame task can step with it)."""
+        text_end = self._text_start + self.embeddings.shape[0]
+        return attention_probe(self._backend, self._heads, self._text_start, text_end)
+
+    def accept_step(self, out: StepOutput) -> None:
+        """Apply the EOS rule of ``generate_chunk`` to this frame's step output."""
+        index = self.frame_index
+        threshold = self.job.settings.eos_threshold
+        if self._eos_step is None and index >= MIN_FRAMES_BEFORE_EOS and out.eos_logit > threshold:
+            self._eos_step = index
+            self._stop_at = min(self._limit, index + self._after_eos)
+
+    def accept_latent(self, latent: np.ndarray, attention: np.ndarray | None) -> _PendingDecode:
+        """This frame's sampled latent [latent_dim] (and its step's probed attention) → its
+        decode job; moves to the next frame."""
+        index = self.frame_index
+        last = index + 1 >= self._stop_at
+        words = None
+        if self._timing is not None:
+            frame = LatentFrame(latent, index, last, attention)
+            words = self._timing.frame(frame, last_in_utterance=last and self.job.is_last_chunk)
+        self.previous = latent
+        self.frame_index += 1
+        self.finished = last
+        return _PendingDecode(latent, self.job, index, last, words)
+
+
+class Stream:
+    """One session's stream on a scheduler. Its methods are called under the scheduler's lock.
+
+    ``on_output`` receives ``AudioFrame``s and notice payloads in order (on a scheduler
+    thread, outside its lock; keep it cheap); ``on_error`` the exception that stopped it.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        name: str,
+        on_output: Callable[[Any], None],
+        on_error: Callable[[BaseException], None],
+        seed: int | None = None,
+        words: SessionWords | None = None,
+    ) -> None:
+        self.name = name
+        self._words = words  # the session's word timing, fed every frame in order
+        self.on_output = on_output
+        self.on_error = on_error
+        self._backend = backend
+        self._latent_dim = backend.config.flow_lm.latent_dim
+        self.rng = np.random.default_rng(seed)
+        self.mimi: MimiState = backend.new_mimi_state()
+        self._mimi_started = False
+        self.jobs: deque[ChunkJob | Notice] = deque()
+        self.run: ChunkRun | None = None
+        self.decodes: deque[_PendingDecode | Notice] = deque()
+        self.stopped = False  # cancelled or failed: drop everything
+        self.delivery = threading.RLock()  # held while handing outputs over
+        self.busy = False  # part of the tick being computed
+        self.admitted = False
+        self.waiting_since: float | None = None
+        self.on_wait: Callable[[Any], None] | None = None  # told of its admission waits
+        # Deadline: frames emitted since the consumer's clock started (at the first frame).
+        self._clock_start: float | None = None
+        self._frames_emitted = 0
+
+    # -- work ---------------------------------------------------------------------------
+    @property
+    def has_work(self) -> bool:
+        return not self.stopped and bool(self.jobs or self.run is not None or self.decodes)
+
+    def next_run(self) -> list[Any]:
+        """Start the next chunk if none runs; the notices that became due (to emit now)."""
+        due: list[Any] = []
+        while self.run is None and self.jobs:
+            job = self.jobs.popleft()
+            if isinstance(job, Notice):
+                self.decodes.append(job)
+                continue
+            if job.seed is not None:
+                self.rng = np.random.default_rng(job.seed)
+            self.run = ChunkRun(self._backend, job)
+        due.extend(self.due_notices())
+        return due
+
+    def due_notices(self) -> list[Any]:
+        """Notices at the head of the decode queue: every frame before them is out."""
+        due = []
+        while self.decodes and isinstance(self.decodes[0], Notice):
+            due.append(self.decodes.popleft().payload)
+        return due
+
+    @property
+    def wants_prefill(self) -> bool:
+        return self.run is not None and self.run.prefill_left > 0
+
+    @property
+    def wants_step(self) -> bool:
+        return self.run is not None and self.run.prefill_left == 0 and not self.run.finished
+
+    @property
+    def wants_decode(self) -> bool:
+        return bool(self.decodes) and isinstance(self.decodes[0], _PendingDecode)
+
+    def noise(self) -> np.ndarray:
+        """Noise [latent_dim] for this frame's sampler (drawn after its step, as alone)."""
+        assert self.run is not None
+        return draw_noise(self.rng, self.run.job.settings.temperature, self._latent_dim)
+
+    def stepped(self, out: StepOutput, latent: np.ndarray) -> None:
+        """This frame's step and latent are computed: queue its decode."""
+        assert self.run is not None
+        self.run.accept_step(out)
+        self.decodes.append(self.run.accept_latent(latent, out.attention))
+        if self.run.finished:
+            self.run = None
+
+    def next_decode(self) -> np.ndarray:
+        """The latent [latent_dim] of the next frame to decode (``decoded`` pops it)."""
+        head = self.decodes[0]
+        assert isinstance(head, _PendingDecode)
+        return head.latent
+
+    def decoded(self, samples: np.ndarray, now: float) -> AudioFrame:
+        """The next frame's samples [frame_size] are decoded → its AudioFrame."""
+        pending = self.decodes.popleft()
+        assert isinstance(pending, _PendingDecode)
+        samples = np.asarray(samples, dtype=np.float32)
+        if not self._mimi_started:
+            self._mimi_started = True
+            samples = fade_in(samples, FADE_IN_SAMPLES)
+        if self._clock_start is None:
+            self._clock_start = now
+        self._frames_emitted += 1
+        job = pending.job
+        words = WordTimes()
+        if pending.words is not None and self._words is not None:
+            words = self._words.frame(samples, pending.words)
+        return AudioFrame(
+            samples=samples,
+            frame_index=pending.frame_index,
+            chunk_index=job.chunk_index,
+            utterance_index=job.utterance_index,
+            is_last_in_utterance=pending.is_last_in_chunk and job.is_last_chunk,
+            words=words.starts,
+            completed_words=words.words,
+        )
+
+    def stop(self) -> None:
+        """Cancelled or failed: drop all queued work."""
+        self.stopped = True
+        self.jobs.clear()
+        self.decodes.clear()
+        self.run = None
+
+    # -- deadline -----------------------------------------------------------------------
+    @property
+    def started(self) -> bool:
+        """True once the current run of frames has produced its first frame."""
+        return self._clock_start is not None
+
+    def lead(self, now: float) -> float:
+        """Seconds of audio out ahead of a consumer playing in real time since the first frame.
+
+        When the consumer ran dry (lead below 0) it waited: its clock restarts at 0 lead.
+        """
+        if self._clock_start is None:
+            return 0.0
+        lead = self._frames_emitted * FRAME_SECONDS - (now - self._clock_start)
+        if lead < 0:
+            self._clock_start = now - self._frames_emitted * FRAME_SECONDS
+            return 0.0
+        return lead
+
+    def went_idle(self) -> None:
+        """Nothing left to say: the next frame starts a new run (and a new consumer clock)."""
+        self._clock_start = None
+        self._frames_emitted = 0

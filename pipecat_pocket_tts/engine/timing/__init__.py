@@ -1,0 +1,1 @@
+"""Word timing: attention heads to word times, caller words with times, subtitles."""

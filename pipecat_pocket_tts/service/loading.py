@@ -1,0 +1,263 @@
+"""The model of ``PocketTTSService``: loading the pack, warming it up, switching packs.
+
+``EngineLoader`` owns the engine and the load tasks: the pack of the current settings, loaded
+at setup (a slow first download finishes in the background), and a pack requested at
+runtime, loaded in the background and adopted at the next turn. Loads go through the
+process-wide shared cache (services of one pack share the weights) and run off the event
+loop. The calls into the engine's loading API are all in ``load_shared_engine`` and
+``resolve_pack`` below.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from loguru import logger
+from pipecat.utils.types import is_given
+
+from ..engine.errors import PocketTTSError
+from ..engine.model.options import LoadOptions
+from ..engine.synthesis import TextPlanner
+from .languages import resolve_pack
+
+if TYPE_CHECKING:
+    from pipecat.transcriptions.language import Language
+
+    from ..engine import PocketTTS
+
+KEEPALIVE_INTERVAL_S = 1.0
+"""While a turn waits for a model (loading, warming up, switching packs), its audio context is
+refreshed this often so Pipecat's 3 s no-audio timeout never writes it off."""
+
+WARMUP_TEXT = "Hello."
+WARMUP_FRAMES = 2
+
+
+@dataclass(frozen=True)
+class LoadSettings:
+    """How the service loads packs: the engine's ``LoadOptions`` and whether to warm up."""
+
+    options: LoadOptions = field(default_factory=LoadOptions)
+    warmup: bool = True
+
+
+@dataclass(frozen=True)
+class Ready:
+    """The engine a new turn speaks with, and what changed to get it."""
+
+    engine: PocketTTS
+    switched: bool = False  # a pack requested at runtime was adopted
+    switch_error: Exception | None = None  # a requested pack failed; the engine is the old one
+
+
+SPEECH_CHECK_CHARS = 2000
+"""Longest text ``has_speech`` plans on the event loop (about 5 ms of CPU)."""
+
+
+class EngineLoader:
+    """Loads packs off the event loop and hands the engine to new turns."""
+
+    def __init__(
+        self,
+        options: LoadSettings,
+        *,
+        create_task: Callable[[Coroutine[Any, Any, Any], str], asyncio.Task],
+        keep_alive: Callable[[str], None],
+    ) -> None:
+        self.options = options
+        self._create_task = create_task
+        self._keep_alive = keep_alive
+        self._engine: PocketTTS | None = None
+        self._load_task: asyncio.Task | None = None  # the pack of the current settings
+        self._switch_task: asyncio.Task | None = None  # a pack requested at runtime
+        self._planner: tuple[PocketTTS, TextPlanner] | None = None  # for has_speech
+
+    @property
+    def engine(self) -> PocketTTS | None:
+        return self._engine
+
+    def resolve_pack(self, language: Language | str) -> str:
+        """A pack name for a language; any name a ``model_dir`` provides is accepted."""
+        model_dir = self.options.options.model_dir
+        custom = (
+            model_dir is not None
+            and isinstance(language, str)
+            and ((model_dir / "config.json").is_file() or (model_dir / language).is_dir())
+        )
+        return resolve_pack(language, custom_pack=custom)
+
+    async def load_at_setup(self, pack: str, voice: Any, budget_s: float) -> Exception | None:
+        """Start loading ``pack``; wait up to ``budget_s``. The failure, if it already failed."""
+        self._load_task = self._create_task(self._load(pack, voice), "pocket_tts_load")
+        await asyncio.wait({self._load_task}, timeout=budget_s)
+        outcome = _outcome(self._load_task)
+        if isinstance(outcome, Exception):
+            return outcome
+        if outcome is not None:
+            self._engine = outcome
+        return None
+
+    def request_switch(self, pack: str, voice: Any) -> None:
+        """Load ``pack`` in the background; the next turn switches to it.
+
+        A previous request still loading is superseded, not cancelled (its thread could not be
+        stopped anyway); the shared cache keeps what it loaded.
+        """
+        logger.info(f"PocketTTS: loading pack {pack!r} in the background")
+        self._switch_task = self._create_task(self._load(pack, voice), "pocket_tts_switch")
+
+    async def ready(self, context_id: str, pack: str, voice: Any) -> Ready:
+        """The engine for a new turn: waits for a load still running, switches packs."""
+        switched = False
+        switch_error: Exception | None = None
+        task = self._switch_task
+        if task is not None:
+            # Not forgotten before it is done: an interrupted turn leaves it to the next one.
+            try:
+                engine = await self._wait_alive(context_id, task)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                if self._switch_task is task:
+                    self._switch_task = None
+                    switch_error = e
+            else:
+                if self._switch_task is task:
+                    self._switch_task = None
+                    switched = engine is not self._engine
+                    self._engine = engine
+                    self._load_task = None
+        if self._engine is None:
+            if self._load_task is None:
+                self._load_task = self._create_task(self._load(pack, voice), "pocket_tts_load")
+            try:
+                self._engine = await self._wait_alive(context_id, self._load_task)
+            except Exception as e:
+                self._load_task = None  # the next turn tries again
+                raise PocketTTSError(f"could not load pack {pack!r}: {e}") from e
+        return Ready(self._engine, switched=switched, switch_error=switch_error)
+
+    def requested_pack(self, model: Any, language: Any) -> str | None:
+        """The pack a settings delta asks for (``model`` wins over ``language``), or None."""
+        requested = model if is_given(model) and model else language
+        if not is_given(requested) or requested is None:
+            return None
+        return self.resolve_pack(requested)
+
+    def has_speech(self, text: str, normalize: Any, lexicon: Any, text_language: Any) -> bool:
+        """False when ``text`` says nothing once normalized and filtered ("👍", "***").
+
+        Text with an ASCII letter or digit is taken as speech without planning it (cheap), and
+        so is text longer than ``SPEECH_CHECK_CHARS`` (planning it here would hold the event
+        loop; the session finds out off it); True while no engine is loaded (the turn finds out).
+        """
+        engine = self._engine
+        if engine is None or len(text) > SPEECH_CHECK_CHARS:
+            return True
+        if any(c.isascii() and c.isalnum() for c in text):
+            return True
+        if self._planner is None or self._planner[0] is not engine:
+            self._planner = (engine, TextPlanner(engine.config, engine.tokenizer))
+        planner = self._planner[1].with_text_language(text_language)
+        return bool(planner.plan(text, normalize=bool(normalize), lexicon=lexicon or None))
+
+    async def checked_voice(self, voice: Any) -> tuple[Any, PocketTTSError | None]:
+        """A voice setting as the loaded pack takes it (None: its default voice, by name),
+        and why the pack cannot use it (None: it can). Unchecked while nothing is loaded."""
+        engine = self._engine
+        if engine is None:
+            return voice, None
+        voice = engine.default_voice if voice is None else voice
+        return voice, await self.voice_error(engine, voice)
+
+    async def voice_error(self, engine: PocketTTS, voice: Any) -> PocketTTSError | None:
+        """Why ``engine`` cannot use ``voice`` (None: it can): the engine's own parser decides,
+        off the loop (the voice is cached by it for the next utterance)."""
+        try:
+            await asyncio.to_thread(engine.voice_state, voice)
+        except PocketTTSError as e:
+            logger.warning(f"PocketTTS: pack {engine.language!r} cannot use voice {voice!r}: {e}")
+            return e
+        return None
+
+    async def close(self, cancel_task: Callable[[asyncio.Task], Coroutine[Any, Any, Any]]) -> None:
+        """Forget the engine (the shared cache keeps the model) and stop waiting for loads."""
+        for task in (self._load_task, self._switch_task):
+            if task is not None and not task.done():
+                await cancel_task(task)
+        self._load_task = self._switch_task = None
+        self._engine = None
+
+    async def _wait_alive(self, context_id: str, task: asyncio.Task) -> PocketTTS:
+        """Await a load while refreshing the context, so Pipecat's no-audio timeout never fires.
+
+        The load is not cancelled when the caller is (an interruption): it keeps going for the
+        next turn. Raises the load's failure.
+        """
+        while not task.done():
+            await asyncio.wait({task}, timeout=KEEPALIVE_INTERVAL_S)
+            self._keep_alive(context_id)
+        outcome = _outcome(task)
+        if outcome is None:
+            raise PocketTTSError("the model load was cancelled")
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    async def _load(self, pack: str, voice: Any) -> PocketTTS | Exception:
+        """Load and warm up ``pack``; returns the failure instead of raising it (Pipecat's task
+        manager would swallow it)."""
+        options = self.options.options
+        model_dir = options.model_dir
+        if model_dir is not None and (model_dir / pack).is_dir():
+            options = replace(options, model_dir=model_dir / pack)  # one subfolder per pack
+        try:
+            engine = await asyncio.to_thread(load_shared_engine, pack, options)
+            if self.options.warmup:
+                await asyncio.to_thread(warm_up_engine, engine, voice)
+        except Exception as e:
+            return e
+        return engine
+
+
+def _outcome(task: asyncio.Task | None) -> Any:
+    """A finished load task's result (an engine or an exception); None if not finished."""
+    if task is None or not task.done() or task.cancelled():
+        return None
+    return task.result()
+
+
+def load_shared_engine(pack: str, options: LoadOptions) -> PocketTTS:
+    """Load a pack once per process: every service of the same pack shares the weights."""
+    from ..engine import PocketTTS
+
+    return PocketTTS.load_shared(pack, options=options)
+
+
+def warm_up_engine(engine: PocketTTS, voice: Any = None) -> None:
+    """Run every stage once (and cache the voice) so the first turn pays no first-call cost."""
+    try:
+        engine.voice_state(voice)
+    except PocketTTSError as e:  # the turn reports it; warm up with the pack's default voice
+        logger.warning(f"PocketTTS warm-up: voice {voice!r} unusable: {e}")
+        voice = None
+        engine.voice_state(voice)
+    try:
+        engine.synthesize(WARMUP_TEXT, voice=voice, max_frames=WARMUP_FRAMES, seed=0)
+    except PocketTTSError as e:  # a warm-up problem must not keep the service from starting
+        logger.warning(f"PocketTTS warm-up failed: {e}")
+
+
+__all__ = [
+    "KEEPALIVE_INTERVAL_S",
+    "WARMUP_FRAMES",
+    "WARMUP_TEXT",
+    "EngineLoader",
+    "LoadSettings",
+    "Ready",
+    "load_shared_engine",
+    "warm_up_engine",
+]

@@ -1,0 +1,350 @@
+"""PocketTTSService: the Pipecat hooks over one persistent PocketTTS engine session.
+
+Text goes to the session (``enqueue`` per sentence, ``feed`` per token with TOKEN aggregation);
+its audio, text frames and turn ends come back in order (``turns``); an interruption cancels
+the session before the ``InterruptionFrame`` goes on. Loading and pack switching: ``loading``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any
+
+from loguru import logger
+from pipecat.frames.frames import (
+    EndFrame,
+    ErrorFrame,
+    Frame,
+    InterruptionFrame,
+    LLMFullResponseEndFrame,
+    StartFrame,
+    TTSAudioRawFrame,
+    TTSStoppedFrame,
+    TTSTextFrame,
+)
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessorSetup
+from pipecat.services.tts_service import TextAggregationMode, TTSService
+from pipecat.transcriptions.language import Language
+from pipecat.utils.context.word_timestamp_tracker import WordTimestamp
+from pipecat.utils.tracing.service_decorators import traced_tts
+
+from ..engine.errors import PocketTTSError
+from ..engine.model.config import SAMPLE_RATE
+from ..engine.model.options import LoadOptions
+from .arguments import check_extra_arguments, take_load_options
+from .languages import language_to_pack, pack_iso_code, text_variant
+from .loading import WARMUP_FRAMES, WARMUP_TEXT, EngineLoader, LoadSettings
+from .resampler import StreamResampler
+from .settings import UTTERANCE_SETTINGS, PocketTTSSettings, initial_settings, session_options
+from .text_gate import TextGate
+from .turns import ContextOutput, Turn, Turns, UtteranceOptions
+from .unspoken import UnspokenContexts
+from .updates import check_update
+
+if TYPE_CHECKING:
+    from pipecat.frames.frames import CancelFrame
+
+    from ..engine import PocketTTS
+
+SETUP_LOAD_BUDGET_S = 15.0
+"""How long ``setup`` waits for the model before letting the pipeline start (Pipecat gives up
+on a setup after 20 s). A load still running then finishes in the background; the first turn
+waits for it, its audio context kept alive."""
+
+__all__ = ["WARMUP_FRAMES", "WARMUP_TEXT", "PocketTTSService", "PocketTTSSettings"]
+
+
+class PocketTTSService(TTSService):
+    """Kyutai PocketTTS on a local NumPy (or CoreML) engine, streaming and interruptible.
+
+    Example::
+
+        tts = PocketTTSService(
+            language=Language.EN,
+            settings=PocketTTSService.Settings(voice="alba", temperature=0.5),
+        )
+    """
+
+    Settings = PocketTTSSettings
+    _settings: PocketTTSSettings
+
+    def __init__(
+        self,
+        *,
+        language: Language | str | None = None,
+        load: LoadOptions | None = None,
+        settings: PocketTTSSettings | None = None,
+        text_aggregation_mode: TextAggregationMode | None = None,
+        warmup: bool = True,
+        resampler_quality: str = "HQ",
+        **kwargs: Any,
+    ) -> None:
+        """Create the service; the model loads in ``setup`` (never in the constructor).
+
+        Args:
+            language: A Pipecat ``Language`` (regional variants by base code) or a pack name;
+                defaults to English. ``settings.language`` wins when both are given.
+            load: How packs load (``LoadOptions``); its fields may also be given as keywords:
+                ``backend`` ("numpy", "coreml", "auto"), ``model_dir`` (a pack folder, or one
+                subfolder per pack named after it; nothing is downloaded), ``revision``,
+                ``token``, ``sampler_steps``, ``precision`` ("fp32", "bf16", "int8"),
+                ``threads`` and ``max_streams`` (the model's scheduler), ``batching``...
+            settings: Voice, temperature, seed, normalize, lexicon (see ``Settings``).
+            text_aggregation_mode: SENTENCE (default) or TOKEN: LLM tokens go to the session's
+                text stream (``Session.feed``), which cuts and prepares as the batch path.
+            warmup: Run a short synthesis in ``setup`` so the first turn is fast.
+            resampler_quality: soxr quality of the output resampler (QQ, LQ, MQ, HQ, VHQ).
+            **kwargs: Other ``TTSService`` arguments (``sample_rate``, ``text_transforms``...);
+                any other keyword (``temp``, ``quantize``, a typo) is a ``TypeError`` saying
+                what to use.
+        """
+        options = take_load_options(load, kwargs)  # checked now, not at setup
+        check_extra_arguments(kwargs, known=inspect.signature(PocketTTSService).parameters)
+        defaults = initial_settings(language, settings)
+        self._loader = EngineLoader(
+            LoadSettings(options, warmup),
+            create_task=lambda coroutine, name: self.create_task(coroutine, name=name),
+            keep_alive=lambda context_id: self._refresh_audio_context(context_id),
+        )
+        #: A regional variant for the text normalizer ("pt-BR"), or None for the pack's own.
+        self._text_language = text_variant(defaults.language)
+        defaults.language = defaults.model = self._loader.resolve_pack(defaults.language)
+
+        kwargs.setdefault("push_stop_frames", True)  # a stop frame even if a context times out
+        super().__init__(
+            push_start_frame=True,
+            push_text_frames=False,  # word timestamps: Pipecat releases words as played
+            text_aggregation_mode=text_aggregation_mode,
+            settings=defaults,
+            **kwargs,
+        )
+        self._set_sentence_language(self.pack)
+        self._gate = TextGate(self._has_speech)  # after the user's transforms
+        gate = self._gate.token if self._is_streaming_tokens else self._gate.sentence
+        self.add_text_transformer(gate, "*")
+        #: The voice setting follows the pack's default voice (reported by its name).
+        self._default_voice = defaults.voice is None
+        self._output = ContextOutput(self)
+        self._turns = Turns(
+            self._output,
+            lambda: StreamResampler(SAMPLE_RATE, self.sample_rate, quality=resampler_quality),
+        )
+        self._seed_version = 0  # bumped by every seed update
+        self._stopped = False
+        self._unspoken = UnspokenContexts()
+        self._load_error: Exception | None = None
+
+    def can_generate_metrics(self) -> bool:
+        """TTFB, usage and text-aggregation metrics are supported."""
+        return True
+
+    @property
+    def supports_processing_metrics(self) -> bool:
+        """False: ``run_tts`` only hands text to the session; TTFB carries the latency."""
+        return False
+
+    def language_to_service_language(self, language: Language) -> str | None:
+        """The pack speaking a Pipecat ``Language`` (regional variants by base code)."""
+        return language_to_pack(language)
+
+    @property
+    def engine(self) -> PocketTTS | None:
+        """The loaded engine (None before setup or after cleanup)."""
+        return self._loader.engine
+
+    @property
+    def pack(self) -> str:
+        """The pack of the current settings."""
+        return str(self._settings.language)
+
+    async def setup(self, setup: FrameProcessorSetup) -> None:
+        """Start loading (and warming up) the pack, off the event loop; wait a while for it."""
+        await super().setup(setup)
+        self._load_error = await self._loader.load_at_setup(
+            self.pack, self._settings.voice, SETUP_LOAD_BUDGET_S
+        )
+        if self._loader.engine is not None:
+            self._name_default_voice(self._loader.engine)
+
+    async def start(self, frame: StartFrame) -> None:
+        """Start the service; report a pack that failed to load."""
+        await super().start(frame)
+        self._stopped = False
+        if self._load_error is not None:  # permanent: no model to speak with
+            await self._refuse(self._load_error, f"could not load pack {self.pack!r}", True)
+
+    async def stop(self, frame: EndFrame) -> None:
+        """Play everything queued, then release the sessions."""
+        await super().stop(frame)  # waits until every audio context has played
+        await self._release()
+
+    async def cancel(self, frame: CancelFrame) -> None:
+        """Stop at once: no more audio, compute stops within one frame."""
+        await super().cancel(frame)
+        await self._release()
+
+    async def cleanup(self) -> None:
+        """Release the sessions and the model reference (the shared cache keeps the model)."""
+        await super().cleanup()
+        await self._release()
+        await self._loader.close(self.cancel_task)
+
+    async def _release(self) -> None:
+        self._stopped = True
+        await self._turns.close_all()
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        """Pipecat's, after cancelling the main session at an interruption (all its turns are
+        interruptible) and ending a reply still open at an ``EndFrame`` (its rest is spoken:
+        Pipecat would stop the service first)."""
+        if isinstance(frame, InterruptionFrame):
+            await self._turns.interrupt()
+        if self._gate.observe(frame):
+            await self.process_frame(LLMFullResponseEndFrame(), direction)
+        await super().process_frame(frame, direction)
+
+    @traced_tts
+    async def run_tts(self, text: str, context_id: str) -> AsyncGenerator[Frame | None, None]:
+        """Hand a sentence (SENTENCE aggregation) or an LLM token (TOKEN) of the context's
+        turn to its session; the audio arrives through the stream's consumer."""
+        if self._stopped:
+            yield None
+            return
+        try:
+            turn = self._turns.get(context_id) or await self._open_turn(context_id)
+            if turn.streamed:
+                await turn.stream.feed(turn, text, self._utterance_options())
+            else:
+                await turn.stream.enqueue(turn, text, self._utterance_options())
+                await self.start_tts_usage_metrics(text)
+            yield None
+        except Exception as e:  # a PocketTTSError is the caller's; anything else is logged whole
+            expected = isinstance(e, PocketTTSError)
+            (logger.error if expected else logger.exception)(f"{self}: synthesis failed: {e}")
+            self._unspoken.text_failed(context_id, self._aggregated_frame_sequencer)
+            yield ErrorFrame(error=f"PocketTTS: {'' if expected else 'unexpected error: '}{e}")
+
+    async def flush_audio(self, context_id: str | None = None) -> None:
+        """The turn's text is complete: speak what is held, end the context once played."""
+        context_id = context_id or self.get_active_audio_context_id()
+        if not context_id:
+            return
+        turn = self._turns.get(context_id)
+        if turn is None:  # text never reached a session (an error, or all whitespace)
+            self._unspoken.add(context_id)
+            await self._output.end_context(context_id)
+            return
+        try:
+            turn.stream.end_turn(turn, self._utterance_options())
+        except PocketTTSError as e:
+            await self.push_error(error_msg=f"PocketTTS: {e}", exception=e)
+
+    async def on_audio_context_interrupted(self, context_id: str) -> None:
+        """Cancel the session computing this context: no more audio, compute stops now."""
+        await self.stop_all_metrics()
+        turn = self._turns.get(context_id)
+        if turn is not None:  # only interruptible turns come here, all on the main stream
+            await turn.stream.close()
+        await super().on_audio_context_interrupted(context_id)
+
+    async def append_to_audio_context(self, context_id: str | None, frame: Any) -> None:
+        """Let Pipecat's frames of a turn (``TTSTextFrame``, announcements: appended before the
+        audio exists) out after the audio before them, as session markers. A ``TTSTextFrame``
+        whose audio is never made (failed, or reached no session) is dropped, so unspoken
+        text never enters the LLM context."""
+        turn = self._turns.get(context_id)
+        if isinstance(frame, TTSTextFrame) and (turn is None or turn.closed):
+            return  # no session got this text: not loaded, failed, stopped or interrupted
+        if turn is not None and not isinstance(
+            frame, (TTSAudioRawFrame, TTSStoppedFrame, WordTimestamp, type(None))
+        ):  # word timestamps come from the stream, already in order with the audio
+            turn.stream.follow_audio(turn, frame)
+            return
+        await super().append_to_audio_context(context_id, frame)
+
+    async def on_audio_context_completed(self, context_id: str) -> None:
+        self._unspoken.discard(context_id)
+        await super().on_audio_context_completed(context_id)
+
+    async def _apply_force_complete(self, context_id: str) -> None:
+        """At a context's end, Pipecat writes the text no word covered into the context; for
+        a context whose text made no audio, that text is dropped instead."""
+        if context_id not in self._unspoken:
+            return await super()._apply_force_complete(context_id)
+        pts, sequencer = self._word_timestamp_tracker.last_pts, self._aggregated_frame_sequencer
+        for frame in self._unspoken.completed(sequencer, context_id, pts):
+            await self.push_frame(frame)
+
+    async def _open_turn(self, context_id: str) -> Turn:
+        """Bind a new audio context to a stream (the main one, or a private one)."""
+        ready = await self._loader.ready(context_id, self.pack, self._settings.voice)
+        context = self._tts_contexts.get(context_id)  # Pipecat's (pinned); none: interruptible
+        if ready.switch_error is not None:
+            await self._refuse(ready.switch_error, f"could not load pack {self.pack!r}")
+            self._settings.language = self._settings.model = ready.engine.language
+        if ready.switched:  # later turns open sessions on the new pack, with a voice it has
+            if not self._default_voice and await self._loader.voice_error(
+                ready.engine, self._settings.voice
+            ):
+                self._default_voice = True
+            self._turns.retire_main()
+        self._name_default_voice(ready.engine)
+        return await self._turns.open(
+            context_id,
+            ready.engine,
+            private=context is not None and not context.interruptible,
+            streamed=self._is_streaming_tokens,
+            session_options=session_options(self._settings, self._text_language),
+            seed_version=self._seed_version,
+        )
+
+    def _name_default_voice(self, engine: PocketTTS) -> None:
+        if self._default_voice:
+            self._settings.voice = engine.default_voice
+
+    def _has_speech(self, text: str) -> bool:
+        settings = self._settings
+        return self._loader.has_speech(
+            text, settings.normalize, settings.lexicon, self._text_language
+        )
+
+    def _utterance_options(self) -> UtteranceOptions:  # settings as of now
+        return UtteranceOptions.of(self._settings, self._seed_version)
+
+    async def _update_settings(self, delta: PocketTTSSettings) -> dict[str, Any]:
+        """Apply a settings delta: utterance settings (seed included) at the next utterance;
+        an invalid value is an ErrorFrame and the previous one stays."""
+        update = await check_update(delta, self._loader)
+        for error, about in update.refused:
+            await self._refuse(error, about)
+        if update.pack is not None and update.text_language != self._text_language:
+            self._text_language = update.text_language
+            self._turns.retire_main()  # the next turn's session reads the new variant
+        changed = await super()._update_settings(update.delta)
+        if "voice" in changed:
+            self._default_voice = update.follows_default_voice
+        if update.pack is not None:  # Pipecat gave its splitters the pack name: mend it
+            self._set_sentence_language(self.pack)
+        if "language" in changed or "model" in changed:
+            self._loader.request_switch(self.pack, self._settings.voice)
+        if "seed" in changed:
+            self._seed_version += 1  # each stream restarts its generator at its next utterance
+        known = UTTERANCE_SETTINGS | {"language", "model"}  # the rest is unknown here
+        self._warn_unhandled_updated_settings(set(changed) - known)
+        return changed
+
+    def _set_sentence_language(self, pack: str) -> None:
+        """Give Pipecat's sentence splitters the pack's ISO code (they get pack names)."""
+        code = pack_iso_code(pack)
+        for aggregator in (self._text_aggregator, self._skipped_text_aggregator):  # pinned
+            aggregator.set_language(code)
+
+    async def _refuse(self, error: Exception, about: str = "", permanent: bool = False) -> None:
+        """Log ``error`` and send it upstream as an ErrorFrame (``permanent``: the service has
+        no model to speak with); otherwise the service keeps working."""
+        message = f"PocketTTS: {about}: {error}" if about else f"PocketTTS: {error}"
+        logger.error(f"{self}: {message}")
+        await self.push_error(
+            error_msg=message, exception=error, force_treat_as_permanent=permanent
+        )

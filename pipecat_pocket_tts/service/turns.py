@@ -1,0 +1,494 @@
+"""Turns and streams of ``PocketTTSService``: which audio context each engine frame goes to.
+
+A *turn* is one Pipecat audio context (an LLM reply or a ``TTSSpeakFrame``); a *stream* is one
+engine session with its consumer task and resampler. Turns of interruptible speech share the
+main stream; an uninterruptible turn gets a private stream, so cancelling the main one never
+cuts it. Everything that must follow a turn's audio rides in the session's output as a
+marker (``Session.mark``), so it comes out after the audio queued before it:
+
+- a frame Pipecat appends to the context (``TTSTextFrame``, a sentence's announcement): marked
+  at once (SENTENCE aggregation: its text was enqueued just before) or, in TOKEN aggregation
+  while the session's text stream still holds unfinished text, held by the turn and marked
+  right after the next chunk is queued (the one that completes or continues that text); held
+  frames are dropped when that queueing fails, so unspoken text is never pushed;
+- the end of a turn: the turn's text is flushed into the session, then marked;
+- a pause: after each queueing, so the resampler is flushed when the session runs dry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from loguru import logger
+from pipecat.frames.frames import Frame, TTSAudioRawFrame, TTSStoppedFrame, TTSTextFrame
+from pipecat.services.tts_service import TTSService
+from pipecat.utils.types import is_given
+
+from ..engine.model.config import SAMPLE_RATE
+from ..engine.runtime.channel import Marker
+from .admission import admission_reporter
+
+if TYPE_CHECKING:
+    from ..engine import PocketTTS, Session
+    from ..engine.synthesis import AudioFrame
+    from .resampler import StreamResampler
+    from .settings import PocketTTSSettings
+
+
+class ContextOutput:
+    """A service's audio contexts and task manager, as its streams use them."""
+
+    def __init__(self, service: TTSService) -> None:
+        self._service = service
+
+    @property
+    def service(self) -> TTSService:
+        return self._service
+
+    async def append_audio(self, context_id: str, pcm: bytes) -> None:
+        if pcm:
+            frame = TTSAudioRawFrame(
+                audio=pcm,
+                sample_rate=self._service.sample_rate,
+                num_channels=1,
+                context_id=context_id,
+            )
+            await TTSService.append_to_audio_context(self._service, context_id, frame)
+
+    async def add_words(self, context_id: str, words: list[tuple[str, float]]) -> None:
+        """Word timestamps (seconds on the context's audio timeline) for Pipecat to release
+        as ``TTSTextFrame``s while the words are played."""
+        if words and self._service.audio_context_available(context_id):
+            await self._service.add_word_timestamps(words, context_id)
+
+    async def append_frame(self, context_id: str, frame: Frame) -> None:
+        if self._service.audio_context_available(context_id):
+            await TTSService.append_to_audio_context(self._service, context_id, frame)
+
+    async def end_context(self, context_id: str) -> None:
+        """``TTSStoppedFrame`` and the end marker for a context that is still registered."""
+        service = self._service
+        if service.audio_context_available(context_id):
+            stop = TTSStoppedFrame(context_id=context_id)
+            await TTSService.append_to_audio_context(service, context_id, stop)
+            await service.remove_audio_context(context_id)
+
+    async def report_failure(self, error: Exception) -> None:
+        logger.opt(exception=error).error(f"{self._service}: synthesis failed")
+        await self._service.push_error(
+            error_msg=f"PocketTTS synthesis failed: {error}", exception=error
+        )
+
+    def create_task(self, coroutine: Coroutine[Any, Any, Any], name: str) -> asyncio.Task:
+        return self._service.create_task(coroutine, name=name)
+
+    async def cancel_task(self, task: asyncio.Task) -> None:
+        await self._service.cancel_task(task)
+
+
+@dataclass(frozen=True)
+class UtteranceOptions:
+    """Per-utterance settings of the service at the time text is handed over."""
+
+    voice: Any
+    temperature: float | None
+    normalize: bool
+    lexicon: dict[str, str] | None
+    seed: int | None  # the seed setting (None: random)
+    seed_version: int  # bumped by every seed update
+
+    @classmethod
+    def of(cls, settings: PocketTTSSettings, seed_version: int) -> UtteranceOptions:
+        """The options of the service's current settings."""
+        return cls(
+            voice=settings.voice,
+            temperature=settings.temperature,
+            normalize=bool(settings.normalize),
+            lexicon=settings.lexicon or None,
+            seed=settings.seed if is_given(settings.seed) else None,
+            seed_version=seed_version,
+        )
+
+
+@dataclass(eq=False)
+class Turn:
+    """One audio context while its speech is synthesized."""
+
+    context_id: str
+    stream: Stream
+    streamed: bool  # TOKEN aggregation: text goes through Session.feed
+    closed: bool = False
+    failed_text: bool = False  # SENTENCE: the last enqueue raised; its text frame goes
+    held: list[Frame] = field(default_factory=list)  # TOKEN: waiting for their chunk
+    audio_start: float | None = None  # session-clock seconds where its audio begins
+
+    def close(self) -> None:
+        self.closed = True
+        self.held.clear()
+
+
+@dataclass(frozen=True, eq=False)
+class _Release:
+    turn: Turn
+    frame: Frame
+
+
+@dataclass(frozen=True, eq=False)
+class _TurnEnd:
+    turn: Turn
+
+
+_PAUSE = object()  # marked after each queueing: the audio pauses there if nothing follows
+
+OFF_LOOP_CHARS = 2000
+"""Text longer than this goes to the session from a worker thread: preparing it (normalize,
+chunk, tokenize: about 2.5 ms of CPU per 1,000 characters) would hold the event loop. Pipecat
+awaits each ``run_tts`` before the next, so the order of text and markers is kept."""
+
+
+async def _off_loop_if_long(text: str, call: Callable[[], Any]) -> Any:
+    return await asyncio.to_thread(call) if len(text) > OFF_LOOP_CHARS else call()
+
+
+class Stream:
+    """One engine session, the task that consumes its output, its resampler and its turns."""
+
+    def __init__(
+        self,
+        session: Session,
+        resampler: StreamResampler,
+        output: ContextOutput,
+        *,
+        private: bool,
+        seed_version: int,
+        on_closed: Callable[[Stream, list[Turn]], None],
+    ) -> None:
+        self.session = session
+        self.private = private  # owned by one uninterruptible turn
+        self.retired = False  # takes no new turns; closed once its turns are
+        self.closed = False
+        self._resampler = resampler
+        self._output = output
+        self._seed_version = seed_version  # the seed version this session's generator follows
+        self._on_closed = on_closed
+        self._turns: list[Turn] = []  # open turns on this stream
+        self._owners: dict[int, Turn] = {}  # utterance index → turn, until its last frame
+        self._audio_turn: Turn | None = None  # the turn whose audio the resampler holds
+        self._feeding: Turn | None = None  # the turn whose text the session's text stream holds
+        self._clock = 0.0  # session-clock seconds of the frames that came out
+        self._consumer = output.create_task(self._consume(), name="pocket_tts_consumer")
+
+    @property
+    def busy(self) -> bool:
+        """True while it has open turns or utterances whose audio has not come out."""
+        return bool(self._turns or self._owners)
+
+    def add(self, turn: Turn) -> None:
+        self._turns.append(turn)
+
+    # -- text in ----------------------------------------------------------------------
+    async def enqueue(self, turn: Turn, text: str, options: UtteranceOptions) -> None:
+        """Queue a whole sentence of ``turn`` (SENTENCE aggregation)."""
+        if turn.closed or self.closed or not text.strip():
+            return
+        seed = self._reseed(options)
+        try:
+            index = await _off_loop_if_long(
+                text,
+                lambda: self.session.enqueue(
+                    text,
+                    voice=options.voice,
+                    temperature=options.temperature,
+                    normalize=options.normalize,
+                    lexicon=options.lexicon,
+                    seed=seed,
+                ),
+            )
+        except Exception:
+            if turn.closed or self.closed:
+                return  # interrupted while a long text was planned off the loop
+            turn.failed_text = True
+            raise
+        if turn.closed or self.closed:
+            return
+        turn.failed_text = False
+        if index is not None:  # None: nothing speakable after normalization (the seed waits)
+            self._queued(turn, [index], options)
+
+    async def feed(self, turn: Turn, text: str, options: UtteranceOptions) -> None:
+        """Add a token of ``turn`` to the session's text stream (TOKEN aggregation)."""
+        if turn.closed or self.closed:
+            return
+        if self._feeding is not None and self._feeding is not turn:
+            self.flush(self._feeding, options)  # another turn's text ends where this begins
+        self._feeding = turn
+        seed = self._reseed(options)
+
+        def feed() -> list[int]:
+            return self.session.feed(
+                text,
+                voice=options.voice,
+                temperature=options.temperature,
+                seed=seed,
+                normalize=options.normalize,
+                lexicon=options.lexicon,
+            )
+
+        try:
+            indices = await _off_loop_if_long(text, feed)
+        except Exception:
+            if turn.closed or self.closed:
+                return  # interrupted while a long text was planned off the loop
+            turn.held.clear()  # the chunk their text waited for was never made
+            raise
+        if not (turn.closed or self.closed):
+            self._release_queued(turn, indices, options)
+
+    def flush(self, turn: Turn, options: UtteranceOptions) -> None:
+        """``turn``'s streamed text is complete: queue what the text stream holds of it."""
+        if self._feeding is not turn or self.closed:
+            return
+        self._feeding = None
+        self._queue_text(
+            turn,
+            lambda seed: self.session.flush(
+                voice=options.voice, temperature=options.temperature, seed=seed
+            ),
+            options,
+        )
+
+    def _queue_text(
+        self, turn: Turn, queue: Callable[[int | None], list[int]], options: UtteranceOptions
+    ) -> None:
+        try:
+            indices = queue(self._reseed(options))
+        except Exception:
+            turn.held.clear()  # the chunk their text waited for was never made
+            raise
+        self._release_queued(turn, indices, options)
+
+    def _release_queued(self, turn: Turn, indices: list[int], options: UtteranceOptions) -> None:
+        """Record newly queued utterances; frames held for them follow their audio."""
+        self._queued(turn, indices, options)
+        if indices:
+            held, turn.held = turn.held, []
+            for frame in held:
+                self.session.mark(_Release(turn, frame))
+
+    def _reseed(self, options: UtteranceOptions) -> int | None:
+        """A seed for the next utterance when the seed setting changed since the last one."""
+        if self._seed_version == options.seed_version:
+            return None
+        return secrets.randbits(64) if options.seed is None else options.seed
+
+    def _queued(self, turn: Turn, indices: list[int], options: UtteranceOptions) -> None:
+        if not indices:
+            return
+        self._seed_version = options.seed_version
+        for index in indices:
+            self._owners[index] = turn
+        self.session.mark(_PAUSE)
+
+    # -- frames of the context ---------------------------------------------------------
+    def follow_audio(self, turn: Turn, frame: Frame) -> None:
+        """Let ``frame`` of ``turn``'s context out after the audio of the text handed over."""
+        if turn.closed or self.closed:
+            return
+        if isinstance(frame, TTSTextFrame) and turn.failed_text:
+            turn.failed_text = False  # the utterance that ends this text failed
+            return
+        if turn.streamed and self._feeding is turn and self.session.holds_fed_text:
+            turn.held.append(frame)
+        else:
+            self.session.mark(_Release(turn, frame))
+
+    def end_turn(self, turn: Turn, options: UtteranceOptions) -> None:
+        """No more text for ``turn``: its context ends after the last of its audio."""
+        if turn.closed or self.closed:
+            return
+        try:
+            self.flush(turn, options)
+        finally:
+            self.session.mark(_TurnEnd(turn))
+
+    # -- output ------------------------------------------------------------------------
+    async def _consume(self) -> None:
+        try:
+            async for item in self.session:
+                if isinstance(item, Marker):
+                    await self._on_marker(item.payload)
+                else:
+                    await self._on_audio(item)
+                # A backlog of frames (the loop was busy) would otherwise be drained in one
+                # slice: the session's channel hands queued items over without suspending.
+                await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            await self._output.report_failure(e)
+            await self.close(end_turns=True)
+
+    async def _on_audio(self, frame: AudioFrame) -> None:
+        """One engine frame (24 kHz) → resampled audio in its turn's context."""
+        turn = self._owners.get(frame.utterance_index)
+        if frame.is_last_in_utterance:
+            self._owners.pop(frame.utterance_index, None)
+        start, self._clock = self._clock, self._clock + frame.samples.shape[0] / SAMPLE_RATE
+        if turn is None or turn.closed:
+            return
+        if self._audio_turn is not turn:
+            await self._flush_resampler()  # the previous turn's audio ends here
+            self._audio_turn = turn
+        if turn.audio_start is None:
+            turn.audio_start = start
+        await self._output.append_audio(turn.context_id, self._resampler.process(frame.samples))
+        # Times on the context's timeline: the resampled audio stays aligned with the
+        # engine's (the filter only delays delivery), so a word at t of the turn's engine
+        # audio is heard t after the context's first audio.
+        words = [(w.text, w.session_start - turn.audio_start) for w in frame.words]
+        await self._output.add_words(turn.context_id, words)
+
+    async def _on_marker(self, payload: Any) -> None:
+        if not self._owners:  # nothing queued after this point: the audio pauses here
+            await self._flush_resampler()
+        if isinstance(payload, _Release):
+            if not payload.turn.closed:
+                await self._output.append_frame(payload.turn.context_id, payload.frame)
+        elif isinstance(payload, _TurnEnd):
+            await self._close_turn(payload.turn)
+
+    async def _flush_resampler(self) -> None:
+        """Emit the audio the resampler holds into the turn it belongs to."""
+        turn, self._audio_turn = self._audio_turn, None
+        tail = self._resampler.flush()
+        if turn is not None and not turn.closed:
+            await self._output.append_audio(turn.context_id, tail)
+
+    async def _close_turn(self, turn: Turn) -> None:
+        if turn.closed:
+            return
+        if self._audio_turn is turn:
+            await self._flush_resampler()
+        turn.close()
+        self._turns.remove(turn)
+        self._on_closed(self, [turn])
+        await self._output.end_context(turn.context_id)
+        if (self.retired or self.private) and not self._turns:
+            await self.close()
+
+    # -- life --------------------------------------------------------------------------
+    def retire(self) -> None:
+        """Take no new turns; close once the open ones have ended."""
+        self.retired = True
+        if not self._turns:
+            self._output.create_task(self.close(), name="pocket_tts_close")
+
+    async def close(self, *, end_turns: bool = False) -> None:
+        """Cancel the session now (returns once its worker stopped) and the consumer task.
+
+        Open turns are dropped (interruption, cancel, stop); with ``end_turns`` (the session
+        failed) their contexts are ended too, so the pipeline moves on.
+        """
+        if self.closed:
+            return
+        self.closed = True
+        turns, self._turns = self._turns, []
+        for turn in turns:
+            turn.close()
+        self._owners.clear()
+        self._audio_turn = None
+        self._feeding = None
+        self._resampler.reset()
+        self._on_closed(self, turns)
+        await self.session.acancel()
+        consumer = self._consumer
+        if consumer is not asyncio.current_task() and not consumer.done():
+            await self._output.cancel_task(consumer)
+        if end_turns:
+            for turn in turns:
+                await self._output.end_context(turn.context_id)
+
+
+class Turns:
+    """The open turns of a service by context id, the main stream and every stream alive."""
+
+    def __init__(
+        self, output: ContextOutput, make_resampler: Callable[[], StreamResampler]
+    ) -> None:
+        self._output = output
+        self._make_resampler = make_resampler
+        self._turns: dict[str, Turn] = {}
+        self._streams: set[Stream] = set()
+        self._main: Stream | None = None
+
+    def get(self, context_id: str | None) -> Turn | None:
+        return self._turns.get(context_id) if context_id else None
+
+    async def open(
+        self,
+        context_id: str,
+        engine: PocketTTS,
+        *,
+        private: bool,
+        streamed: bool,
+        session_options: dict[str, Any],
+        seed_version: int,
+    ) -> Turn:
+        """Bind a new audio context to the main stream, or to a new (private) one."""
+        stream = self._main
+        if private or stream is None or stream.retired or stream.closed:
+            # Opening a session prefills the voice (cached by the engine): off the loop.
+            waits = admission_reporter(self._output.service, engine.language)  # max_streams
+            session = await asyncio.to_thread(
+                engine.session, **session_options, on_admission_wait=waits
+            )
+            stream = Stream(
+                session,
+                self._make_resampler(),
+                self._output,
+                private=private,
+                seed_version=seed_version,
+                on_closed=self.on_closed,
+            )
+            self._streams.add(stream)
+            if not private:
+                self._main = stream
+        turn = Turn(context_id=context_id, stream=stream, streamed=streamed)
+        stream.add(turn)
+        self._turns[context_id] = turn
+        return turn
+
+    def on_closed(self, stream: Stream, turns: list[Turn]) -> None:
+        """A stream closed turns (or itself): forget them."""
+        for turn in turns:
+            if self._turns.get(turn.context_id) is turn:
+                del self._turns[turn.context_id]
+        if stream.closed:
+            self._streams.discard(stream)
+            if self._main is stream:
+                self._main = None
+
+    def retire_main(self) -> None:
+        """New turns get a new session; the current one finishes the turns it has."""
+        main, self._main = self._main, None
+        if main is not None:
+            main.retire()
+
+    async def interrupt(self) -> None:
+        """Cancel the main stream if it still speaks (every turn on it is interruptible)."""
+        main = self._main
+        if main is not None and main.busy:
+            await main.close()
+
+    async def close_all(self) -> None:
+        for stream in list(self._streams):
+            await stream.close()
+        self._turns.clear()
+        self._main = None
+
+
+__all__ = ["ContextOutput", "Stream", "Turn", "Turns", "UtteranceOptions"]

@@ -1,0 +1,638 @@
+"""The scheduler through its stream interface: batched audio equals solo audio per stream,
+streams joining and leaving, cancel, failures, the thread pool, parking, admission, deadlines.
+
+Everything waits on events or conditions; the reference is a today's per-session Session.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+from reference_fixtures import snr_db
+
+from pipecat_pocket_tts.engine import PocketTTS
+from pipecat_pocket_tts.engine.errors import ContextOverflowError
+from pipecat_pocket_tts.engine.runtime.scheduler import AdmissionWait, ChunkJob, Notice, Scheduler
+from pipecat_pocket_tts.engine.runtime.slots import AUTO_LOAD, FREE_LOAD
+from pipecat_pocket_tts.engine.runtime.streams import ChunkRun
+from pipecat_pocket_tts.engine.runtime.tick_costs import StageCosts
+from pipecat_pocket_tts.engine.synthesis import GenerationSettings, TextPlanner
+
+MIN_SNR_DB = 60.0
+TEXTS = [
+    ["Hello there, this is the first stream.", "It says a second thing too."],
+    ["A different voice speaks here, rather longer than the others do today."],
+    ["Short one."],
+    ["The fourth stream talks.", "Then it talks again.", "And a third time."],
+]
+END = "end"
+WAIT = 60.0  # hang guard only: every wait returns as soon as its condition holds
+
+
+@dataclass
+class Collector:
+    """A stream's outputs; events for the end, errors and a frame count."""
+
+    frames: list = field(default_factory=list)
+    notices: list = field(default_factory=list)
+    errors: list = field(default_factory=list)
+    ended: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Condition = field(default_factory=threading.Condition)
+
+    def output(self, item) -> None:
+        with self.lock:
+            if isinstance(item, str):
+                self.notices.append(item)
+                if item == END:
+                    self.ended.set()
+            else:
+                self.frames.append(item)
+            self.lock.notify_all()
+
+    def error(self, exc: BaseException) -> None:
+        with self.lock:
+            self.errors.append(exc)
+            self.ended.set()
+            self.lock.notify_all()
+
+    def wait_frames(self, n: int) -> None:
+        with self.lock:
+            assert self.lock.wait_for(lambda: len(self.frames) >= n or self.ended.is_set(), WAIT)
+
+    def audio(self) -> np.ndarray:
+        return np.concatenate([f.samples for f in self.frames])
+
+
+def jobs_for(tts: PocketTTS, texts, *, voice=None, temperature=None, seed=None):
+    planner = TextPlanner(tts.config, tts.tokenizer)
+    settings = GenerationSettings(
+        temperature=tts.config.default_temperature if temperature is None else temperature,
+        eos_threshold=tts.config.default_eos_threshold,
+    )
+    voice_state = tts.voice_state(voice)
+    jobs = []
+    for u, text in enumerate(texts):
+        chunks = planner.plan(text)
+        for c, plan in enumerate(chunks):
+            first = u == 0 and c == 0
+            jobs.append(
+                ChunkJob(
+                    plan, voice_state, settings, u, c, c == len(chunks) - 1, seed if first else None
+                )
+            )
+    return jobs
+
+
+def solo(tts: PocketTTS, texts, *, voice=None, temperature=None, seed=None):
+    """Today's per-session path: the frames of one session speaking ``texts``."""
+    session = tts.session(voice=voice, temperature=temperature)
+    for u, text in enumerate(texts):
+        session.enqueue(text, seed=seed if u == 0 else None)
+    session.finish()
+    return list(session)
+
+
+def start(scheduler, tts, texts, *, voice=None, temperature=None, seed=None, end=True, tap=None):
+    """A stream speaking ``texts`` (``tap`` sees every output first) and its collector."""
+    collector = Collector()
+
+    def output(item) -> None:
+        if tap is not None:
+            tap(item)
+        collector.output(item)
+
+    stream = scheduler.open_stream(output, collector.error)
+    for job in jobs_for(tts, texts, voice=voice, temperature=temperature, seed=seed):
+        scheduler.submit(stream, job)
+    if end:
+        scheduler.submit(stream, Notice(END))
+    return stream, collector
+
+
+def assert_same_audio(frames, reference) -> None:
+    assert len(frames) == len(reference)
+    for got, want in zip(frames, reference, strict=True):
+        assert (got.utterance_index, got.chunk_index, got.frame_index) == (
+            want.utterance_index,
+            want.chunk_index,
+            want.frame_index,
+        )
+        assert got.is_last_in_utterance == want.is_last_in_utterance
+    got = np.concatenate([f.samples for f in frames])
+    want = np.concatenate([f.samples for f in reference])
+    assert snr_db(want, got) >= MIN_SNR_DB
+
+
+@pytest.fixture
+def scheduler(engine_tts):
+    scheduler = Scheduler(engine_tts.backend, threads=2)
+    yield scheduler
+    scheduler.close()
+
+
+STREAMS = [
+    {"texts": TEXTS[0], "seed": 1},
+    {"texts": TEXTS[1], "seed": 2, "voice": "marius"},
+    {"texts": TEXTS[2], "seed": 3, "temperature": 0.0},
+    {"texts": TEXTS[3], "seed": 4},
+]
+
+
+def test_streams_joining_at_different_frames_sound_as_alone(engine_tts, scheduler):
+    running = []
+    for i, spec in enumerate(STREAMS):
+        running.append(start(scheduler, engine_tts, **spec))
+        if i < len(STREAMS) - 1:
+            running[-1][1].wait_frames(2 + i)  # the next one joins mid-way
+    for (_, collector), spec in zip(running, STREAMS, strict=True):
+        assert collector.ended.wait(WAIT)
+        assert not collector.errors
+        assert collector.notices == [END]
+        assert_same_audio(collector.frames, solo(engine_tts, **spec))
+    assert scheduler.wait_parked(WAIT)
+
+
+def test_notices_come_out_after_the_frames_before_them(engine_tts, scheduler):
+    order = []
+    collector = Collector()
+
+    def output(item):
+        order.append(item if isinstance(item, str) else "frame")
+        collector.output(item)
+
+    stream = scheduler.open_stream(output, collector.error)
+    first, second = jobs_for(engine_tts, ["One thing.", "Another thing."], seed=5)
+    scheduler.submit(stream, Notice("before"))
+    scheduler.submit(stream, first)
+    scheduler.submit(stream, Notice("middle"))
+    scheduler.submit(stream, second)
+    scheduler.submit(stream, Notice(END))
+    assert collector.ended.wait(WAIT)
+    assert order[0] == "before" and order[-1] == END
+    middle = order.index("middle")
+    frames_first = sum(1 for f in collector.frames if f.utterance_index == 0)
+    assert order[1:middle] == ["frame"] * frames_first
+
+
+def test_cancelling_one_stream_mid_batch_leaves_the_others_unchanged(engine_tts, scheduler):
+    running = [start(scheduler, engine_tts, **spec) for spec in STREAMS[:3]]
+    victim, victim_out = running[1]
+    victim_out.wait_frames(3)
+    scheduler.cancel(victim)
+    frames_at_cancel = len(victim_out.frames)
+    for i in (0, 2):
+        assert running[i][1].ended.wait(WAIT)
+        assert_same_audio(running[i][1].frames, solo(engine_tts, **STREAMS[i]))
+    assert len(victim_out.frames) == frames_at_cancel  # nothing after cancel returned
+    assert not victim_out.ended.is_set()
+    assert scheduler.wait_parked(WAIT)
+
+
+def test_one_streams_failure_does_not_stop_the_others(engine_tts, engine_small_pack_dir):
+    other_model = PocketTTS.load("english", backend="numpy", model_dir=engine_small_pack_dir)
+    scheduler = Scheduler(engine_tts.backend, threads=2)
+    try:
+        good = [start(scheduler, engine_tts, **spec) for spec in (STREAMS[0], STREAMS[3])]
+        # A voice state of another model: its prefill fails in the scheduler.
+        bad_voice = Collector()
+        stream = scheduler.open_stream(bad_voice.output, bad_voice.error)
+        (job, *_) = jobs_for(engine_tts, ["Words."])
+        wrong = ChunkJob(job.plan, other_model.voice_state(), job.settings, 0, 0, True)
+        scheduler.submit(stream, wrong)
+        # A voice state with no room left: context overflow.
+        full = engine_tts.voice_state().copy()
+        full_state = full.copy(capacity=full.position + 2)
+        overflow = Collector()
+        stream = scheduler.open_stream(overflow.output, overflow.error)
+        scheduler.submit(stream, ChunkJob(job.plan, full_state, job.settings, 0, 0, True))
+        # Token ids the model has no embedding for: the text embedding fails.
+        bad_ids = Collector()
+        stream = scheduler.open_stream(bad_ids.output, bad_ids.error)
+        bad_plan = dataclasses.replace(job.plan, token_ids=np.array([10**6]))
+        scheduler.submit(stream, ChunkJob(bad_plan, job.voice_state, job.settings, 0, 0, True))
+        for collector in (bad_voice, overflow, bad_ids):
+            assert collector.ended.wait(WAIT)
+            assert len(collector.errors) == 1
+        assert isinstance(overflow.errors[0], ContextOverflowError)
+        for (_, collector), spec in zip(good, (STREAMS[0], STREAMS[3]), strict=True):
+            assert collector.ended.wait(WAIT)
+            assert not collector.errors
+            assert_same_audio(collector.frames, solo(engine_tts, **spec))
+    finally:
+        scheduler.close()
+
+
+def test_threads_are_the_pool_and_park_after_the_last_cancel(engine_endless_tts):
+    before = {t.ident for t in threading.enumerate()}
+    scheduler = Scheduler(engine_endless_tts.backend, threads=2)
+    try:
+        running = [
+            start(scheduler, engine_endless_tts, [text], seed=i, end=False)
+            for i, text in enumerate(["A long text that never ends."] * 6)
+        ]
+        for _, collector in running:
+            collector.wait_frames(2)
+        new = [t for t in threading.enumerate() if t.ident not in before]
+        assert len(new) == 2  # six streams, the pool's two threads
+        assert scheduler.stats().threads == 2
+        for stream, _ in running:
+            scheduler.cancel(stream)
+        assert scheduler.wait_parked(WAIT)  # no stream, no tick, no task running
+        stats = scheduler.stats()
+        assert (stats.active, stats.busy_threads) == (0, 0)
+    finally:
+        scheduler.close()
+    assert all(not t.is_alive() for t in new)
+
+
+def test_admission_waits_in_order_and_says_so(engine_tts):
+    events: list[AdmissionWait] = []
+    scheduler = Scheduler(engine_tts.backend, threads=2, max_streams=1, on_wait=events.append)
+    try:
+        order: list[int] = []
+        lock = threading.Lock()
+        running = []
+        for i, spec in enumerate(STREAMS[:3]):
+
+            def tap(item, i=i):
+                with lock:
+                    if not order or order[-1] != i:
+                        order.append(i)
+
+            running.append(start(scheduler, engine_tts, **spec, tap=tap))
+        for _, collector in running:
+            assert collector.ended.wait(WAIT)
+        assert order == [0, 1, 2]  # one at a time, in arrival order
+        waits = [e for e in events if e.waited is None]
+        admits = [e for e in events if e.waited is not None]
+        assert [e.position for e in waits][:2] == [1, 2]
+        assert [e.stream for e in admits] == [running[1][0].name, running[2][0].name]
+        for (_, collector), spec in zip(running, STREAMS[:3], strict=True):
+            assert_same_audio(collector.frames, solo(engine_tts, **spec))
+    finally:
+        scheduler.close()
+
+
+class FixedCosts(StageCosts):
+    """Cost estimates that measurements leave as they are."""
+
+    def measured(self, kind: str, seconds: float, units: int) -> None:
+        pass
+
+    def tick_took(self, streams: int, threads: int, seconds: float) -> None:
+        pass
+
+
+def test_auto_admission_keeps_the_speaking_streams_in_real_time(engine_tts):
+    # A tick of two streams is estimated at 60 ms of an 80 ms frame, of three at 88 ms: two
+    # speak at once, never three.
+    costs = FixedCosts(step_per_stream=0.005, decode_per_stream=0.05, tick_overhead=0.005)
+    assert FREE_LOAD * 0.08 < costs.tick_seconds(2, 2) <= AUTO_LOAD * 0.08
+    assert costs.tick_seconds(3, 2) > AUTO_LOAD * 0.08
+    events: list[AdmissionWait] = []
+    scheduler = Scheduler(
+        engine_tts.backend, threads=2, max_streams="auto", on_wait=events.append, costs=costs
+    )
+    try:
+        lock = threading.Lock()
+        firsts: list[int] = []
+        ended_before: dict[int, list[int]] = {}
+        running = []
+        for i, spec in enumerate(STREAMS[:3]):
+
+            def tap(item, i=i):
+                with lock:
+                    if i not in firsts and not isinstance(item, str):
+                        firsts.append(i)
+                        ended_before[i] = [
+                            k for k, (_, c) in enumerate(running) if c.ended.is_set()
+                        ]
+
+            running.append(start(scheduler, engine_tts, **spec, tap=tap))
+        for _, collector in running:
+            assert collector.ended.wait(WAIT)
+        # The second stream gets in while the first speaks (at once, or a tick later: one
+        # admission a tick near the limit); the third only once one of them is done.
+        assert firsts == [0, 1, 2]
+        assert ended_before[1] == [] and ended_before[2]
+        names = [stream.name for stream, _ in running]
+        admits = [e.stream for e in events if e.waited is not None]
+        assert admits[-1] == names[2] and set(admits) <= {names[1], names[2]}
+        assert [e.stream for e in events if e.waited is None][-1] == names[2]
+        for (_, collector), spec in zip(running, STREAMS[:3], strict=True):
+            assert_same_audio(collector.frames, solo(engine_tts, **spec))
+    finally:
+        scheduler.close()
+
+
+def test_auto_admission_follows_the_measured_costs(engine_endless_tts):
+    # The first estimates (50 s a decode) fit one stream only; the tiny model's measured ticks
+    # soon say two fit, and the waiting stream starts while the first still speaks.
+    tts = engine_endless_tts
+    costs = StageCosts(step_per_stream=0.005, decode_per_stream=50.0)
+    events: list[AdmissionWait] = []
+    scheduler = Scheduler(
+        tts.backend, threads=2, max_streams="auto", on_wait=events.append, costs=costs
+    )
+    try:
+        texts = (["A long text that goes on."], ["Another long text here."])
+        jobs = [jobs_for(tts, text, seed=seed) for seed, text in enumerate(texts, 1)]
+        collectors = [Collector(), Collector()]
+        streams = [scheduler.open_stream(c.output, c.error) for c in collectors]
+        for stream, stream_jobs in zip(streams, jobs, strict=True):  # back to back
+            for job in stream_jobs:
+                scheduler.submit(stream, job)
+        first, second = collectors
+        second.wait_frames(1)
+        assert not first.ended.is_set() and not first.errors and first.frames
+        assert [(e.stream, e.waited is None) for e in events] == [
+            (streams[1].name, True),
+            (streams[1].name, False),
+        ]
+    finally:
+        scheduler.close()
+
+
+def test_max_streams_is_an_integer_auto_or_none(engine_tts):
+    for bad in (0, "lots", 1.5, True):
+        with pytest.raises(ValueError, match="max_streams must be an integer ≥ 1, 'auto' or None"):
+            Scheduler(engine_tts.backend, max_streams=bad)
+
+
+class FrozenClock:
+    """Time stands still: a stream's lead is exactly the audio it has out."""
+
+    def __call__(self) -> float:
+        return 100.0
+
+
+def test_a_stream_far_ahead_waits_while_a_new_one_starts(engine_endless_tts):
+    scheduler = Scheduler(engine_endless_tts.backend, threads=2, clock=FrozenClock())
+    try:
+        ahead_stream, ahead = start(
+            scheduler, engine_endless_tts, ["A long text that goes on."], seed=1, end=False
+        )
+        ahead.wait_frames(20)  # 1.6 s of lead
+        new_stream, new = start(
+            scheduler, engine_endless_tts, ["Another long text here."], seed=2, end=False
+        )
+        new.wait_frames(1)
+        with ahead.lock:
+            frames_when_new_started = len(ahead.frames)
+        new.wait_frames(10)  # 0.8 s: still behind the 1 s limit
+        with ahead.lock:
+            # at most the one frame already in the pipeline when the new stream arrived
+            assert len(ahead.frames) <= frames_when_new_started + 1
+        new.wait_frames(20)
+        scheduler.cancel(ahead_stream)
+        scheduler.cancel(new_stream)
+    finally:
+        scheduler.close()
+
+
+class PrefillSpy:
+    """The backend, recording the size of every prefill call."""
+
+    def __init__(self, backend) -> None:
+        self._backend = backend
+        self.prefills: list[int] = []
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+    def prefill(self, state, embeddings) -> None:
+        self.prefills.append(len(embeddings))
+        self._backend.prefill(state, embeddings)
+
+
+class StepClock:
+    """Time moves on a frame's worth at every look: no stream ever gets ahead."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 0.08
+        return self.now
+
+
+LONG_TEXT = "This sentence has a good many words in it, so that its prefill is long."
+
+
+@pytest.mark.parametrize(("clock", "whole"), [(FrozenClock(), True), (StepClock(), False)])
+def test_a_new_utterance_is_prefilled_whole_when_the_others_have_audio_in_hand(
+    engine_endless_tts, clock, whole
+):
+    spy = PrefillSpy(engine_endless_tts.backend)
+    scheduler = Scheduler(spy, threads=2, clock=clock)
+    try:
+        first, first_out = start(scheduler, engine_endless_tts, [LONG_TEXT], seed=1, end=False)
+        first_out.wait_frames(10)  # frozen clock: 0.8 s in hand; step clock: none
+        (job,) = jobs_for(engine_endless_tts, [LONG_TEXT])
+        tokens = job.plan.num_tokens
+        assert tokens > 16
+        spy.prefills.clear()
+        second, second_out = start(scheduler, engine_endless_tts, [LONG_TEXT], seed=2, end=False)
+        second_out.wait_frames(1)
+        if whole:
+            assert spy.prefills == [tokens]
+        else:
+            assert len(spy.prefills) > 1 and max(spy.prefills) <= 16
+            assert sum(spy.prefills) == tokens
+        scheduler.cancel(first)
+        scheduler.cancel(second)
+    finally:
+        scheduler.close()
+
+
+class _Recorded:
+    """Shared record of (event, thread name), in order."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+        self._lock = threading.Lock()
+
+    def add(self, event: str) -> None:
+        with self._lock:
+            self.events.append((event, threading.current_thread().name))
+
+
+class _VoiceCopySpy:
+    """A voice state that records each copy of it."""
+
+    def __init__(self, state, record: _Recorded) -> None:
+        self._state, self._record = state, record
+
+    @property
+    def position(self) -> int:
+        return self._state.position
+
+    @property
+    def capacity(self) -> int:
+        return self._state.capacity
+
+    def copy(self):
+        self._record.add("copy")
+        return self._state.copy()
+
+
+class _PrefillEventSpy(PrefillSpy):
+    def __init__(self, backend, record: _Recorded) -> None:
+        super().__init__(backend)
+        self._record = record
+
+    def prefill(self, state, embeddings) -> None:
+        self._record.add("prefill")
+        super().prefill(state, embeddings)
+
+
+def test_a_chunk_copies_its_voice_in_its_first_prefill_task(engine_tts):
+    # The copy (a few ms of fresh pages for a full-size voice) runs in the prefill task on the
+    # pool, beside the other streams' work, not while the scheduler plans the tick.
+    record = _Recorded()
+    scheduler = Scheduler(_PrefillEventSpy(engine_tts.backend, record), threads=2)
+    try:
+        collectors = []
+        for i, texts in enumerate([TEXTS[0], TEXTS[2]]):
+            collector = Collector()
+            stream = scheduler.open_stream(collector.output, collector.error)
+            for job in jobs_for(engine_tts, texts, seed=i):
+                spied = _VoiceCopySpy(job.voice_state, record)
+                scheduler.submit(stream, dataclasses.replace(job, voice_state=spied))
+            scheduler.submit(stream, Notice(END))
+            collectors.append(collector)
+        for collector in collectors:
+            assert collector.ended.wait(WAIT) and not collector.errors
+    finally:
+        scheduler.close()
+    chunks = len(jobs_for(engine_tts, TEXTS[0])) + len(jobs_for(engine_tts, TEXTS[2]))
+    copies = [i for i, (event, _) in enumerate(record.events) if event == "copy"]
+    assert len(copies) == chunks
+    for i in copies:  # each copy is the start of its chunk's prefill task, on that thread
+        thread = record.events[i][1]
+        following = [event for event, name in record.events[i + 1 :] if name == thread]
+        assert following[:1] == ["prefill"]
+
+
+def test_a_chunk_run_copies_its_voice_once_for_its_first_prefill(engine_tts):
+    record = _Recorded()
+    (job,) = jobs_for(engine_tts, TEXTS[2])
+    voice = job.voice_state
+    spied = dataclasses.replace(job, voice_state=_VoiceCopySpy(voice, record))
+    run = ChunkRun(engine_tts.backend, spied)
+    assert record.events == [] and run.prefill_left == job.plan.num_tokens
+    with pytest.raises(RuntimeError, match="first prefill piece"):
+        run.state  # noqa: B018
+    state = run.prefill_state()
+    assert run.prefill_state() is state and run.state is state
+    assert len(record.events) == 1 and state.position == voice.position
+
+
+def test_auto_admission_starts_streams_together_while_far_from_the_limit(engine_tts):
+    # Three streams are estimated at 20 ms of a frame: all are admitted at once.
+    costs = FixedCosts(step_per_stream=0.001, decode_per_stream=0.01, tick_overhead=0.002)
+    assert costs.tick_seconds(3, 2) <= FREE_LOAD * 0.08
+    events: list[AdmissionWait] = []
+    scheduler = Scheduler(
+        engine_tts.backend, threads=2, max_streams="auto", on_wait=events.append, costs=costs
+    )
+    try:
+        running = [start(scheduler, engine_tts, **spec) for spec in STREAMS[:3]]
+        assert events == []  # none waited
+        for (_, collector), spec in zip(running, STREAMS[:3], strict=True):
+            assert collector.ended.wait(WAIT)
+            assert_same_audio(collector.frames, solo(engine_tts, **spec))
+    finally:
+        scheduler.close()
+
+
+class _DecodeLog:
+    """The backend, logging each decode call's streams (by Mimi state) beside the outputs."""
+
+    def __init__(self, backend, log: list) -> None:
+        self._backend = backend
+        self._log = log
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+    def decode_batch(self, states, latents):
+        out = self._backend.decode_batch(states, latents)
+        self._log.append(("decode", [id(state) for state in states]))
+        return out
+
+
+def test_a_starting_streams_first_frame_comes_out_before_the_rest_of_its_tick(
+    engine_endless_tts,
+):
+    # One thread: a tick's tasks run in order. The starting stream's first-frame task goes
+    # first and its frame is handed over as soon as that task ends: before the running
+    # stream's decode in the same tick, not when the tick is over.
+    log: list = []
+    scheduler = Scheduler(_DecodeLog(engine_endless_tts.backend, log), threads=1, clock=StepClock())
+    try:
+        running, running_out = start(scheduler, engine_endless_tts, [LONG_TEXT], seed=1, end=False)
+        running_out.wait_frames(3)
+        new, new_out = start(
+            scheduler,
+            engine_endless_tts,
+            ["Short one."],
+            seed=2,
+            end=False,
+            tap=lambda item: log.append(("new frame", None)),
+        )
+        new_out.wait_frames(2)
+        scheduler.cancel(running)
+        scheduler.cancel(new)
+    finally:
+        scheduler.close()
+    first_decode = next(
+        i for i, (event, ids) in enumerate(log) if event == "decode" and id(new.mimi) in ids
+    )
+    assert log[first_decode][1] == [id(new.mimi)]  # a solo decode, in its first-frame task
+    assert log[first_decode + 1] == ("new frame", None)
+    # The running stream kept decoding in that tick, after the new stream's frame was out;
+    # the new stream's second frame, sampled in its first task, decodes in the next tick.
+    later = [ids for event, ids in log[first_decode + 1 :] if event == "decode"]
+    assert id(running.mimi) in later[0] and id(new.mimi) not in later[0]
+    assert id(new.mimi) in later[1]
+
+
+@pytest.mark.parametrize("max_frames", [1, 2, 3])
+def test_first_frame_tasks_draw_the_noise_of_the_stream_alone(engine_tts, max_frames):
+    # Chunks of 1, 2 and 3 frames at temperature > 0: a first-frame task steps a second frame
+    # only when its chunk has one, so the generator draws what the stream alone draws.
+    from pipecat_pocket_tts.engine.synthesis import AudioDecoder, generate_chunk
+
+    jobs = [
+        dataclasses.replace(job, settings=dataclasses.replace(job.settings, max_frames=max_frames))
+        for job in jobs_for(engine_tts, TEXTS[3], temperature=0.7, seed=11)
+    ]
+    backend = engine_tts.backend
+    rng, decoder, reference = np.random.default_rng(11), AudioDecoder(backend), []
+    for job in jobs:
+        for frame in generate_chunk(
+            backend, job.voice_state, job.plan, job.settings, rng, lambda: False
+        ):
+            reference.append(decoder.decode(frame.latent))
+    scheduler = Scheduler(backend, threads=2, clock=StepClock())
+    try:
+        # Another stream speaking: the first-frame task runs beside its work, where it also
+        # samples the second frame (alone it does not: the next tick comes at once).
+        other, other_out = start(scheduler, engine_tts, TEXTS[1], seed=3, end=False)
+        other_out.wait_frames(2)
+        collector = Collector()
+        stream = scheduler.open_stream(collector.output, collector.error)
+        for job in jobs:  # the first chunk's first frame is a first-frame task's
+            scheduler.submit(stream, job)
+        scheduler.submit(stream, Notice(END))
+        assert collector.ended.wait(WAIT) and not collector.errors
+        scheduler.cancel(other)
+    finally:
+        scheduler.close()
+    assert len(collector.frames) == len(reference) == len(jobs) * max_frames
+    assert snr_db(np.concatenate(reference), collector.audio()) >= MIN_SNR_DB

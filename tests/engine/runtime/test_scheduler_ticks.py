@@ -1,0 +1,155 @@
+"""Which streams a tick steps, decodes and prefills, and in how many parts (``ticks.TickPlan``),
+on stand-in streams: the plan only reads what a stream wants and how far ahead it is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pipecat_pocket_tts.engine.runtime.tick_costs import StageCosts
+from pipecat_pocket_tts.engine.runtime.ticks import TickPlan
+
+
+@dataclass(eq=False)
+class _Run:
+    prefill_left: int = 0
+    state: object = field(default_factory=object)
+    previous: np.ndarray | None = None
+    probe: object = None
+
+    def prefill_piece(self, tokens: int) -> np.ndarray:
+        return np.zeros((tokens, 4), np.float32)
+
+    def final_probe(self) -> None:
+        return None
+
+    def frame_limit(self) -> int:
+        return 10
+
+
+@dataclass(eq=False)
+class _Stream:
+    """A stream that wants the given work; ``started``: its first frame is out."""
+
+    name: str
+    started: bool = False
+    wants_step: bool = False
+    wants_decode: bool = False
+    prefill: int = 0
+    stopped: bool = False
+    busy: bool = False
+    mimi: object = field(default_factory=object)
+    ahead: float = 0.0  # its lead, seconds
+
+    def __post_init__(self) -> None:
+        self.run = _Run(prefill_left=self.prefill)
+
+    @property
+    def wants_prefill(self) -> bool:
+        return self.prefill > 0
+
+    @property
+    def has_work(self) -> bool:
+        return self.wants_step or self.wants_decode or self.wants_prefill
+
+    def next_run(self) -> list:
+        return []
+
+    def lead(self, now: float) -> float:
+        return self.ahead
+
+    def noise(self) -> np.ndarray:
+        return np.zeros(4, np.float32)
+
+    def next_decode(self) -> np.ndarray:
+        return np.zeros(4, np.float32)
+
+
+def _plan(streams: list[_Stream], threads: int = 2, costs: StageCosts | None = None) -> TickPlan:
+    return TickPlan(None, streams, 0.0, threads, 1.0, costs or StageCosts())  # type: ignore[arg-type]
+
+
+def _sizes(parts) -> list[int]:
+    return sorted((len(part) for part in parts), reverse=True)
+
+
+def test_first_steps_alone_in_a_tick_get_a_part_per_thread():
+    # Six streams that started together, prefilled, each stepping its first frame.
+    streams = [_Stream(f"s{i}", wants_step=True) for i in range(6)]
+    assert _sizes(_plan(streams).step_parts) == [3, 3]
+    assert _sizes(_plan(streams, threads=4).step_parts) == [2, 2, 2]  # at most one a thread
+
+
+def test_a_tick_with_decodes_steps_in_one_call_on_two_threads():
+    streams = [_Stream(f"s{i}", started=True, wants_step=True, wants_decode=True) for i in range(6)]
+    plan = _plan(streams)
+    assert _sizes(plan.step_parts) == [6]
+    assert sum(len(part) for part in plan.decode_parts) == 6
+
+
+def test_a_stream_decoding_its_first_frame_steps_the_tick_after():
+    first = [_Stream(f"new{i}", wants_step=True, wants_decode=True) for i in range(3)]
+    running = [
+        _Stream(f"old{i}", started=True, wants_step=True, wants_decode=True) for i in range(2)
+    ]
+    plan = _plan(first + running)
+    stepping = {stream.name for part in plan.step_parts for stream in part}
+    decoding = {stream.name for part in plan.decode_parts for stream in part}
+    assert stepping == {"old0", "old1"}
+    assert decoding == {"new0", "new1", "new2", "old0", "old1"}
+    # Alone, the first frames' decodes share the threads.
+    plan = _plan(first)
+    assert plan.step_parts == [] and _sizes(plan.decode_parts) == [2, 1]
+
+
+def test_the_decodes_level_against_the_step_cost_measured_at_its_batch_size():
+    costs = StageCosts(decode_per_stream=0.010)
+    for _ in range(30):  # a lone stream's step is dear per stream, a batch of 6 cheap
+        costs.measured("step", 0.017, 1)
+        costs.measured("step", 0.036, 6)
+    streams = [_Stream(f"s{i}", started=True, wants_step=True, wants_decode=True) for i in range(6)]
+    # 36 ms of step on one thread and 60 ms of decodes: one decode goes with the step (priced
+    # per stream, the step would look like 6 × ~10 ms and every decode would go to the other).
+    assert _sizes(_plan(streams, costs=costs).decode_parts) == [5, 1]
+
+
+def test_a_lone_starting_stream_prefills_steps_and_decodes_in_one_first_task():
+    new = _Stream("new", prefill=14)
+    running = [
+        _Stream(f"old{i}", started=True, wants_step=True, wants_decode=True, ahead=0.5)
+        for i in range(3)
+    ]
+    plan = _plan([*running, new])
+    assert plan.first_frames == [(new, 14)] and plan.prefills == []
+    assert new in plan.streams and plan.full_streams == 0
+    assert len(plan.tasks) == 1 + len(plan.step_parts) + len(plan.decode_parts)
+    # Alone, too: one task, not a prefill tick, a step tick and a decode tick.
+    plan = _plan([_Stream("alone", prefill=14)])
+    assert len(plan.first_frames) == 1 and len(plan.tasks) == 1
+
+
+def test_a_crowd_starting_together_prefills_then_steps_and_decodes_in_batches():
+    crowd = [_Stream(f"new{i}", prefill=14) for i in range(3)]  # more than the 2 threads
+    plan = _plan(crowd)
+    assert plan.first_frames == [] and len(plan.prefills) == 3
+    assert _plan(crowd[:2]).first_frames == [(crowd[0], 14), (crowd[1], 14)]
+
+
+def test_a_prefill_that_does_not_end_this_tick_is_a_plain_piece():
+    # 40 tokens beside a stream with little audio in hand: pieces of at most 16.
+    new = _Stream("new", prefill=40)
+    running = _Stream("old", started=True, wants_step=True, wants_decode=True, ahead=0.1)
+    plan = _plan([running, new])
+    assert plan.first_frames == [] and plan.prefills == [(new, 16)]
+
+
+def test_a_stream_far_ahead_neither_steps_nor_decodes_while_another_is_behind():
+    ahead = _Stream("ahead", started=True, wants_step=True, wants_decode=True, ahead=1.5)
+    behind = _Stream("behind", started=True, wants_step=True, wants_decode=True, ahead=0.2)
+    plan = _plan([ahead, behind])
+    assert {s.name for part in plan.step_parts for s in part} == {"behind"}
+    assert {s.name for part in plan.decode_parts for s in part} == {"behind"}
+    behind.ahead = 1.2  # nobody behind: both go on
+    plan = _plan([ahead, behind])
+    assert {s.name for part in plan.decode_parts for s in part} == {"ahead", "behind"}

@@ -1,0 +1,117 @@
+"""Pipecat private names the service relies on, pinned: if Pipecat renames or reshapes one,
+this fails loudly (the service has no silent ``getattr`` fallback that would, say, turn
+uninterruptible speech interruptible).
+
+``test_every_pipecat_private_name_in_use_is_pinned`` keeps the list complete: a private
+attribute used in the service's modules that they do not define themselves must be here.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+from pathlib import Path
+
+from pipecat.services.ai_service import AIService
+from pipecat.services.tts_service import TTSContext, TTSService
+from pipecat.utils.text.base_text_aggregator import BaseTextAggregator
+
+import pipecat_pocket_tts
+from pipecat_pocket_tts import PocketTTSService
+
+SERVICE_MODULES = (
+    "service/service.py",
+    "service/turns.py",
+    "service/loading.py",
+    "service/settings.py",
+    "service/text_gate.py",
+    "service/unspoken.py",
+    "service/updates.py",
+    "service/admission.py",
+    "service/arguments.py",
+)
+
+PINNED = {
+    "_settings",  # the service's current settings (Pipecat's store-mode object)
+    "_update_settings",  # the hook every settings update goes through (validation lives in it)
+    "_warn_unhandled_updated_settings",
+    "_is_streaming_tokens",  # TOKEN aggregation in use
+    "_tts_contexts",  # per-context flags: whether a context is interruptible
+    "_refresh_audio_context",  # keeps a context alive while a model loads
+    "_text_aggregator",  # sentence splitters: given the pack's ISO code
+    "_skipped_text_aggregator",
+    "_aggregated_frame_sequencer",  # word timestamps: slots of a context's text (``_slots``)
+    "_word_timestamp_tracker",  # word timestamps: the last word's time (``last_pts``)
+}
+
+
+def test_the_pinned_names_exist_with_the_shape_the_service_uses() -> None:
+    tts = PocketTTSService()
+    assert isinstance(tts._settings, PocketTTSService.Settings)
+    assert inspect.iscoroutinefunction(TTSService._update_settings)
+    assert list(inspect.signature(TTSService._update_settings).parameters) == ["self", "delta"]
+    assert callable(AIService._warn_unhandled_updated_settings)
+    assert isinstance(inspect.getattr_static(TTSService, "_is_streaming_tokens"), property)
+    assert tts._is_streaming_tokens is False
+    assert isinstance(tts._tts_contexts, dict)
+    assert "interruptible" in {f.name for f in dataclasses.fields(TTSContext)}
+    assert TTSContext(interruptible=False).interruptible is False
+    params = inspect.signature(TTSService._refresh_audio_context).parameters
+    assert list(params) == ["self", "context_id"]
+    sequencer = tts._aggregated_frame_sequencer
+    assert isinstance(sequencer._slots, list) and callable(sequencer.force_complete)
+    assert list(inspect.signature(sequencer.force_complete).parameters)[:1] == ["context_id"]
+    assert hasattr(tts._word_timestamp_tracker, "last_pts")
+    overridden = inspect.signature(TTSService._apply_force_complete).parameters
+    assert list(overridden) == ["self", "context_id"]
+    for aggregator in (tts._text_aggregator, tts._skipped_text_aggregator):
+        assert isinstance(aggregator, BaseTextAggregator)
+        aggregator.set_language("de")
+        assert aggregator.language == "de"
+
+
+def _private_names_used(source: str) -> set[str]:
+    """``self._x`` / ``self._service._x`` attributes read or called in ``source``."""
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+        ):
+            owner = node.value
+            on_self = isinstance(owner, ast.Name) and owner.id in ("self", "service")
+            if on_self or (isinstance(owner, ast.Attribute) and owner.attr == "_service"):
+                names.add(node.attr)
+    return names
+
+
+def _names_defined(source: str) -> set[str]:
+    """Methods, properties and attributes the modules define themselves."""
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                elements = target.elts if isinstance(target, ast.Tuple) else [target]
+                for element in elements:  # ``self._x = ...`` defines _x; ``self._x.y = ...`` not
+                    if isinstance(element, ast.Attribute):
+                        names.add(element.attr)
+                    elif isinstance(element, ast.Name):
+                        names.add(element.id)
+    return names
+
+
+def test_every_pipecat_private_name_in_use_is_pinned() -> None:
+    root = Path(pipecat_pocket_tts.__file__).parent
+    sources = [(root / name).read_text() for name in SERVICE_MODULES]
+    used = set().union(*map(_private_names_used, sources))
+    defined = set().union(*map(_names_defined, sources)) - PINNED
+    pipecats = {name for name in used - defined if hasattr(TTSService, name) or name in PINNED}
+    unknown = used - defined - pipecats
+    assert not unknown, f"private names used but defined nowhere: {sorted(unknown)}"
+    assert {"_tts_contexts", "_is_streaming_tokens", "_settings"} <= pipecats  # the scan sees
+    assert pipecats <= PINNED, f"pin these Pipecat names: {sorted(pipecats - PINNED)}"

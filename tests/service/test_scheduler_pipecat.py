@@ -1,0 +1,136 @@
+"""Eight PocketTTSServices in one process share one model and its scheduler, each with its own
+barge-ins: no audio of an interrupted turn, no cross-talk, every reply after a barge-in speaks
+(all of it, to its frame limit)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pipecat.frames.frames import (
+    Frame,
+    InterruptionFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+    MetricsFrame,
+    TTSAudioRawFrame,
+    TTSSpeakFrame,
+    TTSStartedFrame,
+    TTSStoppedFrame,
+    TTSTextFrame,
+)
+from pipecat.pipeline.worker import PipelineParams
+from pipecat.tests.utils import SleepFrame, run_test
+from test_service import assert_no_stale_audio
+
+from pipecat_pocket_tts import PocketTTSService
+from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
+from pipecat_pocket_tts.engine import PocketTTS
+from pipecat_pocket_tts.engine.model.config import FRAME_SIZE
+from pipecat_pocket_tts.engine.synthesis import TextPlanner
+from pipecat_pocket_tts.service.admission import AdmissionWaitMetricsData
+
+START = 60.0  # run_test start timeout: eight services load and warm up at once
+SERVICES = 8
+LONG_REPLY = " ".join(
+    f"This is sentence number {n} of a long answer that keeps the voice busy." for n in range(6)
+)
+
+
+@pytest.fixture(scope="module")
+def long_pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny pack whose EOS never fires: every reply runs until it is interrupted."""
+    folder = tmp_path_factory.mktemp("scheduler_pipecat") / "english"
+    return build_pack(folder, tiny_config_dict("standard"), voices=("alba",), eos_logit=-30.0)
+
+
+def _service(pack: Path) -> PocketTTSService:
+    return PocketTTSService(
+        model_dir=pack, backend="numpy", settings=PocketTTSService.Settings(seed=7)
+    )
+
+
+def _llm_turn(text: str) -> list[Frame]:
+    tokens = re.findall(r"\s*\S+", text)
+    return [LLMFullResponseStartFrame(), *map(LLMTextFrame, tokens), LLMFullResponseEndFrame()]
+
+
+def _script(rng: random.Random, last: str) -> list[Frame]:
+    """Two or three replies cut by barge-ins at random moments, then one spoken to the end."""
+    frames: list[Frame] = []
+    for n in range(rng.randint(2, 3)):
+        frames += [*_llm_turn(f"Reply {n}. {LONG_REPLY}")[:-1], SleepFrame(rng.uniform(0.05, 0.4))]
+        frames += [InterruptionFrame(), SleepFrame(rng.uniform(0.0, 0.1))]
+    return [*frames, TTSSpeakFrame(last)]
+
+
+def _final_turn_audio(frames: list[Frame]) -> tuple[list[str], np.ndarray]:
+    """Texts and int16 audio (24 kHz) of the last turn (after the last TTSStartedFrame)."""
+    start = max(i for i, f in enumerate(frames) if isinstance(f, TTSStartedFrame))
+    turn = frames[start:]
+    texts = [f.text for f in turn if isinstance(f, TTSTextFrame)]
+    pcm = b"".join(f.audio for f in turn if isinstance(f, TTSAudioRawFrame))
+    return texts, np.frombuffer(pcm, dtype="<i2")
+
+
+async def test_eight_services_with_barge_ins_share_one_scheduler(long_pack: Path) -> None:
+    finals = [f"Service {i} is still here." for i in range(SERVICES)]
+    services = [_service(long_pack) for _ in range(SERVICES)]
+    scripts = [_script(random.Random(i), finals[i]) for i in range(SERVICES)]
+    results = await asyncio.gather(
+        *(
+            run_test(service, frames_to_send=script, start_timeout=START)
+            for service, script in zip(services, scripts, strict=True)
+        )
+    )
+    model = PocketTTS.load_shared("english", backend="numpy", model_dir=long_pack)
+    planner = TextPlanner(model.config, model.tokenizer)
+    # EOS never fires in this pack: a reply spoken to its end fills every chunk's frame limit.
+    expected = [sum(p.max_frames for p in planner.plan(text)) * FRAME_SIZE for text in finals]
+    for (down, _up), final, samples in zip(results, finals, expected, strict=True):
+        assert_no_stale_audio(down)
+        texts, audio = _final_turn_audio(down)
+        assert " ".join(texts) == final  # its own reply's words, nobody else's
+        last_start = max(i for i, f in enumerate(down) if isinstance(f, TTSStartedFrame))
+        assert any(isinstance(f, TTSStoppedFrame) for f in down[last_start:])  # it ended
+        assert audio.shape == (samples,)  # the whole reply
+        assert np.abs(audio).max() > 0
+    assert model.scheduler.wait_parked(30.0)
+
+
+async def test_a_turn_that_waits_for_a_slot_is_reported_as_a_metric(long_pack: Path) -> None:
+    def limited() -> PocketTTSService:  # one slot on the shared model: the second turn waits
+        return PocketTTSService(model_dir=long_pack, backend="numpy", max_streams=1, warmup=False)
+
+    services = [limited(), limited()]
+    runs = [
+        run_test(
+            service,
+            frames_to_send=[TTSSpeakFrame(f"Caller {i} speaks now.")],
+            pipeline_params=PipelineParams(enable_metrics=True),
+            start_timeout=START,
+        )
+        for i, service in enumerate(services)
+    ]
+    results = await asyncio.gather(*runs)
+    waits = {
+        service.name: [
+            data
+            for frame in down
+            if isinstance(frame, MetricsFrame)
+            for data in frame.data
+            if isinstance(data, AdmissionWaitMetricsData)
+        ]
+        for service, (down, _) in zip(services, results, strict=True)
+    }
+    assert sorted(len(w) for w in waits.values()) == [0, 1]  # one turn waited, once
+    (name, (data,)) = next((n, w) for n, w in waits.items() if w)
+    assert data.processor == name and data.model == "english"
+    assert data.value >= 0 and data.streams_speaking == 1
+    for down, _ in results:  # both spoke
+        assert any(isinstance(f, TTSAudioRawFrame) for f in down)

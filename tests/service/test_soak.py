@@ -1,0 +1,40 @@
+"""A CI-sized soak (benchmarks/soak_service.py): replies with random barge-ins through real
+pipelines whose output transport plays in real time, two services on one model (SENTENCE
+and TOKEN aggregation). Asserts the correctness figures only, never the timing ones."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+from paths import REPO_ROOT
+
+SOAK_PATH = REPO_ROOT / "benchmarks" / "soak_service.py"
+
+
+@pytest.fixture(scope="module")
+def soak_module():
+    spec = importlib.util.spec_from_file_location("soak_service", SOAK_PATH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["soak_service"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_soak_with_barge_ins_leaves_nothing_wrong(soak_module, tmp_path: Path) -> None:
+    pack = soak_module.build_tiny_pack(tmp_path)
+    outcomes, samples = await soak_module.soak(
+        pack, services=2, replies=10, modes="mixed", barge_in=0.5, silent=0.2, seed=3
+    )
+    figures = soak_module.figures(outcomes)
+    print(soak_module.report(outcomes, samples, 0.0))
+    assert figures.replies == 20 and figures.interrupted >= 2  # 8 barge-ins planned
+    assert figures.stale_frames == 0
+    assert figures.orphan_audio_frames == 0
+    assert figures.unpaired == 0
+    assert figures.mute == 0
+    assert figures.silent_that_opened_audio == 0  # text with nothing to say opens no context
+    assert figures.errors == ()
+    assert figures.session_threads_after_end == 0
