@@ -2,8 +2,9 @@
 
 Run on a Mac (Apple silicon, macOS 13+, ``pip install -e '.[dev,coreml]'``) with either
 
-    POCKET_TTS_COREML_DIR=<a copy of v2.1/<language>/>  python -m pytest tests/engine/backends/coreml/test_coreml_mac.py
-    POCKET_TTS_COREML_DOWNLOAD=1  python -m pytest tests/engine/backends/coreml/test_coreml_mac.py  # into the HF cache
+    cd tests/engine/backends/coreml
+    POCKET_TTS_COREML_DIR=<a copy of v2.1/<language>/>  python -m pytest test_coreml_mac.py
+    POCKET_TTS_COREML_DOWNLOAD=1  python -m pytest test_coreml_mac.py  # into the HF cache
 
 ``POCKET_TTS_COREML_LANGUAGE`` picks the pack (default english).
 """
