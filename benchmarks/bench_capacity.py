@@ -16,11 +16,9 @@ first audio at that load rather than in one burst). Per N and column:
 - core-seconds per audio-second (process CPU time / audio produced);
 - RSS (peak) and per-stream memory ((peak - idle) / N).
 
-Columns: ``batched`` (one scheduler per model: batched ticks on a pool of usable-core threads),
-``threads`` (``batching=False``: today's FlowLM + Mimi threads per session, BLAS at its default
-of every core), ``threads1`` (the same with ``OPENBLAS_NUM_THREADS=1``, as the README advises
-servers) and ``upstream`` (pocket-tts 4.0.1, one process per stream, one torch thread each;
-needs /tmp/refvenv); ``batched-int8`` is ``batched`` with the FlowLM linears at int8
+Columns: ``batched`` (one scheduler per model: batched ticks on a pool of usable-core threads)
+and ``upstream`` (pocket-tts 4.0.1, one process per stream, one torch thread each; needs
+/tmp/refvenv); ``batched-int8`` is ``batched`` with the FlowLM linears at int8
 (``precision="int8"``, the ``fast`` extra); a ``-auto`` ending (``batched-auto``,
 ``batched-int8-auto``) loads with ``max_streams="auto"``: the streams beyond what the measured
 cost keeps in real time wait for a slot (counted in "waited"; their time to first audio counts
@@ -28,7 +26,7 @@ the wait). Every
 (column, N) runs in fresh processes, one after the other. Usage:
 
     python benchmarks/bench_capacity.py [--sizes 1,2,4,8,12,16,24]
-        [--modes batched,batched-int8,threads,upstream] [--upstream-max 8]
+        [--modes batched,batched-int8,upstream] [--upstream-max 8]
         [--stagger 0.5] [--single-runs 5] [--work /tmp/bench_capacity]
 
 A column stops growing N after two runs in a row where every stream stalls at 500 ms (later
@@ -64,7 +62,7 @@ UPSTREAM_PYTHON = Path("/tmp/refvenv/bin/python")
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1,2,4,8,12,16,24")
-    parser.add_argument("--modes", default="batched,threads,threads1,upstream")
+    parser.add_argument("--modes", default="batched,batched-int8,upstream")
     parser.add_argument("--upstream-max", type=int, default=8, help="largest upstream N (memory)")
     parser.add_argument("--every-n", action="store_true", help="never stop a column early")
     parser.add_argument(
@@ -123,17 +121,14 @@ def run_ours(mode: str, n: int, pack: Path) -> dict:
     from pipecat_pocket_tts.engine import PocketTTS
 
     precision = "int8" if "-int8" in mode else "fp32"
-    batching = mode.startswith("batched")
     max_streams = "auto" if mode.endswith("-auto") else None
     tts = PocketTTS.load(
         "english",
         backend="numpy",
         model_dir=pack,
-        batching=batching,
         precision=precision,
         max_streams=max_streams,
     )
-    assert mode != "threads1" or os.environ.get("OPENBLAS_NUM_THREADS") == "1"
     for _ in tts.stream(WARM_UP):
         pass
     idle = rss_bytes()
@@ -288,10 +283,7 @@ def summarize(result: dict, n: int) -> dict:
 def run_child(mode: str, n: int) -> dict:
     command = [sys.executable, __file__, "--child", mode, str(n), "--work", str(ARGS.work)]
     command += ["--stagger", str(ARGS.stagger)]
-    env = dict(os.environ)
-    if mode == "threads1":
-        env["OPENBLAS_NUM_THREADS"] = "1"
-    done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{mode} N={n} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -287,7 +287,6 @@ def main() -> None:
         "first": first_ours,
         **stream_summary(runs_ours),
         "audio": audio_ours,
-        "overlap": tts.overlap_decode,
         "tokens": tokens,
     }
     upstream = {
@@ -297,7 +296,6 @@ def main() -> None:
     }
 
     print(f'\nsentence: "{SENTENCE}" ({ours["tokens"]} tokens with the devpack tokenizer)')
-    print(f"ours: overlap_decode={ours['overlap']}")
     o_first, u_first = median_ms(ours["first"]), median_ms(upstream["first"])
     print(
         f"time to first audio  ours {o_first:6.1f} ms   upstream {u_first:6.1f} ms   "

@@ -106,10 +106,9 @@ def engine_endless_tts(engine_endless_pack_dir: Path):
     return PocketTTS.load("english", backend="numpy", model_dir=engine_endless_pack_dir)
 
 
-@pytest.fixture(params=["batched", "overlap", "inline"])
-def tts(request, engine_tts):
-    """The tiny model: sessions on its scheduler (the default), or on threads of their own
-    with Mimi decode on a thread of its own or inline (``batching=False``)."""
+@pytest.fixture
+def tts(engine_tts):
+    """The tiny model with a scheduler of its own, closed after the test."""
     from pipecat_pocket_tts.engine import PocketTTS
     from pipecat_pocket_tts.engine.model.options import LoadOptions
 
@@ -118,7 +117,7 @@ def tts(request, engine_tts):
         backend=engine_tts.backend,
         tokenizer=engine_tts.tokenizer,
         pack=engine_tts.pack,
-        options=LoadOptions(backend="numpy", batching=request.param == "batched"),
+        options=LoadOptions(backend="numpy"),
     )
-    clone.overlap_decode = request.param == "overlap"
-    return clone
+    yield clone
+    clone.scheduler.close()

@@ -3,14 +3,13 @@
 One session owns everything that makes its audio one continuous voice: the sampler's random
 generator, the Mimi streaming state (never reset, so no seam between chunks or utterances) and
 the prefilled voice state every chunk starts from. Its work runs off the caller's thread, on
-the model's scheduler (``scheduler.SessionLink``: batched with every other stream) or, with no
-scheduler, on threads of its own (``solo.SoloLink``):
+the model's scheduler (``runtime.scheduler.SessionLink``: batched with every other stream):
 
     enqueue/feed/mark ─▶ link: prefill, step, sample, decode ─▶ [frame channel] ─▶ for / async for
 
 With word timestamps on, each frame carries the caller's words that start in it
-(``AudioFrame.words``) and those it completes (``AudioFrame.completed_words``) on either
-link. ``cancel()`` returns once no computation of the session runs.
+(``AudioFrame.words``) and those it completes (``AudioFrame.completed_words``).
+``cancel()`` returns once no computation of the session runs.
 """
 
 from __future__ import annotations
@@ -31,22 +30,14 @@ from .checks import (
     check_temperature,
 )
 from .errors import SessionClosedError
-from .runtime.channel import (
-    END,
-    FrameChannel,
-    Marker,
-    blas_threads,
-    overlap_decode_by_default,
-    usable_cores,
-)
+from .runtime.channel import END, FrameChannel, Marker
 from .runtime.scheduler import AdmissionWait, Scheduler, SessionLink
-from .solo import SoloLink
 from .synthesis import AudioFrame, GenerationSettings, TextPlanner, TimedText
 from .timing.heads import Heads
 from .timing.word_timing import SessionWords
 
 if TYPE_CHECKING:
-    from .backends.base import Backend, FlowState
+    from .backends.base import FlowState
     from .text.prepare import PreparedChunk, TextStream
 
 _session_ids = itertools.count()
@@ -70,7 +61,7 @@ class Session:
     def __init__(
         self,
         *,
-        backend: Backend,
+        scheduler: Scheduler,
         planner: TextPlanner,
         voice_state: FlowState,
         resolve_voice: Callable[[Any], FlowState],
@@ -78,8 +69,6 @@ class Session:
         seed: int | None = None,
         normalize: bool = True,
         lexicon: Mapping[str, str] | None = None,
-        overlap_decode: bool = True,
-        scheduler: Scheduler | None = None,
         timestamps: bool = False,
         timestamp_heads: Heads | None = None,
         on_admission_wait: Callable[[AdmissionWait], None] | None = None,
@@ -108,15 +97,9 @@ class Session:
         # The link refers back to the session only weakly, so a session dropped without
         # finish() or cancel() is collected, and its finalizer stops the link's work.
         failed = _weakly(self._failed)
-        self._link: SessionLink | SoloLink
-        if scheduler is not None:
-            self._link = SessionLink(
-                scheduler, seed, self._frames, failed, name, words, on_admission_wait
-            )
-        else:
-            self._link = SoloLink(
-                backend, seed, self._frames, failed, name, overlap=overlap_decode, words=words
-            )
+        self._link = SessionLink(
+            scheduler, seed, self._frames, failed, name, words, on_admission_wait
+        )
         weakref.finalize(self, self._link.abandon)
 
     # -- input --------------------------------------------------------------------------
@@ -378,11 +361,4 @@ def _weakly(method: Callable[[BaseException], None]) -> Callable[[BaseException]
     return call
 
 
-__all__ = [
-    "AudioFrame",
-    "Marker",
-    "Session",
-    "blas_threads",
-    "overlap_decode_by_default",
-    "usable_cores",
-]
+__all__ = ["AudioFrame", "Marker", "Session"]

@@ -30,7 +30,7 @@ from .model.config import SAMPLE_RATE, ModelConfig, resolve_config_name
 from .model.options import LoadOptions
 from .model.packs import PackFiles
 from .runtime.scheduler import AdmissionWait, Scheduler
-from .session import Session, overlap_decode_by_default
+from .session import Session
 from .synthesis import AudioFrame, GenerationSettings, TextPlanner
 from .text.prepare import TextPreparer
 from .text.tokenizer import Tokenizer
@@ -65,7 +65,6 @@ class PocketTTS:
         backend: Backend,
         tokenizer: Tokenizer,
         pack: PackFiles,
-        overlap_decode: bool | None = None,
         options: LoadOptions | None = None,
     ) -> None:
         """Assemble from loaded parts (``load`` is the usual way in)."""
@@ -75,11 +74,6 @@ class PocketTTS:
         self.backend = backend
         self.tokenizer = tokenizer
         self.pack = pack
-        #: Run Mimi decode on its own thread, beside the next FlowLM step (None: when the
-        #: cores allow it, see ``session.overlap_decode_by_default``).
-        self.overlap_decode = (
-            overlap_decode_by_default() if overlap_decode is None else overlap_decode
-        )
         self._scheduler: Scheduler | None = None
         self._scheduler_lock = threading.Lock()
         self._planner = TextPlanner(config, tokenizer)
@@ -210,7 +204,7 @@ class PocketTTS:
 
     @property
     def scheduler(self) -> Scheduler:
-        """The scheduler every batched session of this model runs on (made on first use)."""
+        """The scheduler every session of this model runs on (made on first use)."""
         with self._scheduler_lock:
             if self._scheduler is None:
                 options = self.options
@@ -243,7 +237,7 @@ class PocketTTS:
         those whose end it makes known, with start and end (``AudioFrame.completed_words``).
         ``on_admission_wait``: called (on the scheduler's thread, keep it short) when the
         session waits for a slot of the model's scheduler (``max_streams``) and when it gets
-        one (``AdmissionWait.waited``: seconds); never without a limit or with batching off.
+        one (``AdmissionWait.waited``: seconds); never without a limit.
         """
         settings = GenerationSettings(
             temperature=check_temperature(
@@ -256,7 +250,7 @@ class PocketTTS:
         )
         seed, normalize = check_seed(seed), check_normalize(normalize)
         return Session(
-            backend=self.backend,
+            scheduler=self.scheduler,
             planner=self._planner.with_text_language(text_language),
             voice_state=self.voice_state(voice),
             resolve_voice=self.voice_state,
@@ -264,8 +258,6 @@ class PocketTTS:
             seed=seed,
             normalize=normalize,
             lexicon=lexicon,
-            overlap_decode=self.overlap_decode,
-            scheduler=self.scheduler if self.options.batching else None,
             timestamps=timestamps,
             timestamp_heads=self._timestamp_heads,
             on_admission_wait=on_admission_wait,

@@ -89,7 +89,7 @@ class PocketTTSService(TTSService):
                 ``backend`` ("numpy", "coreml", "auto"), ``model_dir`` (a pack folder, or one
                 subfolder per pack named after it; nothing is downloaded), ``revision``,
                 ``token``, ``sampler_steps``, ``precision`` ("fp32", "bf16", "int8"),
-                ``threads`` and ``max_streams`` (the model's scheduler), ``batching``...
+                ``threads`` and ``max_streams`` (the model's scheduler)...
             settings: Voice, temperature, seed, normalize, lexicon (see ``Settings``).
             text_aggregation_mode: SENTENCE (default) or TOKEN: LLM tokens go to the session's
                 text stream (``Session.feed``), which cuts and prepares as the batch path.

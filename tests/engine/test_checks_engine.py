@@ -90,24 +90,6 @@ def test_eos_threshold_and_normalize_are_checked(engine_tts: PocketTTS) -> None:
     session.cancel()
 
 
-def _worker_threads() -> set[threading.Thread]:
-    return {t for t in threading.enumerate() if t.name.startswith("pocket-tts-session")}
-
-
-def test_an_abandoned_session_releases_its_thread(engine_pack_dir) -> None:
-    solo = PocketTTS.load("english", backend="numpy", model_dir=engine_pack_dir, batching=False)
-    before = _worker_threads()
-    session = solo.session(seed=1)
-    session.enqueue("Hello there.")  # starts the worker; never finished nor cancelled
-    started = _worker_threads() - before
-    assert started
-    del session
-    gc.collect()
-    for thread in started:
-        thread.join(timeout=30)  # generous: returns as soon as the worker has stopped
-    assert not any(thread.is_alive() for thread in started)
-
-
 def test_an_abandoned_session_leaves_the_scheduler(engine_endless_tts: PocketTTS) -> None:
     """On the scheduler (no thread of its own), a dropped session's stream is dropped too."""
     session = engine_endless_tts.session(seed=1, max_frames=10_000)

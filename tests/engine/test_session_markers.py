@@ -104,3 +104,53 @@ def test_flush_then_mark_places_the_marker_after_all_fed_text(tts: PocketTTS) ->
     session.mark("after flush")
     session.finish()
     assert layout(list(session)) == [("u", 0), "before flush", ("u", 1), "after flush"]
+
+
+def test_a_marker_needs_no_slot_while_another_stream_holds_the_only_one(
+    engine_endless_tts: PocketTTS,
+) -> None:
+    """At the scheduler's limit a marker of an idle session still goes out before the next
+    tick: it needs no compute, so it never waits for another call's slot."""
+    from pipecat_pocket_tts.engine.model.options import LoadOptions
+
+    base = engine_endless_tts
+    model = PocketTTS(
+        config=base.config,
+        backend=base.backend,
+        tokenizer=base.tokenizer,
+        pack=base.pack,
+        options=LoadOptions(backend="numpy", max_streams=1),
+    )
+    hog = model.session(seed=1, max_frames=100_000)
+    quiet = model.session(seed=2)
+    try:
+        hog.enqueue("This one speaks on and on and never stops at all.")
+        next(iter(hog))  # the hog holds the only slot and speaks
+        # a session that spoke and went idle, then is marked: the end of a turn
+        quiet_items = iter(quiet)
+        quiet.enqueue("Hi.")  # waits for the hog's slot: never admitted while it speaks
+        idle = model.session(seed=3)
+        got: list = []
+        out = threading.Event()
+
+        def read_idle() -> None:
+            got.extend(idle)
+            out.set()
+
+        reader = threading.Thread(target=read_idle, daemon=True)
+        reader.start()
+        idle.mark("turn end")
+        idle.finish()
+        assert out.wait(60), "the marker waited for a slot"  # hang guard only
+        assert got == [Marker("turn end")]
+        stats = model.scheduler.stats()
+        assert (stats.active, stats.waiting) == (1, 1)  # the hog still speaks, "Hi." still waits
+        quiet.mark("after hi")  # behind queued text: keeps its order
+        quiet.finish()
+        hog.cancel()
+        items = [i for i in quiet_items if isinstance(i, Marker) or i.is_last_in_utterance]
+        assert layout(items) == [("u", 0), "after hi"]
+    finally:
+        for session in (hog, quiet):
+            session.cancel()
+        model.scheduler.close()

@@ -164,24 +164,16 @@ def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
 @pytest.fixture
 def spoken_plans(monkeypatch: pytest.MonkeyPatch) -> list:
     """Every chunk the sessions synthesize (warm-up excluded), in order."""
-    from pipecat_pocket_tts.engine import solo as solo_module
     from pipecat_pocket_tts.engine.runtime import streams
 
     plans: list = []
-    original = solo_module.generate_chunk
     original_run = streams.ChunkRun.__init__
 
-    def spy(backend, voice_state, plan, *args, **kwargs):
-        if plan.text.strip() != WARMUP_TEXT:
-            plans.append(plan)
-        return original(backend, voice_state, plan, *args, **kwargs)
-
-    def spy_run(run, backend, job):  # the same on the model's scheduler
+    def spy_run(run, backend, job):
         if job.plan.text.strip() != WARMUP_TEXT:
             plans.append(job.plan)
         original_run(run, backend, job)
 
-    monkeypatch.setattr(solo_module, "generate_chunk", spy)
     monkeypatch.setattr(streams.ChunkRun, "__init__", spy_run)
     return plans
 

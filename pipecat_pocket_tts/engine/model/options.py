@@ -43,12 +43,11 @@ class LoadOptions:
     cached once narrowed, see ``backends.numpy.narrow_cache``); None is the backend's default
     (fp16 on CoreML, fp32 on NumPy).
     ``compute_units`` / ``placement``: CoreML only (see ``backends.coreml.runtime``).
-    ``batching``: every session runs on the model's one scheduler (its streams batched each
-    frame) on a pool of ``threads`` compute threads (None: the usable cores), with at most
+    Every session runs on the model's one scheduler (its streams batched each frame) on a
+    pool of ``threads`` compute threads (None: the usable cores), with at most
     ``max_streams`` speaking at once (default ``"auto"``: as many as the measured cost of a
     frame keeps in real time on the pool; an integer: that many; None: no limit, so an
     overloaded pool makes every stream late together). Later utterances wait in order.
-    ``batching=False``: each session on threads of its own, as before the scheduler.
     """
 
     backend: str = "auto"
@@ -59,7 +58,6 @@ class LoadOptions:
     precision: str | None = None
     compute_units: str | Mapping[str, str] | None = None
     placement: str = "gpu"
-    batching: bool = True
     threads: int | None = None
     max_streams: int | str | None = "auto"
 
@@ -87,8 +85,6 @@ class LoadOptions:
         _check_optional_str("precision", self.precision)
         if not isinstance(self.placement, str):
             raise LoadOptionError(f"placement must be a string, got {self.placement!r}")
-        if not isinstance(self.batching, bool):
-            raise LoadOptionError(f"batching must be True or False, got {self.batching!r}")
         threads = self.threads
         if threads is not None and (
             not isinstance(threads, int) or isinstance(threads, bool) or threads < 1
@@ -106,6 +102,11 @@ class LoadOptions:
         """``options`` with ``keywords`` replacing its fields (unknown keywords: TypeError)."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(keywords) - known)
+        if "batching" in unknown:
+            raise TypeError(
+                "batching is no load option: every session runs on the model's one scheduler; "
+                "size it with threads= and max_streams="
+            )
         if unknown:
             raise TypeError(
                 f"unknown load option(s) {', '.join(unknown)}; options: {', '.join(sorted(known))}"
@@ -145,8 +146,7 @@ class LoadOptions:
             self.precision,
             units,
             self.placement,
-            self.batching,  # one scheduler per loaded model: its settings are the model's
-            self.threads,
+            self.threads,  # one scheduler per loaded model: its settings are the model's
             self.max_streams,
         )
 

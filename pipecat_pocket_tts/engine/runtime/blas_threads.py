@@ -18,11 +18,20 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 logger = logging.getLogger(__name__)
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (the default size of a scheduler's pool)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
 
 
 class BlasThreads:

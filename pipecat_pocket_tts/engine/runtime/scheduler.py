@@ -37,8 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .blas_threads import BLAS_THREADS
-from .channel import usable_cores
+from .blas_threads import BLAS_THREADS, usable_cores
 from .slots import AdmissionWait, StreamSlots
 from .streams import FRAME_SECONDS, ChunkJob, Notice, Stream
 from .tick_costs import StageCosts
@@ -126,6 +125,10 @@ class Scheduler:
         self._closed = False
         self._pool: list[threading.Thread] = []
         self._tasks: queue.SimpleQueue[_Tick | None] = queue.SimpleQueue()
+        # Notices of streams that hold no slot and have nothing queued: they need no compute,
+        # so no slot; the coordinator hands them over before it plans its next tick (after
+        # every output of the tick it was running), in submission order.
+        self._idle_notices: list[tuple[Stream, Any]] = []
         self._holds_blas = False  # whether this pool holds BLAS at one thread (blas_threads)
 
     @property
@@ -152,15 +155,23 @@ class Scheduler:
         return stream
 
     def submit(self, stream: Stream, job: ChunkJob | Notice) -> None:
-        """Queue a chunk or a notice on a stream (thread-safe); it runs in order."""
+        """Queue a chunk or a notice on a stream (thread-safe); it runs in order.
+
+        A notice on a stream with nothing queued and no slot goes out before the next tick,
+        without waiting for a slot (``max_streams``): it follows every frame already made.
+        """
         with self._cond:
             if self._closed:
                 raise RuntimeError("this scheduler is closed")
             if stream.stopped:
                 return
+            self._start_pool()
+            if isinstance(job, Notice) and not stream.admitted and not stream.jobs:
+                self._idle_notices.append((stream, job.payload))
+                self._cond.notify_all()
+                return
             stream.jobs.append(job)
             self._slots.request(stream, self._ticks)
-            self._start_pool()
             self._cond.notify_all()
 
     def cancel(self, stream: Stream) -> None:
@@ -249,10 +260,21 @@ class Scheduler:
         """The first pool thread: plan a tick, run it with the others, apply its results."""
         while True:
             with self._cond:
-                while not self._closed and not any(s.has_work for s in self._slots.active):
+                while (
+                    not self._closed
+                    and not self._idle_notices
+                    and not any(s.has_work for s in self._slots.active)
+                ):
                     self._cond.wait()
                 if self._closed:
                     return
+                notices, self._idle_notices = self._idle_notices, []
+            if notices:
+                _deliver([(stream, [item]) for stream, item in notices])
+                continue
+            with self._cond:
+                if not any(s.has_work for s in self._slots.active):
+                    continue
                 plan = TickPlan(
                     self.backend,
                     self._slots.active,

@@ -1,5 +1,5 @@
-"""Sessions on the model's scheduler (the default) against per-session threads (batching=False):
-same audio per session when many speak at once, cancel of one mid-batch, no per-session threads,
+"""Sessions batched on the model's scheduler against the same sessions computed alone: same
+audio per session when many speak at once, cancel of one mid-batch, no per-session threads,
 the pool parked after the last cancel, admission through ``max_streams``."""
 
 from __future__ import annotations
@@ -47,6 +47,15 @@ def _session_audio(session) -> tuple[np.ndarray, list[tuple]]:
     return np.concatenate([f.samples for f in frames]), tags
 
 
+def _alone(tts: PocketTTS, indices) -> list[tuple[np.ndarray, list[tuple]]]:
+    """Each session computed alone (one after the other) on a scheduler of its own."""
+    model = _model(tts)
+    try:
+        return [_session_audio(_speak(model, i)) for i in indices]
+    finally:
+        model.scheduler.close()
+
+
 def _speak(model: PocketTTS, i: int):
     session = model.session(seed=10 + i, voice="marius" if i % 2 else "alba")
     session.enqueue(TEXTS[i])
@@ -56,7 +65,7 @@ def _speak(model: PocketTTS, i: int):
 
 
 def test_concurrent_batched_sessions_sound_as_sessions_alone(engine_tts, batched):
-    alone = [_session_audio(_speak(_model(engine_tts, batching=False), i)) for i in range(4)]
+    alone = _alone(engine_tts, range(4))
     sessions = [_speak(batched, i) for i in range(4)]  # all queued before any is read
     for session, (want, want_tags) in zip(sessions, alone, strict=True):
         got, tags = _session_audio(session)
@@ -66,7 +75,7 @@ def test_concurrent_batched_sessions_sound_as_sessions_alone(engine_tts, batched
 
 
 def test_cancelling_one_session_mid_batch_leaves_the_others_unchanged(engine_tts, batched):
-    alone = [_session_audio(_speak(_model(engine_tts, batching=False), i)) for i in (0, 3)]
+    alone = _alone(engine_tts, (0, 3))
     victim = _speak(batched, 1)
     others = [_speak(batched, i) for i in (0, 3)]
     first = next(iter(victim))  # the victim has started speaking, in a batch with the others
@@ -106,7 +115,7 @@ def test_beyond_max_streams_sessions_wait_their_turn(engine_tts):
     try:
         sessions = [_speak(model, i) for i in range(3)]
         audio = [_session_audio(s) for s in sessions]
-        alone = [_session_audio(_speak(_model(engine_tts, batching=False), i)) for i in range(3)]
+        alone = _alone(engine_tts, range(3))
         for (got, tags), (want, want_tags) in zip(audio, alone, strict=True):
             assert tags == want_tags
             assert snr_db(want, got) >= MIN_SNR_DB

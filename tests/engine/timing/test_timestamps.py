@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+from importlib import resources
 
 import numpy as np
 import pytest
@@ -46,9 +47,7 @@ def units_for(words: list[int | None], *, punct_end: bool = True) -> ChunkUnits:
 # -- head tables ---------------------------------------------------------------------------
 def test_every_shipped_pack_but_one_has_heads_and_they_fit_its_model():
     registry = json.loads(
-        (
-            __import__("importlib").resources.files("pipecat_pocket_tts.engine") / "configs.json"
-        ).read_text()
+        (resources.files("pipecat_pocket_tts.engine.model") / "configs.json").read_text()
     )
     with_heads = [name for name in registry if heads_for(get_config(name))]
     assert set(registry) - set(with_heads) == {"english_2026-10"}  # the peer names none

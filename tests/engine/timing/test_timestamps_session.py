@@ -180,39 +180,63 @@ def test_coreml_declares_no_attention_so_its_words_are_estimated(tmp_path):
     assert words[-1].end <= audio.shape[0] / 24000 + 1e-9
 
 
-@pytest.fixture(scope="module")
-def solo(engine_pack_dir: Path) -> PocketTTS:
-    """The ``tts`` fixture's model with each session on threads of its own (no scheduler)."""
-    engine = PocketTTS.load("english", backend="numpy", model_dir=engine_pack_dir, batching=False)
+@pytest.fixture
+def alone_model(tts) -> PocketTTS:
+    """The ``tts`` fixture's model with a scheduler of its own, for sessions run one at a time."""
+    engine = PocketTTS(
+        config=tts.config, backend=tts.backend, tokenizer=tts.tokenizer, pack=tts.pack
+    )
     engine.timestamp_heads = ((1, 2), (0, 1))
-    return engine
+    yield engine
+    engine.scheduler.close()
 
 
-def _two_sessions_words(engine: PocketTTS) -> list[list[tuple]]:
-    """Two sessions speaking at once (one enqueued, one fed) → per session, each word with
-    the frame that carries it."""
-    texts = ["First one here. Then a second sentence follows it.", TEXT]
-    with engine.session(seed=5, timestamps=True) as a, engine.session(seed=7, timestamps=True) as b:
-        a.enqueue(texts[0])
-        a.enqueue("And a last one.")
-        for piece in ["It co", "sts $12", ".50 tod", "ay. **Rea", "lly** cheap, is", "n't it? 😀"]:
-            b.feed(piece)
-        b.flush()
-        a.finish()
-        b.finish()
-        frames = [[f for f in s if isinstance(f, AudioFrame)] for s in (a, b)]
+TWO_TEXTS = ["First one here. Then a second sentence follows it.", TEXT]
+FED = ["It co", "sts $12", ".50 tod", "ay. **Rea", "lly** cheap, is", "n't it? 😀"]
+
+
+def _speak_first(session) -> None:
+    session.enqueue(TWO_TEXTS[0])
+    session.enqueue("And a last one.")
+    session.finish()
+
+
+def _speak_second(session) -> None:
+    for piece in FED:
+        session.feed(piece)
+    session.flush()
+    session.finish()
+
+
+def _words_of(session) -> list[tuple]:
+    """Each word a session's frames carry, with the frame that carries it."""
+    frames = [f for f in session if isinstance(f, AudioFrame)]
     return [
-        [(n, f.utterance_index, w) for n, f in enumerate(fs) for w in f.words + f.completed_words]
-        for fs in frames
+        (n, f.utterance_index, w) for n, f in enumerate(frames) for w in f.words + f.completed_words
     ]
 
 
-def test_sessions_on_the_scheduler_give_the_words_of_sessions_run_alone(tts, solo):
-    assert tts.options.batching and tts.scheduler is not None and not solo.options.batching
+def _two_sessions_words(engine: PocketTTS, *, together: bool) -> list[list[tuple]]:
+    """Two sessions (one enqueued, one fed) speaking at once or one after the other → per
+    session, each word with the frame that carries it."""
+    if not together:
+        words = []
+        for speak, seed in ((_speak_first, 5), (_speak_second, 7)):
+            with engine.session(seed=seed, timestamps=True) as session:
+                speak(session)
+                words.append(_words_of(session))
+        return words
+    with engine.session(seed=5, timestamps=True) as a, engine.session(seed=7, timestamps=True) as b:
+        _speak_first(a)
+        _speak_second(b)
+        return [_words_of(a), _words_of(b)]
+
+
+def test_sessions_on_the_scheduler_give_the_words_of_sessions_run_alone(tts, alone_model):
     ticks = tts.scheduler.stats().ticks
-    batched = _two_sessions_words(tts)
+    batched = _two_sessions_words(tts, together=True)
     assert tts.scheduler.stats().ticks > ticks  # they ran on the scheduler
-    alone = _two_sessions_words(solo)
+    alone = _two_sessions_words(alone_model, together=False)
     assert [len(s) for s in batched] == [2 * 13, 2 * len(WRITTEN)]  # starts and completions
     assert any(not w.estimated for _, _, w in batched[0])  # read from the attention
     for got, want in zip(batched, alone, strict=True):
