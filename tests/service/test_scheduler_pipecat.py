@@ -24,7 +24,9 @@ from pipecat.frames.frames import (
     TTSStoppedFrame,
     TTSTextFrame,
 )
+from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.worker import PipelineParams
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.tests.utils import SleepFrame, run_test
 from test_service import assert_no_stale_audio
 
@@ -134,3 +136,73 @@ async def test_a_turn_that_waits_for_a_slot_is_reported_as_a_metric(long_pack: P
     assert data.value >= 0 and data.streams_speaking == 1
     for down, _ in results:  # both spoke
         assert any(isinstance(f, TTSAudioRawFrame) for f in down)
+
+
+class _HoldEndUntilAnotherCallSpeaks(FrameProcessor):
+    """Holds the reply's LLMFullResponseEndFrame until another stream on the service's model
+    has taken its only slot (``max_streams=1``) and speaks: the reply's audio is then all made,
+    its session idle, and its end of turn must not wait for that other call."""
+
+    def __init__(self, service: PocketTTSService) -> None:
+        super().__init__()
+        self._service = service
+        self.engine = None  # the service's model
+        self.reply_audio = asyncio.Event()  # set downstream at the reply's first audio
+        self.other = None  # the other call's session on it
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, LLMFullResponseEndFrame):
+            await self.reply_audio.wait()  # the reply holds the slot: the other call waits
+            self.engine = engine = self._service.engine
+            self.other = engine.session(seed=3, max_frames=100_000)
+            self.other.enqueue(" ".join([LONG_REPLY] * 20))
+            # its first frame: the reply's audio is all made and the other call has the slot
+            first = await asyncio.to_thread(next, iter(self.other))
+            assert first.frame_index == 0
+        await self.push_frame(frame, direction)
+
+
+class _SnapshotAtStop(FrameProcessor):
+    """Notes whether the other call still held the slot when the turn's end came out."""
+
+    def __init__(self, gate: _HoldEndUntilAnotherCallSpeaks) -> None:
+        super().__init__()
+        self._gate = gate
+        self.other_speaking_at_stop: bool | None = None
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, TTSAudioRawFrame):
+            self._gate.reply_audio.set()
+        if isinstance(frame, TTSStoppedFrame) and self._gate.other is not None:
+            self.other_speaking_at_stop = self._gate.other.pending == 1
+        await self.push_frame(frame, direction)
+
+
+async def test_an_idle_turns_end_does_not_wait_for_another_calls_slot(engine_pack_dir: Path):
+    service = PocketTTSService(
+        model_dir=engine_pack_dir,
+        backend="numpy",
+        max_streams=1,
+        warmup=False,
+        stop_frame_timeout_s=300,  # only the turn's end marker may end it, not a quiet spell
+    )
+    gate = _HoldEndUntilAnotherCallSpeaks(service)
+    snapshot = _SnapshotAtStop(gate)
+    reply = [LLMFullResponseStartFrame(), LLMTextFrame("Hello there."), LLMTextFrame(" 🙂")]
+    try:
+        down, _ = await asyncio.wait_for(  # hang guard only: before the fix it never ended
+            run_test(
+                Pipeline([gate, service, snapshot]),
+                frames_to_send=[*reply, LLMFullResponseEndFrame()],
+                start_timeout=START,
+            ),
+            timeout=240,
+        )
+        kinds = [type(f) for f in down if isinstance(f, TTSAudioRawFrame | TTSStoppedFrame)]
+        assert kinds[-1] is TTSStoppedFrame and TTSAudioRawFrame in kinds
+        assert snapshot.other_speaking_at_stop  # out while the other call held the slot
+    finally:
+        if gate.other is not None:
+            gate.other.cancel()
