@@ -37,6 +37,7 @@ from .synthesis import AudioFrame
 from .timing.subtitles import write_timestamps
 from .timing.word_timing import Word, WordStart
 from .tts import PocketTTS, TimedAudio
+from .utterance import UtteranceOptions
 from .voices.voice import Voice
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "UnknownBackendError",
     "UnknownLanguageError",
     "UnknownVoiceError",
+    "UtteranceOptions",
     "Voice",
     "VoiceFileError",
     "WeightsMismatchError",

@@ -18,23 +18,17 @@ import asyncio
 import itertools
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from .checks import (
-    check_eos_threshold,
-    check_lexicon,
-    check_normalize,
-    check_seed,
-    check_temperature,
-)
 from .errors import SessionClosedError
 from .runtime.channel import END, FrameChannel, Marker
 from .runtime.scheduler import AdmissionWait, Scheduler, SessionLink
 from .synthesis import AudioFrame, GenerationSettings, TextPlanner, TimedText
 from .timing.heads import Heads
 from .timing.word_timing import SessionWords
+from .utterance import UtteranceOptions, UtteranceRun
 
 if TYPE_CHECKING:
     from .backends.base import FlowState
@@ -63,22 +57,20 @@ class Session:
         *,
         scheduler: Scheduler,
         planner: TextPlanner,
-        voice_state: FlowState,
         resolve_voice: Callable[[Any], FlowState],
-        settings: GenerationSettings,
-        seed: int | None = None,
-        normalize: bool = True,
-        lexicon: Mapping[str, str] | None = None,
+        defaults: UtteranceOptions,
+        max_frames: int | None = None,
         timestamps: bool = False,
         timestamp_heads: Heads | None = None,
         on_admission_wait: Callable[[AdmissionWait], None] | None = None,
     ) -> None:
+        """``defaults``: every field set (voice, temperature, eos_threshold, normalize); its
+        seed seeds the session's random generator."""
         self._planner = planner
-        self._voice_state = voice_state
         self._resolve_voice = resolve_voice
-        self._settings = settings
-        self._normalize = normalize
-        self._lexicon = check_lexicon(lexicon)
+        self._defaults = replace(defaults, seed=None)
+        self._voice_state = resolve_voice(defaults.voice)
+        self._max_frames = max_frames
         name = f"pocket-tts-session-{next(_session_ids)}"
 
         self._lock = threading.Lock()
@@ -98,98 +90,76 @@ class Session:
         # finish() or cancel() is collected, and its finalizer stops the link's work.
         failed = _weakly(self._failed)
         self._link = SessionLink(
-            scheduler, seed, self._frames, failed, name, words, on_admission_wait
+            scheduler, defaults.seed, self._frames, failed, name, words, on_admission_wait
         )
         weakref.finalize(self, self._link.abandon)
 
     # -- input --------------------------------------------------------------------------
     def enqueue(
-        self,
-        text: str,
-        *,
-        voice: Any = None,
-        temperature: float | None = None,
-        eos_threshold: float | None = None,
-        normalize: bool | None = None,
-        lexicon: Mapping[str, str] | None = None,
-        seed: int | None = None,
+        self, text: str, options: UtteranceOptions | None = None, **keywords: Any
     ) -> int | None:
         """Queue a complete text as one utterance; its index, or None when it has nothing to say.
 
-        The overrides apply to this utterance only (``lexicon`` replaces the session's);
-        ``seed`` restarts the session's random generator from that seed at this utterance
-        (later utterances continue from there). Raises ``SessionClosedError`` after
-        ``finish()`` or ``cancel()``.
+        ``options`` (or its fields as keywords: ``voice``, ``temperature``, ``eos_threshold``,
+        ``seed``, ``normalize``, ``lexicon``) apply to this utterance only; ``seed`` restarts
+        the session's random generator from that seed here (later utterances continue from
+        there). Raises ``SessionClosedError`` after ``finish()`` or ``cancel()``.
         """
         self._check_open()
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
-        overrides = self._overrides(voice, temperature, eos_threshold, seed)
-        normalize = self._normalize if normalize is None else check_normalize(normalize)
-        lexicon = self._lexicon if lexicon is None else check_lexicon(lexicon)
-        chunks = self._planner.plan(text, normalize=normalize, lexicon=lexicon)
+        options = UtteranceOptions.build(options, **keywords).over(self._defaults)
+        run = self._run(options)
+        chunks = self._planner.plan(text, normalize=options.normalize, lexicon=options.lexicon)
         if not chunks:
             return None
-        timed = self._timed_text(normalize, lexicon)
+        timed = self._timed_text(options)
         if timed is not None:
             timed.add(text, chunks, final=True)
-        return self._submit(chunks, overrides, timed)
+        return self._submit(chunks, run, timed)
 
     def feed(
-        self,
-        text: str,
-        *,
-        voice: Any = None,
-        temperature: float | None = None,
-        eos_threshold: float | None = None,
-        seed: int | None = None,
-        normalize: bool | None = None,
-        lexicon: Mapping[str, str] | None = None,
+        self, text: str, options: UtteranceOptions | None = None, **keywords: Any
     ) -> list[int]:
         """Add streamed text (LLM tokens, any fragments); the indices of utterances it queued.
 
         The text stream (normalized by whole sentences, the first sentence alone, an overlong
         sentence cut early, work linear in the text) releases prepared chunks as soon as they
         are certain; each is queued as one utterance, exactly as ``enqueue`` of the whole text
-        would prepare it. ``flush()`` ends the text. ``voice``, ``temperature`` and
-        ``eos_threshold`` apply to the utterances this call queues, ``seed`` to the first of
-        them; ``normalize`` and ``lexicon`` to the text this call starts (ignored mid-text).
+        would prepare it. ``flush()`` ends the text. The options (as in ``enqueue``) apply to
+        the utterances this call queues, ``seed`` to the first of them; ``normalize`` and
+        ``lexicon`` to the text this call starts (ignored mid-text).
         """
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         self._check_open()
-        overrides = self._overrides(voice, temperature, eos_threshold, seed)
+        options = UtteranceOptions.build(options, **keywords).over(self._defaults)
+        run = self._run(options)
         with self._feed_lock:
             if self._feed_stream is None:
-                normalize = self._normalize if normalize is None else check_normalize(normalize)
-                lexicon = self._lexicon if lexicon is None else check_lexicon(lexicon)
-                self._feed_stream = self._planner.stream(normalize=normalize, lexicon=lexicon)
-                self._feed_timed = self._timed_text(normalize, lexicon)
+                self._feed_stream = self._planner.stream(
+                    normalize=options.normalize, lexicon=options.lexicon
+                )
+                self._feed_timed = self._timed_text(options)
             chunks = self._feed_stream.push(text)
             if self._feed_timed is not None:
                 self._feed_timed.add(text, chunks, final=False)
-            return self._submit_each(chunks, overrides)
+            return self._submit_each(chunks, run)
 
-    def flush(
-        self,
-        *,
-        voice: Any = None,
-        temperature: float | None = None,
-        eos_threshold: float | None = None,
-        seed: int | None = None,
-    ) -> list[int]:
+    def flush(self, options: UtteranceOptions | None = None, **keywords: Any) -> list[int]:
         """The fed text is complete: queue what the text stream holds; the new indices.
 
-        Feeding again afterwards starts a new text (its first sentence goes alone again).
+        The options (as in ``feed``) apply to the utterances this call queues. Feeding again
+        afterwards starts a new text (its first sentence goes alone again).
         """
         self._check_open()
-        overrides = self._overrides(voice, temperature, eos_threshold, seed)
+        run = self._run(UtteranceOptions.build(options, **keywords).over(self._defaults))
         with self._feed_lock:
             stream, self._feed_stream = self._feed_stream, None
             chunks = stream.flush() if stream is not None else []
             if self._feed_timed is not None:
                 self._feed_timed.add("", chunks, final=True)
-            indices = self._submit_each(chunks, overrides)
+            indices = self._submit_each(chunks, run)
             self._feed_timed = None
             return indices
 
@@ -202,51 +172,45 @@ class Session:
     def mark(self, payload: Any) -> None:
         """Put ``Marker(payload)`` in the output after the audio of everything queued so far.
 
-        Thread-safe; a marker with nothing queued before it comes out at once. Dropped by
-        ``cancel()``. Raises ``SessionClosedError`` after ``finish()`` or ``cancel()``.
+        Thread-safe; a marker with nothing queued before it comes out at once (it needs no
+        compute, so it never waits for a slot of the scheduler). Dropped by ``cancel()``.
+        Raises ``SessionClosedError`` after ``finish()`` or ``cancel()``.
         """
         marker = Marker(payload)
         with self._lock:
             self._check_open()
             self._link.notice(marker)
 
-    def _overrides(
-        self, voice: Any, temperature: Any, eos_threshold: Any, seed: Any
-    ) -> tuple[FlowState, GenerationSettings, int | None]:
-        """A call's checked overrides, before its text is taken (a bad value loses no text)."""
-        seed = check_seed(seed)
-        settings = self._settings
-        if temperature is not None:
-            settings = replace(settings, temperature=check_temperature(temperature))
-        if eos_threshold is not None:
-            settings = replace(settings, eos_threshold=check_eos_threshold(eos_threshold))
-        voice_state = self._voice_state if voice is None else self._resolve_voice(voice)
-        return voice_state, settings, seed
+    def _run(self, options: UtteranceOptions) -> UtteranceRun:
+        """Checked options (defaults filled in) resolved, before any text is taken."""
+        voice_state = (
+            self._voice_state
+            if options.voice is self._defaults.voice
+            else self._resolve_voice(options.voice)
+        )
+        settings = GenerationSettings(
+            temperature=options.temperature,  # type: ignore[arg-type]  # filled by defaults
+            eos_threshold=options.eos_threshold,  # type: ignore[arg-type]
+            max_frames=self._max_frames,
+        )
+        return UtteranceRun(voice_state, settings, options.seed)
 
-    def _submit_each(
-        self,
-        chunks: list[PreparedChunk],
-        overrides: tuple[FlowState, GenerationSettings, int | None],
-    ) -> list[int]:
+    def _submit_each(self, chunks: list[PreparedChunk], run: UtteranceRun) -> list[int]:
         indices = []
         for chunk in chunks:
-            indices.append(self._submit([chunk], overrides, self._feed_timed))
-            overrides = (*overrides[:2], None)  # the generator restarts once, at the first
+            indices.append(self._submit([chunk], run, self._feed_timed))
+            run = replace(run, restart_seed=None)  # the generator restarts once, at the first
         return indices
 
     def _submit(
-        self,
-        chunks: list[PreparedChunk],
-        overrides: tuple[FlowState, GenerationSettings, int | None],
-        timed: TimedText | None = None,
+        self, chunks: list[PreparedChunk], run: UtteranceRun, timed: TimedText | None = None
     ) -> int:
         """Queue prepared chunks as one utterance; its index."""
-        voice_state, settings, seed = overrides
         with self._lock:
             self._check_open()
             index = self._enqueued
             self._enqueued += 1
-            self._link.speak(index, chunks, voice_state, settings, seed, timed, self._heads)
+            self._link.speak(index, chunks, run, timed, self._heads)
         return index
 
     def finish(self) -> None:
@@ -329,9 +293,11 @@ class Session:
         await self.acancel()
 
     # -- helpers ------------------------------------------------------------------------
-    def _timed_text(self, normalize: bool, lexicon: Mapping[str, str] | None) -> TimedText | None:
+    def _timed_text(self, options: UtteranceOptions) -> TimedText | None:
         """A text's caller words for word timestamps (None when they are off)."""
-        return self._planner.timed_text(normalize, lexicon) if self._timestamps else None
+        if not self._timestamps:
+            return None
+        return self._planner.timed_text(bool(options.normalize), options.lexicon)
 
     def _check_open(self) -> None:
         if self._closed:

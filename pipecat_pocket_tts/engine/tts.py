@@ -15,7 +15,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Hashable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -24,18 +25,18 @@ import numpy as np
 from . import audio as audio_ops
 from .backends import load_backend, resolve_backend_name, resolve_pack
 from .backends.base import Backend, FlowState
-from .checks import check_eos_threshold, check_normalize, check_seed, check_temperature
 from .errors import EmptyTextError, UnknownVoiceError
 from .model.config import SAMPLE_RATE, ModelConfig, resolve_config_name
 from .model.options import LoadOptions
 from .model.packs import PackFiles
 from .runtime.scheduler import AdmissionWait, Scheduler
 from .session import Session
-from .synthesis import AudioFrame, GenerationSettings, TextPlanner
+from .synthesis import AudioFrame, TextPlanner
 from .text.prepare import TextPreparer
 from .text.tokenizer import Tokenizer
 from .timing.heads import Heads, heads_fit, heads_for
 from .timing.word_timing import Word
+from .utterance import UtteranceOptions
 from .voices.cloning import AudioSource, clone_voice
 from .voices.source import VoiceSource, fetch_hub_voice, parse_voice
 from .voices.voice import Voice
@@ -216,48 +217,39 @@ class PocketTTS:
     # -- speaking -----------------------------------------------------------------------
     def session(
         self,
+        options: UtteranceOptions | None = None,
         *,
-        voice: VoiceLike | None = None,
-        temperature: float | None = None,
-        seed: int | None = None,
-        eos_threshold: float | None = None,
         max_frames: int | None = None,
-        normalize: bool = True,
-        lexicon: Mapping[str, str] | None = None,
         text_language: str | None = None,
         timestamps: bool = False,
         on_admission_wait: Callable[[AdmissionWait], None] | None = None,
+        **keywords: Any,
     ) -> Session:
         """A session: ``enqueue`` text, iterate frames; one voice, RNG and Mimi state.
 
-        ``max_frames`` bounds the frames of each chunk; ``lexicon`` ({word: spoken form})
-        feeds the text normalizer; ``text_language`` makes it read the text as a regional
-        variant of the pack's language (``"pt-BR"`` on the portuguese pack). ``timestamps``:
-        each frame carries the caller's words that start in it (``AudioFrame.words``) and
-        those whose end it makes known, with start and end (``AudioFrame.completed_words``).
-        ``on_admission_wait``: called (on the scheduler's thread, keep it short) when the
-        session waits for a slot of the model's scheduler (``max_streams``) and when it gets
-        one (``AdmissionWait.waited``: seconds); never without a limit.
+        ``options`` (``UtteranceOptions``, or its fields as keywords: ``voice``,
+        ``temperature``, ``eos_threshold``, ``seed``, ``normalize``, ``lexicon``) are the
+        session's defaults for every utterance; ``seed`` seeds its random generator.
+        ``max_frames`` bounds the frames of each chunk; ``text_language`` makes the normalizer
+        read the text as a regional variant of the pack's language (``"pt-BR"`` on the
+        portuguese pack). ``timestamps``: each frame carries the caller's words that start in
+        it (``AudioFrame.words``) and those whose end it makes known, with start and end
+        (``AudioFrame.completed_words``). ``on_admission_wait``: called (on the scheduler's
+        thread, keep it short) when the session waits for a slot of the model's scheduler
+        (``max_streams``) and when it gets one (``AdmissionWait.waited``: seconds).
         """
-        settings = GenerationSettings(
-            temperature=check_temperature(
-                self.config.default_temperature if temperature is None else temperature
-            ),
-            eos_threshold=check_eos_threshold(
-                self.config.default_eos_threshold if eos_threshold is None else eos_threshold
-            ),
-            max_frames=_check_max_frames(max_frames),
+        options = UtteranceOptions.build(options, **keywords)
+        defaults = UtteranceOptions(
+            temperature=self.config.default_temperature,
+            eos_threshold=self.config.default_eos_threshold,
+            normalize=True,
         )
-        seed, normalize = check_seed(seed), check_normalize(normalize)
         return Session(
             scheduler=self.scheduler,
             planner=self._planner.with_text_language(text_language),
-            voice_state=self.voice_state(voice),
             resolve_voice=self.voice_state,
-            settings=settings,
-            seed=seed,
-            normalize=normalize,
-            lexicon=lexicon,
+            defaults=replace(options.over(defaults), seed=options.seed),
+            max_frames=_check_max_frames(max_frames),
             timestamps=timestamps,
             timestamp_heads=self._timestamp_heads,
             on_admission_wait=on_admission_wait,
@@ -266,33 +258,20 @@ class PocketTTS:
     def stream(
         self,
         text: str,
+        options: UtteranceOptions | None = None,
         *,
-        voice: VoiceLike | None = None,
-        temperature: float | None = None,
-        seed: int | None = None,
-        eos_threshold: float | None = None,
         max_frames: int | None = None,
-        normalize: bool = True,
-        lexicon: Mapping[str, str] | None = None,
         timestamps: bool = False,
+        **keywords: Any,
     ) -> Iterator[AudioFrame]:
         """Speak ``text``, frame by frame as they are made (80 ms each).
 
-        Raises ``EmptyTextError`` (a ValueError) right away when there is nothing to say.
-        Leaving the loop early stops the computation. ``timestamps``: each frame carries the
-        words of ``text`` that start in it (``AudioFrame.words``) and those it completes
-        (``AudioFrame.completed_words``, with start and end).
+        ``options``/keywords and ``max_frames`` as in ``session``. Raises ``EmptyTextError``
+        (a ValueError) right away when there is nothing to say. Leaving the loop early stops
+        the computation. ``timestamps``: each frame carries the words of ``text`` that start in
+        it (``AudioFrame.words``) and those it completes (``AudioFrame.completed_words``).
         """
-        session = self.session(
-            voice=voice,
-            temperature=temperature,
-            seed=seed,
-            eos_threshold=eos_threshold,
-            max_frames=max_frames,
-            normalize=normalize,
-            lexicon=lexicon,
-            timestamps=timestamps,
-        )
+        session = self.session(options, max_frames=max_frames, timestamps=timestamps, **keywords)
         try:
             if session.enqueue(text) is None:
                 raise EmptyTextError(
@@ -308,35 +287,22 @@ class PocketTTS:
     def synthesize(
         self,
         text: str,
+        options: UtteranceOptions | None = None,
         *,
-        voice: VoiceLike | None = None,
-        temperature: float | None = None,
-        seed: int | None = None,
-        eos_threshold: float | None = None,
         max_frames: int | None = None,
-        normalize: bool = True,
-        lexicon: Mapping[str, str] | None = None,
         post_process: bool = False,
         timestamps: bool = False,
+        **keywords: Any,
     ) -> np.ndarray | TimedAudio:
         """Speak ``text`` into one float32 array [n] at 24 kHz.
 
-        ``post_process`` applies an 80 Hz high-pass and a gentle 6 kHz shelf to the result.
-        ``timestamps=True`` returns ``TimedAudio(audio, words)`` instead: every word of
-        ``text`` as written, with its start and end in seconds (``Word``).
+        ``options``/keywords and ``max_frames`` as in ``session``. ``post_process`` applies an
+        80 Hz high-pass and a gentle 6 kHz shelf to the result. ``timestamps=True`` returns
+        ``TimedAudio(audio, words)`` instead: every word of ``text`` as written, with its start
+        and end in seconds (``Word``).
         """
         frames = list(
-            self.stream(
-                text,
-                voice=voice,
-                temperature=temperature,
-                seed=seed,
-                eos_threshold=eos_threshold,
-                max_frames=max_frames,
-                normalize=normalize,
-                lexicon=lexicon,
-                timestamps=timestamps,
-            )
+            self.stream(text, options, max_frames=max_frames, timestamps=timestamps, **keywords)
         )
         samples = [frame.samples for frame in frames]
         audio = np.concatenate(samples) if samples else np.zeros(0, np.float32)

@@ -38,7 +38,7 @@ from .loading import WARMUP_FRAMES, WARMUP_TEXT, EngineLoader, LoadSettings
 from .resampler import StreamResampler
 from .settings import UTTERANCE_SETTINGS, PocketTTSSettings, initial_settings, session_options
 from .text_gate import TextGate
-from .turns import ContextOutput, Turn, Turns, UtteranceOptions
+from .turns import ContextOutput, Turn, TurnOptions, Turns
 from .unspoken import UnspokenContexts
 from .updates import check_update
 
@@ -214,9 +214,9 @@ class PocketTTSService(TTSService):
         try:
             turn = self._turns.get(context_id) or await self._open_turn(context_id)
             if turn.streamed:
-                await turn.stream.feed(turn, text, self._utterance_options())
+                await turn.stream.feed(turn, text, self._turn_options())
             else:
-                await turn.stream.enqueue(turn, text, self._utterance_options())
+                await turn.stream.enqueue(turn, text, self._turn_options())
                 await self.start_tts_usage_metrics(text)
             yield None
         except Exception as e:  # a PocketTTSError is the caller's; anything else is logged whole
@@ -236,7 +236,7 @@ class PocketTTSService(TTSService):
             await self._output.end_context(context_id)
             return
         try:
-            turn.stream.end_turn(turn, self._utterance_options())
+            turn.stream.end_turn(turn, self._turn_options())
         except PocketTTSError as e:
             await self.push_error(error_msg=f"PocketTTS: {e}", exception=e)
 
@@ -309,8 +309,8 @@ class PocketTTSService(TTSService):
             text, settings.normalize, settings.lexicon, self._text_language
         )
 
-    def _utterance_options(self) -> UtteranceOptions:  # settings as of now
-        return UtteranceOptions.of(self._settings, self._seed_version)
+    def _turn_options(self) -> TurnOptions:  # settings as of now
+        return TurnOptions.of(self._settings, self._seed_version)
 
     async def _update_settings(self, delta: PocketTTSSettings) -> dict[str, Any]:
         """Apply a settings delta: utterance settings (seed included) at the next utterance;

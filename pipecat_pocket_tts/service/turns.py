@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from loguru import logger
@@ -30,6 +30,7 @@ from pipecat.utils.types import is_given
 
 from ..engine.model.config import SAMPLE_RATE
 from ..engine.runtime.channel import Marker
+from ..engine.utterance import UtteranceOptions
 from .admission import admission_reporter
 
 if TYPE_CHECKING:
@@ -91,27 +92,30 @@ class ContextOutput:
 
 
 @dataclass(frozen=True)
-class UtteranceOptions:
-    """Per-utterance settings of the service at the time text is handed over."""
+class TurnOptions:
+    """The service's settings at the time a turn's text is handed over."""
 
-    voice: Any
-    temperature: float | None
-    normalize: bool
-    lexicon: dict[str, str] | None
-    seed: int | None  # the seed setting (None: random)
+    utterance: UtteranceOptions  # voice, temperature, normalize, lexicon (no seed)
+    seed: int | None  # the seed setting (None: random), applied when its version changes
     seed_version: int  # bumped by every seed update
 
     @classmethod
-    def of(cls, settings: PocketTTSSettings, seed_version: int) -> UtteranceOptions:
+    def of(cls, settings: PocketTTSSettings, seed_version: int) -> TurnOptions:
         """The options of the service's current settings."""
         return cls(
-            voice=settings.voice,
-            temperature=settings.temperature,
-            normalize=bool(settings.normalize),
-            lexicon=settings.lexicon or None,
+            utterance=UtteranceOptions(
+                voice=settings.voice,
+                temperature=settings.temperature,
+                normalize=bool(settings.normalize),
+                lexicon=settings.lexicon or None,
+            ),
             seed=settings.seed if is_given(settings.seed) else None,
             seed_version=seed_version,
         )
+
+    def with_seed(self, seed: int | None) -> UtteranceOptions:
+        """The utterance options, restarting the generator from ``seed`` (None: no restart)."""
+        return self.utterance if seed is None else replace(self.utterance, seed=seed)
 
 
 @dataclass(eq=False)
@@ -191,7 +195,7 @@ class Stream:
         self._turns.append(turn)
 
     # -- text in ----------------------------------------------------------------------
-    async def enqueue(self, turn: Turn, text: str, options: UtteranceOptions) -> None:
+    async def enqueue(self, turn: Turn, text: str, options: TurnOptions) -> None:
         """Queue a whole sentence of ``turn`` (SENTENCE aggregation)."""
         if turn.closed or self.closed or not text.strip():
             return
@@ -199,14 +203,7 @@ class Stream:
         try:
             index = await _off_loop_if_long(
                 text,
-                lambda: self.session.enqueue(
-                    text,
-                    voice=options.voice,
-                    temperature=options.temperature,
-                    normalize=options.normalize,
-                    lexicon=options.lexicon,
-                    seed=seed,
-                ),
+                lambda: self.session.enqueue(text, options.with_seed(seed)),
             )
         except Exception:
             if turn.closed or self.closed:
@@ -219,7 +216,7 @@ class Stream:
         if index is not None:  # None: nothing speakable after normalization (the seed waits)
             self._queued(turn, [index], options)
 
-    async def feed(self, turn: Turn, text: str, options: UtteranceOptions) -> None:
+    async def feed(self, turn: Turn, text: str, options: TurnOptions) -> None:
         """Add a token of ``turn`` to the session's text stream (TOKEN aggregation)."""
         if turn.closed or self.closed:
             return
@@ -229,14 +226,7 @@ class Stream:
         seed = self._reseed(options)
 
         def feed() -> list[int]:
-            return self.session.feed(
-                text,
-                voice=options.voice,
-                temperature=options.temperature,
-                seed=seed,
-                normalize=options.normalize,
-                lexicon=options.lexicon,
-            )
+            return self.session.feed(text, options.with_seed(seed))
 
         try:
             indices = await _off_loop_if_long(text, feed)
@@ -248,21 +238,19 @@ class Stream:
         if not (turn.closed or self.closed):
             self._release_queued(turn, indices, options)
 
-    def flush(self, turn: Turn, options: UtteranceOptions) -> None:
+    def flush(self, turn: Turn, options: TurnOptions) -> None:
         """``turn``'s streamed text is complete: queue what the text stream holds of it."""
         if self._feeding is not turn or self.closed:
             return
         self._feeding = None
         self._queue_text(
             turn,
-            lambda seed: self.session.flush(
-                voice=options.voice, temperature=options.temperature, seed=seed
-            ),
+            lambda seed: self.session.flush(options.with_seed(seed)),
             options,
         )
 
     def _queue_text(
-        self, turn: Turn, queue: Callable[[int | None], list[int]], options: UtteranceOptions
+        self, turn: Turn, queue: Callable[[int | None], list[int]], options: TurnOptions
     ) -> None:
         try:
             indices = queue(self._reseed(options))
@@ -271,7 +259,7 @@ class Stream:
             raise
         self._release_queued(turn, indices, options)
 
-    def _release_queued(self, turn: Turn, indices: list[int], options: UtteranceOptions) -> None:
+    def _release_queued(self, turn: Turn, indices: list[int], options: TurnOptions) -> None:
         """Record newly queued utterances; frames held for them follow their audio."""
         self._queued(turn, indices, options)
         if indices:
@@ -279,13 +267,13 @@ class Stream:
             for frame in held:
                 self.session.mark(_Release(turn, frame))
 
-    def _reseed(self, options: UtteranceOptions) -> int | None:
+    def _reseed(self, options: TurnOptions) -> int | None:
         """A seed for the next utterance when the seed setting changed since the last one."""
         if self._seed_version == options.seed_version:
             return None
         return secrets.randbits(64) if options.seed is None else options.seed
 
-    def _queued(self, turn: Turn, indices: list[int], options: UtteranceOptions) -> None:
+    def _queued(self, turn: Turn, indices: list[int], options: TurnOptions) -> None:
         if not indices:
             return
         self._seed_version = options.seed_version
@@ -306,7 +294,7 @@ class Stream:
         else:
             self.session.mark(_Release(turn, frame))
 
-    def end_turn(self, turn: Turn, options: UtteranceOptions) -> None:
+    def end_turn(self, turn: Turn, options: TurnOptions) -> None:
         """No more text for ``turn``: its context ends after the last of its audio."""
         if turn.closed or self.closed:
             return
@@ -491,4 +479,4 @@ class Turns:
         self._main = None
 
 
-__all__ = ["ContextOutput", "Stream", "Turn", "Turns", "UtteranceOptions"]
+__all__ = ["ContextOutput", "Stream", "Turn", "TurnOptions", "Turns"]

@@ -378,7 +378,7 @@ def _planned(monkeypatch: pytest.MonkeyPatch) -> list:
     original_run = streams.ChunkRun.__init__
 
     def spy_run(run, backend, job):
-        plans.append(job.plan)
+        plans.append(job.chunk)
         original_run(run, backend, job)
 
     monkeypatch.setattr(streams.ChunkRun, "__init__", spy_run)

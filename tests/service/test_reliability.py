@@ -260,9 +260,9 @@ async def test_a_same_language_update_keeps_the_sentence_splitter_language(
     sentences: list[str] = []
     enqueue = Session.enqueue
 
-    def recording_enqueue(self, text, **kwargs):
+    def recording_enqueue(self, text, options=None, **kwargs):
         sentences.append(text.strip())
-        return enqueue(self, text, **kwargs)
+        return enqueue(self, text, options, **kwargs)
 
     monkeypatch.setattr(Session, "enqueue", recording_enqueue)
     reply = "Wir treffen uns usw. morgen. Danke."

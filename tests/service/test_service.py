@@ -8,6 +8,7 @@ frame limit (seconds of audio) and synthesis is still running when a test interr
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import shutil
 import threading
@@ -45,7 +46,7 @@ from pipecat.transcriptions.language import Language
 
 from pipecat_pocket_tts import PocketTTSService
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
-from pipecat_pocket_tts.engine import PocketTTS, Session
+from pipecat_pocket_tts.engine import PocketTTS, Session, UtteranceOptions
 from pipecat_pocket_tts.engine.audio import write_wav
 from pipecat_pocket_tts.engine.errors import LexiconError, UnknownLanguageError, VoiceFileError
 from pipecat_pocket_tts.engine.synthesis import TextPlanner
@@ -152,10 +153,11 @@ def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
     calls: list[dict] = []
     original = Session.enqueue
 
-    def spy(self, text, **kwargs):
+    def spy(self, text, options=None, **kwargs):
         if text != WARMUP_TEXT:
-            calls.append({"text": text, "session": id(self), **kwargs})
-        return original(self, text, **kwargs)
+            fields = dataclasses.asdict(UtteranceOptions.build(options, **kwargs))
+            calls.append({"text": text, "session": id(self), **fields})
+        return original(self, text, options, **kwargs)
 
     monkeypatch.setattr(Session, "enqueue", spy)
     return calls
@@ -170,8 +172,8 @@ def spoken_plans(monkeypatch: pytest.MonkeyPatch) -> list:
     original_run = streams.ChunkRun.__init__
 
     def spy_run(run, backend, job):
-        if job.plan.text.strip() != WARMUP_TEXT:
-            plans.append(job.plan)
+        if job.chunk.text.strip() != WARMUP_TEXT:
+            plans.append(job.chunk)
         original_run(run, backend, job)
 
     monkeypatch.setattr(streams.ChunkRun, "__init__", spy_run)
@@ -184,10 +186,10 @@ def opened(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
     calls: list[dict] = []
     original = PocketTTS.session
 
-    def spy(self, **kwargs):
+    def spy(self, options=None, **kwargs):
         if kwargs.get("max_frames") != WARMUP_FRAMES:
             calls.append({"language": self.language, **kwargs})
-        return original(self, **kwargs)
+        return original(self, options, **kwargs)
 
     monkeypatch.setattr(PocketTTS, "session", spy)
     return calls
@@ -345,9 +347,9 @@ async def test_load_and_warm_up_run_off_the_event_loop_before_the_first_turn(
         events.append(("warm", threading.get_ident() == loop_thread))
         return warm(engine, voice)
 
-    def recording_enqueue(self, text, **kwargs):
+    def recording_enqueue(self, text, options=None, **kwargs):
         events.append((f"enqueue {text}", threading.get_ident() == loop_thread))
-        return enqueue(self, text, **kwargs)
+        return enqueue(self, text, options, **kwargs)
 
     monkeypatch.setattr(loading_module, "load_shared_engine", recording_load)
     monkeypatch.setattr(loading_module, "warm_up_engine", recording_warm)
@@ -688,10 +690,10 @@ def failing_text(monkeypatch: pytest.MonkeyPatch) -> set[str]:
     texts: set[str] = set()
     original = Session.enqueue
 
-    def enqueue(self, text, **kwargs):
+    def enqueue(self, text, options=None, **kwargs):
         if text in texts:
             raise VoiceFileError(f"cannot speak {text!r}")
-        return original(self, text, **kwargs)
+        return original(self, text, options, **kwargs)
 
     def failing_chunks(method):
         def queue(self, *args, **kwargs):

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .blas_threads import BLAS_THREADS, usable_cores
+from .channel import FrameChannel
 from .slots import AdmissionWait, StreamSlots
 from .streams import FRAME_SECONDS, ChunkJob, Notice, Stream
 from .tick_costs import StageCosts
@@ -46,8 +47,10 @@ from .ticks import PREFILL_PIECE_TOKENS, PREFILL_TOKENS_PER_TICK, TickPlan
 if TYPE_CHECKING:
     from ..backends.base import Backend
     from ..synthesis import TimedText
+    from ..text.prepare import PreparedChunk
     from ..timing.heads import Heads
     from ..timing.word_timing import SessionWords
+    from ..utterance import UtteranceRun
 
 logger = logging.getLogger(__name__)
 
@@ -372,7 +375,7 @@ class SessionLink:
         self,
         scheduler: Scheduler,
         seed: int | None,
-        channel: Any,
+        channel: FrameChannel[Any],
         on_failure: Callable[[BaseException], None],
         name: str | None = None,
         words: SessionWords | None = None,
@@ -389,27 +392,24 @@ class SessionLink:
     def speak(
         self,
         utterance_index: int,
-        chunks: list[Any],
-        voice_state: Any,
-        settings: Any,
-        seed: Any,
+        chunks: list[PreparedChunk],
+        run: UtteranceRun,
         timed: TimedText | None = None,
         heads: Heads | None = None,
     ) -> None:
-        """Queue an utterance's prepared chunks (``seed``: restart the generator first;
-        ``timed``: its caller words, timed from ``heads`` or estimated without)."""
+        """Queue an utterance's prepared chunks, all started from ``run`` (its restart seed
+        with the first); ``timed``: its caller words, timed from ``heads`` or estimated."""
         last = len(chunks) - 1
-        for i, plan in enumerate(chunks):
+        for i, chunk in enumerate(chunks):
             job = ChunkJob(
-                plan,
-                voice_state,
-                settings,
-                utterance_index,
-                i,
-                i == last,
-                seed if i == 0 else None,
-                timed,
-                heads,
+                chunk=chunk,
+                run=run,
+                utterance_index=utterance_index,
+                chunk_index=i,
+                is_last_chunk=i == last,
+                restart_seed=run.restart_seed if i == 0 else None,
+                timed=timed,
+                heads=heads,
             )
             self._scheduler.submit(self._stream, job)
 

@@ -40,24 +40,32 @@ if TYPE_CHECKING:
     from ..text.prepare import PreparedChunk
     from ..timing.heads import Heads
     from ..timing.word_timing import FrameWords, SessionWords
+    from ..utterance import UtteranceRun
 
 FRAME_SECONDS = 0.08
 """Audio duration of one frame (1920 samples at 24 kHz)."""
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, kw_only=True)
 class ChunkJob:
     """One prepared chunk of an utterance, with what its frames are tagged with."""
 
-    plan: PreparedChunk
-    voice_state: FlowState
-    settings: GenerationSettings
+    chunk: PreparedChunk
+    run: UtteranceRun  # the voice state it starts from and its sampling settings
     utterance_index: int
     chunk_index: int
     is_last_chunk: bool
-    seed: int | None = None  # restart the stream's random generator from it first
+    restart_seed: int | None = None  # restart the stream's random generator from it first
     timed: TimedText | None = None  # its utterance's caller words (word timestamps on)
     heads: Heads | None = None  # attention heads the word timing reads (None: estimated)
+
+    @property
+    def voice_state(self) -> FlowState:
+        return self.run.voice_state
+
+    @property
+    def settings(self) -> GenerationSettings:
+        return self.run.settings
 
 
 @dataclass(frozen=True, eq=False)
@@ -81,7 +89,7 @@ class ChunkRun:
 
     def __init__(self, backend: Backend, job: ChunkJob) -> None:
         self.job = job
-        self.embeddings = backend.embed_text(job.plan.token_ids)  # [n, d_model]
+        self.embeddings = backend.embed_text(job.chunk.token_ids)  # [n, d_model]
         self._prefilled = 0
         # The voice's K/V are copied by the first prefill piece, on a pool thread: the copy
         # (~8 ms for a full-size voice, mostly first touches of fresh pages) would otherwise
@@ -90,12 +98,12 @@ class ChunkRun:
         # Chunks start in order on their stream: the timed text maps them in text order.
         self._timing: ChunkTiming | None = None
         if job.timed is not None:
-            self._timing = job.timed.chunk(job.plan, job.utterance_index)
+            self._timing = job.timed.chunk(job.chunk, job.utterance_index)
         self._heads = job.heads if self._timing is not None else None
         self._text_start = job.voice_state.position
         self._backend = backend
         self.probe: AttentionProbe | None = None  # set once prefilled (word timestamps on)
-        self._after_eos = max(1, job.plan.frames_after_eos)
+        self._after_eos = max(1, job.chunk.frames_after_eos)
         self._limit = self._stop_at = 0
         self._eos_step: int | None = None
         self.frame_index = 0
@@ -136,7 +144,7 @@ class ChunkRun:
         whole text is in: known before the prefill ends)."""
         voice = self.job.voice_state
         room = voice.capacity - voice.position - self.embeddings.shape[0]
-        return frame_limit(self.job.plan, self.job.settings, room)
+        return frame_limit(self.job.chunk, self.job.settings, room)
 
     def final_probe(self) -> AttentionProbe | None:
         """The attention probe of this chunk's frames (its whole text: known before the
@@ -218,8 +226,8 @@ class Stream:
             if isinstance(job, Notice):
                 self.decodes.append(job)
                 continue
-            if job.seed is not None:
-                self.rng = np.random.default_rng(job.seed)
+            if job.restart_seed is not None:
+                self.rng = np.random.default_rng(job.restart_seed)
             self.run = ChunkRun(self._backend, job)
         due.extend(self.due_notices())
         return due

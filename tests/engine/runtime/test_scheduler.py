@@ -6,9 +6,8 @@ Everything waits on events or conditions; the reference is a today's per-session
 
 from __future__ import annotations
 
-import dataclasses
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pytest
@@ -21,6 +20,7 @@ from pipecat_pocket_tts.engine.runtime.slots import AUTO_LOAD, FREE_LOAD
 from pipecat_pocket_tts.engine.runtime.streams import ChunkRun
 from pipecat_pocket_tts.engine.runtime.tick_costs import StageCosts
 from pipecat_pocket_tts.engine.synthesis import GenerationSettings, TextPlanner
+from pipecat_pocket_tts.engine.utterance import UtteranceRun
 
 MIN_SNR_DB = 60.0
 TEXTS = [
@@ -81,14 +81,19 @@ def jobs_for(tts: PocketTTS, texts, *, voice=None, temperature=None, seed=None):
             first = u == 0 and c == 0
             jobs.append(
                 ChunkJob(
-                    plan, voice_state, settings, u, c, c == len(chunks) - 1, seed if first else None
+                    chunk=plan,
+                    run=UtteranceRun(voice_state, settings),
+                    utterance_index=u,
+                    chunk_index=c,
+                    is_last_chunk=c == len(chunks) - 1,
+                    restart_seed=seed if first else None,
                 )
             )
     return jobs
 
 
 def solo(tts: PocketTTS, texts, *, voice=None, temperature=None, seed=None):
-    """Today's per-session path: the frames of one session speaking ``texts``."""
+    """The frames of one session speaking ``texts`` alone on the model's scheduler."""
     session = tts.session(voice=voice, temperature=temperature)
     for u, text in enumerate(texts):
         session.enqueue(text, seed=seed if u == 0 else None)
@@ -201,19 +206,19 @@ def test_one_streams_failure_does_not_stop_the_others(engine_tts, engine_small_p
         bad_voice = Collector()
         stream = scheduler.open_stream(bad_voice.output, bad_voice.error)
         (job, *_) = jobs_for(engine_tts, ["Words."])
-        wrong = ChunkJob(job.plan, other_model.voice_state(), job.settings, 0, 0, True)
+        wrong = replace(job, run=UtteranceRun(other_model.voice_state(), job.settings))
         scheduler.submit(stream, wrong)
         # A voice state with no room left: context overflow.
         full = engine_tts.voice_state().copy()
         full_state = full.copy(capacity=full.position + 2)
         overflow = Collector()
         stream = scheduler.open_stream(overflow.output, overflow.error)
-        scheduler.submit(stream, ChunkJob(job.plan, full_state, job.settings, 0, 0, True))
+        scheduler.submit(stream, replace(job, run=UtteranceRun(full_state, job.settings)))
         # Token ids the model has no embedding for: the text embedding fails.
         bad_ids = Collector()
         stream = scheduler.open_stream(bad_ids.output, bad_ids.error)
-        bad_plan = dataclasses.replace(job.plan, token_ids=np.array([10**6]))
-        scheduler.submit(stream, ChunkJob(bad_plan, job.voice_state, job.settings, 0, 0, True))
+        bad_plan = replace(job.chunk, token_ids=np.array([10**6]))
+        scheduler.submit(stream, replace(job, chunk=bad_plan))
         for collector in (bad_voice, overflow, bad_ids):
             assert collector.ended.wait(WAIT)
             assert len(collector.errors) == 1
@@ -433,7 +438,7 @@ def test_a_new_utterance_is_prefilled_whole_when_the_others_have_audio_in_hand(
         first, first_out = start(scheduler, engine_endless_tts, [LONG_TEXT], seed=1, end=False)
         first_out.wait_frames(10)  # frozen clock: 0.8 s in hand; step clock: none
         (job,) = jobs_for(engine_endless_tts, [LONG_TEXT])
-        tokens = job.plan.num_tokens
+        tokens = job.chunk.num_tokens
         assert tokens > 16
         spy.prefills.clear()
         second, second_out = start(scheduler, engine_endless_tts, [LONG_TEXT], seed=2, end=False)
@@ -502,7 +507,7 @@ def test_a_chunk_copies_its_voice_in_its_first_prefill_task(engine_tts):
             stream = scheduler.open_stream(collector.output, collector.error)
             for job in jobs_for(engine_tts, texts, seed=i):
                 spied = _VoiceCopySpy(job.voice_state, record)
-                scheduler.submit(stream, dataclasses.replace(job, voice_state=spied))
+                scheduler.submit(stream, replace(job, run=replace(job.run, voice_state=spied)))
             scheduler.submit(stream, Notice(END))
             collectors.append(collector)
         for collector in collectors:
@@ -522,9 +527,9 @@ def test_a_chunk_run_copies_its_voice_once_for_its_first_prefill(engine_tts):
     record = _Recorded()
     (job,) = jobs_for(engine_tts, TEXTS[2])
     voice = job.voice_state
-    spied = dataclasses.replace(job, voice_state=_VoiceCopySpy(voice, record))
+    spied = replace(job, run=replace(job.run, voice_state=_VoiceCopySpy(voice, record)))
     run = ChunkRun(engine_tts.backend, spied)
-    assert record.events == [] and run.prefill_left == job.plan.num_tokens
+    assert record.events == [] and run.prefill_left == job.chunk.num_tokens
     with pytest.raises(RuntimeError, match="first prefill piece"):
         run.state  # noqa: B018
     state = run.prefill_state()
@@ -609,14 +614,14 @@ def test_first_frame_tasks_draw_the_noise_of_the_stream_alone(engine_tts, max_fr
     from pipecat_pocket_tts.engine.synthesis import AudioDecoder, generate_chunk
 
     jobs = [
-        dataclasses.replace(job, settings=dataclasses.replace(job.settings, max_frames=max_frames))
+        replace(job, run=replace(job.run, settings=replace(job.settings, max_frames=max_frames)))
         for job in jobs_for(engine_tts, TEXTS[3], temperature=0.7, seed=11)
     ]
     backend = engine_tts.backend
     rng, decoder, reference = np.random.default_rng(11), AudioDecoder(backend), []
     for job in jobs:
         for frame in generate_chunk(
-            backend, job.voice_state, job.plan, job.settings, rng, lambda: False
+            backend, job.voice_state, job.chunk, job.settings, rng, lambda: False
         ):
             reference.append(decoder.decode(frame.latent))
     scheduler = Scheduler(backend, threads=2, clock=StepClock())
