@@ -25,7 +25,7 @@ from .audio import fade_in
 from .backends.base import AttentionProbe
 from .errors import UnknownLanguageError
 from .model.config import FRAME_SIZE, SAMPLE_RATE
-from .text.normalize import checked_lexicon, normalize_text, resolve_language
+from .text.normalize import checked_lexicon, language_code, normalize_text
 from .text.prepare import PreparedChunk, TextPreparer, TextStream
 from .timing.heads import Heads
 from .timing.word_timing import FrameWords, Word, WordLedger, WordStart
@@ -279,13 +279,13 @@ class TextPlanner:
         self.preparer = TextPreparer.for_config(tokenizer, config)
         #: What the normalizer reads the text as: the pack's language unless a variant of it
         #: is asked for ("pt-BR" on the portuguese pack).
-        self.text_language = resolve_language(text_language or config.name)
+        self.text_language = language_code(text_language or config.name)
 
     def with_text_language(self, text_language: str | None) -> TextPlanner:
         """This planner, normalizing as ``text_language`` (shares the tokenizer and preparer)."""
         if text_language is None:
             return self
-        code = resolve_language(text_language)
+        code = language_code(text_language)
         if code == self.text_language:
             return self
         if code.split("-")[0] != self.text_language.split("-")[0]:
@@ -315,6 +315,17 @@ class TextPlanner:
         if normalize:
             text = normalize_text(text, self.text_language, lexicon=lexicon)
         return self.preparer.split(text, continues_sentence=continues_sentence)
+
+    def has_speech(
+        self, text: str, *, normalize: bool = True, lexicon: Mapping[str, str] | None = None
+    ) -> bool:
+        """Whether ``text`` gives the model anything to say once normalized and filtered
+        (False for "👍", "***" or a script the tokenizer cannot read). A Latin letter or digit
+        always does, so such text is not planned; other text is, in time that grows with its
+        length (plan long text off an event loop)."""
+        if any(c.isascii() and c.isalnum() for c in text):
+            return True
+        return bool(self.plan(text, normalize=normalize, lexicon=lexicon or None))
 
     def words(
         self, text: str, *, normalize: bool = True, lexicon: Mapping[str, str] | None = None

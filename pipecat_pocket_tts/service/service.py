@@ -31,9 +31,10 @@ from pipecat.utils.tracing.service_decorators import traced_tts
 
 from ..engine.errors import PocketTTSError
 from ..engine.model.config import SAMPLE_RATE
+from ..engine.model.languages import text_variant
 from ..engine.model.options import LoadOptions
 from .arguments import check_extra_arguments, take_load_options
-from .languages import language_to_pack, pack_iso_code, text_variant
+from .languages import language_to_pack, pack_iso_code
 from .loading import WARMUP_FRAMES, WARMUP_TEXT, EngineLoader, LoadSettings
 from .resampler import StreamResampler
 from .settings import UTTERANCE_SETTINGS, PocketTTSSettings, initial_settings, session_options
@@ -109,7 +110,7 @@ class PocketTTSService(TTSService):
         )
         #: A regional variant for the text normalizer ("pt-BR"), or None for the pack's own.
         self._text_language = text_variant(defaults.language)
-        defaults.language = defaults.model = self._loader.resolve_pack(defaults.language)
+        defaults.language = defaults.model = self._loader.pack_for(defaults.language)
 
         kwargs.setdefault("push_stop_frames", True)  # a stop frame even if a context times out
         super().__init__(

@@ -24,12 +24,7 @@ from .spoken.languages import SUPPORTED_LANGUAGES, language_code
 from .spoken.lexicon import Lexicon
 from .spoken.pipeline import spoken_form
 
-__all__ = ["SUPPORTED_LANGUAGES", "TextNormalizer", "normalize_text", "resolve_language"]
-
-
-def resolve_language(language: object) -> str:
-    """The normalization language code for a pack name, ISO code or Pipecat ``Language``."""
-    return language_code(language)
+__all__ = ["SUPPORTED_LANGUAGES", "TextNormalizer", "language_code", "normalize_text"]
 
 
 def checked_lexicon(lexicon: Mapping[str, str] | None) -> dict[str, str] | None:
