@@ -23,9 +23,10 @@ import numpy as np
 
 from .audio import fade_in
 from .backends.base import AttentionProbe
+from .checks import check_lexicon
 from .errors import UnknownLanguageError
 from .model.config import FRAME_SIZE, SAMPLE_RATE
-from .text.normalize import checked_lexicon, language_code, normalize_text
+from .text.normalize import language_code, normalize_text
 from .text.prepare import PreparedChunk, TextPreparer, TextStream
 from .timing.heads import Heads
 from .timing.word_timing import FrameWords, Word, WordLedger, WordStart
@@ -73,22 +74,6 @@ class GenerationSettings:
     temperature: float
     eos_threshold: float
     max_frames: int | None = None  # the user's bound on frames per chunk
-
-
-def check_temperature(value: float) -> float:
-    """A finite temperature ≥ 0, or ValueError."""
-    value = float(value)
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"temperature must be a finite number ≥ 0, got {value!r}")
-    return value
-
-
-def check_eos_threshold(value: float) -> float:
-    """A finite EOS threshold, or ValueError."""
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"eos_threshold must be a finite number, got {value!r}")
-    return value
 
 
 @dataclass(frozen=True, eq=False)
@@ -346,7 +331,7 @@ class TextPlanner:
         if not normalize:
             return None
         language = self.text_language
-        lexicon = checked_lexicon(lexicon)
+        lexicon = check_lexicon(lexicon)
         forms: dict[str, str] = {}
 
         def spoken(word: str) -> str:
@@ -375,7 +360,7 @@ class TextPlanner:
         if not normalize:
             return TextStream(self.preparer)
         language = self.text_language
-        lexicon = checked_lexicon(lexicon)
+        lexicon = check_lexicon(lexicon)
         return TextStream(
             self.preparer, lambda text: normalize_text(text, language, lexicon=lexicon)
         )
@@ -391,8 +376,6 @@ __all__ = [
     "LatentFrame",
     "TextPlanner",
     "TimedText",
-    "check_eos_threshold",
-    "check_temperature",
     "draw_noise",
     "frame_limit",
     "generate_chunk",

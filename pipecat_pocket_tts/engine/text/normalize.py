@@ -27,15 +27,6 @@ from .spoken.pipeline import spoken_form
 __all__ = ["SUPPORTED_LANGUAGES", "TextNormalizer", "language_code", "normalize_text"]
 
 
-def checked_lexicon(lexicon: Mapping[str, str] | None) -> dict[str, str] | None:
-    """A copy of ``lexicon`` once it is known to be usable (``LexiconError`` says what is not);
-    None for no lexicon."""
-    if lexicon is None or (isinstance(lexicon, Mapping) and not lexicon):
-        return None
-    Lexicon(lexicon)  # validates: a mapping of non-blank strings to strings
-    return dict(lexicon)
-
-
 class TextNormalizer:
     """Normalization for one language and lexicon, compiled once; call it with text.
 
