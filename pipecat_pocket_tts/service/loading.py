@@ -147,12 +147,10 @@ class EngineLoader:
         return self.pack_for(requested)
 
     def has_speech(self, text: str, normalize: Any, lexicon: Any, text_language: Any) -> bool:
-        """False when ``text`` says nothing once normalized and filtered ("👍", "***").
-
-        Text with an ASCII letter or digit is taken as speech without planning it (cheap), and
-        so is text longer than ``SPEECH_CHECK_CHARS`` (planning it here would hold the event
-        loop; the session finds out off it); True while no engine is loaded (the turn finds out).
-        """
+        """False when ``text`` says nothing once normalized and filtered ("👍", "***"): the
+        engine's ``has_speech``. Text longer than ``SPEECH_CHECK_CHARS`` is taken as speech
+        (planning it here would hold the event loop; the session finds out off it), and so is
+        any text while no engine is loaded (the turn finds out)."""
         engine = self._engine
         if engine is None or len(text) > SPEECH_CHECK_CHARS:
             return True
