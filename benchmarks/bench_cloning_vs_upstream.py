@@ -58,7 +58,8 @@ import cloning_signals as signals  # noqa: E402
 import numpy as np  # noqa: E402
 
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend  # noqa: E402
-from pipecat_pocket_tts.engine.model.config import _registry, get_config  # noqa: E402
+from pipecat_pocket_tts.engine.model.config import get_config  # noqa: E402
+from pipecat_pocket_tts.engine.model.config_registry import raw_configs  # noqa: E402
 from pipecat_pocket_tts.engine.voices.cloning import clone_voice  # noqa: E402
 from pipecat_pocket_tts.engine.voices.voice import Voice  # noqa: E402
 
@@ -70,7 +71,7 @@ def build_models(work: Path):
     import torch
     import upstream_reference as ref
 
-    raw = copy.deepcopy(_registry()[ARGS.config])
+    raw = copy.deepcopy(raw_configs()[ARGS.config])
     tokenizer = work / "tokenizer.model"
     if not tokenizer.exists():
         ref.train_tokenizer(tokenizer, raw["flow_lm"]["lookup_table"]["n_bins"], seed=0)

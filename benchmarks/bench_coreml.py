@@ -105,7 +105,7 @@ def load_standins(args: argparse.Namespace) -> PocketTTS:
     from coreml_standins import standin_models, write_coreml_pack
 
     from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
-    from pipecat_pocket_tts.engine.backends import resolve_pack
+    from pipecat_pocket_tts.engine.backends import find_pack_files
     from pipecat_pocket_tts.engine.backends.coreml.backend import CoreMLBackend
     from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
     from pipecat_pocket_tts.engine.text.tokenizer import Tokenizer
@@ -114,11 +114,11 @@ def load_standins(args: argparse.Namespace) -> PocketTTS:
     config = tiny_config_dict("standard")
     config["mimi"]["transformer"]["num_layers"] = 2
     numpy_dir = build_pack(folder / "numpy", config, voices=("alba",))
-    numpy_pack = resolve_pack("english", model_dir=numpy_dir)
+    numpy_pack = find_pack_files("english", model_dir=numpy_dir)
     reference = NumpyBackend.from_files(numpy_pack.config, numpy_pack.weights, sampler_steps=8)
     models = standin_models(reference)
     pack_dir = write_coreml_pack(folder / "coreml", numpy_dir, reference, models)
-    pack = resolve_pack("english", model_dir=pack_dir, backend_kind="coreml")
+    pack = find_pack_files("english", model_dir=pack_dir, backend_kind="coreml")
     backend = CoreMLBackend.from_pack(
         pack,
         model_loader=lambda path, unit: {

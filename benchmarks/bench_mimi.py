@@ -13,12 +13,10 @@ Encode time (a 5 s clip) is printed too.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
 import time
-from importlib import resources
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -78,10 +76,9 @@ def upstream_decoder(config_name: str, weights: dict[str, np.ndarray], threads: 
     from pocket_tts.utils.config import MimiConfig
 
     torch.set_num_threads(threads)
-    registry = json.loads(
-        resources.files("pipecat_pocket_tts.engine").joinpath("configs.json").read_text()
-    )
-    raw = dict(registry[config_name]["mimi"])
+    from pipecat_pocket_tts.engine.model.config_registry import raw_configs
+
+    raw = dict(raw_configs()[config_name]["mimi"])
     raw.pop("weights_path", None)
     model = build_mimi(MimiConfig(**raw)).eval()
     model.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()}, strict=True)

@@ -56,7 +56,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend  # noqa: E402
-from pipecat_pocket_tts.engine.model.config import _registry, get_config  # noqa: E402
+from pipecat_pocket_tts.engine.model.config import get_config  # noqa: E402
+from pipecat_pocket_tts.engine.model.config_registry import raw_configs  # noqa: E402
 
 
 def _memory_kb() -> dict[str, int]:
@@ -103,7 +104,7 @@ def build_upstream_files(work: Path):
     from pipecat_pocket_tts.devpack import train_sentencepiece
 
     config = get_config(ARGS.config)
-    raw = copy.deepcopy(_registry()[ARGS.config])
+    raw = copy.deepcopy(raw_configs()[ARGS.config])
     for key in ("weights_path", "weights_path_without_voice_cloning"):
         raw.pop(key, None)
     n_bins = config.flow_lm.lookup_table.n_bins

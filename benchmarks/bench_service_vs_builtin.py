@@ -87,10 +87,10 @@ def ensure_pack(pack_dir: Path, config: str) -> Path:
 
 def upstream_yaml(pack: Path, config: str) -> Path:
     """Upstream's config for the pack's files (JSON is YAML; upstream reads it as such)."""
-    from pipecat_pocket_tts.engine.model.config import _registry
+    from pipecat_pocket_tts.engine.model.config_registry import raw_configs
 
     local = pack / "config.json"
-    raw = json.loads(local.read_text()) if local.exists() else copy.deepcopy(_registry()[config])
+    raw = json.loads(local.read_text()) if local.exists() else copy.deepcopy(raw_configs()[config])
     raw.pop("weights_path_without_voice_cloning", None)
     raw["weights_path"] = str(pack / "model.safetensors")
     table = raw["flow_lm"]["lookup_table"]

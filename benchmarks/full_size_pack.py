@@ -22,13 +22,13 @@ def pack_files(work: Path) -> tuple[Path, Path]:
 def build_files(work: Path) -> tuple[Path, Path]:
     """The pack (ours) and an upstream config pointing at its files; built when missing."""
     from pipecat_pocket_tts.devpack import build_pack
-    from pipecat_pocket_tts.engine.model.config import _registry
+    from pipecat_pocket_tts.engine.model.config_registry import raw_configs
 
     pack, config_path = pack_files(work)
     if not (pack / "model.safetensors").exists():
         print(f"writing a full-size random English pack to {pack} ...", flush=True)
         build_pack(pack, "english", voices=("alba",), voice_frames=VOICE_FRAMES)
-    raw = copy.deepcopy(_registry()["english"])
+    raw = copy.deepcopy(raw_configs()["english"])
     raw["weights_path"] = str(pack / "model.safetensors")
     raw.pop("weights_path_without_voice_cloning", None)
     raw["flow_lm"]["lookup_table"]["tokenizer"] = "tokenizers"

@@ -90,20 +90,20 @@ def cmd_say(args: argparse.Namespace) -> int:
 
 
 def cmd_voices(args: argparse.Namespace) -> int:
-    from .engine.backends import resolve_pack
+    from .engine.backends import find_pack_files
     from .engine.backends.numpy import files
-    from .engine.model.config import get_config, resolve_config_name
-    from .engine.model.languages import find_language
+    from .engine.model.config import get_config
+    from .engine.model.languages import find_language, pack_name
 
     if args.model_dir is not None:
-        pack = resolve_pack(args.language, model_dir=args.model_dir)
+        pack = find_pack_files(args.language, model_dir=args.model_dir)
         for name in pack.voice_names:
             print(f"{name}{'  (default)' if name == pack.default_voice else ''}")
         if not pack.voice_names:
             print(f"no voices in {args.model_dir / files.VOICES_FOLDER}", file=sys.stderr)
         return EXIT_OK
 
-    config = get_config(resolve_config_name(args.language))  # UnknownLanguageError: choices
+    config = get_config(pack_name(args.language))  # UnknownLanguageError: choices
     info = find_language(config.name)
     default = info.default_voice if info is not None else None
     for name in files.KNOWN_VOICES:
@@ -132,11 +132,13 @@ def _in_hf_cache(repo: str, path: str, revision: str | None) -> bool:
 
 
 def cmd_languages(args: argparse.Namespace) -> int:
-    from .engine.model.config import config_names, get_config, resolve_config_name
+    from .engine.model.config import get_config
+    from .engine.model.config_registry import config_names
+    from .engine.model.languages import pack_name
 
     names = config_names()
     if args.language is not None:  # the packs speaking that language
-        wanted = get_config(resolve_config_name(args.language)).language
+        wanted = get_config(pack_name(args.language)).language
         names = [name for name in names if get_config(name).language == wanted]
     rows = []
     for name in names:
@@ -158,9 +160,9 @@ def cmd_languages(args: argparse.Namespace) -> int:
 
 def cmd_download(args: argparse.Namespace) -> int:
     from .engine.backends.numpy.files import download_pack
-    from .engine.model.config import resolve_config_name
+    from .engine.model.languages import pack_name
 
-    language = resolve_config_name(args.language)
+    language = pack_name(args.language)
     choice = args.voices.strip()
     voices: list[str] | None
     if choice == "all":

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
-from pipecat_pocket_tts.engine.backends import resolve_pack
+from pipecat_pocket_tts.engine.backends import find_pack_files
 from pipecat_pocket_tts.engine.backends.coreml.backend import CoreMLBackend, StageModels
 from pipecat_pocket_tts.engine.backends.coreml.constants import write_floats
 from pipecat_pocket_tts.engine.backends.coreml.contracts import TensorSpec, mimi_state_layout
@@ -532,7 +532,7 @@ class Setup:
 
     def __init__(self, root: Path, config: dict, **standin_options) -> None:
         self.numpy_dir = build_pack(root / "numpy", config, voices=("alba",))
-        self.numpy_pack = resolve_pack("english", model_dir=self.numpy_dir)
+        self.numpy_pack = find_pack_files("english", model_dir=self.numpy_dir)
         self.config = self.numpy_pack.config
         self.reference = NumpyBackend.from_files(
             self.config, self.numpy_pack.weights, sampler_steps=8
@@ -545,7 +545,7 @@ class Setup:
             self.models,
             precisions=("fp16", "int8"),
         )
-        self.pack = resolve_pack("english", model_dir=self.coreml_dir, backend_kind="coreml")
+        self.pack = find_pack_files("english", model_dir=self.coreml_dir, backend_kind="coreml")
         self.loader = standin_loader(self.models)
         self.backend = CoreMLBackend.from_pack(self.pack, model_loader=self.loader)
         self.voice = Voice.load(self.pack.voice_path("alba"), self.config)

@@ -6,12 +6,19 @@ the code that ran. Pipecat's own text handling runs on the loop too and is subtr
 sentence aggregator (SENTENCE mode; about 180 ms for a 100 KB burst) and the word-timestamp
 sequencer (it re-reads the open text at each token and at each played word). What remains
 is the service's (and the rest of Pipecat's frame handling).
+
+It also counts the engine's text work done on the loop's thread, in characters handed to the
+stages whose cost grows with their text (normalizing, cleaning, finding sentence ends,
+tokenizing): ``chars`` in all, ``most_chars`` in one slice. Unlike a time, that count is the
+same on any machine, so a bound on it (per push, per character of the reply) shows at a few
+KB what would stall the loop at 100 KB.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 import time
 from collections.abc import AsyncIterator
 
@@ -19,10 +26,23 @@ import pytest
 from pipecat.utils.context.aggregated_frame_sequencer import AggregatedFrameSequencer
 from pipecat.utils.text.simple_text_aggregator import SimpleTextAggregator
 
+from pipecat_pocket_tts.engine import synthesis
+from pipecat_pocket_tts.engine.text.chunking import Chunker
+from pipecat_pocket_tts.engine.text.tokenizer import Tokenizer
+
 #: Pipecat's word-timestamp sequencer: it registers the text, then matches each played word
 #: against the context's whole open text (1.14: ``alnum_only`` of all of it per word, so its
 #: cost grows with an unpunctuated TOKEN reply). Pipecat's cost, not the service's.
 SEQUENCER_ENTRIES = ("register_spoken", "finalize", "process_word", "flush", "force_complete")
+
+#: The engine's text stages whose cost grows with the text they are given (owner, name).
+TEXT_STAGES = (
+    (synthesis, "normalize_text"),
+    (Chunker, "certain_end"),
+    (Tokenizer, "filter_unrepresentable"),
+    (Tokenizer, "encode"),
+    (Tokenizer, "count"),
+)
 
 
 def _describe(handle: asyncio.events.Handle) -> str:
@@ -41,6 +61,10 @@ class LoopSlices:
         self.longest = 0.0  # seconds of CPU
         self.longest_callback = ""
         self.slices = 0
+        self.chars = 0  # characters of text the engine's text stages took on the loop thread
+        self.most_chars = 0  # ... in one slice
+        self._slice_chars = 0
+        self._loop_thread: int | None = None  # set by ``reset``, on the loop
         self._foreign = 0.0  # Pipecat's aggregator CPU inside the current slice
         run = asyncio.events.Handle._run
         aggregate = SimpleTextAggregator.aggregate
@@ -48,12 +72,14 @@ class LoopSlices:
 
         def timed_run(handle: asyncio.events.Handle) -> None:
             slices._foreign = 0.0
+            slices._slice_chars = 0
             start = time.thread_time()
             try:
                 run(handle)
             finally:
                 spent = time.thread_time() - start - slices._foreign
                 slices.slices += 1
+                slices.most_chars = max(slices.most_chars, slices._slice_chars)
                 if spent > slices.longest:
                     slices.longest = spent
                     slices.longest_callback = _describe(handle)
@@ -95,12 +121,28 @@ class LoopSlices:
 
             return run_timed_async if inspect.iscoroutinefunction(method) else run_timed
 
+        def counted(stage):
+            def run_counted(*args, **kwargs):
+                if threading.get_ident() == slices._loop_thread:
+                    text = next(a for a in args if isinstance(a, str))
+                    slices.chars += len(text)
+                    slices._slice_chars += len(text)
+                return stage(*args, **kwargs)
+
+            return run_counted
+
+        monkeypatch.setattr(asyncio.events.Handle, "_run", timed_run)
         for name in SEQUENCER_ENTRIES:
             method = getattr(AggregatedFrameSequencer, name)
             monkeypatch.setattr(AggregatedFrameSequencer, name, timed(method))
         monkeypatch.setattr(SimpleTextAggregator, "aggregate", timed_aggregate)
+        for owner, name in TEXT_STAGES:
+            monkeypatch.setattr(owner, name, counted(getattr(owner, name)))
 
     def reset(self) -> None:
+        """Start measuring; call it on the loop's thread."""
         self.longest = 0.0
         self.longest_callback = ""
         self.slices = 0
+        self.chars = self.most_chars = 0
+        self._loop_thread = threading.get_ident()

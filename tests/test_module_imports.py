@@ -71,7 +71,7 @@ def test_every_module_imports_alone() -> None:
 def test_every_registered_backend_declares_its_layout_and_loader() -> None:
     for kind in BACKEND_CLASSES:
         cls = backend_class(kind)
-        assert cls.resolve_pack.__func__ is not Backend.resolve_pack.__func__, kind
+        assert cls.find_pack_files.__func__ is not Backend.find_pack_files.__func__, kind
         assert cls.from_pack.__func__ is not Backend.from_pack.__func__, kind
         assert "capabilities" not in getattr(cls, "__abstractmethods__", ()), kind
 

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import yaml
 
-OUT = Path(__file__).resolve().parents[1] / "pipecat_pocket_tts" / "engine" / "configs.json"
+OUT = (
+    Path(__file__).resolve().parents[1] / "pipecat_pocket_tts" / "engine" / "model" / "configs.json"
+)
 
 
 def main() -> None:

@@ -28,7 +28,8 @@ from .errors import (
     VoiceFileError,
     WeightsMismatchError,
 )
-from .model.config import FRAME_SIZE, SAMPLE_RATE, config_names, get_config
+from .model.config import FRAME_SIZE, SAMPLE_RATE, get_config
+from .model.config_registry import config_names
 from .model.options import LoadOptions
 from .runtime.channel import Marker
 from .runtime.scheduler import AdmissionWait

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -47,11 +47,4 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically."""
     with atomic_path(path) as tmp:
         tmp.write_bytes(data)
-    return Path(path)
-
-
-def atomic_write_with(path: str | os.PathLike[str], write: Callable[[Path], None]) -> Path:
-    """Call ``write(tmp_path)`` and move the result to ``path`` atomically."""
-    with atomic_path(path) as tmp:
-        write(tmp)
     return Path(path)

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from .errors import InvalidSettingError, SettingTypeError
-from .text.normalize import checked_lexicon
+from .text.spoken.lexicon import Lexicon
 
 MIN_TEMPERATURE = 0.0
 MAX_TEMPERATURE = 2.0
@@ -78,8 +79,12 @@ def check_normalize(value: Any) -> bool:
 
 
 def check_lexicon(value: Any) -> dict[str, str] | None:
-    """A copy of a ``{written: spoken}`` mapping, None for none; LexiconError otherwise."""
-    return checked_lexicon(value)
+    """A copy of a ``{written: spoken}`` mapping of non-blank strings to strings, None for none
+    (or an empty one); ``LexiconError`` saying what is wrong otherwise."""
+    if value is None or (isinstance(value, Mapping) and not value):
+        return None
+    Lexicon(value)  # validates
+    return dict(value)
 
 
 def _real(name: str, value: Any, example: str) -> float:

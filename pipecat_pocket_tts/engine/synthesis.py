@@ -23,9 +23,10 @@ import numpy as np
 
 from .audio import fade_in
 from .backends.base import AttentionProbe
+from .checks import check_lexicon
 from .errors import UnknownLanguageError
 from .model.config import FRAME_SIZE, SAMPLE_RATE
-from .text.normalize import checked_lexicon, normalize_text, resolve_language
+from .text.normalize import language_code, normalize_text
 from .text.prepare import PreparedChunk, TextPreparer, TextStream
 from .timing.heads import Heads
 from .timing.word_timing import FrameWords, Word, WordLedger, WordStart
@@ -73,22 +74,6 @@ class GenerationSettings:
     temperature: float
     eos_threshold: float
     max_frames: int | None = None  # the user's bound on frames per chunk
-
-
-def check_temperature(value: float) -> float:
-    """A finite temperature ≥ 0, or ValueError."""
-    value = float(value)
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"temperature must be a finite number ≥ 0, got {value!r}")
-    return value
-
-
-def check_eos_threshold(value: float) -> float:
-    """A finite EOS threshold, or ValueError."""
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"eos_threshold must be a finite number, got {value!r}")
-    return value
 
 
 @dataclass(frozen=True, eq=False)
@@ -279,13 +264,13 @@ class TextPlanner:
         self.preparer = TextPreparer.for_config(tokenizer, config)
         #: What the normalizer reads the text as: the pack's language unless a variant of it
         #: is asked for ("pt-BR" on the portuguese pack).
-        self.text_language = resolve_language(text_language or config.name)
+        self.text_language = language_code(text_language or config.name)
 
     def with_text_language(self, text_language: str | None) -> TextPlanner:
         """This planner, normalizing as ``text_language`` (shares the tokenizer and preparer)."""
         if text_language is None:
             return self
-        code = resolve_language(text_language)
+        code = language_code(text_language)
         if code == self.text_language:
             return self
         if code.split("-")[0] != self.text_language.split("-")[0]:
@@ -316,6 +301,17 @@ class TextPlanner:
             text = normalize_text(text, self.text_language, lexicon=lexicon)
         return self.preparer.split(text, continues_sentence=continues_sentence)
 
+    def has_speech(
+        self, text: str, *, normalize: bool = True, lexicon: Mapping[str, str] | None = None
+    ) -> bool:
+        """Whether ``text`` gives the model anything to say once normalized and filtered
+        (False for "👍", "***" or a script the tokenizer cannot read). A Latin letter or digit
+        always does, so such text is not planned; other text is, in time that grows with its
+        length (plan long text off an event loop)."""
+        if any(c.isascii() and c.isalnum() for c in text):
+            return True
+        return bool(self.plan(text, normalize=normalize, lexicon=lexicon or None))
+
     def words(
         self, text: str, *, normalize: bool = True, lexicon: Mapping[str, str] | None = None
     ) -> list[CallerWord]:
@@ -335,7 +331,7 @@ class TextPlanner:
         if not normalize:
             return None
         language = self.text_language
-        lexicon = checked_lexicon(lexicon)
+        lexicon = check_lexicon(lexicon)
         forms: dict[str, str] = {}
 
         def spoken(word: str) -> str:
@@ -364,7 +360,7 @@ class TextPlanner:
         if not normalize:
             return TextStream(self.preparer)
         language = self.text_language
-        lexicon = checked_lexicon(lexicon)
+        lexicon = check_lexicon(lexicon)
         return TextStream(
             self.preparer, lambda text: normalize_text(text, language, lexicon=lexicon)
         )
@@ -380,8 +376,6 @@ __all__ = [
     "LatentFrame",
     "TextPlanner",
     "TimedText",
-    "check_eos_threshold",
-    "check_temperature",
     "draw_noise",
     "frame_limit",
     "generate_chunk",

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -23,10 +23,11 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import audio as audio_ops
-from .backends import load_backend, resolve_backend_name, resolve_pack
+from .backends import find_pack_files, load_backend, resolve_backend_name
 from .backends.base import Backend, FlowState
 from .errors import EmptyTextError, UnknownVoiceError
-from .model.config import SAMPLE_RATE, ModelConfig, resolve_config_name
+from .model.config import SAMPLE_RATE, ModelConfig
+from .model.languages import pack_name
 from .model.options import LoadOptions
 from .model.packs import PackFiles
 from .runtime.scheduler import AdmissionWait, Scheduler
@@ -128,7 +129,7 @@ class PocketTTS:
         transformer linears (narrow ones need the ``fast`` extra); on CoreML "fp16" or "int8".
         """
         options = LoadOptions.build(options, **keywords)
-        name = resolve_config_name(language, custom=options.model_dir is not None)
+        name = pack_name(language, custom=options.model_dir is not None)
         kind = resolve_backend_name(options.backend, language=name, model_dir=options.model_dir)
         concrete = options.for_backend(kind)
         dropped = options.dropped_for(concrete)
@@ -137,7 +138,7 @@ class PocketTTS:
                 "backend='auto' picked numpy here: ignoring the CoreML options %s",
                 ", ".join(dropped),
             )
-        pack = resolve_pack(
+        pack = find_pack_files(
             name,
             model_dir=concrete.model_dir,
             revision=concrete.revision,
@@ -163,7 +164,7 @@ class PocketTTS:
         pack and ``LoadOptions.cache_key`` (the concrete backend, model_dir, revision…).
         """
         options = LoadOptions.build(options, **keywords)
-        name = resolve_config_name(language, custom=options.model_dir is not None)
+        name = pack_name(language, custom=options.model_dir is not None)
         kind = resolve_backend_name(options.backend, language=name, model_dir=options.model_dir)
         concrete = options.for_backend(kind)
         key = (name, *concrete.cache_key())
@@ -181,6 +182,20 @@ class PocketTTS:
         """Forget the models ``load_shared`` keeps (sessions in use keep theirs alive)."""
         with _SHARED_LOCK:
             _SHARED.clear()
+
+    def has_speech(
+        self,
+        text: str,
+        language: str | None = None,
+        *,
+        normalize: bool = True,
+        lexicon: Mapping[str, str] | None = None,
+    ) -> bool:
+        """Whether ``text`` gives this pack anything to say (``TextPlanner.has_speech``);
+        ``language``: a regional variant of the pack's language to normalize as ("pt-BR")."""
+        return self._planner.with_text_language(language).has_speech(
+            text, normalize=normalize, lexicon=lexicon
+        )
 
     # -- facts --------------------------------------------------------------------------
     @property

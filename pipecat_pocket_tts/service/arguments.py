@@ -34,8 +34,8 @@ FOREIGN_ARGUMENTS: dict[str, str] = {
     "lsd_decode_steps": "use sampler_steps=N (flow-matching decode steps of the sampler)",
     "sampler_decode_steps": "use sampler_steps=N (flow-matching decode steps of the sampler)",
     "quantize": (
-        "use precision='int8' (the weights' precision: CoreML runs 'fp16' or 'int8'; NumPy "
-        "runs 'fp32', narrower ones as they land); None is the backend's default"
+        "use precision='int8' (the weights' precision: NumPy runs 'fp32', 'bf16' or 'int8', "
+        "CoreML 'fp16' or 'int8'); None is the backend's default"
     ),
 }
 

@@ -5,7 +5,7 @@ at setup (a slow first download finishes in the background), and a pack requeste
 runtime, loaded in the background and adopted at the next turn. Loads go through the
 process-wide shared cache (services of one pack share the weights) and run off the event
 loop. The calls into the engine's loading API are all in ``load_shared_engine`` and
-``resolve_pack`` below.
+``EngineLoader.pack_for`` below.
 """
 
 from __future__ import annotations
@@ -19,9 +19,8 @@ from loguru import logger
 from pipecat.utils.types import is_given
 
 from ..engine.errors import PocketTTSError
+from ..engine.model.languages import pack_name
 from ..engine.model.options import LoadOptions
-from ..engine.synthesis import TextPlanner
-from .languages import resolve_pack
 
 if TYPE_CHECKING:
     from pipecat.transcriptions.language import Language
@@ -40,7 +39,7 @@ WARMUP_FRAMES = 2
 class LoadSettings:
     """How the service loads packs: the engine's ``LoadOptions`` and whether to warm up."""
 
-    options: LoadOptions = field(default_factory=LoadOptions)
+    load_options: LoadOptions = field(default_factory=LoadOptions)
     warmup: bool = True
 
 
@@ -62,32 +61,32 @@ class EngineLoader:
 
     def __init__(
         self,
-        options: LoadSettings,
+        settings: LoadSettings,
         *,
         create_task: Callable[[Coroutine[Any, Any, Any], str], asyncio.Task],
         keep_alive: Callable[[str], None],
     ) -> None:
-        self.options = options
+        self.settings = settings
         self._create_task = create_task
         self._keep_alive = keep_alive
         self._engine: PocketTTS | None = None
         self._load_task: asyncio.Task | None = None  # the pack of the current settings
         self._switch_task: asyncio.Task | None = None  # a pack requested at runtime
-        self._planner: tuple[PocketTTS, TextPlanner] | None = None  # for has_speech
 
     @property
     def engine(self) -> PocketTTS | None:
         return self._engine
 
-    def resolve_pack(self, language: Language | str) -> str:
-        """A pack name for a language; any name a ``model_dir`` provides is accepted."""
-        model_dir = self.options.options.model_dir
+    def pack_for(self, language: Language | str) -> str:
+        """The pack a language or pack name means; any name a ``model_dir`` provides is
+        accepted. ``UnknownLanguageError`` listing the choices otherwise."""
+        model_dir = self.settings.load_options.model_dir
         custom = (
             model_dir is not None
             and isinstance(language, str)
             and ((model_dir / "config.json").is_file() or (model_dir / language).is_dir())
         )
-        return resolve_pack(language, custom_pack=custom)
+        return pack_name(language, custom=custom)
 
     async def load_at_setup(self, pack: str, voice: Any, budget_s: float) -> Exception | None:
         """Start loading ``pack``; wait up to ``budget_s``. The failure, if it already failed."""
@@ -145,24 +144,19 @@ class EngineLoader:
         requested = model if is_given(model) and model else language
         if not is_given(requested) or requested is None:
             return None
-        return self.resolve_pack(requested)
+        return self.pack_for(requested)
 
     def has_speech(self, text: str, normalize: Any, lexicon: Any, text_language: Any) -> bool:
-        """False when ``text`` says nothing once normalized and filtered ("👍", "***").
-
-        Text with an ASCII letter or digit is taken as speech without planning it (cheap), and
-        so is text longer than ``SPEECH_CHECK_CHARS`` (planning it here would hold the event
-        loop; the session finds out off it); True while no engine is loaded (the turn finds out).
-        """
+        """False when ``text`` says nothing once normalized and filtered ("👍", "***"): the
+        engine's ``has_speech``. Text longer than ``SPEECH_CHECK_CHARS`` is taken as speech
+        (planning it here would hold the event loop; the session finds out off it), and so is
+        any text while no engine is loaded (the turn finds out)."""
         engine = self._engine
         if engine is None or len(text) > SPEECH_CHECK_CHARS:
             return True
-        if any(c.isascii() and c.isalnum() for c in text):
-            return True
-        if self._planner is None or self._planner[0] is not engine:
-            self._planner = (engine, TextPlanner(engine.config, engine.tokenizer))
-        planner = self._planner[1].with_text_language(text_language)
-        return bool(planner.plan(text, normalize=bool(normalize), lexicon=lexicon or None))
+        return engine.has_speech(
+            text, text_language, normalize=bool(normalize), lexicon=lexicon or None
+        )
 
     async def checked_voice(self, voice: Any) -> tuple[Any, PocketTTSError | None]:
         """A voice setting as the loaded pack takes it (None: its default voice, by name),
@@ -210,13 +204,13 @@ class EngineLoader:
     async def _load(self, pack: str, voice: Any) -> PocketTTS | Exception:
         """Load and warm up ``pack``; returns the failure instead of raising it (Pipecat's task
         manager would swallow it)."""
-        options = self.options.options
+        options = self.settings.load_options
         model_dir = options.model_dir
         if model_dir is not None and (model_dir / pack).is_dir():
             options = replace(options, model_dir=model_dir / pack)  # one subfolder per pack
         try:
             engine = await asyncio.to_thread(load_shared_engine, pack, options)
-            if self.options.warmup:
+            if self.settings.warmup:
                 await asyncio.to_thread(warm_up_engine, engine, voice)
         except Exception as e:
             return e

@@ -24,17 +24,29 @@ from pipecat.frames.frames import (
     TTSTextFrame,
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessorSetup
-from pipecat.services.tts_service import TextAggregationMode, TTSService
+from pipecat.services.tts_service import TextAggregationMode
 from pipecat.transcriptions.language import Language
 from pipecat.utils.context.word_timestamp_tracker import WordTimestamp
 from pipecat.utils.tracing.service_decorators import traced_tts
 
 from ..engine.errors import PocketTTSError
 from ..engine.model.config import SAMPLE_RATE
+from ..engine.model.languages import text_variant
 from ..engine.model.options import LoadOptions
 from .arguments import check_extra_arguments, take_load_options
-from .languages import language_to_pack, pack_iso_code, text_variant
+from .languages import language_to_pack, pack_iso_code
 from .loading import WARMUP_FRAMES, WARMUP_TEXT, EngineLoader, LoadSettings
+from .pipecat_internals import (
+    TTSServiceHooks,
+    is_interruptible,
+    last_word_pts,
+    refresh_audio_context,
+    set_sentence_language,
+    stored_settings,
+    streams_tokens,
+    warn_unhandled_settings,
+    word_sequencer,
+)
 from .resampler import StreamResampler
 from .settings import UTTERANCE_SETTINGS, PocketTTSSettings, initial_settings, session_options
 from .text_gate import TextGate
@@ -55,7 +67,7 @@ waits for it, its audio context kept alive."""
 __all__ = ["WARMUP_FRAMES", "WARMUP_TEXT", "PocketTTSService", "PocketTTSSettings"]
 
 
-class PocketTTSService(TTSService):
+class PocketTTSService(TTSServiceHooks):
     """Kyutai PocketTTS on a local NumPy (or CoreML) engine, streaming and interruptible.
 
     Example::
@@ -67,7 +79,6 @@ class PocketTTSService(TTSService):
     """
 
     Settings = PocketTTSSettings
-    _settings: PocketTTSSettings
 
     def __init__(
         self,
@@ -105,11 +116,11 @@ class PocketTTSService(TTSService):
         self._loader = EngineLoader(
             LoadSettings(options, warmup),
             create_task=lambda coroutine, name: self.create_task(coroutine, name=name),
-            keep_alive=lambda context_id: self._refresh_audio_context(context_id),
+            keep_alive=lambda context_id: refresh_audio_context(self, context_id),
         )
         #: A regional variant for the text normalizer ("pt-BR"), or None for the pack's own.
         self._text_language = text_variant(defaults.language)
-        defaults.language = defaults.model = self._loader.resolve_pack(defaults.language)
+        defaults.language = defaults.model = self._loader.pack_for(defaults.language)
 
         kwargs.setdefault("push_stop_frames", True)  # a stop frame even if a context times out
         super().__init__(
@@ -121,7 +132,7 @@ class PocketTTSService(TTSService):
         )
         self._set_sentence_language(self.pack)
         self._gate = TextGate(self._has_speech)  # after the user's transforms
-        gate = self._gate.token if self._is_streaming_tokens else self._gate.sentence
+        gate = self._gate.token if streams_tokens(self) else self._gate.sentence
         self.add_text_transformer(gate, "*")
         #: The voice setting follows the pack's default voice (reported by its name).
         self._default_voice = defaults.voice is None
@@ -154,15 +165,20 @@ class PocketTTSService(TTSService):
         return self._loader.engine
 
     @property
+    def settings(self) -> PocketTTSSettings:
+        """The current settings, for reading (change them with a settings update frame)."""
+        return stored_settings(self)
+
+    @property
     def pack(self) -> str:
         """The pack of the current settings."""
-        return str(self._settings.language)
+        return str(self.settings.language)
 
     async def setup(self, setup: FrameProcessorSetup) -> None:
         """Start loading (and warming up) the pack, off the event loop; wait a while for it."""
         await super().setup(setup)
         self._load_error = await self._loader.load_at_setup(
-            self.pack, self._settings.voice, SETUP_LOAD_BUDGET_S
+            self.pack, self.settings.voice, SETUP_LOAD_BUDGET_S
         )
         if self._loader.engine is not None:
             self._name_default_voice(self._loader.engine)
@@ -222,7 +238,7 @@ class PocketTTSService(TTSService):
         except Exception as e:  # a PocketTTSError is the caller's; anything else is logged whole
             expected = isinstance(e, PocketTTSError)
             (logger.error if expected else logger.exception)(f"{self}: synthesis failed: {e}")
-            self._unspoken.text_failed(context_id, self._aggregated_frame_sequencer)
+            self._unspoken.text_failed(context_id, word_sequencer(self))
             yield ErrorFrame(error=f"PocketTTS: {'' if expected else 'unexpected error: '}{e}")
 
     async def flush_audio(self, context_id: str | None = None) -> None:
@@ -267,25 +283,24 @@ class PocketTTSService(TTSService):
         self._unspoken.discard(context_id)
         await super().on_audio_context_completed(context_id)
 
-    async def _apply_force_complete(self, context_id: str) -> None:
+    async def on_context_force_complete(self, context_id: str) -> None:
         """At a context's end, Pipecat writes the text no word covered into the context; for
         a context whose text made no audio, that text is dropped instead."""
         if context_id not in self._unspoken:
-            return await super()._apply_force_complete(context_id)
-        pts, sequencer = self._word_timestamp_tracker.last_pts, self._aggregated_frame_sequencer
-        for frame in self._unspoken.completed(sequencer, context_id, pts):
+            return await super().on_context_force_complete(context_id)
+        sequencer = word_sequencer(self)
+        for frame in self._unspoken.completed(sequencer, context_id, last_word_pts(self)):
             await self.push_frame(frame)
 
     async def _open_turn(self, context_id: str) -> Turn:
         """Bind a new audio context to a stream (the main one, or a private one)."""
-        ready = await self._loader.ready(context_id, self.pack, self._settings.voice)
-        context = self._tts_contexts.get(context_id)  # Pipecat's (pinned); none: interruptible
+        ready = await self._loader.ready(context_id, self.pack, self.settings.voice)
         if ready.switch_error is not None:
             await self._refuse(ready.switch_error, f"could not load pack {self.pack!r}")
-            self._settings.language = self._settings.model = ready.engine.language
+            stored_settings(self).language = stored_settings(self).model = ready.engine.language
         if ready.switched:  # later turns open sessions on the new pack, with a voice it has
             if not self._default_voice and await self._loader.voice_error(
-                ready.engine, self._settings.voice
+                ready.engine, self.settings.voice
             ):
                 self._default_voice = True
             self._turns.retire_main()
@@ -293,26 +308,26 @@ class PocketTTSService(TTSService):
         return await self._turns.open(
             context_id,
             ready.engine,
-            private=context is not None and not context.interruptible,
-            streamed=self._is_streaming_tokens,
-            session_options=session_options(self._settings, self._text_language),
+            private=not is_interruptible(self, context_id),
+            streamed=streams_tokens(self),
+            session_options=session_options(self.settings, self._text_language),
             seed_version=self._seed_version,
         )
 
     def _name_default_voice(self, engine: PocketTTS) -> None:
         if self._default_voice:
-            self._settings.voice = engine.default_voice
+            stored_settings(self).voice = engine.default_voice
 
     def _has_speech(self, text: str) -> bool:
-        settings = self._settings
+        settings = self.settings
         return self._loader.has_speech(
             text, settings.normalize, settings.lexicon, self._text_language
         )
 
     def _turn_options(self) -> TurnOptions:  # settings as of now
-        return TurnOptions.of(self._settings, self._seed_version)
+        return TurnOptions.of(self.settings, self._seed_version)
 
-    async def _update_settings(self, delta: PocketTTSSettings) -> dict[str, Any]:
+    async def on_settings_update(self, delta: PocketTTSSettings) -> dict[str, Any]:
         """Apply a settings delta: utterance settings (seed included) at the next utterance;
         an invalid value is an ErrorFrame and the previous one stays."""
         update = await check_update(delta, self._loader)
@@ -321,24 +336,22 @@ class PocketTTSService(TTSService):
         if update.pack is not None and update.text_language != self._text_language:
             self._text_language = update.text_language
             self._turns.retire_main()  # the next turn's session reads the new variant
-        changed = await super()._update_settings(update.delta)
+        changed = await super().on_settings_update(update.delta)
         if "voice" in changed:
             self._default_voice = update.follows_default_voice
         if update.pack is not None:  # Pipecat gave its splitters the pack name: mend it
             self._set_sentence_language(self.pack)
         if "language" in changed or "model" in changed:
-            self._loader.request_switch(self.pack, self._settings.voice)
+            self._loader.request_switch(self.pack, self.settings.voice)
         if "seed" in changed:
             self._seed_version += 1  # each stream restarts its generator at its next utterance
         known = UTTERANCE_SETTINGS | {"language", "model"}  # the rest is unknown here
-        self._warn_unhandled_updated_settings(set(changed) - known)
+        warn_unhandled_settings(self, set(changed) - known)
         return changed
 
     def _set_sentence_language(self, pack: str) -> None:
         """Give Pipecat's sentence splitters the pack's ISO code (they get pack names)."""
-        code = pack_iso_code(pack)
-        for aggregator in (self._text_aggregator, self._skipped_text_aggregator):  # pinned
-            aggregator.set_language(code)
+        set_sentence_language(self, pack_iso_code(pack))
 
     async def _refuse(self, error: Exception, about: str = "", permanent: bool = False) -> None:
         """Log ``error`` and send it upstream as an ErrorFrame (``permanent``: the service has

@@ -1,10 +1,11 @@
 """Turns and streams of ``PocketTTSService``: which audio context each engine frame goes to.
 
-A *turn* is one Pipecat audio context (an LLM reply or a ``TTSSpeakFrame``); a *stream* is one
-engine session with its consumer task and resampler. Turns of interruptible speech share the
-main stream; an uninterruptible turn gets a private stream, so cancelling the main one never
-cuts it. Everything that must follow a turn's audio rides in the session's output as a
-marker (``Session.mark``), so it comes out after the audio queued before it:
+A *turn* is one Pipecat audio context (an LLM reply or a ``TTSSpeakFrame``); a *speech stream*
+(``SpeechStream``) is one engine session with its consumer task and resampler. Turns of
+interruptible speech share the main stream; an uninterruptible turn gets a private stream, so
+cancelling the main one never cuts it. Everything that must follow a turn's audio rides in the
+session's output as a marker (``Session.mark``), so it comes out after the audio queued before
+it:
 
 - a frame Pipecat appends to the context (``TTSTextFrame``, a sentence's announcement): marked
   at once (SENTENCE aggregation: its text was enqueued just before) or, in TOKEN aggregation
@@ -123,7 +124,7 @@ class Turn:
     """One audio context while its speech is synthesized."""
 
     context_id: str
-    stream: Stream
+    stream: SpeechStream
     streamed: bool  # TOKEN aggregation: text goes through Session.feed
     closed: bool = False
     failed_text: bool = False  # SENTENCE: the last enqueue raised; its text frame goes
@@ -158,8 +159,10 @@ async def _off_loop_if_long(text: str, call: Callable[[], Any]) -> Any:
     return await asyncio.to_thread(call) if len(text) > OFF_LOOP_CHARS else call()
 
 
-class Stream:
-    """One engine session, the task that consumes its output, its resampler and its turns."""
+class SpeechStream:
+    """One engine session the service speaks through: the task that consumes its output, its
+    resampler and its turns (the engine's own ``runtime.streams.Stream`` is the session's place
+    on the scheduler)."""
 
     def __init__(
         self,
@@ -169,7 +172,7 @@ class Stream:
         *,
         private: bool,
         seed_version: int,
-        on_closed: Callable[[Stream, list[Turn]], None],
+        on_closed: Callable[[SpeechStream, list[Turn]], None],
     ) -> None:
         self.session = session
         self.private = private  # owned by one uninterruptible turn
@@ -410,8 +413,8 @@ class Turns:
         self._output = output
         self._make_resampler = make_resampler
         self._turns: dict[str, Turn] = {}
-        self._streams: set[Stream] = set()
-        self._main: Stream | None = None
+        self._streams: set[SpeechStream] = set()
+        self._main: SpeechStream | None = None
 
     def get(self, context_id: str | None) -> Turn | None:
         return self._turns.get(context_id) if context_id else None
@@ -434,7 +437,7 @@ class Turns:
             session = await asyncio.to_thread(
                 engine.session, **session_options, on_admission_wait=waits
             )
-            stream = Stream(
+            stream = SpeechStream(
                 session,
                 self._make_resampler(),
                 self._output,
@@ -450,7 +453,7 @@ class Turns:
         self._turns[context_id] = turn
         return turn
 
-    def on_closed(self, stream: Stream, turns: list[Turn]) -> None:
+    def on_closed(self, stream: SpeechStream, turns: list[Turn]) -> None:
         """A stream closed turns (or itself): forget them."""
         for turn in turns:
             if self._turns.get(turn.context_id) is turn:
@@ -479,4 +482,4 @@ class Turns:
         self._main = None
 
 
-__all__ = ["ContextOutput", "Stream", "Turn", "TurnOptions", "Turns"]
+__all__ = ["ContextOutput", "SpeechStream", "Turn", "TurnOptions", "Turns"]

@@ -13,6 +13,8 @@ from typing import Any
 
 from pipecat.frames.frames import AggregatedTextProgressFrame, Frame, TTSTextFrame
 
+from .pipecat_internals import text_slots
+
 
 class UnspokenContexts:
     """The audio contexts (ids) with text that made no audio."""
@@ -32,7 +34,7 @@ class UnspokenContexts:
     def text_failed(self, context_id: str, sequencer: Any) -> None:
         """The text just handed over for ``context_id`` made no audio: close its word slot."""
         self._ids.add(context_id)
-        for slot in reversed(sequencer._slots):  # Pipecat-private: pinned by a test
+        for slot in reversed(text_slots(sequencer)):
             tracker = slot.tracker
             if slot.context_id == context_id and slot.spoken and not slot.complete and tracker:
                 if not tracker.get_accumulated_tts_text().strip():  # no word matched yet

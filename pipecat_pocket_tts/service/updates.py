@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pipecat.utils.types import NOT_GIVEN, is_given
 
 from ..engine.errors import PocketTTSError, UnknownLanguageError
-from .languages import text_variant
+from ..engine.model.languages import text_variant
 from .loading import EngineLoader
 from .settings import PocketTTSSettings
 

@@ -17,7 +17,8 @@ from pipecat_pocket_tts.__main__ import main, shell_wording
 from pipecat_pocket_tts.cli_arguments import build_parser
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine.backends.numpy import files as numpy_files
-from pipecat_pocket_tts.engine.model.config import config_names, get_config
+from pipecat_pocket_tts.engine.model.config import get_config
+from pipecat_pocket_tts.engine.model.config_registry import config_names
 
 
 @pytest.fixture(scope="module")

@@ -270,3 +270,19 @@ def test_clone_voice_gives_a_voice_to_speak_with(engine_tts: PocketTTS, tmp_path
     path = voice.save(tmp_path / "clone.safetensors")
     np.testing.assert_array_equal(engine_tts.synthesize(TEXT, seed=1, voice=path), audio)
     assert not np.array_equal(audio, engine_tts.synthesize(TEXT, seed=1))
+
+
+@pytest.mark.parametrize(
+    ("text", "speech"),
+    [("👍", False), ("***", False), ("🙂 🎉", False), ("Hello.", True), ("42", True)],
+)
+def test_has_speech_says_whether_the_pack_has_anything_to_say(
+    engine_tts: PocketTTS, text: str, speech: bool
+):
+    assert engine_tts.has_speech(text) is speech
+    assert engine_tts.has_speech(text, normalize=False) is speech
+
+
+def test_has_speech_refuses_a_language_the_pack_does_not_speak(engine_tts: PocketTTS):
+    with pytest.raises(UnknownLanguageError, match="not a variant"):
+        engine_tts.has_speech("👍", "pt-BR")

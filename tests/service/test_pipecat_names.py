@@ -2,8 +2,9 @@
 this fails loudly (the service has no silent ``getattr`` fallback that would, say, turn
 uninterruptible speech interruptible).
 
-``test_every_pipecat_private_name_in_use_is_pinned`` keeps the list complete: a private
-attribute used in the service's modules that they do not define themselves must be here.
+They are all reached in one module, ``service/pipecat_internals.py``:
+``test_every_pipecat_private_name_in_use_is_pinned`` keeps the list that module uses complete,
+and ``test_only_pipecat_internals_touches_pipecat_private_names`` keeps them out of the others.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pipecat.utils.text.base_text_aggregator import BaseTextAggregator
 import pipecat_pocket_tts
 from pipecat_pocket_tts import PocketTTSService
 
+INTERNALS = "service/pipecat_internals.py"
 SERVICE_MODULES = (
     "service/service.py",
     "service/turns.py",
@@ -30,6 +32,8 @@ SERVICE_MODULES = (
     "service/updates.py",
     "service/admission.py",
     "service/arguments.py",
+    "service/languages.py",
+    "service/resampler.py",
 )
 
 PINNED = {
@@ -43,12 +47,15 @@ PINNED = {
     "_skipped_text_aggregator",
     "_aggregated_frame_sequencer",  # word timestamps: slots of a context's text (``_slots``)
     "_word_timestamp_tracker",  # word timestamps: the last word's time (``last_pts``)
+    "_apply_force_complete",  # overridden: a context's end, unspoken text dropped
+    "_slots",  # the sequencer's text slots (a failed text's slot is closed)
 }
 
 
 def test_the_pinned_names_exist_with_the_shape_the_service_uses() -> None:
     tts = PocketTTSService()
     assert isinstance(tts._settings, PocketTTSService.Settings)
+    assert AIService.settings.fget(tts) is tts._settings  # what stored_settings hands out
     assert inspect.iscoroutinefunction(TTSService._update_settings)
     assert list(inspect.signature(TTSService._update_settings).parameters) == ["self", "delta"]
     assert callable(AIService._warn_unhandled_updated_settings)
@@ -72,7 +79,7 @@ def test_the_pinned_names_exist_with_the_shape_the_service_uses() -> None:
 
 
 def _private_names_used(source: str) -> set[str]:
-    """``self._x`` / ``self._service._x`` attributes read or called in ``source``."""
+    """``x._y`` / ``super()._y`` / ``x._service._y`` attributes read or called in ``source``."""
     names = set()
     for node in ast.walk(ast.parse(source)):
         if (
@@ -81,8 +88,10 @@ def _private_names_used(source: str) -> set[str]:
             and not node.attr.startswith("__")
         ):
             owner = node.value
-            on_self = isinstance(owner, ast.Name) and owner.id in ("self", "service")
-            if on_self or (isinstance(owner, ast.Attribute) and owner.attr == "_service"):
+            on_name = isinstance(owner, ast.Name)
+            on_super = isinstance(owner, ast.Call) and getattr(owner.func, "id", "") == "super"
+            on_service = isinstance(owner, ast.Attribute) and owner.attr == "_service"
+            if on_name or on_super or on_service:
                 names.add(node.attr)
     return names
 
@@ -105,13 +114,23 @@ def _names_defined(source: str) -> set[str]:
     return names
 
 
+def _source(name: str) -> str:
+    return (Path(pipecat_pocket_tts.__file__).parent / name).read_text(encoding="utf-8")
+
+
 def test_every_pipecat_private_name_in_use_is_pinned() -> None:
-    root = Path(pipecat_pocket_tts.__file__).parent
-    sources = [(root / name).read_text() for name in SERVICE_MODULES]
-    used = set().union(*map(_private_names_used, sources))
-    defined = set().union(*map(_names_defined, sources)) - PINNED
-    pipecats = {name for name in used - defined if hasattr(TTSService, name) or name in PINNED}
-    unknown = used - defined - pipecats
-    assert not unknown, f"private names used but defined nowhere: {sorted(unknown)}"
-    assert {"_tts_contexts", "_is_streaming_tokens", "_settings"} <= pipecats  # the scan sees
-    assert pipecats <= PINNED, f"pin these Pipecat names: {sorted(pipecats - PINNED)}"
+    source = _source(INTERNALS)
+    used = _private_names_used(source)
+    defined = _names_defined(source) - PINNED
+    assert {"_tts_contexts", "_is_streaming_tokens", "_settings", "_slots"} <= used  # the scan
+    assert used - defined == PINNED, (
+        f"pin these Pipecat names: {sorted(used - defined - PINNED)}; "
+        f"no longer used: {sorted(PINNED - used)}"
+    )
+
+
+def test_only_pipecat_internals_touches_pipecat_private_names() -> None:
+    for name in SERVICE_MODULES:
+        source = _source(name)
+        foreign = _private_names_used(source) - _names_defined(source)
+        assert not foreign, f"{name} uses {sorted(foreign)}: reach them in {INTERNALS}"

@@ -50,6 +50,7 @@ from pipecat_pocket_tts.engine.errors import (
 )
 from pipecat_pocket_tts.engine.text.chunking import TextChunk
 from pipecat_pocket_tts.engine.text.prepare import TextStream
+from pipecat_pocket_tts.service.turns import OFF_LOOP_CHARS
 
 START = 30.0
 MODES = [TextAggregationMode.SENTENCE, TextAggregationMode.TOKEN]
@@ -278,15 +279,26 @@ async def test_a_same_language_update_keeps_the_sentence_splitter_language(
 # -- #3 long text without a sentence end -----------------------------------------------------------
 
 LOOP_BUDGET_S = 0.050
-BURST_CHARS = 100_000
-TOKEN_BY_TOKEN_CHARS = 10_000
-"""Token by token, Pipecat's own per-token handling in TOKEN mode grows with the open sentence
-(about 25 s for these 10 KB on a loaded 2-core machine, minutes for 100 KB); the service's
-part is linear (its text stream takes 100 KB in 4-character pushes in 1.6 s of CPU, no push
-over 2 ms), so a tenth of the burst size shows its longest slice as well. The same holds for a
-TOKEN-mode burst: at the reply's end Pipecat's word-timestamp sequencer diffs the whole open
-sentence against itself word by word (``difflib`` in its ``TextSegmentMap``; minutes for 100 KB
-of repeated words), so a TOKEN burst is this size too."""
+"""The longest slice of the event loop, in the loop thread's CPU time (Pipecat's own text
+handling subtracted: ``LoopSlices``)."""
+REPLY_CHARS = 5_000
+"""Long enough that a reply planned whole on the loop would show (over twice
+``OFF_LOOP_CHARS``), short enough to run in seconds: Pipecat's own per-token handling grows
+with the open sentence (token by token in TOKEN mode, and its word-timestamp sequencer's diff
+of the open sentence at the reply's end), minutes at 100 KB. What would stall the loop at
+100 KB is shown here by counting the engine's text work on the loop, which is bounded per
+slice and per character of the reply whatever the reply's length."""
+LOOP_CHARS_PER_SLICE = 5 * OFF_LOOP_CHARS
+"""The most text the engine's stages may take in one loop slice: a text up to
+``OFF_LOOP_CHARS`` (longer ones go to a thread) through its few passes (normalize, sentence
+ends, cleaning, tokenizing). Token by token the most is 2,362 characters at every reply length
+(2.5 to 20 KB, 4-character pushes)."""
+LOOP_CHARS_PER_REPLY_CHAR = 64
+"""Text work on the loop per character of the reply, over the whole reply. Token by token the
+text stream normalizes the open sentence's last words again at each word (an early cut needs
+them): 42 per character at 2.5, 5, 10 and 20 KB alike. A stream that re-read the whole open
+reply at each 4-character token would take over 600 per character and pass at 5 KB (a
+character is read again at every later token), and grow with the reply."""
 WORDS = [
     "the",
     "old",
@@ -329,11 +341,10 @@ class FirstAudio(FrameProcessor):
 
 @pytest.mark.parametrize("burst", [False, True], ids=["token_by_token", "burst"])
 @pytest.mark.parametrize("mode", MODES)
-async def test_100_kb_without_a_sentence_end_never_stalls_the_loop_and_is_spoken(
+async def test_a_long_reply_without_a_sentence_end_never_stalls_the_loop_and_is_spoken(
     packs: dict[str, Path], monkeypatch: pytest.MonkeyPatch, mode: TextAggregationMode, burst: bool
 ) -> None:
-    sentence_burst = burst and mode == TextAggregationMode.SENTENCE
-    text = unpunctuated(BURST_CHARS if sentence_burst else TOKEN_BY_TOKEN_CHARS)
+    text = unpunctuated(REPLY_CHARS)
     frames = llm_turn(text)
     if burst:
         frames = [frames[0], LLMTextFrame(text), frames[-1]]
@@ -368,6 +379,9 @@ async def test_100_kb_without_a_sentence_end_never_stalls_the_loop_and_is_spoken
     finally:
         gc.enable()
     assert sink.heard.is_set()
+    assert slices.slices > len(frames)  # the loop's slices were measured
+    assert slices.most_chars <= LOOP_CHARS_PER_SLICE, slices.most_chars
+    assert slices.chars <= LOOP_CHARS_PER_REPLY_CHAR * len(text), slices.chars
     assert slices.longest < LOOP_BUDGET_S, (slices.longest, slices.longest_callback)
 
 

@@ -652,7 +652,10 @@ def test_constructor_resolves_languages_and_rejects_unknown_ones(packs: dict[str
     assert PocketTTSService(settings=PocketTTSService.Settings(language=Language.DE)).pack == (
         "german"
     )
-    with pytest.raises(UnknownLanguageError, match="no pack"):
+    with pytest.raises(
+        UnknownLanguageError,
+        match=r"unknown language or model config 'ja'; choose a language \(en, fr",
+    ):
         PocketTTSService(language=Language.JA)
 
 

@@ -1,4 +1,4 @@
-"""Pipecat ``Language`` → PocketTTS pack."""
+"""Pipecat ``Language`` → PocketTTS pack, through the engine's one resolver."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import pytest
 from pipecat.transcriptions.language import Language
 
 from pipecat_pocket_tts.engine.errors import UnknownLanguageError
-from pipecat_pocket_tts.engine.model.config import config_names
+from pipecat_pocket_tts.engine.model.config_registry import config_names
+from pipecat_pocket_tts.engine.model.languages import pack_name, text_variant
 from pipecat_pocket_tts.service.languages import (
     LANGUAGE_TO_PACK,
     language_to_pack,
     pack_iso_code,
-    resolve_pack,
 )
 
 
@@ -36,7 +36,7 @@ from pipecat_pocket_tts.service.languages import (
 )
 def test_languages_and_regional_variants_map_to_packs(language: Language, pack: str) -> None:
     assert language_to_pack(language) == pack
-    assert resolve_pack(language) == pack
+    assert pack_name(language) == pack
 
 
 def test_every_mapped_pack_exists_in_the_registry() -> None:
@@ -54,18 +54,30 @@ def test_every_mapped_pack_exists_in_the_registry() -> None:
     ],
 )
 def test_pack_names_and_codes_as_strings(value: str, pack: str) -> None:
-    assert resolve_pack(value) == pack
+    assert pack_name(value) == pack
 
 
 @pytest.mark.parametrize("value", [Language.JA, "klingon", "", "ja-JP"])
 def test_unsupported_languages_raise_a_clear_error(value: Language | str) -> None:
     assert language_to_pack(Language.JA) is None
-    with pytest.raises(UnknownLanguageError, match=r"Language\.EN"):
-        resolve_pack(value)
+    with pytest.raises(UnknownLanguageError, match=r"\(en, fr, .*french_24l"):
+        pack_name(value)
 
 
 def test_custom_pack_names_pass_when_a_model_dir_provides_them() -> None:
-    assert resolve_pack("my_finetune", custom_pack=True) == "my_finetune"
+    assert pack_name("my_finetune", custom=True) == "my_finetune"
+    with pytest.raises(UnknownLanguageError):  # a Language is never a custom pack's name
+        pack_name(Language.JA, custom=True)
+
+
+@pytest.mark.parametrize(
+    ("value", "variant"),
+    [(Language.PT_BR, "pt-BR"), ("brazilian", "pt-BR"), ("pt_BR", "pt-BR"), (Language.PT, None),
+     (Language.EN_GB, None), ("portuguese", None), ("french_24l", None), ("my_finetune", None),
+     (None, None)],
+)  # fmt: skip
+def test_text_variants_of_pipecat_languages_and_pack_names(value: object, variant: str) -> None:
+    assert text_variant(value) == variant
 
 
 @pytest.mark.parametrize(

@@ -2,10 +2,10 @@
 
 The engine only ever sees the stage interface of ``base.Backend``; this module is the one place
 that knows which implementations exist. Each backend owns its pack layout
-(``Backend.resolve_pack``, in its ``files.py``) and how it loads (``Backend.from_pack``)::
+(``Backend.find_pack_files``, in its ``files.py``) and how it loads (``Backend.from_pack``)::
 
     kind = resolve_backend_name(options.backend, language="english")
-    pack = resolve_pack("english", backend_kind=kind, model_dir=...)
+    pack = find_pack_files("english", backend_kind=kind, model_dir=...)
     backend = load_backend(pack, options.for_backend(kind))
 """
 
@@ -18,7 +18,7 @@ import platform
 from pathlib import Path
 
 from ..errors import BackendUnavailableError, UnknownBackendError
-from ..model.config import resolve_config_name
+from ..model.languages import pack_name
 from ..model.options import BACKEND_NAMES, LoadOptions
 from ..model.packs import PackFiles, PackRequest
 from .base import Backend
@@ -35,9 +35,9 @@ __all__ = [
     "Backend",
     "backend_class",
     "coreml_unavailable_reason",
+    "find_pack_files",
     "load_backend",
     "resolve_backend_name",
-    "resolve_pack",
 ]
 
 
@@ -94,7 +94,7 @@ def resolve_backend_name(
     return "coreml"
 
 
-def resolve_pack(
+def find_pack_files(
     config_name: str = "english",
     *,
     model_dir: str | os.PathLike[str] | None = None,
@@ -105,20 +105,20 @@ def resolve_pack(
 ) -> PackFiles:
     """Find (or download) the files of pack ``config_name`` in a backend kind's layout.
 
-    ``config_name`` may be any name ``config.resolve_config_name`` takes ("en", "English").
+    ``config_name`` may be any name ``languages.pack_name`` takes ("en", "English").
     ``voice_cloning`` (NumPy hub packs): None tries the gated weights and falls back to the
     ungated ones with a warning; True requires the gated weights (``GatedRepoError``
     otherwise); False takes the ungated weights directly. Ignored with ``model_dir``.
     """
     layout = backend_class(backend_kind)
     request = PackRequest(
-        config_name=resolve_config_name(config_name, custom=model_dir is not None),
+        config_name=pack_name(config_name, custom=model_dir is not None),
         model_dir=Path(model_dir).expanduser() if model_dir is not None else None,
         revision=revision,
         token=token,
         voice_cloning=voice_cloning,
     )
-    return layout.resolve_pack(request)
+    return layout.find_pack_files(request)
 
 
 def load_backend(pack: PackFiles, options: LoadOptions) -> Backend:

@@ -146,7 +146,7 @@ def check_voice_kv(voice: VoiceKV, *, num_layers: int, kv_heads: int, head_dim: 
 class Backend(ABC):
     """The stages of one loaded model. Thread-safe: every call takes its state explicitly.
 
-    A backend also owns its pack layout (``resolve_pack``, in its ``files.py``) and how it is
+    A backend also owns its pack layout (``find_pack_files``, in its ``files.py``) and how it is
     built from a resolved pack (``from_pack``), and declares its ``capabilities``.
     """
 
@@ -158,13 +158,13 @@ class Backend(ABC):
     # Every backend of ``backends.BACKEND_CLASSES`` overrides both (a test checks it);
     # backends built in memory (test doubles, wrappers) are not loaded from packs.
     @classmethod
-    def resolve_pack(cls, request: PackRequest) -> PackFiles:
+    def find_pack_files(cls, request: PackRequest) -> PackFiles:
         """The files of the requested pack in this backend's layout (local or the hub)."""
         raise NotImplementedError(f"{cls.__name__} has no pack layout")
 
     @classmethod
     def from_pack(cls, pack: PackFiles, options: LoadOptions) -> Backend:
-        """Load a pack ``resolve_pack`` returned, with the backend's ``options``."""
+        """Load a pack ``find_pack_files`` returned, with the backend's ``options``."""
         raise NotImplementedError(f"{cls.__name__} is not loaded from packs")
 
     @property

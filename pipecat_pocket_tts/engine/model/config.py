@@ -8,14 +8,13 @@ typed, frozen dataclasses. A config feature the engine does not implement raises
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from typing import Any
 
 from ..errors import UnknownLanguageError
-from .languages import codes, config_language, find_language
+from .config_registry import raw_configs
+from .languages import config_language
 
 SAMPLE_RATE = 24_000
 FRAME_RATE = 12.5
@@ -348,52 +347,9 @@ def _build_mimi_transformer(raw: dict[str, Any], where: str) -> MimiTransformerC
 
 
 @cache
-def _registry() -> dict[str, dict[str, Any]]:
-    text = resources.files(__package__).joinpath("configs.json").read_text(encoding="utf-8")
-    return json.loads(text)
-
-
-def config_names() -> list[str]:
-    """Every model config name the registry holds, sorted."""
-    return sorted(_registry())
-
-
-def resolve_config_name(value: object, *, custom: bool = False) -> str:
-    """The model config a caller means: a registry name (any case: "English", " FRENCH_24L "),
-    or a language ("en", "pt-BR", "Deutsch", Pipecat ``Language.DE``) → its default pack.
-
-    ``custom`` returns any other name unchanged (a ``model_dir`` with its own ``config.json``);
-    otherwise an unknown name raises ``UnknownLanguageError`` listing the choices. This is the
-    one place a language or pack name becomes a config name.
-    """
-    raw = value.value if hasattr(value, "value") else value  # Pipecat Language members
-    if not isinstance(raw, str) or not raw.strip():
-        raise UnknownLanguageError(
-            f"a language or model config name is a non-empty string, not {raw!r}; choose a "
-            f"language ({', '.join(codes())}) or a model config: {', '.join(config_names())}"
-        )
-    registry = _registry()
-    key = raw.strip().lower()
-    if raw in registry or key in registry:
-        return raw if raw in registry else key
-    # a code with any region ("pt_BR", "en-US"), or a plain language name; "english_tiny" is a
-    # (custom) pack name, not the language
-    info = find_language(key) if "_" not in key or key[:3].rstrip("_-") in codes() else None
-    if info is not None:
-        return info.default_pack
-    if custom:
-        return raw.strip()
-    raise UnknownLanguageError(
-        f"unknown language or model config {raw.strip()!r}; choose a language "
-        f"({', '.join(codes())}, with a region such as pt-BR, or a name such as English) "
-        f"or a model config: {', '.join(sorted(registry))}"
-    )
-
-
-@cache
 def get_config(name: str) -> ModelConfig:
     """The config registered under ``name`` (e.g. 'english', 'french_24l')."""
-    registry = _registry()
+    registry = raw_configs()
     if name not in registry:
         raise UnknownLanguageError(
             f"unknown language or model config {name!r}; "

@@ -2,10 +2,13 @@
 
 A caller may name a language in many ways — an ISO code with or without a region ("en",
 "en-US", "pt_BR"), its English or native name ("English", "Deutsch"), a pack / model config
-name ("french_24l", "english_7m_2026-10") or a Pipecat ``Language`` value — and
-``language_info`` turns every one of them into the same ``LanguageInfo``. Which *pack* a name
-means is ``config.resolve_config_name`` (it needs the config registry); which text variant the
-normalizer reads is ``text_code``.
+name ("french_24l", "english_7m_2026-10") or a Pipecat ``Language`` value. This module is
+the one resolver of such names, for the engine, the service and the CLI:
+
+- ``language_info``: the language's record (``find_language``: the same, or None);
+- ``pack_name``: the pack (model config) meant: a config name as it is, a language its
+  ``default_pack``;
+- ``text_code`` / ``text_variant``: what the text normalizer reads ("pt-BR" for Brazilian text).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import UnknownLanguageError
+from .config_registry import config_names
 
 
 @dataclass(frozen=True)
@@ -97,9 +101,49 @@ def text_code(value: object) -> str:
 
 
 def text_variant(value: object) -> str | None:
-    """The regional variant ``value`` asks for ("pt-BR"), or None (the language's base rules)."""
+    """The regional variant ``value`` asks the normalizer for ("pt-BR", from ``Language.PT_BR``
+    or "brazilian"), or None: the pack's language is read as it is. None too for a pack name
+    ("portuguese", "french_24l") and for a name no language has (a custom pack's own)."""
+    if value is None or (isinstance(value, str) and value.strip() in config_names()):
+        return None
+    info = find_language(value)
+    if info is None:
+        return None
     code = text_code(value)
     return code if "-" in code else None
+
+
+def pack_name(value: object, *, custom: bool = False) -> str:
+    """The pack (model config) a caller means: a config name in any case ("English",
+    " FRENCH_24L "), or a language ("en", "pt-BR", "Deutsch", Pipecat ``Language.DE``) → its
+    ``default_pack``.
+
+    ``custom`` returns any other string unchanged (a ``model_dir`` with its own
+    ``config.json``; an enum member such as a Pipecat ``Language`` is never a custom name);
+    otherwise an unknown name raises ``UnknownLanguageError`` listing the choices.
+    """
+    raw = value.value if hasattr(value, "value") else value  # Pipecat Language members
+    if not isinstance(raw, str) or not raw.strip():
+        raise UnknownLanguageError(
+            f"a language or model config name is a non-empty string, not {raw!r}; choose a "
+            f"language ({', '.join(codes())}) or a model config: {', '.join(config_names())}"
+        )
+    names = config_names()
+    key = raw.strip().lower()
+    if raw in names or key in names:
+        return raw if raw in names else key
+    # a code with any region ("pt_BR", "en-US"), or a plain language name; "english_tiny" is a
+    # (custom) pack name, not the language
+    info = find_language(key) if "_" not in key or key[:3].rstrip("_-") in codes() else None
+    if info is not None:
+        return info.default_pack
+    if custom and not hasattr(value, "value"):
+        return raw.strip()
+    raise UnknownLanguageError(
+        f"unknown language or model config {raw.strip()!r}; choose a language "
+        f"({', '.join(codes())}, with a region such as pt-BR, or a name such as English) "
+        f"or a model config: {', '.join(names)}"
+    )
 
 
 def config_language(config_name: str) -> str:
@@ -121,6 +165,7 @@ __all__ = [
     "config_language",
     "find_language",
     "language_info",
+    "pack_name",
     "text_code",
     "text_variant",
 ]

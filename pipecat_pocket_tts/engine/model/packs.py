@@ -3,7 +3,7 @@
 A pack is one model config plus its files. Each backend owns its layout (where the files sit
 on the hub and in a local folder) in its own ``files.py``: ``backends/numpy/files.py``
 (``model.safetensors`` + tokenizer + ``embeddings/``) and ``backends/coreml/files.py``
-(FluidInference's CoreML packages). ``backends.resolve_pack`` asks the chosen backend. This
+(FluidInference's CoreML packages). ``backends.find_pack_files`` asks the chosen backend. This
 module holds what they share: ``PackFiles`` (the resolved pack), ``PackRequest`` (what was
 asked), a local ``config.json`` (``load_local_config``) and one hub file download with our
 errors (``hub_download``). It imports no backend.
@@ -94,7 +94,7 @@ class PackFiles:
 
 @dataclass(frozen=True)
 class PackRequest:
-    """What ``backends.resolve_pack`` was asked for (handed to the backend's layout)."""
+    """What ``backends.find_pack_files`` was asked for (handed to the backend's layout)."""
 
     config_name: str
     model_dir: Path | None = None

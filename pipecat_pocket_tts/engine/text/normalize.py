@@ -24,21 +24,7 @@ from .spoken.languages import SUPPORTED_LANGUAGES, language_code
 from .spoken.lexicon import Lexicon
 from .spoken.pipeline import spoken_form
 
-__all__ = ["SUPPORTED_LANGUAGES", "TextNormalizer", "normalize_text", "resolve_language"]
-
-
-def resolve_language(language: object) -> str:
-    """The normalization language code for a pack name, ISO code or Pipecat ``Language``."""
-    return language_code(language)
-
-
-def checked_lexicon(lexicon: Mapping[str, str] | None) -> dict[str, str] | None:
-    """A copy of ``lexicon`` once it is known to be usable (``LexiconError`` says what is not);
-    None for no lexicon."""
-    if lexicon is None or (isinstance(lexicon, Mapping) and not lexicon):
-        return None
-    Lexicon(lexicon)  # validates: a mapping of non-blank strings to strings
-    return dict(lexicon)
+__all__ = ["SUPPORTED_LANGUAGES", "TextNormalizer", "language_code", "normalize_text"]
 
 
 class TextNormalizer:

@@ -17,7 +17,7 @@ The method of ``pocket-tts-timestamped`` 1.4.0 (MIT), re-expressed from its desc
 The pointer reports each word twice: a ``UnitStart`` on the frame that opens it and a
 ``UnitTiming`` (start and end) on the frame that closes it. Times are in frames of the chunk (a
 word opened at frame f starts where frame f starts; closed at frame f, it ends there). The heads
-per checkpoint are data (``timestamp_heads.json``, from the peer's configs).
+per checkpoint are data (``heads.json`` beside this module, from the peer's configs).
 
 A pack with none (a custom ``config.json``, an unknown checkpoint, heads that do not fit the
 model), or a backend that cannot expose attention (CoreML), gets the fallback (``RateAligner``):

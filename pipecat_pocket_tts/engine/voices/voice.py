@@ -25,7 +25,8 @@ import numpy as np
 from .._atomic import atomic_path
 from ..backends.base import VoiceKV
 from ..errors import VoiceFileError
-from ..model.config import ModelConfig, config_names, get_config
+from ..model.config import ModelConfig, get_config
+from ..model.config_registry import config_names
 
 #: Metadata key naming the model config a voice was made for.
 CONFIG_METADATA_KEY = "pocket_tts_config"

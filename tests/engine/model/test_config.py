@@ -6,10 +6,10 @@ from pipecat_pocket_tts.engine.errors import UnknownLanguageError
 from pipecat_pocket_tts.engine.model.config import (
     HubFile,
     ModelConfig,
-    config_names,
     get_config,
-    resolve_config_name,
 )
+from pipecat_pocket_tts.engine.model.config_registry import config_names
+from pipecat_pocket_tts.engine.model.languages import pack_name
 
 EXPECTED = {
     "english", "english_2026-01", "english_2026-04", "english_2026-04_24l", "english_2026-09",
@@ -120,4 +120,4 @@ def test_hub_file_parsing():
     ],
 )
 def test_canonical_config_names(name, expected):
-    assert resolve_config_name(name, custom=True) == expected
+    assert pack_name(name, custom=True) == expected

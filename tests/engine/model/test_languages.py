@@ -16,7 +16,8 @@ from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine.backends.numpy import files as numpy_files
 from pipecat_pocket_tts.engine.errors import UnknownLanguageError
 from pipecat_pocket_tts.engine.model import languages
-from pipecat_pocket_tts.engine.model.config import config_names, get_config, resolve_config_name
+from pipecat_pocket_tts.engine.model.config import get_config
+from pipecat_pocket_tts.engine.model.config_registry import config_names
 
 #: The console script ``pip install`` made for this interpreter (``[project.scripts]``).
 CLI = Path(sys.executable).parent / "pipecat-pocket-tts"
@@ -61,7 +62,7 @@ def test_unknown_languages_name_the_choices(value: object) -> None:
     with pytest.raises(UnknownLanguageError):
         languages.language_info(value)
     with pytest.raises(UnknownLanguageError, match="english"):
-        resolve_config_name(value)
+        languages.pack_name(value)
 
 
 @pytest.mark.parametrize(
@@ -70,7 +71,7 @@ def test_unknown_languages_name_the_choices(value: object) -> None:
      (Language.FR_CA, "french"), ("french_24l", "french_24l"), ("FRENCH_24L", "french_24l")],
 )  # fmt: skip
 def test_the_one_resolver_of_pack_names(value: object, pack: str) -> None:
-    assert resolve_config_name(value) == pack
+    assert languages.pack_name(value) == pack
 
 
 # -- through the installed command -------------------------------------------------------------

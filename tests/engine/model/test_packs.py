@@ -16,7 +16,7 @@ from hub_cache import cache_put
 from huggingface_hub import errors as hf_errors
 
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
-from pipecat_pocket_tts.engine.backends import resolve_pack
+from pipecat_pocket_tts.engine.backends import find_pack_files
 from pipecat_pocket_tts.engine.backends.numpy import files as numpy_files
 from pipecat_pocket_tts.engine.backends.numpy.files import KNOWN_VOICES
 from pipecat_pocket_tts.engine.errors import (
@@ -49,7 +49,7 @@ def pack_copy(tiny_pack: Path, tmp_path: Path) -> Path:
 
 
 def test_model_dir_pack(tiny_pack: Path) -> None:
-    pack = resolve_pack("english", model_dir=tiny_pack)
+    pack = find_pack_files("english", model_dir=tiny_pack)
     assert isinstance(pack, PackFiles)
     assert pack.model_dir == tiny_pack
     assert pack.weights == tiny_pack / "model.safetensors"
@@ -66,7 +66,7 @@ def test_model_dir_pack(tiny_pack: Path) -> None:
 
 
 def test_model_dir_unknown_voice_lists_the_folder_voices(tiny_pack: Path) -> None:
-    pack = resolve_pack("english", model_dir=str(tiny_pack))
+    pack = find_pack_files("english", model_dir=str(tiny_pack))
     with pytest.raises(UnknownVoiceError) as info:
         pack.voice_path("javert")
     message = str(info.value)
@@ -75,7 +75,7 @@ def test_model_dir_unknown_voice_lists_the_folder_voices(tiny_pack: Path) -> Non
 
 def test_model_dir_without_cloning_weights(tmp_path: Path) -> None:
     folder = build_pack(tmp_path, tiny_config_dict("small"), with_cloning=False, voices=())
-    pack = resolve_pack("english", model_dir=folder)
+    pack = find_pack_files("english", model_dir=folder)
     assert not pack.has_voice_cloning
     assert pack.voice_names == () and pack.default_voice is None
 
@@ -84,40 +84,40 @@ def test_model_dir_default_voice_follows_the_language(pack_copy: Path) -> None:
     (pack_copy / "embeddings" / "alba.safetensors").rename(
         pack_copy / "embeddings" / "estelle.safetensors"
     )
-    assert resolve_pack("french", model_dir=pack_copy).default_voice == "estelle"
-    assert resolve_pack("english", model_dir=pack_copy).default_voice == "estelle"  # first one
+    assert find_pack_files("french", model_dir=pack_copy).default_voice == "estelle"
+    assert find_pack_files("english", model_dir=pack_copy).default_voice == "estelle"  # first one
 
 
 def test_model_dir_json_tokenizer_preferred_when_config_says_so(pack_copy: Path) -> None:
     (pack_copy / "tokenizer.json").write_text("{}")
-    assert resolve_pack("english", model_dir=pack_copy).tokenizer.name == "tokenizer.model"
+    assert find_pack_files("english", model_dir=pack_copy).tokenizer.name == "tokenizer.model"
     config = json.loads((pack_copy / "config.json").read_text())
     config["flow_lm"]["lookup_table"]["tokenizer"] = "tokenizers"
     (pack_copy / "config.json").write_text(json.dumps(config))
-    assert resolve_pack("english", model_dir=pack_copy).tokenizer.name == "tokenizer.json"
+    assert find_pack_files("english", model_dir=pack_copy).tokenizer.name == "tokenizer.json"
     (pack_copy / "tokenizer.json").unlink()
-    assert resolve_pack("english", model_dir=pack_copy).tokenizer.name == "tokenizer.model"
+    assert find_pack_files("english", model_dir=pack_copy).tokenizer.name == "tokenizer.model"
 
 
 def test_model_dir_without_config_json_uses_the_registry(pack_copy: Path) -> None:
     (pack_copy / "config.json").unlink()
-    pack = resolve_pack("french_24l", model_dir=pack_copy)
+    pack = find_pack_files("french_24l", model_dir=pack_copy)
     assert pack.config is get_config("french_24l")
     with pytest.raises(UnknownLanguageError, match="klingon"):
-        resolve_pack("klingon", model_dir=pack_copy)
+        find_pack_files("klingon", model_dir=pack_copy)
 
 
 def test_model_dir_with_config_json_accepts_a_custom_name(tiny_pack: Path) -> None:
-    pack = resolve_pack("english_tiny", model_dir=tiny_pack)
+    pack = find_pack_files("english_tiny", model_dir=tiny_pack)
     assert pack.config.name == "english_tiny" and pack.config.language == "english"
-    assert resolve_pack("german", model_dir=tiny_pack).config.name == "german"
+    assert find_pack_files("german", model_dir=tiny_pack).config.name == "german"
     with pytest.raises(UnknownLanguageError, match=r"klingon.*english, french, german"):
-        resolve_pack("klingon", model_dir=tiny_pack)
+        find_pack_files("klingon", model_dir=tiny_pack)
 
 
 def test_missing_model_dir(tmp_path: Path) -> None:
     with pytest.raises(PackFilesMissingError) as info:
-        resolve_pack("english", model_dir=tmp_path / "nowhere")
+        find_pack_files("english", model_dir=tmp_path / "nowhere")
     assert str(tmp_path / "nowhere") in str(info.value)
     assert "does not exist" in str(info.value)
 
@@ -134,7 +134,7 @@ def test_model_dir_missing_files_are_named(pack_copy: Path, remove: list[str], n
     for name in remove:
         (pack_copy / name).unlink()
     with pytest.raises(PackFilesMissingError) as info:
-        resolve_pack("english", model_dir=pack_copy)
+        find_pack_files("english", model_dir=pack_copy)
     assert named in str(info.value) and str(pack_copy) in str(info.value)
 
 
@@ -149,7 +149,7 @@ def test_model_dir_missing_files_are_named(pack_copy: Path, remove: list[str], n
 def test_model_dir_bad_config_json(pack_copy: Path, content: str, message: str) -> None:
     (pack_copy / "config.json").write_text(content)
     with pytest.raises(PackFilesMissingError, match=message):
-        resolve_pack("english", model_dir=pack_copy)
+        find_pack_files("english", model_dir=pack_copy)
 
 
 def test_model_dir_config_with_unsupported_feature(pack_copy: Path) -> None:
@@ -157,7 +157,7 @@ def test_model_dir_config_with_unsupported_feature(pack_copy: Path) -> None:
     config["flow_lm"]["quantum"] = True
     (pack_copy / "config.json").write_text(json.dumps(config))
     with pytest.raises(NotImplementedError, match="quantum") as info:
-        resolve_pack("english", model_dir=pack_copy)
+        find_pack_files("english", model_dir=pack_copy)
     assert "config.json" in str(info.value)
 
 
@@ -166,7 +166,7 @@ def test_model_dir_config_with_unsupported_feature(pack_copy: Path) -> None:
 
 def test_unknown_backend_kind() -> None:
     with pytest.raises(UnknownBackendError, match="numpy"):
-        resolve_pack("english", backend_kind="tpu")
+        find_pack_files("english", backend_kind="tpu")
 
 
 def test_the_backends_layout_receives_the_request(monkeypatch) -> None:
@@ -178,8 +178,8 @@ def test_the_backends_layout_receives_the_request(monkeypatch) -> None:
         seen.append(request)
         return PackFiles(ENGLISH, Path("w"), Path("t"), (), False, backend_kind="coreml")
 
-    monkeypatch.setattr(CoreMLBackend, "resolve_pack", classmethod(resolver))
-    pack = resolve_pack("english", backend_kind="coreml", revision="r", token="t")
+    monkeypatch.setattr(CoreMLBackend, "find_pack_files", classmethod(resolver))
+    pack = find_pack_files("english", backend_kind="coreml", revision="r", token="t")
     assert pack.backend_kind == "coreml"
     assert seen == [packs.PackRequest("english", None, "r", "t", None)]
 
@@ -202,7 +202,7 @@ def _populate_english(cache: Path, pack: Path, *, gated: bool, voices: tuple[str
 
 def test_offline_with_empty_cache_says_what_to_do(hf_cache: Path) -> None:
     with pytest.raises(PackFilesMissingError) as info:
-        resolve_pack("english")
+        find_pack_files("english")
     message = str(info.value)
     ungated = ENGLISH.weights_without_voice_cloning
     assert f"{ungated.repo}/{ungated.path}@{ungated.revision}" in message
@@ -236,7 +236,7 @@ def test_offline_without_cloning_names_only_the_ungated_weights(hf_cache: Path) 
 def test_gated_weights_from_the_cache(hf_cache: Path, tiny_pack: Path, caplog) -> None:
     _populate_english(hf_cache, tiny_pack, gated=True, voices=("alba",))
     with caplog.at_level(logging.WARNING, logger="pipecat_pocket_tts"):
-        pack = resolve_pack("english")
+        pack = find_pack_files("english")
     assert not caplog.records
     assert pack.has_voice_cloning
     assert pack.weights.read_bytes() == (tiny_pack / "model.safetensors").read_bytes()
@@ -253,7 +253,7 @@ def test_gated_weights_from_the_cache(hf_cache: Path, tiny_pack: Path, caplog) -
 def test_fallback_to_ungated_weights_warns(hf_cache: Path, tiny_pack: Path, caplog) -> None:
     _populate_english(hf_cache, tiny_pack, gated=False, voices=())
     with caplog.at_level(logging.WARNING, logger="pipecat_pocket_tts"):
-        pack = resolve_pack("english")
+        pack = find_pack_files("english")
     assert not pack.has_voice_cloning
     assert "pocket-tts-without-voice-cloning" in pack.weights.as_posix()
     (record,) = caplog.records
@@ -277,7 +277,7 @@ def test_cloning_required_but_gated_missing(hf_cache: Path, tiny_pack: Path) -> 
 
 def test_voice_missing_offline(hf_cache: Path, tiny_pack: Path) -> None:
     _populate_english(hf_cache, tiny_pack, gated=True, voices=())
-    pack = resolve_pack("english")  # voices are not needed to resolve the pack
+    pack = find_pack_files("english")  # voices are not needed to resolve the pack
     with pytest.raises(PackFilesMissingError, match="voice 'marius'"):
         pack.voice_path("marius")
     with pytest.raises(UnknownVoiceError, match="bob"):
@@ -291,7 +291,7 @@ def test_revision_override(hf_cache: Path, tiny_pack: Path) -> None:
     cache_put(hf_cache, ungated.repo, other, ungated.path, b"weights at other")
     cache_put(hf_cache, tokenizer.repo, other, tokenizer.path, b"tokenizer at other")
     cache_put(hf_cache, VOICES_REPO, other, "languages/english/embeddings/alba.safetensors", b"v")
-    pack = resolve_pack("english", revision=other)
+    pack = find_pack_files("english", revision=other)
     assert pack.weights.read_bytes() == b"weights at other"
     assert pack.tokenizer.read_bytes() == b"tokenizer at other"
     assert pack.voice_path("alba").read_bytes() == b"v"
@@ -329,7 +329,7 @@ def test_gated_repo_error_falls_back_with_a_warning(
     calls: list = []
     _serve(monkeypatch, {"kyutai/pocket-tts": gated}, calls)
     with caplog.at_level(logging.WARNING, logger="pipecat_pocket_tts"):
-        pack = resolve_pack("english", token="hf_secret")
+        pack = find_pack_files("english", token="hf_secret")
     assert not pack.has_voice_cloning
     assert "GatedRepoError" in caplog.records[0].getMessage()
     assert calls[0][0] == "kyutai/pocket-tts" and calls[0][2]["token"] == "hf_secret"
@@ -357,7 +357,7 @@ def test_voice_not_published_is_an_unknown_voice(
     _populate_english(hf_cache, tiny_pack, gated=True, voices=())
     missing = _http_error(hf_errors.RemoteEntryNotFoundError, "404 entry not found")
     _serve(monkeypatch, {f"{VOICES_REPO}:languages/english/embeddings/": missing})
-    pack = resolve_pack("english")
+    pack = find_pack_files("english")
     with pytest.raises(UnknownVoiceError, match="not published"):
         pack.voice_path("daan")
 
@@ -374,7 +374,7 @@ def test_connection_failure_and_bad_revision(hf_cache: Path, monkeypatch) -> Non
 
 def test_unknown_language_on_the_hub() -> None:
     with pytest.raises(UnknownLanguageError, match="english"):
-        resolve_pack("klingon")
+        find_pack_files("klingon")
 
 
 def test_download_pack_fetches_what_the_cache_has(hf_cache: Path, tiny_pack: Path) -> None:

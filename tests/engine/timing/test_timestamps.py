@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-from importlib import resources
 
 import numpy as np
 import pytest
@@ -15,6 +14,7 @@ from pipecat_pocket_tts.engine.backends.base import AttentionProbe, Backend, Voi
 from pipecat_pocket_tts.engine.backends.numpy import NumpyBackend
 from pipecat_pocket_tts.engine.errors import TimestampsFormatError
 from pipecat_pocket_tts.engine.model.config import get_config
+from pipecat_pocket_tts.engine.model.config_registry import config_names
 from pipecat_pocket_tts.engine.timing.heads import (
     FRAMES_PER_CHARACTER,
     SILENCE_RMS,
@@ -46,9 +46,7 @@ def units_for(words: list[int | None], *, punct_end: bool = True) -> ChunkUnits:
 
 # -- head tables ---------------------------------------------------------------------------
 def test_every_shipped_pack_but_one_has_heads_and_they_fit_its_model():
-    registry = json.loads(
-        (resources.files("pipecat_pocket_tts.engine.model") / "configs.json").read_text()
-    )
+    registry = config_names()
     with_heads = [name for name in registry if heads_for(get_config(name))]
     assert set(registry) - set(with_heads) == {"english_2026-10"}  # the peer names none
     assert heads_for(get_config("english")) == ((3, 8), (2, 0))

@@ -57,7 +57,7 @@ from .contracts import (
     StepContract,
 )
 from .encoder import MAX_VOICE_FRAMES, Reprojection, VoiceEncoder
-from .files import CoreMLPackFiles, resolve_coreml_pack
+from .files import CoreMLPackFiles, find_coreml_pack_files
 from .runtime import CompiledModel, CoreMLModel
 from .states import CoreMLFlowState, CoreMLMimiState
 
@@ -155,8 +155,8 @@ class CoreMLBackend(Backend):
         return self._capabilities
 
     @classmethod
-    def resolve_pack(cls, request: PackRequest) -> CoreMLPackFiles:
-        return resolve_coreml_pack(request)
+    def find_pack_files(cls, request: PackRequest) -> CoreMLPackFiles:
+        return find_coreml_pack_files(request)
 
     @classmethod
     def from_pack(
@@ -187,7 +187,8 @@ class CoreMLBackend(Backend):
             )
         if not isinstance(pack, CoreMLPackFiles):
             raise TypeError(
-                "the CoreML backend needs a CoreML pack: resolve_pack(..., backend_kind='coreml')"
+                "the CoreML backend needs a CoreML pack: "
+                "find_pack_files(..., backend_kind='coreml')"
             )
         if sampler_steps not in (1, FUSED_FLOW_STEPS):
             logger.info(

@@ -318,7 +318,7 @@ def _cloning_reason(constants: Path, found: EncoderFiles | str | None) -> str | 
     return found if isinstance(found, str) else None
 
 
-def resolve_coreml_pack(request: PackRequest) -> CoreMLPackFiles:
+def find_coreml_pack_files(request: PackRequest) -> CoreMLPackFiles:
     """The CoreML layout's pack for a request (local folder or the hub)."""
     if request.model_dir is not None:
         return resolve_local_coreml_pack(request.config_name, request.model_dir)

@@ -26,7 +26,7 @@ from ..base import (
     VoiceKV,
     check_voice_kv,
 )
-from .files import resolve_numpy_pack
+from .files import find_numpy_pack_files
 from .flowlm import CHUNK_POSITIONS, DEFAULT_CAPACITY, FlowLM, KVCache
 from .linears import PRECISIONS, Linear, check_precision, how_linears_run
 from .mimi import Mimi, MimiDecoderState
@@ -109,8 +109,8 @@ class NumpyBackend(Backend):
         return f"NumpyBackend(config={self.config.name!r}, precision={self.precision!r})"
 
     @classmethod
-    def resolve_pack(cls, request: PackRequest) -> PackFiles:
-        return resolve_numpy_pack(request)
+    def find_pack_files(cls, request: PackRequest) -> PackFiles:
+        return find_numpy_pack_files(request)
 
     @classmethod
     def from_pack(cls, pack: PackFiles, options: LoadOptions) -> NumpyBackend:

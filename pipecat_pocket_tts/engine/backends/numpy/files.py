@@ -76,7 +76,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model")
 VOICES_FOLDER = "embeddings"
 
 
-def resolve_numpy_pack(request: PackRequest) -> PackFiles:
+def find_numpy_pack_files(request: PackRequest) -> PackFiles:
     """The NumPy layout's pack for a request: a local folder, or the hub."""
     if request.model_dir is not None:
         return resolve_local_pack(request.config_name, request.model_dir)

@@ -105,12 +105,6 @@ def elu(x: np.ndarray, alpha: float = 1.0) -> np.ndarray:
     return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0)))
 
 
-def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    shifted = x - x.max(axis=axis, keepdims=True)
-    e = np.exp(shifted)
-    return e / e.sum(axis=axis, keepdims=True)
-
-
 def rope_tables(
     positions: np.ndarray, head_dim: int, max_period: float
 ) -> tuple[np.ndarray, np.ndarray]:

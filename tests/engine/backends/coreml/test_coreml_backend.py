@@ -16,7 +16,7 @@ from coreml_standins import Setup, standin_loader, tiny_config
 
 from pipecat_pocket_tts.devpack import tiny_config_dict
 from pipecat_pocket_tts.engine import PocketTTS
-from pipecat_pocket_tts.engine.backends import resolve_backend_name, resolve_pack
+from pipecat_pocket_tts.engine.backends import find_pack_files, resolve_backend_name
 from pipecat_pocket_tts.engine.backends.coreml.backend import CoreMLBackend
 from pipecat_pocket_tts.engine.backends.coreml.contracts import mimi_state_layout
 from pipecat_pocket_tts.engine.backends.coreml.runtime import CompiledModel
@@ -289,7 +289,7 @@ def test_missing_model_folder(setup: Setup, tmp_path: Path) -> None:
 
     copy = shutil.copytree(setup.coreml_dir, tmp_path / "pack")
     shutil.rmtree(copy / "mimi_decoder.mlmodelc")
-    pack = resolve_pack("english", model_dir=copy, backend_kind="coreml")
+    pack = find_pack_files("english", model_dir=copy, backend_kind="coreml")
     with pytest.raises(PackFilesMissingError, match="mimi_decoder"):
         CoreMLBackend.from_pack(pack, model_loader=standin_loader(setup.models))
 

@@ -28,7 +28,7 @@ from coreml_standins import (
 
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine.audio import write_wav
-from pipecat_pocket_tts.engine.backends import resolve_pack
+from pipecat_pocket_tts.engine.backends import find_pack_files
 from pipecat_pocket_tts.engine.backends.coreml.backend import CoreMLBackend
 from pipecat_pocket_tts.engine.backends.coreml.constants import write_floats
 from pipecat_pocket_tts.engine.backends.coreml.contracts import EncoderContract, TensorSpec
@@ -89,7 +89,7 @@ class ClonePack:
         self.numpy_dir = build_pack(
             root / "numpy", tiny_config(), voices=("alba",), language=language
         )
-        self.numpy_pack = resolve_pack(language, model_dir=self.numpy_dir)
+        self.numpy_pack = find_pack_files(language, model_dir=self.numpy_dir)
         self.config = self.numpy_pack.config
         self.reference = NumpyBackend.from_files(
             self.config, self.numpy_pack.weights, sampler_steps=8
@@ -123,7 +123,7 @@ class ClonePack:
                 write_floats(self.folder / "constants_bin" / "speaker_proj_weight.bin", own)
         if self.encoder_model is not None:
             encoders[f"{self.encoder_model.name}.mlmodelc"] = self.encoder_model
-        self.pack = resolve_pack(language, model_dir=self.repo, backend_kind="coreml")
+        self.pack = find_pack_files(language, model_dir=self.repo, backend_kind="coreml")
         self.loader = standin_loader(self.models, encoders)
         self.backend = CoreMLBackend.from_pack(self.pack, model_loader=self.loader)
         self.loaded_at_start = list(self.loader.loaded)
@@ -334,7 +334,7 @@ def test_missing_encoder_files_say_what_is_missing(
     setup: ClonePack = request.getfixturevalue(which)
     repo = _copy(setup, tmp_path, *remove)
     language = setup.config.name
-    pack = resolve_pack(language, model_dir=repo, backend_kind="coreml")
+    pack = find_pack_files(language, model_dir=repo, backend_kind="coreml")
     assert not pack.has_voice_cloning
     backend = CoreMLBackend.from_pack(pack, model_loader=setup.loader)
     assert not backend.has_voice_cloning

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from huggingface_hub.utils import filter_repo_objects
 
-from pipecat_pocket_tts.engine.backends import resolve_pack
+from pipecat_pocket_tts.engine.backends import find_pack_files
 from pipecat_pocket_tts.engine.backends.coreml import files
 from pipecat_pocket_tts.engine.backends.coreml import hub as coreml_hub
 from pipecat_pocket_tts.engine.errors import (
@@ -159,7 +159,7 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeHub:
 
 
 def test_hub_pack_fetches_constants_then_models_of_one_precision(hub: FakeHub) -> None:
-    pack = resolve_pack("italian_24l", backend_kind="coreml")
+    pack = find_pack_files("italian_24l", backend_kind="coreml")
     assert isinstance(pack, files.CoreMLPackFiles)
     assert hub.calls[0]["repo"] == files.REPO and hub.calls[0]["revision"] == files.REVISION
     assert all("/constants_bin/" in p for p in hub.downloaded())
@@ -181,7 +181,7 @@ def test_hub_pack_fetches_constants_then_models_of_one_precision(hub: FakeHub) -
 
 
 def test_switching_precision_deletes_the_unused_variant(hub: FakeHub) -> None:
-    pack = resolve_pack("english", backend_kind="coreml", revision="feedbeef")
+    pack = find_pack_files("english", backend_kind="coreml", revision="feedbeef")
     assert hub.calls[0]["revision"] == "feedbeef"
     root = pack.root
     pack.model_paths("fp16")
@@ -237,7 +237,7 @@ def test_encoder_patterns_select_exactly_the_encoder_files() -> None:
 
 
 def test_hub_pack_fetches_the_encoder_on_the_first_clone(hub: FakeHub) -> None:
-    pack = resolve_pack("german_24l", backend_kind="coreml")
+    pack = find_pack_files("german_24l", backend_kind="coreml")
     pack.model_paths("fp16")
     assert pack.has_voice_cloning  # bos_before_voice.bin is there; the encoder comes later
     assert not [p for p in hub.downloaded() if "encoder" in p or "speaker_proj" in p]
@@ -248,7 +248,7 @@ def test_hub_pack_fetches_the_encoder_on_the_first_clone(hub: FakeHub) -> None:
         "v2.1/german_24l/mimi_encoderv3"
     )
 
-    english = resolve_pack("english", backend_kind="coreml")
+    english = find_pack_files("english", backend_kind="coreml")
     found = english.encoder_files()
     assert not found.pack_local and not found.reprojected
     assert found.model == english.root.parent.parent / "mimi_encoderv2.mlmodelc"
@@ -257,7 +257,7 @@ def test_hub_pack_fetches_the_encoder_on_the_first_clone(hub: FakeHub) -> None:
 
 def test_hub_pack_falls_back_to_the_shared_encoder(hub: FakeHub) -> None:
     hub.listing = [p for p in hub.listing if "mimi_encoderv3" not in p]
-    pack = resolve_pack("spanish_24l", backend_kind="coreml")
+    pack = find_pack_files("spanish_24l", backend_kind="coreml")
     found = pack.encoder_files()
     root = pack.root.parent.parent
     assert not found.pack_local and found.reprojected
@@ -268,7 +268,7 @@ def test_hub_pack_falls_back_to_the_shared_encoder(hub: FakeHub) -> None:
 
 def test_hub_pack_without_any_encoder(hub: FakeHub) -> None:
     hub.listing = [p for p in hub.listing if "mimi_encoder" not in p]
-    pack = resolve_pack("italian", backend_kind="coreml")
+    pack = find_pack_files("italian", backend_kind="coreml")
     with pytest.raises(CloningUnavailableError, match=r"publishes no usable.*mimi_encoderv3"):
         pack.encoder_files()
 
@@ -276,12 +276,12 @@ def test_hub_pack_without_any_encoder(hub: FakeHub) -> None:
 def test_offline_without_cache_says_what_to_do(hub: FakeHub) -> None:
     hub.offline = True
     with pytest.raises(PackFilesMissingError, match=r"HF_HUB_OFFLINE"):
-        resolve_pack("spanish", backend_kind="coreml")
+        find_pack_files("spanish", backend_kind="coreml")
 
 
 def test_languages_without_a_coreml_pack_are_refused(hub: FakeHub) -> None:
     with pytest.raises(UnknownLanguageError, match="backend='numpy'"):
-        resolve_pack("dutch", backend_kind="coreml")
+        find_pack_files("dutch", backend_kind="coreml")
     assert hub.calls == []
 
 
@@ -302,7 +302,7 @@ def _local_pack(folder: Path, language: str = "english") -> Path:
 def test_local_folder_override(tmp_path: Path, hub: FakeHub, nested: bool) -> None:
     _local_pack(tmp_path)
     model_dir = tmp_path if nested else tmp_path / "v2.1/english"
-    pack = resolve_pack("english", model_dir=model_dir, backend_kind="coreml")
+    pack = find_pack_files("english", model_dir=model_dir, backend_kind="coreml")
     assert pack.root == tmp_path / "v2.1/english"
     assert pack.voice_names == ("alba",) and pack.voice_path("alba").is_file()
     assert pack.model_paths("fp16")["flowlm"].name == "flowlm_step.mlmodelc"
@@ -315,6 +315,6 @@ def test_incomplete_local_folder(tmp_path: Path) -> None:
     folder = _local_pack(tmp_path) / "v2.1/english"
     (folder / "constants_bin/text_embed_table.bin").unlink()
     with pytest.raises(PackFilesMissingError, match=r"text_embed_table\.bin"):
-        resolve_pack("english", model_dir=folder, backend_kind="coreml")
+        find_pack_files("english", model_dir=folder, backend_kind="coreml")
     with pytest.raises(PackFilesMissingError, match="does not exist"):
-        resolve_pack("english", model_dir=tmp_path / "nowhere", backend_kind="coreml")
+        find_pack_files("english", model_dir=tmp_path / "nowhere", backend_kind="coreml")

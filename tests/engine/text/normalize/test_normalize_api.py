@@ -11,8 +11,8 @@ from pipecat_pocket_tts.engine.errors import LexiconError, PocketTTSError, Unkno
 from pipecat_pocket_tts.engine.text.normalize import (
     SUPPORTED_LANGUAGES,
     TextNormalizer,
+    language_code,
     normalize_text,
-    resolve_language,
 )
 from pipecat_pocket_tts.engine.text.spoken.languages import spoken_language
 from pipecat_pocket_tts.engine.text.spoken.pipeline import SpokenForm
@@ -39,15 +39,15 @@ from pipecat_pocket_tts.engine.text.spoken.pipeline import SpokenForm
     ],
 )
 def test_language_names(name: str, code: str) -> None:
-    assert resolve_language(name) == code
+    assert language_code(name) == code
 
 
 def test_pipecat_language_values() -> None:
     from pipecat.transcriptions.language import Language
 
-    assert resolve_language(Language.DE) == "de"
-    assert resolve_language(Language.EN_US) == "en"
-    assert resolve_language(Language.PT_BR) == "pt-BR"
+    assert language_code(Language.DE) == "de"
+    assert language_code(Language.EN_US) == "en"
+    assert language_code(Language.PT_BR) == "pt-BR"
 
 
 @pytest.mark.parametrize("name", ["klingon", "zh", "", "xx-YY"])
