@@ -42,7 +42,13 @@ from .channel import FrameChannel
 from .slots import AdmissionWait, StreamSlots
 from .streams import FRAME_SECONDS, ChunkJob, Notice, Stream
 from .tick_costs import StageCosts
-from .ticks import PREFILL_PIECE_TOKENS, PREFILL_TOKENS_PER_TICK, TickPlan
+from .ticks import (
+    PREFILL_PIECE_TOKENS,
+    PREFILL_TOKENS_PER_TICK,
+    TickPlan,
+    choose_tick,
+    start_next_runs,
+)
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -278,19 +284,16 @@ class Scheduler:
             with self._cond:
                 if not any(s.has_work for s in self._slots.active):
                     continue
-                plan = TickPlan(
-                    self.backend,
-                    self._slots.active,
-                    self._clock(),
-                    self.threads,
-                    self.max_lead,
-                    self._costs,
-                    self._first_frame_done,
+                candidates, due_outputs, failed = start_next_runs(self._slots.active)
+                choice = choose_tick(
+                    candidates, self._clock(), self.threads, self.max_lead, self._costs
                 )
+                for stream in choice.streams:
+                    stream.busy = True  # until the tick ends (cancel waits for it)
+                plan = TickPlan(self.backend, choice, self._costs, self._first_frame_done)
                 self._in_tick = True
-            _deliver(plan.early_outputs)  # due now: before any first frame of the tick
+            _deliver(due_outputs)  # due now: before any first frame of the tick
             outputs: list[tuple[Stream, list[Any]]] = []
-            failed = dict(plan.early_failures)
             try:
                 started = self._clock()
                 self._run_tick(plan)

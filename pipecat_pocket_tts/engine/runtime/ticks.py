@@ -1,8 +1,9 @@
 """One tick of the scheduler: which streams step, decode and prefill; the tasks; the results.
 
-A ``TickPlan`` is built and applied under the scheduler's lock. Its tasks run outside the lock,
-on any pool thread, and each touches only the states of the streams it was given (a stream is
-in at most one task per stage), so they run side by side:
+``choose_tick`` picks the work from the streams' state (changing none of them); a ``TickPlan``
+turns that choice into tasks and applies their results, both under the scheduler's lock. Its
+tasks run outside the lock, on any pool thread, and each touches only the states of the
+streams it was given (a stream is in at most one task per stage), so they run side by side:
 
     first-*:     a starting stream's last prefill piece, its first step, sample and decode
     step{i}:     FlowLM step_batch + sample_batch for a group of streams
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -37,16 +39,173 @@ PREFILL_SLACK_SECONDS = 0.4
 """Lead every speaking stream has when a new utterance's whole prefill may go in one tick."""
 
 
+def start_next_runs(
+    active: list[Stream],
+) -> tuple[list[Stream], list[tuple[Stream, list[Any]]], dict[Stream, BaseException]]:
+    """Set up each active stream's next chunk run (its text embedded) before a tick: the
+    streams with work, the notices now due (before any frame of the tick) and the failures."""
+    candidates: list[Stream] = []
+    due_outputs: list[tuple[Stream, list[Any]]] = []
+    failures: dict[Stream, BaseException] = {}
+    for stream in active:
+        if stream.stopped:
+            continue
+        try:
+            due = stream.next_run()
+        except Exception as exc:
+            failures[stream] = exc
+            continue
+        if due:
+            due_outputs.append((stream, due))
+        if stream.has_work:
+            candidates.append(stream)
+    return candidates, due_outputs, failures
+
+
+@dataclass(frozen=True, eq=False)
+class TickChoice:
+    """Who does what this tick: chosen from the streams' state, changing none of them."""
+
+    stepping: list[Stream]
+    decoding: list[Stream]
+    prefills: list[tuple[Stream, int]]  # (stream, prefill tokens this tick)
+    first_frames: list[tuple[Stream, int]]  # starting streams: last prefill and first frame
+    step_parts: list[list[Stream]]  # one FlowLM step task each
+    decode_parts: list[list[Stream]]  # one Mimi decode task each, largest first
+    #: Streams that each step and decode in a tick with nothing else (0: another tick):
+    #: the ticks whose wall time prices admission (``StageCosts.tick_took``).
+    full_streams: int
+
+    @property
+    def streams(self) -> set[Stream]:
+        """Every stream with work in this tick (busy until it ends)."""
+        return {
+            *self.stepping,
+            *self.decoding,
+            *(s for s, _ in self.prefills),
+            *(s for s, _ in self.first_frames),
+        }
+
+
+def choose_tick(
+    candidates: list[Stream], now: float, threads: int, max_lead: float, costs: StageCosts
+) -> TickChoice:
+    """The work of one tick for ``candidates`` (streams with work, their next chunk run set up).
+
+    First frames first, then the stream nearest to running dry; a stream more than
+    ``max_lead`` ahead sits out while another is behind.
+    """
+    leads = {stream: stream.lead(now) for stream in candidates}
+    ordered = sorted(candidates, key=lambda s: (s.started, leads[s]))
+    allowed = _may_compute(ordered, leads, max_lead)
+    decoding = [s for s in allowed if s.wants_decode]
+    stepping = _stepping(allowed)
+    prefills = _prefills([s for s in allowed if s.wants_prefill], stepping, leads)
+    first_frames = _first_frames(
+        prefills, starting=sum(not s.started for s in ordered), threads=threads
+    )
+    prefills = [item for item in prefills if item not in first_frames]
+    step_parts = _split(stepping, _step_groups(threads, bool(decoding or prefills)))
+    decode_parts = _decode_parts(decoding, first_frames, step_parts, prefills, threads, costs)
+    full = not prefills and not first_frames and set(stepping) == set(decoding)
+    return TickChoice(
+        stepping=stepping,
+        decoding=decoding,
+        prefills=prefills,
+        first_frames=first_frames,
+        step_parts=step_parts,
+        decode_parts=decode_parts,
+        full_streams=len(stepping) if stepping and full else 0,
+    )
+
+
+def _may_compute(
+    ordered: list[Stream], leads: dict[Stream, float], max_lead: float
+) -> list[Stream]:
+    """The streams not held back: all, unless some are behind (within ``max_lead``); then the
+    ones more than ``max_lead`` ahead wait."""
+    if not any(leads[s] <= max_lead for s in ordered):
+        return ordered
+    return [s for s in ordered if leads[s] <= max_lead]
+
+
+def _stepping(allowed: list[Stream]) -> list[Stream]:
+    """Streams that step. A stream decoding its first frame steps again next tick: the
+    decodes of the tick's first frames have its threads to themselves (first audio sooner)."""
+    return [s for s in allowed if s.wants_step and (s.started or not s.wants_decode)]
+
+
+def _prefills(
+    wanting: list[Stream], stepping: list[Stream], leads: dict[Stream, float]
+) -> list[tuple[Stream, int]]:
+    """Prefill tokens per stream. Idle, or every speaking stream has audio in hand: a new
+    utterance's text goes in whole (its first frame sooner); otherwise in small pieces."""
+    slack = min((leads[s] for s in stepping if s.started), default=None)
+    roomy = slack is None or slack >= PREFILL_SLACK_SECONDS
+    budget = None if not stepping else PREFILL_TOKENS_PER_TICK
+    prefills: list[tuple[Stream, int]] = []
+    for stream in wanting:
+        assert stream.run is not None
+        tokens = stream.run.prefill_left
+        if budget is not None and not (roomy and not stream.started):
+            tokens = min(tokens, PREFILL_PIECE_TOKENS, budget)
+            if tokens <= 0:
+                break
+            budget -= tokens
+        prefills.append((stream, tokens))
+    return prefills
+
+
+def _first_frames(
+    prefills: list[tuple[Stream, int]], *, starting: int, threads: int
+) -> list[tuple[Stream, int]]:
+    """Starting streams whose prefill ends this tick: they also step, sample and decode their
+    first frame in the same task, while no more streams start than there are threads (each is
+    a lone step and decode; a crowd starting together batches them instead)."""
+    if starting > threads:
+        return []
+    return [
+        (stream, tokens)
+        for stream, tokens in prefills
+        if not (stream.started or stream.wants_decode) and tokens == stream.run.prefill_left  # type: ignore[union-attr]
+    ]
+
+
+def _step_groups(threads: int, other_work: bool) -> int:
+    """FlowLM step tasks: one for up to 2 threads (a call reads every weight once); a tick
+    with nothing but steps gives every thread a part (its threads would otherwise wait)."""
+    if not other_work:
+        return threads
+    return 1 if threads <= 2 else threads // 2
+
+
+def _decode_parts(
+    decoding: list[Stream],
+    first_frames: list[tuple[Stream, int]],
+    step_parts: list[list[Stream]],
+    prefills: list[tuple[Stream, int]],
+    threads: int,
+    costs: StageCosts,
+) -> list[list[Stream]]:
+    """The decodes cut so every thread finishes at about the same time (``tick_costs``)."""
+    first_frame = 2 * costs.step(1) + costs.decode_per_stream
+    loads = thread_loads(
+        [costs.prefill_per_token * tokens + first_frame for _, tokens in first_frames]
+        + [costs.step(len(part)) for part in step_parts]
+        + [costs.prefill_per_token * tokens for _, tokens in prefills],
+        threads,
+    )
+    shares = sorted(decode_shares(loads, len(decoding), costs.decode_per_stream), reverse=True)
+    return _cut(decoding, [share for share in shares if share])
+
+
 class TickPlan:
-    """Which streams step, decode and prefill this tick; its tasks; applying their results."""
+    """A chosen tick's tasks, and applying their results to its streams."""
 
     def __init__(
         self,
         backend: Backend,
-        active: list[Stream],
-        now: float,
-        threads: int,
-        max_lead: float,
+        choice: TickChoice,
         costs: StageCosts,
         on_first_frame: Callable[[TickPlan, Stream], None] | None = None,
     ) -> None:
@@ -54,103 +213,14 @@ class TickPlan:
         first-frame task, once it succeeded (the scheduler applies and delivers it then)."""
         self._backend = backend
         self._on_first_frame = on_first_frame
-        self.early_outputs: list[tuple[Stream, list[Any]]] = []
-        self.early_failures: dict[Stream, BaseException] = {}
-        candidates = []
-        for stream in active:
-            if stream.stopped:
-                continue
-            try:
-                due = stream.next_run()  # embeds the next chunk's text
-            except Exception as exc:
-                self.early_failures[stream] = exc
-                continue
-            if due:
-                self.early_outputs.append((stream, due))
-            if stream.has_work:
-                candidates.append(stream)
-        leads = {stream: stream.lead(now) for stream in candidates}
-        # First frames first, then the stream nearest to running dry.
-        candidates.sort(key=lambda s: (s.started, leads[s]))
-        anyone_behind = any(leads[s] <= max_lead for s in candidates)
-
-        def may_compute(stream: Stream) -> bool:
-            return leads[stream] <= max_lead or not anyone_behind
-
-        decoding = [s for s in candidates if s.wants_decode and may_compute(s)]
-        # A stream decoding its first frame steps again next tick: the decodes of the
-        # tick's first frames have its threads to themselves (first audio a step sooner).
-        stepping = [
-            s
-            for s in candidates
-            if s.wants_step and may_compute(s) and (s.started or not s.wants_decode)
-        ]
-        # Idle, or every speaking stream has audio in hand: a new utterance's text is
-        # prefilled whole (its first frame sooner). Otherwise prefills go in small pieces.
-        slack = min((leads[s] for s in stepping if s.started), default=None)
-        roomy = slack is None or slack >= PREFILL_SLACK_SECONDS
-        budget = None if not stepping else PREFILL_TOKENS_PER_TICK
-        self.prefills: list[tuple[Stream, int]] = []
-        for stream in candidates:
-            if not (stream.wants_prefill and may_compute(stream)):
-                continue
-            assert stream.run is not None
-            tokens = stream.run.prefill_left
-            if budget is not None and not (roomy and not stream.started):
-                tokens = min(tokens, PREFILL_PIECE_TOKENS, budget)
-                if tokens <= 0:
-                    break
-                budget -= tokens
-            self.prefills.append((stream, tokens))
-        # A starting stream whose prefill ends this tick also steps, samples and decodes its
-        # first frame in the same task: while no more streams start than there are threads
-        # (each is a solo step and decode; a crowd starting together batches them instead).
-        starting = [s for s in candidates if not s.started]
-        self.first_frames = [
-            (stream, tokens)
-            for stream, tokens in self.prefills
-            if len(starting) <= threads
-            and not (stream.started or stream.wants_decode)
-            and tokens == stream.run.prefill_left
-        ]
-        self.prefills = [item for item in self.prefills if item not in self.first_frames]
-        # One FlowLM step per tick for up to 2 threads (it reads every weight once per call);
-        # the Mimi decodes fill the threads up to the same finishing time (``tick_costs``).
-        # A tick with nothing but steps (the first frames of streams that start together)
-        # gives every thread a part: its threads would otherwise wait.
-        groups = 1 if threads <= 2 else threads // 2
-        if not decoding and not self.prefills:
-            groups = threads
-        self.step_parts = _split(stepping, groups)
         self._costs = costs
-        first_frame = 2 * costs.step(1) + costs.decode_per_stream
-        loads = thread_loads(
-            [costs.prefill_per_token * tokens + first_frame for _, tokens in self.first_frames]
-            + [costs.step(len(part)) for part in self.step_parts]
-            + [costs.prefill_per_token * tokens for _, tokens in self.prefills],
-            threads,
-        )
-        shares = sorted(decode_shares(loads, len(decoding), costs.decode_per_stream), reverse=True)
-        self.decode_parts = _cut(decoding, [share for share in shares if share])
-        self.streams = {
-            *stepping,
-            *decoding,
-            *(s for s, _ in self.prefills),
-            *(s for s, _ in self.first_frames),
-        }
-        #: Streams that each step and decode in a tick with nothing else (0: another tick):
-        #: the ticks whose wall time prices admission (``StageCosts.tick_took``).
-        self.full_streams = (
-            len(stepping)
-            if stepping
-            and set(stepping) == set(decoding)
-            and not self.prefills
-            and not self.first_frames
-            else 0
-        )
+        self.prefills = choice.prefills
+        self.first_frames = choice.first_frames
+        self.step_parts = choice.step_parts
+        self.decode_parts = choice.decode_parts
+        self.streams = choice.streams
+        self.full_streams = choice.full_streams
         self._first_applied: set[Stream] = set()
-        for stream in self.streams:
-            stream.busy = True
         self._results: dict[str, Any] = {}
         self._spent: dict[str, tuple[str, float, int]] = {}  # key → (kind, CPU s, units)
         self.tasks = self._tasks()

@@ -1,5 +1,6 @@
-"""Which streams a tick steps, decodes and prefills, and in how many parts (``ticks.TickPlan``),
-on stand-in streams: the plan only reads what a stream wants and how far ahead it is."""
+"""Which streams a tick steps, decodes and prefills, and in how many parts (``ticks.choose_tick``
+and the ``TickPlan`` of its choice), on stand-in streams: choosing only reads what a stream
+wants and how far ahead it is."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pipecat_pocket_tts.engine.runtime.tick_costs import StageCosts
-from pipecat_pocket_tts.engine.runtime.ticks import TickPlan
+from pipecat_pocket_tts.engine.runtime.ticks import TickPlan, choose_tick, start_next_runs
 
 
 @dataclass(eq=False)
@@ -67,7 +68,24 @@ class _Stream:
 
 
 def _plan(streams: list[_Stream], threads: int = 2, costs: StageCosts | None = None) -> TickPlan:
-    return TickPlan(None, streams, 0.0, threads, 1.0, costs or StageCosts())  # type: ignore[arg-type]
+    costs = costs or StageCosts()
+    candidates, _, _ = start_next_runs(streams)  # type: ignore[arg-type]
+    choice = choose_tick(candidates, 0.0, threads, 1.0, costs)
+    return TickPlan(None, choice, costs)  # type: ignore[arg-type]
+
+
+def test_choosing_a_tick_changes_no_stream():
+    streams = [
+        _Stream("new", prefill=40),
+        _Stream("speaking", started=True, wants_step=True, wants_decode=True),
+        _Stream("ahead", started=True, wants_step=True, ahead=3.0),
+        _Stream("decoding", started=True, wants_decode=True),
+    ]
+    before = [dict(vars(s)) for s in streams]
+    choice = choose_tick(streams, 0.0, 2, 1.0, StageCosts())  # type: ignore[arg-type]
+    assert [dict(vars(s)) for s in streams] == before
+    assert choice.streams == {streams[0], streams[1], streams[3]}  # "ahead" waits
+    assert not any(s.busy for s in streams)
 
 
 def _sizes(parts) -> list[int]:
