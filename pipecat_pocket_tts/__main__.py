@@ -38,17 +38,20 @@ EXIT_INTERRUPTED = 130
 
 def cmd_say(args: argparse.Namespace) -> int:
     from .engine import PocketTTS
-    from .engine.audio import check_writable, write_wav
+    from .engine.audio import write_wav
+    from .engine.output_file import audio_format, check_output
     from .engine.timing.subtitles import timestamps_text, write_timestamps
 
     if args.save_voice is not None and args.clone_voice is None:
         raise ValueError("--save-voice saves a cloned voice: use it with --clone-voice AUDIO")
-    check_writable(args.output)  # before any synthesis (and no folder is created)
+    # Every output checked before any synthesis (and no folder is created).
+    output = check_output(args.output)
+    chosen_format = audio_format(output, args.format)
     if args.save_voice is not None:
-        check_writable(args.save_voice)
+        check_output(args.save_voice)
     if args.timestamps is not None:
         timestamps_text([], args.timestamps.suffix)  # a wrong extension fails before synthesis
-        check_writable(args.timestamps)
+        check_output(args.timestamps)
     text = sys.stdin.read() if args.text == "-" else args.text
     started = time.perf_counter()
     tts = PocketTTS.load(
@@ -79,10 +82,10 @@ def cmd_say(args: argparse.Namespace) -> int:
     else:
         audio = tts.synthesize(text, **options)
     spoke = time.perf_counter()
-    path = write_wav(args.output, audio, tts.sample_rate)
+    write_wav(args.output, audio, tts.sample_rate, audio_format=chosen_format)
     seconds = audio.shape[0] / tts.sample_rate
     print(
-        f"wrote {path} ({seconds:.2f} s of audio; load {loaded - started:.2f} s, "
+        f"wrote {output.name} ({seconds:.2f} s of audio; load {loaded - started:.2f} s, "
         f"synthesis {spoke - loaded:.2f} s, {tts.backend.name} backend)",
         file=sys.stderr,
     )
@@ -220,6 +223,7 @@ _FLAG_OF_ARGUMENT = {
     "eos_threshold": "--eos-threshold",
     "max_frames": "--max-frames",
     "seed": "--seed",
+    "audio_format": "--format",
 }
 # `backend='numpy'`, `model_dir=<a folder>`, `voice=` (not inside a word or a path).
 _ASSIGNMENT = re.compile(

@@ -43,10 +43,24 @@ def build_parser() -> argparse.ArgumentParser:
     say = commands.add_parser(
         "say",
         help="speak text into a WAV file",
-        description="Speak TEXT into a 16-bit PCM mono WAV at 24 kHz.",
+        description="Speak TEXT into a 16-bit PCM mono WAV at 24 kHz (or raw PCM), to a file "
+        "or to stdout (-o -).",
     )
     say.add_argument("text", help="the text to speak ('-' reads it from stdin)")
-    say.add_argument("-o", "--output", type=Path, required=True, help="WAV file to write")
+    say.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        required=True,
+        help="where the audio goes: a .wav (or .raw/.pcm) file, '-' for stdout (| aplay), or a "
+        "device or FIFO (written through); a symlink keeps pointing at its replaced target",
+    )
+    say.add_argument(
+        "--format",
+        choices=("wav", "raw"),
+        help="wav (16-bit PCM, the default) or raw (headerless 16-bit little-endian PCM, "
+        "24 kHz mono); by default the extension's",
+    )
     _add_pack_options(say)
     say.add_argument("--backend", default="auto", help="numpy, coreml or auto (default: auto)")
     coreml_cli.add_arguments(say)

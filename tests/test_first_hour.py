@@ -16,28 +16,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_process import run_cli
 
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine.audio import write_wav
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 README = REPO_ROOT / "README.md"
-
-
-def installed_command() -> str:
-    """The console script ``pip install -e .`` put beside this interpreter (or on PATH)."""
-    beside = Path(sys.executable).with_name("pipecat-pocket-tts")
-    found = str(beside) if beside.exists() else shutil.which("pipecat-pocket-tts")
-    assert found, "the pipecat-pocket-tts command is not installed (pip install -e .)"
-    return found
-
-
-def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None, **kwargs):
-    full_env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})}
-    kwargs.setdefault("capture_output", True)
-    return subprocess.run(
-        [installed_command(), *args], text=True, env=full_env, cwd=cwd, timeout=180, **kwargs
-    )
 
 
 def closed_port() -> int:

@@ -9,14 +9,13 @@ from __future__ import annotations
 import math
 import os
 import struct
-import tempfile
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from ._atomic import atomic_path
+from . import output_file
 from .errors import CloneAudioError
 
 _PCM = 0x0001
@@ -26,38 +25,28 @@ _EXTENSIBLE = 0xFFFE
 # -- WAV -------------------------------------------------------------------------------------
 
 
-def check_writable(path: str | os.PathLike[str]) -> Path:
-    """``path`` as a file that can be written, checked before any work is spent on its content.
+def write_wav(
+    path: str | os.PathLike[str],
+    samples: np.ndarray,
+    sample_rate: int = 24_000,
+    *,
+    audio_format: str | None = None,
+) -> Path:
+    """Write mono float samples [n] as 16-bit PCM (clipped to ±1, rounded): WAV, or raw.
 
-    Its folder must exist (none is created) and take new files; ``path`` must not be a folder.
-    Raises ``FileNotFoundError``, ``NotADirectoryError``, ``IsADirectoryError`` or
-    ``PermissionError`` (all ``OSError``) naming the path and what to do.
+    ``path`` follows the rules of ``output_file`` (``"-"`` is stdout; devices and FIFOs are
+    written through; a symlink's target is replaced; a regular file appears only when
+    complete; its folder must exist). The format is ``audio_format`` ("wav" or "raw") or the
+    one the extension names; another extension raises ``OutputFormatError``.
     """
-    path = Path(path)
-    folder = path.parent
-    if not folder.exists():
-        raise FileNotFoundError(
-            f"cannot write {path}: folder {folder} does not exist (create it first)"
-        )
-    if not folder.is_dir():
-        raise NotADirectoryError(f"cannot write {path}: {folder} is not a folder")
-    if path.is_dir():
-        raise IsADirectoryError(f"cannot write {path}: it is a folder")
-    try:  # the only reliable test (root, read-only mounts, ACLs): create a file there
-        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=folder)
-    except OSError as exc:
-        raise type(exc)(f"cannot write {path}: {exc.strerror or exc}") from exc
-    os.close(fd)
-    os.unlink(probe)
-    return path
+    output = output_file.check_output(path)
+    chosen = output_file.audio_format(output, audio_format)
+    output_file.write_output(output, encode_pcm16(samples, sample_rate, chosen))
+    return output.path
 
 
-def write_wav(path: str | os.PathLike[str], samples: np.ndarray, sample_rate: int = 24_000) -> Path:
-    """Write mono float samples [n] as a 16-bit PCM WAV (clipped to ±1, rounded).
-
-    The file appears only when complete: it is written beside ``path`` and renamed. Its folder
-    must exist (``check_writable``).
-    """
+def encode_pcm16(samples: np.ndarray, sample_rate: int, audio_format: str = "wav") -> bytes:
+    """Mono float samples [n] as the bytes of a 16-bit PCM WAV file, or raw (no header)."""
     audio = np.asarray(samples, dtype=np.float32)
     if audio.ndim == 2 and audio.shape[1] == 1:
         audio = audio[:, 0]
@@ -66,12 +55,10 @@ def write_wav(path: str | os.PathLike[str], samples: np.ndarray, sample_rate: in
     if not np.isfinite(audio).all():
         raise ValueError("write_wav: samples hold NaN or infinite values")
     data = to_pcm16(audio).tobytes()
+    if audio_format == "raw":
+        return data
     header = _wav_header(num_channels=1, sample_rate=int(sample_rate), bits=16, data_size=len(data))
-    path = check_writable(path)
-    with atomic_path(path) as tmp, open(tmp, "wb") as f:
-        f.write(header)
-        f.write(data)
-    return path
+    return header + data
 
 
 def to_pcm16(samples: np.ndarray) -> np.ndarray:

@@ -93,3 +93,7 @@ class LoadOptionError(PocketTTSError, ValueError):
 
 class TimestampsFormatError(PocketTTSError, ValueError):
     """A word-timestamps file name whose extension is not .json, .srt or .vtt."""
+
+
+class OutputFormatError(PocketTTSError, ValueError):
+    """An audio output whose name or requested format is not one the writer produces."""

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import audio as audio_ops
+from . import output_file
 from .backends import find_pack_files, load_backend, resolve_backend_name
 from .backends.base import Backend, FlowState
 from .errors import EmptyTextError, UnknownVoiceError
@@ -327,9 +328,25 @@ class PocketTTS:
             return TimedAudio(audio, tuple(w for frame in frames for w in frame.completed_words))
         return audio
 
-    def synthesize_to_file(self, text: str, path: str | os.PathLike[str], **options: Any) -> Path:
-        """``synthesize`` into a 16-bit PCM mono WAV file at 24 kHz; returns its path."""
-        return audio_ops.write_wav(path, self.synthesize(text, **options), self.sample_rate)
+    def synthesize_to_file(
+        self,
+        text: str,
+        path: str | os.PathLike[str],
+        *,
+        audio_format: str | None = None,
+        **options: Any,
+    ) -> Path:
+        """``synthesize`` into a 16-bit PCM mono WAV (or raw) file at 24 kHz; returns its path.
+
+        The path is checked before synthesis: ``"-"`` is stdout, a device or FIFO is written
+        through, a symlink's target is replaced, a regular file appears only when complete;
+        a missing folder or an extension other than .wav/.raw/.pcm (without ``audio_format``)
+        is an error.
+        """
+        output = output_file.check_output(path)
+        chosen = output_file.audio_format(output, audio_format)
+        audio = self.synthesize(text, **options)
+        return audio_ops.write_wav(path, audio, self.sample_rate, audio_format=chosen)
 
     # -- voices -------------------------------------------------------------------------
     def clone_voice(self, source: AudioSource, *, sample_rate: float | None = None) -> Voice:

@@ -11,7 +11,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from .._atomic import atomic_write_bytes
+from .. import output_file
 from ..errors import TimestampsFormatError
 from .word_timing import Word
 
@@ -49,10 +49,15 @@ def timestamps_text(words: Sequence[Word], suffix: str) -> str:
 
 
 def write_timestamps(words: Sequence[Word], path: str | os.PathLike[str]) -> Path:
-    """Write ``words`` to ``path`` in the format its extension names; returns the path."""
-    path = Path(path)
-    atomic_write_bytes(path, timestamps_text(words, path.suffix).encode("utf-8"))
-    return path
+    """Write ``words`` to ``path`` in the format its extension names; returns the path.
+
+    ``path`` follows the rules of ``output_file`` (a symlink's target replaced, a device or
+    FIFO written through, a regular file atomically, the folder must exist).
+    """
+    output = output_file.check_output(path)
+    text = timestamps_text(words, output.path.suffix)
+    output_file.write_output(output, text.encode("utf-8"))
+    return output.path
 
 
 def _clock(seconds: float, mark: str) -> str:
