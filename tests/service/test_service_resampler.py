@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -63,3 +68,40 @@ def test_flush_without_audio_is_empty_and_rates_must_be_positive() -> None:
     assert StreamResampler(24000, 16000).flush() == b""
     with pytest.raises(ValueError, match="positive"):
         StreamResampler(24000, 0)
+
+
+def test_no_soxr_stream_outlives_a_run() -> None:
+    resampler = StreamResampler(24_000, 8_000)
+    resampler.process(np.zeros(1920, np.float32))
+    assert resampler._stream is not None
+    resampler.flush()
+    assert resampler._stream is None  # dropped at the run's end, made again at the next
+    assert len(resampler.process(np.zeros(1920, np.float32))) > 0
+
+
+def test_a_run_open_at_exit_prints_no_leak_lines() -> None:
+    # Held by a daemon thread, as the engine's scheduler threads hold a shared model's sessions
+    # (and the service's turns): alive while the extension modules unload.
+    script = (
+        "import threading\n"
+        "import numpy as np\n"
+        "from pipecat_pocket_tts.resampler import StreamResampler\n"
+        "held = threading.Event()\n"
+        "def hold(resampler):\n"
+        "    resampler.process(np.zeros(1920, np.float32))\n"
+        "    held.set()\n"
+        "    threading.Event().wait()\n"
+        "resampler = StreamResampler(24_000, 8_000)\n"
+        "threading.Thread(target=hold, args=(resampler,), daemon=True).start()\n"
+        "del resampler\n"
+        "held.wait()\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
