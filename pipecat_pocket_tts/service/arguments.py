@@ -4,7 +4,8 @@ Pipecat's ``TTSService`` (and its bases) take ``**kwargs`` and drop what they do
 typo or an argument of Pipecat's built-in ``PocketTTSService`` (``temp=0.5``,
 ``quantize=True``) would be ignored without a word. ``check_extra_arguments`` lets through
 exactly the keywords Pipecat's constructors declare and raises ``TypeError`` for any other,
-saying what to use instead.
+saying what to use instead; ``take_quantize`` accepts the built-in's default
+``quantize=False``, which means what this service does by default.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any
 
 from pipecat.services.tts_service import TTSService
 
+from ..engine.backends import resolve_backend_name
+from ..engine.errors import LoadOptionError
 from ..engine.model.options import LoadOptions
 
 _SETTING = "a setting here: settings=PocketTTSService.Settings({name}=...)"
@@ -34,17 +37,42 @@ FOREIGN_ARGUMENTS: dict[str, str] = {
     "lsd_decode_steps": "use sampler_steps=N (flow-matching decode steps of the sampler)",
     "sampler_decode_steps": "use sampler_steps=N (flow-matching decode steps of the sampler)",
     "quantize": (
-        "use precision='int8' (the weights' precision: NumPy runs 'fp32', 'bf16' or 'int8', "
-        "CoreML 'fp16' or 'int8'); None is the backend's default"
+        "quantize=True is precision='int8' here (int8 FlowLM weights; NumPy runs 'fp32', "
+        "'bf16' or 'int8', CoreML 'fp16' or 'int8'; precision=None is the backend's default)"
     ),
 }
 
 
+def take_quantize(load: LoadOptions, kwargs: dict[str, Any]) -> LoadOptions:
+    """``quantize=`` of Pipecat's built-in service, taken out of ``kwargs``.
+
+    ``quantize=False`` (the built-in's default: full-precision weights) is accepted and changes
+    nothing unless it contradicts a narrow ``precision``; ``quantize=True`` raises ``TypeError``
+    pointing at ``precision='int8'``, which is what it means here.
+    """
+    if "quantize" not in kwargs or kwargs["quantize"] is not False:
+        return load  # absent, or refused with advice by check_extra_arguments
+    del kwargs["quantize"]
+    if load.precision not in (None, "fp32", "fp16"):
+        raise LoadOptionError(
+            f"quantize=False asks for unquantized weights but precision={load.precision!r} "
+            "narrows them; drop one of the two"
+        )
+    return load
+
+
 def take_load_options(load: LoadOptions | None, kwargs: dict[str, Any]) -> LoadOptions:
-    """``load`` with the ``LoadOptions`` fields found in ``kwargs`` (taken out of it)."""
+    """``load`` with the ``LoadOptions`` fields found in ``kwargs`` (taken out of it).
+
+    Where the backend is NumPy whatever the language (off Apple), a precision it does not
+    run is a ``LoadOptionError`` here, at construction.
+    """
     fields = {f.name for f in dataclasses.fields(LoadOptions)}
     given = {name: kwargs.pop(name) for name in list(kwargs) if name in fields}
-    return LoadOptions.build(load, **given)
+    options = LoadOptions.build(load, **given)
+    if options.backend != "coreml" and resolve_backend_name(options.backend) == "numpy":
+        options.for_backend("numpy")  # a precision NumPy does not run: refused now, not at setup
+    return options
 
 
 @cache
@@ -85,4 +113,9 @@ def check_extra_arguments(kwargs: Mapping[str, Any], known: Iterable[str] = ()) 
         raise TypeError(f"{message}: {advice}" if advice else message)
 
 
-__all__ = ["FOREIGN_ARGUMENTS", "check_extra_arguments", "pipecat_arguments"]
+__all__ = [
+    "FOREIGN_ARGUMENTS",
+    "check_extra_arguments",
+    "pipecat_arguments",
+    "take_quantize",
+]

@@ -33,7 +33,7 @@ from ..engine.errors import PocketTTSError
 from ..engine.model.config import SAMPLE_RATE
 from ..engine.model.languages import text_variant
 from ..engine.model.options import LoadOptions
-from .arguments import check_extra_arguments, take_load_options
+from .arguments import check_extra_arguments, take_load_options, take_quantize
 from .languages import language_to_pack, pack_iso_code
 from .loading import WARMUP_FRAMES, WARMUP_TEXT, EngineLoader, LoadSettings
 from .pipecat_internals import (
@@ -110,7 +110,7 @@ class PocketTTSService(TTSServiceHooks):
                 any other keyword (``temp``, ``quantize``, a typo) is a ``TypeError`` saying
                 what to use.
         """
-        options = take_load_options(load, kwargs)  # checked now, not at setup
+        options = take_quantize(take_load_options(load, kwargs), kwargs)  # checked now
         check_extra_arguments(kwargs, known=inspect.signature(PocketTTSService).parameters)
         defaults = initial_settings(language, settings)
         self._loader = EngineLoader(

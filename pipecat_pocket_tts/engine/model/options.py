@@ -24,7 +24,7 @@ AUTO_STREAMS = "auto"
 """Every name ``LoadOptions.backend`` accepts."""
 
 #: Precisions the NumPy backend runs (``backends.numpy.linears.PRECISIONS``); kept when "auto"
-#: picks NumPy (CoreML's "fp16" is dropped there).
+#: picks NumPy (CoreML's "fp16" is refused there, never dropped).
 NUMPY_PRECISIONS = ("fp32", "bf16", "int8")
 #: Options only the CoreML backend reads (dropped when "auto" picks NumPy).
 COREML_ONLY = ("compute_units", "placement")
@@ -116,12 +116,23 @@ class LoadOptions:
     def for_backend(self, kind: str) -> LoadOptions:
         """These options with ``backend`` set to the concrete ``kind`` ("numpy" | "coreml").
 
-        When "auto" picked NumPy, options written for CoreML are dropped (they would be refused);
-        a precision NumPy also runs ("int8", "bf16", "fp32") is kept, never silently widened.
+        When "auto" picked NumPy, the CoreML compute units are dropped (they only place work);
+        a precision NumPy runs ("int8", "bf16", "fp32") is kept, and one it does not run
+        ("fp16") is a ``LoadOptionError`` saying why NumPy was chosen: never silently widened.
         """
+        if kind == "numpy" and self.precision not in (None, *NUMPY_PRECISIONS):
+            chosen = (
+                f", and backend='auto' chose numpy here: {_why_not_coreml(self.model_dir)}"
+                if self.backend == "auto"
+                else ""
+            )
+            raise LoadOptionError(
+                f"precision={self.precision!r} is not one the numpy backend runs "
+                f"({', '.join(NUMPY_PRECISIONS)}){chosen}. Pass one of those, drop precision "
+                "for fp32, or use backend='coreml' (Apple) for fp16"
+            )
         if kind == "numpy" and self.backend == "auto":
-            precision = self.precision if self.precision in NUMPY_PRECISIONS else None
-            return replace(self, backend=kind, precision=precision, compute_units=None)
+            return replace(self, backend=kind, compute_units=None)
         return replace(self, backend=kind)
 
     def dropped_for(self, concrete: LoadOptions) -> list[str]:
@@ -149,6 +160,16 @@ class LoadOptions:
             self.threads,  # one scheduler per loaded model: its settings are the model's
             self.max_streams,
         )
+
+
+def _why_not_coreml(model_dir: Path | None) -> str:
+    from ..backends import coreml_unavailable_reason
+
+    reason = coreml_unavailable_reason()
+    if reason is not None:
+        return reason
+    where = f"in {model_dir}" if model_dir is not None else "for this language"
+    return f"there is no CoreML pack {where}"
 
 
 def _check_optional_str(name: str, value: object) -> None:

@@ -28,7 +28,7 @@ from ..base import (
 )
 from .files import find_numpy_pack_files
 from .flowlm import CHUNK_POSITIONS, DEFAULT_CAPACITY, FlowLM, KVCache
-from .linears import PRECISIONS, Linear, check_precision, how_linears_run
+from .linears import Linear, check_precision, how_linears_run
 from .mimi import Mimi, MimiDecoderState
 from .safetensors_file import drop_resident_pages
 from .sampler import Sampler
@@ -115,20 +115,19 @@ class NumpyBackend(Backend):
     @classmethod
     def from_pack(cls, pack: PackFiles, options: LoadOptions) -> NumpyBackend:
         """Load a NumPy-layout pack; CoreML-only options are refused with what to do."""
+        options = options.for_backend("numpy")  # LoadOptionError: a precision NumPy lacks
         coreml_only = [
             name
             for name, given in (
                 ("compute_units", options.compute_units is not None),
                 ("placement", options.placement != "gpu"),
-                ("precision", options.precision not in (None, *PRECISIONS)),
             )
             if given
         ]
         if coreml_only:
             raise LoadOptionError(
                 f"{', '.join(coreml_only)}: options of the CoreML backend, which the numpy "
-                f"backend does not take (it runs {', '.join(PRECISIONS)}); drop them or use "
-                "backend='coreml' (Apple) or 'auto'"
+                "backend does not take; drop them or use backend='coreml' (Apple) or 'auto'"
             )
         if pack.backend_kind != "numpy":
             raise TypeError(
