@@ -6,6 +6,7 @@
     python -m pipecat_pocket_tts voices [--language english | --model-dir DIR]
     python -m pipecat_pocket_tts languages
     python -m pipecat_pocket_tts download english [--voices all|alba,jean]
+    python -m pipecat_pocket_tts warmup      # compile the numba kernels now (image builds)
 
 Exit codes: 0 success; 2 a usage error or a PocketTTS error (its message says what to do),
 including a missing or invalid input file (voice, recording, pack); 1 an output file that cannot
@@ -200,11 +201,28 @@ def cmd_download(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_warmup(args: argparse.Namespace) -> int:
+    from .engine.backends.numpy import compiled, kernel_cache
+
+    if not compiled.numba_installed():
+        print(
+            "numba is not installed: nothing to compile (NumPy runs fp32; the 'fast' extra "
+            "adds the compiled kernels and the bf16/int8 precisions)",
+            file=sys.stderr,
+        )
+        return EXIT_OK
+    kernels = compiled.required()
+    folder = kernel_cache.cache_folder(kernels)
+    print(f"numba kernels compiled and cached in {folder or 'numba’s cache'}", file=sys.stderr)
+    return EXIT_OK
+
+
 COMMANDS = {
     "say": cmd_say,
     "voices": cmd_voices,
     "languages": cmd_languages,
     "download": cmd_download,
+    "warmup": cmd_warmup,
     "devpack": devpack_cli.run,
 }
 

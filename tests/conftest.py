@@ -19,6 +19,15 @@ from sp_model import train_sentencepiece, write_tokenizer_json
 os.environ.setdefault("PIPECAT_POCKET_TTS_CACHE", tempfile.mkdtemp(prefix="pocket-tts-cache-"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def kernels_compiled() -> None:
+    """The numba kernels compiled (or read from this checkout's cache) before any test, so no
+    CLI subprocess prints the first-compile line in the middle of output a test compares."""
+    from pipecat_pocket_tts.engine.backends.numpy import compiled
+
+    compiled.optional()
+
+
 @pytest.fixture(scope="session")
 def sp_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 4000-piece SentencePiece unigram model (byte fallback, digits split, identity)."""

@@ -26,6 +26,7 @@ from ..base import (
     VoiceKV,
     check_voice_kv,
 )
+from . import compiled
 from .files import find_numpy_pack_files
 from .flowlm import CHUNK_POSITIONS, DEFAULT_CAPACITY, FlowLM, KVCache
 from .linears import Linear, check_precision, how_linears_run
@@ -57,6 +58,7 @@ class NumpyBackend(Backend):
         linears (the rest stays fp32); narrow ones need numba (``PrecisionUnavailableError``).
         """
         check_precision(precision)
+        compiled.optional()  # the kernels imported and compiled (or read from the cache) here
         check_weights(weights, config)
         # float32 arrays pass through uncopied (memory-mapped weights stay mapped)
         weights = {
@@ -100,6 +102,7 @@ class NumpyBackend(Backend):
     ) -> NumpyBackend:
         """Load ``model.safetensors`` (fp32 memory-mapped, bf16 widened) for ``config``; with
         a narrow ``precision`` the FlowLM linears are narrowed as they are read."""
+        compiled.optional()  # first: a first compile says so before the weights are read
         weights = load_checkpoint(weights_path, config, precision=precision)
         backend = cls(config, weights, sampler_steps=sampler_steps, precision=precision)
         drop_resident_pages(weights.values())  # what the model reads again comes back

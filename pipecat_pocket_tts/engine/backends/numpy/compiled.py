@@ -3,7 +3,10 @@
 ``optional()`` is for work NumPy can also do (fp32 linears of a few rows, Mimi's ELU): the
 kernels module when numba is installed (imported and compiled once, at model load), else None
 and NumPy runs. ``required()`` is for the narrow precisions, which only the kernels run: the
-module, or ``PrecisionUnavailableError`` naming the extra.
+module, or ``PrecisionUnavailableError`` naming the extra. Nothing is imported or compiled
+before one of them is called: modules hold ``AT_FIRST_USE`` and call ``resolve`` (so listing
+languages or printing ``--help`` never compiles). A first compile in an install says so on
+stderr (``kernel_cache``).
 """
 
 from __future__ import annotations
@@ -28,13 +31,36 @@ _optional: ModuleType | None = None
 _optional_tried = False
 
 
+class _AtFirstUse:
+    """The kernels of a module that has not asked for them yet (see ``resolve``)."""
+
+    def __repr__(self) -> str:
+        return "AT_FIRST_USE"
+
+
+AT_FIRST_USE = _AtFirstUse()
+
+
+def resolve(chosen: ModuleType | _AtFirstUse | None) -> ModuleType | None:
+    """A module's kernels: ``optional()`` while it holds ``AT_FIRST_USE``, else what it holds
+    (None: a test made it run NumPy alone)."""
+    return optional() if chosen is AT_FIRST_USE else chosen  # type: ignore[return-value]
+
+
 def _import() -> ModuleType:
     """The kernels module (ImportError without a working numba), warmed up once."""
     global _warmed
     module = importlib.import_module(f"{__package__}.kernels")
     with _lock:
         if module is not _warmed:
+            from . import kernel_cache
+
+            compiled_before = kernel_cache.is_compiled(module)
+            if not compiled_before:
+                kernel_cache.announce_compile(module)
             module.warm_up()
+            if not compiled_before:
+                kernel_cache.mark_compiled(module)
             _warmed = module
     return module
 
@@ -52,16 +78,23 @@ def required() -> ModuleType:
         ) from exc
 
 
+def numba_installed() -> bool:
+    """Whether numba is installed (found, not imported)."""
+    return importlib.util.find_spec("numba") is not None
+
+
 def optional() -> ModuleType | None:
     """The kernels module when numba is installed (first call: import and warm-up), else None.
 
     A numba that is installed but does not import is logged once as a warning (NumPy runs).
     """
     global _optional, _optional_tried
+    if _optional_tried:  # every call after the first (per layer and step): no lock
+        return _optional
     with _optional_lock:
         if not _optional_tried:
             _optional_tried = True
-            if importlib.util.find_spec("numba") is not None:
+            if numba_installed():
                 try:
                     _optional = _import()
                 except ImportError as exc:

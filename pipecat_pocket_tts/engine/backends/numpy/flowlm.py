@@ -28,8 +28,9 @@ from . import compiled
 from .layers import apply_rope, gelu_tanh, layer_norm, linear_rows, rope_tables
 from .linears import Linear, from_bfloat16_bits, make_linear, to_bfloat16_bits
 
-# The ``fast`` extra: one step's attention in one compiled pass. Imported at model load.
-_kernels = compiled.optional()
+# The ``fast`` extra: one step's attention in one compiled pass. Imported and compiled at model
+# load (``NumpyBackend``), never at import; a test sets None to run NumPy alone.
+_kernels = compiled.AT_FIRST_USE
 
 #: Longest voice prompt upstream builds: 30 s of audio at 12.5 frames/s, plus bos_before_voice.
 MAX_VOICE_POSITIONS = 1 + 375
@@ -105,9 +106,10 @@ class KVCache:
     def write(self, layer: int, start: int, keys: np.ndarray, values: np.ndarray) -> None:
         """Store keys and values [n, kv_heads, head_dim] f32 of positions start … start + n - 1
         of ``layer`` (rounded to nearest even bfloat16 when the cache holds bfloat16)."""
-        if self.bfloat16 and _kernels is not None:  # round and store in one compiled pass
-            _kernels.store_bfloat16(np.ascontiguousarray(keys), self.keys[layer], start)
-            _kernels.store_bfloat16(np.ascontiguousarray(values), self.values[layer], start)
+        kernels = compiled.resolve(_kernels)
+        if self.bfloat16 and kernels is not None:  # round and store in one compiled pass
+            kernels.store_bfloat16(np.ascontiguousarray(keys), self.keys[layer], start)
+            kernels.store_bfloat16(np.ascontiguousarray(values), self.values[layer], start)
             return
         if self.bfloat16:
             keys, values = to_bfloat16_bits(keys), to_bfloat16_bits(values)
@@ -374,9 +376,10 @@ class FlowLM:
         stored, float32 or bfloat16)."""
         n = q.shape[0]
         length = start + n
-        if n == 1 and _kernels is not None:
+        kernels = compiled.resolve(_kernels)
+        if n == 1 and kernels is not None:
             out = np.empty((1, self.num_heads * self.head_dim), np.float32)
-            _kernels.attend_one(
+            kernels.attend_one(
                 np.ascontiguousarray(q[0]),
                 state.keys[layer],
                 state.values[layer],

@@ -16,8 +16,9 @@ import numpy as np
 
 from . import compiled
 
-# The ``fast`` extra. Imported and compiled here, at model load.
-_kernels = compiled.optional()
+# The ``fast`` extra: imported and compiled at model load (``NumpyBackend``), never at import;
+# a test sets None to run NumPy alone.
+_kernels = compiled.AT_FIRST_USE
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
@@ -55,10 +56,11 @@ def layer_norm(
     ~30% quicker than ``mean``/``var`` (whose Python wrappers cost more than the arithmetic),
     with the same float32 results. With numba: ``kernels.layer_norm_rows``.
     """
-    if _kernels is not None:
+    kernels = compiled.resolve(_kernels)
+    if kernels is not None:
         rows = np.ascontiguousarray(x, dtype=np.float32).reshape(-1, x.shape[-1])
         out = np.empty(rows.shape, np.float32)
-        _kernels.layer_norm_rows(rows, weight, bias, np.float32(eps), out)
+        kernels.layer_norm_rows(rows, weight, bias, np.float32(eps), out)
         return out.reshape(x.shape)
     inv_width = np.float32(1.0 / x.shape[-1])
     centered = x - np.add.reduce(x, axis=-1, keepdims=True) * inv_width
@@ -82,10 +84,11 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:
     the widest activations. exp overflows to inf for very negative x, giving -0 as it should.
     With numba: ``kernels.gelu_tanh_flat``.
     """
-    if _kernels is not None:
+    kernels = compiled.resolve(_kernels)
+    if kernels is not None:
         flat = np.ascontiguousarray(x, dtype=np.float32)
         out = np.empty(flat.shape, np.float32)
-        _kernels.gelu_tanh_flat(flat.reshape(-1), out.reshape(-1))
+        kernels.gelu_tanh_flat(flat.reshape(-1), out.reshape(-1))
         return out
     out = x * x
     out *= np.float32(-2.0 * 0.044715 * SQRT_2_OVER_PI)
@@ -120,9 +123,10 @@ def rope_tables(
 def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     """Rotate interleaved pairs (x[2i], x[2i+1]) of x [T, H, Dh] by tables [T, Dh/2] → a new
     array. With numba: ``kernels.rope_pairs``."""
-    if _kernels is not None:
+    kernels = compiled.resolve(_kernels)
+    if kernels is not None:
         out = np.empty(x.shape, np.float32)
-        _kernels.rope_pairs(
+        kernels.rope_pairs(
             np.ascontiguousarray(x), np.ascontiguousarray(cos), np.ascontiguousarray(sin), out
         )
         return out

@@ -122,16 +122,17 @@ class DenseLinear(Linear):
     def __init__(self, weight: np.ndarray) -> None:
         super().__init__(weight.shape)
         self.weight = weight
-        self._kernels = compiled.optional()
+        self._kernels = compiled.AT_FIRST_USE  # made by shape-only models too: compile nothing
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         n = x.shape[0]
         # C-contiguous for every path: BLAS takes a transposed layout through other kernels
         # on some CPUs (AVX-512 OpenBLAS), whose sums round differently.
         x = np.ascontiguousarray(x, np.float32)
-        if self._kernels is not None and n <= KERNEL_MAX_ROWS:
+        kernels = compiled.resolve(self._kernels)
+        if kernels is not None and n <= KERNEL_MAX_ROWS:
             out = np.empty((n, self.shape[0]), np.float32)
-            self._kernels.f32_matmul(x, self.weight, out)
+            kernels.f32_matmul(x, self.weight, out)
             return out
         if n > 1:  # a few rows (a batched step): one matrix-vector product each
             return linear_rows(x, self.weight)

@@ -19,6 +19,9 @@ set of weights serves any number of sequences:
 
 from __future__ import annotations
 
+from functools import cached_property
+from types import ModuleType
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
@@ -26,17 +29,18 @@ from . import compiled
 
 TAPS_MIN_FRAMES = 64  # from this many output frames, per-tap matmuls beat im2col
 
-# The ``fast`` extra: ELU in one pass and the packed window products. Imported and compiled
-# here, at model load; looked up at every call, so a test that hides it runs NumPy alone.
-_kernels = compiled.optional()
+# The ``fast`` extra: ELU in one pass and the packed window products. Imported and compiled at
+# model load (``NumpyBackend``), never at import; a test sets None to run NumPy alone.
+_kernels = compiled.AT_FIRST_USE
 
 
 def _pack(matrix: np.ndarray) -> np.ndarray | None:
     """``matrix`` [K, N] packed for ``window_matmul``, or None (no numba, or N not a multiple
     of its column block)."""
-    if _kernels is None or matrix.shape[1] % _kernels.COLUMN_BLOCK:
+    kernels = compiled.resolve(_kernels)
+    if kernels is None or matrix.shape[1] % kernels.COLUMN_BLOCK:
         return None
-    return _kernels.pack_columns(matrix)
+    return kernels.pack_columns(matrix)
 
 
 def elu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -47,23 +51,24 @@ def elu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """
     if out is None:
         out = np.empty(x.shape, np.float32)
-    if _kernels is None:
+    kernels = compiled.resolve(_kernels)
+    if kernels is None:
         return elu_numpy(x, out)
-    _elu_blocks(x, out)
+    _elu_blocks(kernels, x, out)
     return out
 
 
-def _elu_blocks(x: np.ndarray, out: np.ndarray) -> None:
+def _elu_blocks(kernels: ModuleType, x: np.ndarray, out: np.ndarray) -> None:
     """The compiled ELU on each C-contiguous block of x and out (a view per leading index
     where they are not contiguous as a whole, such as an input written into a padded one)."""
     if x.flags.c_contiguous and out.flags.c_contiguous:
-        _kernels.elu_flat(x.reshape(-1), out.reshape(-1))
+        kernels.elu_flat(x.reshape(-1), out.reshape(-1))
         return
     if x.ndim == 1:  # strided vectors: not met in the decoder, kept correct all the same
         out[:] = elu_numpy(np.ascontiguousarray(x))
         return
     for x_block, out_block in zip(x, out, strict=True):
-        _elu_blocks(x_block, out_block)
+        _elu_blocks(kernels, x_block, out_block)
 
 
 def elu_numpy(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -110,8 +115,13 @@ class StreamingConv1d:
             weight.astype(np.float32).transpose(2, 1, 0).reshape(kernel * c_in, c_out)
         )
         self.bias = None if bias is None else bias.astype(np.float32)
-        # A window of a dilated conv is not one run of memory: those keep the BLAS paths.
-        self._packed = _pack(self.matrix) if dilation == 1 else None
+
+    @cached_property
+    def _packed(self) -> np.ndarray | None:
+        """The matrix packed for ``window_matmul`` at the first call (a model built only for
+        its shapes compiles nothing), or None: BLAS. A window of a dilated conv is not one run
+        of memory: those keep the BLAS paths."""
+        return _pack(self.matrix) if self.dilation == 1 else None
 
     @property
     def weight_size(self) -> int:
@@ -120,15 +130,16 @@ class StreamingConv1d:
 
     @property
     def _runs_packed(self) -> bool:
-        """Whether calls go to ``window_matmul`` (packed at construction, kernels present)."""
-        return self._packed is not None and _kernels is not None
+        """Whether calls go to ``window_matmul`` (packed, kernels present)."""
+        return self._packed is not None and compiled.resolve(_kernels) is not None
 
     def _packed_product(self, padded: np.ndarray, n_out: int) -> np.ndarray:
         """padded [B, L, C_in] (C-contiguous, L ≥ history + n_out·stride) → [B, n_out, C_out]
         by ``window_matmul``, whose row r is the window ``padded[b, r·stride :]`` of K·C_in
         floats. The kernel takes windows four at a time: when the last ones would run past
         padded, a copy extended with zero frames is used (never at Mimi's frame sizes)."""
-        rows = -(-n_out // _kernels.WINDOW_ROWS) * _kernels.WINDOW_ROWS
+        kernels = compiled.resolve(_kernels)
+        rows = -(-n_out // kernels.WINDOW_ROWS) * kernels.WINDOW_ROWS
         length = self.history + rows * self.stride
         if padded.shape[1] < length:
             extended = np.zeros((padded.shape[0], length, self.in_channels), np.float32)
@@ -139,7 +150,7 @@ class StreamingConv1d:
         windows = as_strided(padded, (padded.shape[0], rows, width), (seq, row * self.stride, item))
         out = np.empty((padded.shape[0], rows, self.out_channels), np.float32)
         out[:] = 0.0 if self.bias is None else self.bias
-        _kernels.window_matmul(windows, self._packed, out)
+        kernels.window_matmul(windows, self._packed, out)
         return out if rows == n_out else out[:, :n_out]
 
     def initial_history(self) -> np.ndarray:
