@@ -24,7 +24,7 @@ import numpy as np
 
 from . import audio as audio_ops
 from . import output_file
-from .backends import find_pack_files, load_backend, resolve_backend_name
+from .backends import concrete_options, find_pack_files, load_backend, resolve_backend_name
 from .backends.base import Backend, FlowState
 from .errors import EmptyTextError, UnknownVoiceError
 from .model.config import SAMPLE_RATE, ModelConfig
@@ -132,7 +132,7 @@ class PocketTTS:
         options = LoadOptions.build(options, **keywords)
         name = pack_name(language, custom=options.model_dir is not None)
         kind = resolve_backend_name(options.backend, language=name, model_dir=options.model_dir)
-        concrete = options.for_backend(kind)
+        concrete = concrete_options(options, kind)
         dropped = options.dropped_for(concrete)
         if dropped:
             logger.info(
@@ -167,7 +167,7 @@ class PocketTTS:
         options = LoadOptions.build(options, **keywords)
         name = pack_name(language, custom=options.model_dir is not None)
         kind = resolve_backend_name(options.backend, language=name, model_dir=options.model_dir)
-        concrete = options.for_backend(kind)
+        concrete = concrete_options(options, kind)
         key = (name, *concrete.cache_key())
         with _SHARED_LOCK:
             entry = _SHARED.get(key)

@@ -19,7 +19,7 @@ from typing import Any
 
 from pipecat.services.tts_service import TTSService
 
-from ..engine.backends import resolve_backend_name
+from ..engine.backends import concrete_options, resolve_backend_name
 from ..engine.errors import LoadOptionError
 from ..engine.model.options import LoadOptions
 
@@ -71,7 +71,7 @@ def take_load_options(load: LoadOptions | None, kwargs: dict[str, Any]) -> LoadO
     given = {name: kwargs.pop(name) for name in list(kwargs) if name in fields}
     options = LoadOptions.build(load, **given)
     if options.backend != "coreml" and resolve_backend_name(options.backend) == "numpy":
-        options.for_backend("numpy")  # a precision NumPy does not run: refused now, not at setup
+        concrete_options(options, "numpy")  # a precision NumPy does not run: refused now
     return options
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "BACKEND_NAMES",
     "Backend",
     "backend_class",
+    "concrete_options",
     "coreml_unavailable_reason",
     "find_pack_files",
     "load_backend",
@@ -58,6 +59,17 @@ def coreml_unavailable_reason() -> str | None:
     if importlib.util.find_spec("coremltools") is None:
         return "coremltools is not installed (pip install 'pipecat-pocket-tts[coreml]')"
     return None
+
+
+def concrete_options(options: LoadOptions, kind: str) -> LoadOptions:
+    """``options.for_backend(kind)``, whose refusal of a precision says why "auto" chose
+    NumPy (no CoreML here, or no CoreML pack)."""
+    why = None
+    if kind == "numpy" and options.backend == "auto":
+        folder = options.model_dir
+        where = f"in {folder}" if folder is not None else "for this language"
+        why = coreml_unavailable_reason() or f"there is no CoreML pack {where}"
+    return options.for_backend(kind, why=why)
 
 
 def resolve_backend_name(

@@ -113,19 +113,18 @@ class LoadOptions:
             )
         return replace(options, **keywords) if options is not None else cls(**keywords)
 
-    def for_backend(self, kind: str) -> LoadOptions:
+    def for_backend(self, kind: str, *, why: str | None = None) -> LoadOptions:
         """These options with ``backend`` set to the concrete ``kind`` ("numpy" | "coreml").
 
         When "auto" picked NumPy, the CoreML compute units are dropped (they only place work);
         a precision NumPy runs ("int8", "bf16", "fp32") is kept, and one it does not run
-        ("fp16") is a ``LoadOptionError`` saying why NumPy was chosen: never silently widened.
+        ("fp16") is a ``LoadOptionError``, saying ``why`` "auto" chose NumPy when given (see
+        ``backends.concrete_options``): never silently widened.
         """
         if kind == "numpy" and self.precision not in (None, *NUMPY_PRECISIONS):
-            chosen = (
-                f", and backend='auto' chose numpy here: {_why_not_coreml(self.model_dir)}"
-                if self.backend == "auto"
-                else ""
-            )
+            chosen = ""
+            if self.backend == "auto":
+                chosen = f", and backend='auto' chose numpy here{f': {why}' if why else ''}"
             raise LoadOptionError(
                 f"precision={self.precision!r} is not one the numpy backend runs "
                 f"({', '.join(NUMPY_PRECISIONS)}){chosen}. Pass one of those, drop precision "
@@ -160,16 +159,6 @@ class LoadOptions:
             self.threads,  # one scheduler per loaded model: its settings are the model's
             self.max_streams,
         )
-
-
-def _why_not_coreml(model_dir: Path | None) -> str:
-    from ..backends import coreml_unavailable_reason
-
-    reason = coreml_unavailable_reason()
-    if reason is not None:
-        return reason
-    where = f"in {model_dir}" if model_dir is not None else "for this language"
-    return f"there is no CoreML pack {where}"
 
 
 def _check_optional_str(name: str, value: object) -> None:
