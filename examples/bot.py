@@ -74,6 +74,20 @@ def exit_unless_keys(script: str, argv: list[str]) -> None:
         raise SystemExit(2)
 
 
+def exit_unless_speakable_pack(script: str) -> None:
+    """At start: the pack, language and voice of the environment checked (one line, exit 2)."""
+    from preflight import ENVIRONMENT, exit_unless_speakable
+
+    exit_unless_speakable(
+        script,
+        language=os.getenv("POCKET_TTS_LANGUAGE", "english"),
+        model_dir=os.getenv("POCKET_TTS_MODEL_DIR") or None,
+        voice=os.getenv("POCKET_TTS_VOICE") or None,
+        names=ENVIRONMENT,
+        joiner="=",
+    )
+
+
 def make_tts(**kwargs) -> PocketTTSService:
     """PocketTTS as configured by the environment; TOKEN aggregation for the fastest start."""
     return PocketTTSService(
@@ -136,6 +150,7 @@ async def bot(runner_args: RunnerArguments) -> None:
 
 if __name__ == "__main__":
     exit_unless_keys("examples/bot.py", sys.argv[1:])
+    exit_unless_speakable_pack("examples/bot.py")
     from pipecat.runner.run import main
 
     main()

@@ -19,7 +19,7 @@ import sys
 # idle within milliseconds of an interruption. It must be set before numpy is first imported.
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "1")
 
-from bot import exit_unless_keys, run_bot
+from bot import exit_unless_keys, exit_unless_speakable_pack, run_bot
 from pipecat.runner.types import RunnerArguments
 from pipecat.runner.utils import create_transport
 from runner_transports import PHONE_RATE, transport_params
@@ -33,6 +33,7 @@ async def bot(runner_args: RunnerArguments) -> None:
 
 if __name__ == "__main__":
     exit_unless_keys("examples/telephony_bot.py", sys.argv[1:])
+    exit_unless_speakable_pack("examples/telephony_bot.py")
     from pipecat.runner.run import main
 
     main()

@@ -9,7 +9,8 @@ stop, and reads on from the sentence you interrupted. Everything runs on this ma
     python examples/try_bot.py -t daily         # a Daily room (DAILY_API_KEY)
     python examples/try_bot.py -t twilio -x YOUR.ngrok.io   # a phone call, 8 kHz out
 
-No network? A random-weight pack has the same plumbing (the voice is noise):
+It checks its pack and voice before it serves: a missing pack is one line at start, naming
+the option to fix. No network? A random-weight pack has the same plumbing (the voice is noise):
 
     python -m pipecat_pocket_tts devpack /tmp/pack --config tiny
     python examples/try_bot.py -t webrtc --model-dir /tmp/pack
@@ -183,15 +184,21 @@ class HeardTracker(FrameProcessor):
         await self.push_frame(frame, direction)
 
 
+def pack_options(cli: argparse.Namespace | None) -> tuple[str, str | None, str | None]:
+    """(language, model_dir, voice) as the command line (or the environment) gives them."""
+    model_dir = getattr(cli, "model_dir", None) or os.getenv("POCKET_TTS_MODEL_DIR") or None
+    language = getattr(cli, "language", None) or os.getenv("POCKET_TTS_LANGUAGE", "english")
+    voice = getattr(cli, "voice", None) or os.getenv("POCKET_TTS_VOICE") or None
+    return language, model_dir, voice
+
+
 def pocket_tts(cli: argparse.Namespace | None, **kwargs: Any) -> TTSService:
     """PocketTTS as the command line (or the environment) configures it."""
     from pipecat.services.tts_service import TextAggregationMode
 
     from pipecat_pocket_tts import PocketTTSService
 
-    model_dir = getattr(cli, "model_dir", None) or os.getenv("POCKET_TTS_MODEL_DIR") or None
-    language = getattr(cli, "language", None) or os.getenv("POCKET_TTS_LANGUAGE", "english")
-    voice = getattr(cli, "voice", None) or os.getenv("POCKET_TTS_VOICE") or None
+    language, model_dir, voice = pack_options(cli)
     return PocketTTSService(
         language=language,
         model_dir=model_dir,
@@ -256,5 +263,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 if __name__ == "__main__":
     from pipecat.runner.run import main
+    from preflight import TRY_BOT_FLAGS, exit_unless_speakable
 
-    main(add_arguments(argparse.ArgumentParser(description=__doc__.splitlines()[0])))
+    parser = add_arguments(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
+    known, _ = add_arguments(argparse.ArgumentParser(add_help=False)).parse_known_args()
+    language, model_dir, voice = pack_options(known)
+    exit_unless_speakable(
+        "examples/try_bot.py",
+        language=language,
+        model_dir=model_dir,
+        voice=voice,
+        names=TRY_BOT_FLAGS,
+    )
+    main(parser)

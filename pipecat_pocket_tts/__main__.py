@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import re
 import sys
 import time
 import warnings
@@ -26,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .cli_arguments import build_parser
+from .cli_wording import in_terms_of
 from .devpack import cli as devpack_cli
 from .engine.backends.coreml import cli as coreml_cli
 
@@ -243,16 +243,6 @@ _FLAG_OF_ARGUMENT = {
     "seed": "--seed",
     "audio_format": "--format",
 }
-# `backend='numpy'`, `model_dir=<a folder>`, `voice=` (not inside a word or a path).
-_ASSIGNMENT = re.compile(
-    r"(?<![\w/.-])(" + "|".join(_FLAG_OF_ARGUMENT) + r")=(?:'([^']*)'|(<[^>]*>))?"
-)
-# Bare argument names that are no English word: `model_dir /x does not exist`.
-_BARE_ARGUMENT = re.compile(
-    r"(?<![\w/.-])(model_dir|compute_units|eos_threshold|max_frames)(?![\w/])"
-)
-# The command line has no token option: HF_TOKEN is the way.
-_TOKEN_ARGUMENT = re.compile(r" \(or pass token=\)| / token=")
 
 
 def shell_wording(message: str, args: argparse.Namespace) -> str:
@@ -267,18 +257,10 @@ def shell_wording(message: str, args: argparse.Namespace) -> str:
         message = message.replace(f"; or {PREFETCH_FIX}", "")
     elif isinstance(getattr(args, "language", None), str):
         message = message.replace("download <language>`", f"download {args.language}`")
-    message = _TOKEN_ARGUMENT.sub("", message)
-    message = _ASSIGNMENT.sub(_as_flag, message)
-    message = _BARE_ARGUMENT.sub(lambda m: _FLAG_OF_ARGUMENT[m.group(1)], message)
+    message = in_terms_of(message, _FLAG_OF_ARGUMENT)
     if args.command == "download":  # which has no --model-dir
         message = message.replace("pass --model-dir", "run `say` with --model-dir")
     return message
-
-
-def _as_flag(match: re.Match[str]) -> str:
-    flag = _FLAG_OF_ARGUMENT[match.group(1)]
-    value = match.group(2) if match.group(2) is not None else match.group(3)
-    return flag if value is None else f"{flag} {value}"
 
 
 def _configure_logging(verbose: bool) -> None:

@@ -126,3 +126,61 @@ def test_try_bot_story_reads_on_from_the_interrupted_sentence() -> None:
     assert story.next_reply() == f"{try_bot.ANSWERS[1]} {try_bot.THE_END}"
     tokens = list(try_bot.llm_tokens("Hello there, listener."))
     assert "".join(tokens) == "Hello there, listener." and max(map(len, tokens)) <= 5
+
+
+@pytest.mark.parametrize(
+    ("script", "argv", "env", "expected"),
+    [
+        (
+            "try_bot.py",
+            ["-t", "webrtc", "--model-dir", "{missing}"],
+            {},
+            "error: examples/try_bot.py: --model-dir {missing} does not exist",
+        ),
+        (
+            "try_bot.py",
+            ["-t", "webrtc", "--model-dir", "{pack}", "--voice", "nobody"],
+            {},
+            "error: examples/try_bot.py: unknown voice 'nobody'",
+        ),
+        (
+            "bot.py",
+            ["-t", "webrtc"],
+            {"POCKET_TTS_MODEL_DIR": "{missing}"},
+            "error: examples/bot.py: POCKET_TTS_MODEL_DIR {missing} does not exist",
+        ),
+        (
+            "telephony_bot.py",
+            ["-t", "twilio", "-x", "example.ngrok.io"],
+            {"POCKET_TTS_MODEL_DIR": "{pack}", "POCKET_TTS_VOICE": "nobody"},
+            "error: examples/telephony_bot.py: unknown voice 'nobody'",
+        ),
+    ],
+)
+def test_bots_check_their_pack_and_voice_before_they_serve(
+    script: str,
+    argv: list[str],
+    env: dict[str, str],
+    expected: str,
+    engine_pack_dir: Path,
+    tmp_path: Path,
+) -> None:
+    names = {"missing": str(tmp_path / "no-pack"), "pack": str(engine_pack_dir)}
+    keys = {"DEEPGRAM_API_KEY": "set", "OPENAI_API_KEY": "set"}  # never used: no call is made
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / script), *(arg.format(**names) for arg in argv)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={
+            **os.environ,
+            **keys,
+            **{k: v.format(**names) for k, v in env.items()},
+            "PYTHONPATH": str(REPO_ROOT),
+        },
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(expected.format(**names))
+    assert "Uvicorn running" not in result.stderr  # it never served

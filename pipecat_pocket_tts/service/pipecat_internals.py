@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 class TTSServiceHooks(TTSService):
-    """``TTSService`` with the two private hooks the service changes under public names."""
+    """``TTSService`` with the private hooks the service changes under public names."""
 
     async def _update_settings(self, delta: TTSSettings) -> dict[str, Any]:
         return await self.on_settings_update(delta)
@@ -33,6 +33,17 @@ class TTSServiceHooks(TTSService):
     async def on_context_force_complete(self, context_id: str) -> None:
         """At a context's end Pipecat writes the text no word covered into the LLM context."""
         await super()._apply_force_complete(context_id)
+
+    async def _synthesize_text(self, text: str, context_id: str) -> None:
+        if self.is_usable:
+            await super()._synthesize_text(text, context_id)
+        else:
+            await self.on_text_while_unusable(text, context_id)
+
+    async def on_text_while_unusable(self, text: str, context_id: str) -> None:
+        """Text for a service that can no longer speak; Pipecat warns once per piece of text
+        (every LLM token with TOKEN aggregation). Override to say it otherwise."""
+        await super()._synthesize_text(text, context_id)
 
 
 def stored_settings(service: TTSService) -> Any:

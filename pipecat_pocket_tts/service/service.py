@@ -145,6 +145,7 @@ class PocketTTSService(TTSServiceHooks):
         self._stopped = False
         self._unspoken = UnspokenContexts()
         self._load_error: Exception | None = None
+        self._unspoken_turn_noted: str | None = None  # the turn last said to go unspoken
 
     def can_generate_metrics(self) -> bool:
         """TTFB, usage and text-aggregation metrics are supported."""
@@ -219,6 +220,14 @@ class PocketTTSService(TTSServiceHooks):
         if self._gate.observe(frame):
             await self.process_frame(LLMFullResponseEndFrame(), direction)
         await super().process_frame(frame, direction)
+
+    async def on_text_while_unusable(self, text: str, context_id: str) -> None:
+        """A service with no model to speak with says so once per turn, where Pipecat warns
+        for every piece of text (every LLM token with TOKEN aggregation)."""
+        if context_id != self._unspoken_turn_noted:
+            self._unspoken_turn_noted = context_id
+            why = f" ({self._load_error})" if self._load_error is not None else ""
+            logger.warning(f"{self}: no model to speak with{why}; this reply is not spoken")
 
     @traced_tts
     async def run_tts(self, text: str, context_id: str) -> AsyncGenerator[Frame | None, None]:

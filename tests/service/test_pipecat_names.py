@@ -49,6 +49,7 @@ PINNED = {
     "_word_timestamp_tracker",  # word timestamps: the last word's time (``last_pts``)
     "_apply_force_complete",  # overridden: a context's end, unspoken text dropped
     "_slots",  # the sequencer's text slots (a failed text's slot is closed)
+    "_synthesize_text",  # overridden: an unusable service warns once per turn, not per token
 }
 
 
@@ -70,6 +71,8 @@ def test_the_pinned_names_exist_with_the_shape_the_service_uses() -> None:
     assert isinstance(sequencer._slots, list) and callable(sequencer.force_complete)
     assert list(inspect.signature(sequencer.force_complete).parameters)[:1] == ["context_id"]
     assert hasattr(tts._word_timestamp_tracker, "last_pts")
+    synthesize = inspect.signature(TTSService._synthesize_text).parameters
+    assert list(synthesize) == ["self", "text", "context_id"]
     overridden = inspect.signature(TTSService._apply_force_complete).parameters
     assert list(overridden) == ["self", "context_id"]
     for aggregator in (tts._text_aggregator, tts._skipped_text_aggregator):

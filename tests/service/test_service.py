@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from loguru import logger
 from pipecat.frames.frames import (
     AggregatedTextFrame,
     AggregatedTextProgressFrame,
@@ -787,6 +788,24 @@ async def test_no_spoken_text_when_the_pack_failed_to_load(
     seen = kinds(down)
     assert TTSAudioRawFrame not in seen
     assert seen.count(TTSStartedFrame) == seen.count(TTSStoppedFrame) == 2
+
+
+async def test_a_service_without_a_model_says_so_once_per_turn_not_per_token(
+    tmp_path: Path,
+) -> None:
+    tts = PocketTTSService(
+        model_dir=tmp_path, backend="numpy", text_aggregation_mode=TextAggregationMode.TOKEN
+    )
+    warnings: list[str] = []
+    sink = logger.add(lambda m: warnings.append(m.record["message"]), level="WARNING")
+    try:
+        frames = [*llm_turn(TWO_SENTENCES), *llm_turn(TWO_SENTENCES)]
+        await run_test(tts, frames_to_send=frames, start_timeout=START)
+    finally:
+        logger.remove(sink)
+    unspoken = [w for w in warnings if "not spoken" in w or "not speaking" in w]
+    assert len(unspoken) == 2  # one per reply, however many tokens each had
+    assert all("no model to speak with" in w and "english" in w for w in unspoken)
 
 
 # -- ending --------------------------------------------------------------------------------
