@@ -24,10 +24,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from .cli_arguments import build_parser
 from .cli_wording import in_terms_of
-from .devpack import cli as devpack_cli
-from .engine.backends.coreml import cli as coreml_cli
 
 EXIT_OK = 0
 EXIT_IO = 1
@@ -40,6 +37,7 @@ EXIT_INTERRUPTED = 130
 def cmd_say(args: argparse.Namespace) -> int:
     from .engine import PocketTTS
     from .engine.audio import write_wav
+    from .engine.backends.coreml.cli import backend_options
     from .engine.output_file import audio_format, check_output
     from .engine.timing.subtitles import timestamps_text, write_timestamps
 
@@ -60,7 +58,7 @@ def cmd_say(args: argparse.Namespace) -> int:
         backend=args.backend,
         model_dir=args.model_dir,
         revision=args.revision,
-        **coreml_cli.backend_options(args),
+        **backend_options(args),
     )
     voice: Any = args.voice
     if args.clone_voice is not None:
@@ -135,46 +133,51 @@ def _in_hf_cache(repo: str, path: str, revision: str | None) -> bool:
     return isinstance(found, str)
 
 
+SAMPLER_LEGEND = (
+    "SAMPLER: how each frame's latent is drawn from the model's output: lsd and flow_matching "
+    "run the flow net sampler_steps times (1 by default), drifting and pointwise once. "
+    "DEFAULT: the pack a language's name or code (en, German) loads."
+)
+
+
 def cmd_languages(args: argparse.Namespace) -> int:
     from .engine.model.config import get_config
     from .engine.model.config_registry import config_names
-    from .engine.model.languages import pack_name
+    from .engine.model.languages import find_language, pack_name
 
     names = config_names()
     if args.language is not None:  # the packs speaking that language
         wanted = get_config(pack_name(args.language)).language
         names = [name for name in names if get_config(name).language == wanted]
-    rows = []
+    rows = [("PACK", "LANGUAGE", "SIZE", "SAMPLER", "DEFAULT")]
     for name in names:
         config = get_config(name)
         tr = config.flow_lm.transformer
+        info = find_language(config.language)
+        default = info is not None and info.default_pack == name
         rows.append(
             (
                 name,
                 config.language,
                 f"{tr.num_layers} layers × {tr.d_model}",
                 config.flow_lm.sampler.type,
+                "default" if default else "",
             )
         )
-    width = max(len(row[0]) for row in rows)
-    for name, language, size, sampler in rows:
-        print(f"{name:<{width}}  {language:<10}  {size:<16}  {sampler}")
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        print("  ".join([*cells, row[4]]).rstrip())
+    print(SAMPLER_LEGEND, file=sys.stderr)
     return EXIT_OK
 
 
 def cmd_download(args: argparse.Namespace) -> int:
-    from .engine.backends.numpy.files import download_pack
+    from .engine.backends.numpy.files import download_pack, select_voices
     from .engine.model.languages import pack_name
 
     language = pack_name(args.language)
-    choice = args.voices.strip()
-    voices: list[str] | None
-    if choice == "all":
-        voices = None
-    elif choice in ("", "none"):
-        voices = []
-    else:
-        voices = [v.strip() for v in choice.split(",") if v.strip()]
+    voices = select_voices(args.voices)
     if args.backend == "coreml":
         from .engine.backends.coreml.files import download_coreml_pack
 
@@ -217,13 +220,19 @@ def cmd_warmup(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _devpack(args: argparse.Namespace) -> int:
+    from .devpack import cli as devpack_cli
+
+    return devpack_cli.run(args)
+
+
 COMMANDS = {
     "say": cmd_say,
     "voices": cmd_voices,
     "languages": cmd_languages,
     "download": cmd_download,
     "warmup": cmd_warmup,
-    "devpack": devpack_cli.run,
+    "devpack": lambda args: _devpack(args),
 }
 
 
@@ -290,7 +299,18 @@ def _quiet_broken_pipe() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code."""
+    """Run the command line; returns the exit code. Ctrl-C at any moment, imports included,
+    is one line and exit status 130."""
+    try:
+        return _run(argv)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    from .cli_arguments import build_parser
+
     args = build_parser().parse_args(argv)
     _configure_logging(args.verbose)
     warnings.showwarning = _one_line_warning
@@ -311,9 +331,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"error: {shell_wording(str(exc), args)}", file=sys.stderr)
         return EXIT_IO
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

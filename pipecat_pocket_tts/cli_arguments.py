@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from .devpack import cli as devpack_cli
 from .engine.backends.coreml import cli as coreml_cli
@@ -29,9 +30,16 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """An argument error as one line and where to look, not the whole usage first."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message}\nsee: {self.prog} --help\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog=program_name(),
         description="Kyutai PocketTTS on NumPy or CoreML (no torch): speak text, manage packs.",
     )

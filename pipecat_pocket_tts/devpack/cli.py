@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..engine.backends.numpy.files import KNOWN_VOICES, select_voices
 from ..engine.errors import PocketTTSError
 from .configs import tiny_config_dict
 from .pack import DEFAULT_VOICES, build_pack
@@ -25,7 +26,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a registry config name (e.g. english; full size) or tiny / tiny-small (default tiny)",
     )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--voices", default=",".join(DEFAULT_VOICES), help="comma-separated names")
+    parser.add_argument(
+        "--voices",
+        default=",".join(DEFAULT_VOICES),
+        help="comma-separated names, 'all' (every voice of the catalogue) or 'none' "
+        f"(default: {','.join(DEFAULT_VOICES)})",
+    )
     parser.add_argument("--tokenizer-format", choices=("model", "json"), default=None)
     parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     parser.add_argument("--without-cloning", action="store_true", help="omit encoder weights")
@@ -47,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
             args.out,
             config,
             seed=args.seed,
-            voices=[v for v in args.voices.split(",") if v],
+            voices=KNOWN_VOICES if (names := select_voices(args.voices)) is None else names,
             tokenizer_format=args.tokenizer_format,
             dtype=args.dtype,
             with_cloning=not args.without_cloning,

@@ -160,7 +160,9 @@ def test_bad_usage_exits_2(argv: list[str], capsys) -> None:
     with pytest.raises(SystemExit) as info:
         main(argv)
     assert info.value.code == 2
-    assert "usage:" in capsys.readouterr().err
+    error, see = capsys.readouterr().err.splitlines()  # one line, and where to read more
+    assert error.startswith("error: ") and "usage:" not in error
+    assert see.startswith("see: ") and see.endswith("--help")
 
 
 # -- voices, languages ---------------------------------------------------------------------
@@ -191,10 +193,16 @@ def test_voices_of_an_unknown_language(capsys) -> None:
 
 def test_languages_lists_every_config(capsys) -> None:
     assert main(["languages"]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    printed = capsys.readouterr()
+    header, *lines = printed.out.splitlines()
+    assert header.split() == ["PACK", "LANGUAGE", "SIZE", "SAMPLER", "DEFAULT"]
     assert len(lines) == len(config_names())
     english = next(line for line in lines if line.split()[0] == "english")
-    assert "6 layers × 1024" in english and "lsd" in english
+    assert "6 layers × 1024" in english and "lsd" in english and english.endswith("default")
+    assert not next(line for line in lines if line.split()[0] == "english_2026-01").endswith(
+        "default"
+    )
+    assert "SAMPLER:" in printed.err and "drifting" in printed.err
     small = next(line for line in lines if line.split()[0] == "english_7m_2026-10")
     assert "drifting" in small
 

@@ -38,14 +38,19 @@ CONFIG_FILE = "config.json"
 PREFETCH_FIX = "prefetch with `python -m pipecat_pocket_tts download <language>`"
 MODEL_DIR_FIX = "pass model_dir=<a folder with the pack's files>"
 NOT_CACHED = "not in the Hugging Face cache and cannot be downloaded (offline, or no connection)"
+#: Every offline error ends with it: a way to try everything but the voice with no network.
+DEVPACK_FIX = (
+    "(to try without weights, a random-weight pack: `python -m pipecat_pocket_tts devpack "
+    "<folder>`)"
+)
 NOT_CACHED_FIXES = (
     "Fixes: go online once (unset HF_HUB_OFFLINE; where huggingface.co is blocked, set "
-    f"HF_ENDPOINT to a reachable mirror) so it is cached; or {PREFETCH_FIX}; or {MODEL_DIR_FIX}."
+    f"HF_ENDPOINT to a reachable mirror) so it is cached; or {PREFETCH_FIX}; or {MODEL_DIR_FIX} "
+    f"{DEVPACK_FIX}."
 )
 UNREACHABLE_FIXES = (
     "Fixes: connect to the internet (or set HF_ENDPOINT to a reachable mirror; HF_TOKEN for the "
-    f"voice-cloning weights) and retry; or {MODEL_DIR_FIX} (to try without weights, a "
-    "random-weight pack: `python -m pipecat_pocket_tts devpack <folder>`)."
+    f"voice-cloning weights) and retry; or {MODEL_DIR_FIX} {DEVPACK_FIX}."
 )
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 
@@ -231,7 +236,7 @@ def hub_download(
         raise PackFilesMissingError(
             f"{what} {at} could not be downloaded ({type(exc).__name__}: {exc}). Check the "
             "connection (and HF_TOKEN, if set: an invalid token fails every request) and retry; "
-            f"or {PREFETCH_FIX}; or {MODEL_DIR_FIX}."
+            f"or {PREFETCH_FIX}; or {MODEL_DIR_FIX} {DEVPACK_FIX}."
         ) from exc
 
 

@@ -99,7 +99,7 @@ def test_voices_takes_codes_names_and_packs(hf_cache: Path, language: str, defau
 def test_languages_takes_a_language(hf_cache: Path) -> None:
     result = _cli("languages", "pt-BR")
     assert result.returncode == 0, result.stderr
-    names = [line.split()[0] for line in result.stdout.splitlines()]
+    names = [line.split()[0] for line in result.stdout.splitlines()[1:]]  # under the header
     assert names and all(name.startswith("portuguese") for name in names)
     assert "portuguese" in names and "portuguese_24l" in names
     unknown = _cli("languages", "klingon")

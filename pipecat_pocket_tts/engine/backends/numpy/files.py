@@ -71,6 +71,18 @@ KNOWN_VOICES: tuple[str, ...] = (
     "daan",
 )
 
+
+def select_voices(choice: str) -> list[str] | None:
+    """The voices a ``--voices`` value names: None for "all" (every voice of the catalogue),
+    [] for "none" or nothing, else the comma-separated names."""
+    choice = choice.strip()
+    if choice == "all":
+        return None
+    if choice in ("", "none"):
+        return []
+    return [name.strip() for name in choice.split(",") if name.strip()]
+
+
 WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model")
 VOICES_FOLDER = "embeddings"
