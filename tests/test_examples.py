@@ -184,3 +184,15 @@ def test_bots_check_their_pack_and_voice_before_they_serve(
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and errors[0].startswith(expected.format(**names))
     assert "Uvicorn running" not in result.stderr  # it never served
+
+
+def test_the_readme_says_the_runner_page_loads_a_remote_bundle_while_it_does() -> None:
+    """The runner's prebuilt page (``pipecat-ai-prebuilt``) handles the microphone through
+    Daily's media manager, which loads Daily's call bundle from c.daily.co at Connect: the
+    README's no-key route must say it needs internet once, for as long as the page does."""
+    import pipecat_ai_prebuilt
+
+    assets = Path(pipecat_ai_prebuilt.__file__).parent / "client" / "dist" / "assets"
+    remote = any("c.daily.co" in path.read_text(errors="ignore") for path in assets.glob("*.js"))
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert remote == ("`c.daily.co`" in readme and "needs internet" in readme)
