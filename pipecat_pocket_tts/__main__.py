@@ -22,6 +22,7 @@ import sys
 import time
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from .cli_wording import in_terms_of
@@ -308,10 +309,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
+def _pack_language(model_dir: Path | None) -> str:
+    """Without --language: the config a --model-dir pack's voices record, else english."""
+    if model_dir is not None:
+        from .engine.backends.numpy.files import VOICES_FOLDER
+        from .engine.voices.voice import recorded_config
+
+        found = recorded_config(model_dir / VOICES_FOLDER)
+        if found is not None:
+            return found
+    return "english"
+
+
 def _run(argv: Sequence[str] | None) -> int:
     from .cli_arguments import build_parser
 
     args = build_parser().parse_args(argv)
+    if args.command in ("say", "voices") and args.language is None:
+        args.language = _pack_language(args.model_dir)
     _configure_logging(args.verbose)
     warnings.showwarning = _one_line_warning
     from .engine.errors import PocketTTSError

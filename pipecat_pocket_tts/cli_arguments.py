@@ -204,9 +204,9 @@ def _add_pack_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--language",
         "-l",
-        default="english",
-        help="model config name or language (en, pt-BR, English; default: english; see the "
-        "'languages' command)",
+        default=None,
+        help="model config name or language (en, pt-BR, English; see the 'languages' command; "
+        "default: english, or with --model-dir the config its voices were made for)",
     )
     parser.add_argument(
         "--model-dir",

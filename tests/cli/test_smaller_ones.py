@@ -59,3 +59,15 @@ def test_offline_by_choice_names_the_devpack_as_the_unreachable_hub_does(tmp_pat
     assert "pipecat-pocket-tts devpack <folder>" in result.stderr or (
         "pipecat_pocket_tts devpack <folder>" in result.stderr
     )
+
+
+def test_a_pack_folder_knows_its_own_config(tmp_path: Path) -> None:
+    from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
+
+    pack = build_pack(tmp_path / "pack", tiny_config_dict("standard"), language="french")
+    out = tmp_path / "bonjour.wav"
+    said = run_cli("say", "Bonjour !", "-o", str(out), "--model-dir", str(pack))
+    assert said.returncode == 0, said.stderr  # no --language: the voices' own config
+    assert out.exists()
+    overridden = run_cli("say", "Hi.", "-o", str(out), "--model-dir", str(pack), "-l", "english")
+    assert overridden.returncode == 2 and "made for model config 'french'" in overridden.stderr

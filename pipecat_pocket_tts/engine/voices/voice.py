@@ -261,3 +261,18 @@ def _offset_of(entry: dict[str, np.ndarray], where: str, *, capacity: int) -> in
             f"{where}: offset {offset} is outside the cache (1…{capacity} positions)."
         )
     return offset
+
+
+def recorded_config(voices_dir: str | os.PathLike[str]) -> str | None:
+    """The model config every voice file in ``voices_dir`` records it was made for, or None
+    (no voices, none recording one, or voices of different configs). Reads headers only."""
+    from safetensors import safe_open
+
+    names = set()
+    for path in sorted(Path(voices_dir).glob("*.safetensors")):
+        try:
+            with safe_open(str(path), "numpy") as f:
+                names.add((f.metadata() or {}).get(CONFIG_METADATA_KEY))
+        except Exception:  # a damaged file says nothing here; loading it says what is wrong
+            return None
+    return names.pop() if len(names) == 1 else None
