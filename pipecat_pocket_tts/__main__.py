@@ -7,6 +7,7 @@
     python -m pipecat_pocket_tts languages
     python -m pipecat_pocket_tts download english [--voices all|alba,jean]
     python -m pipecat_pocket_tts warmup      # compile the numba kernels now (image builds)
+    python -m pipecat_pocket_tts serve [--host 127.0.0.1 --port 8000 --precision int8]
 
 Exit codes: 0 success; 2 a usage error or a PocketTTS error (its message says what to do),
 including a missing or invalid input file (voice, recording, pack); 1 an output file that cannot
@@ -221,6 +222,12 @@ def cmd_warmup(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _serve(args: argparse.Namespace) -> int:
+    from .server import cli as server_cli
+
+    return server_cli.run(args)
+
+
 def _devpack(args: argparse.Namespace) -> int:
     from .devpack import cli as devpack_cli
 
@@ -234,6 +241,7 @@ COMMANDS = {
     "download": cmd_download,
     "warmup": cmd_warmup,
     "devpack": lambda args: _devpack(args),
+    "serve": lambda args: _serve(args),
 }
 
 

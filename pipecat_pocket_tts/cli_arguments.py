@@ -9,6 +9,7 @@ from typing import NoReturn
 
 from .devpack import cli as devpack_cli
 from .engine.backends.coreml import cli as coreml_cli
+from .server import cli as server_cli
 
 PROG = "python -m pipecat_pocket_tts"
 
@@ -189,6 +190,13 @@ def build_parser() -> argparse.ArgumentParser:
         "them (20–30 s once on two cores; later processes load them in well under a second). "
         "Run it in a container image build, after pip install, so no container compiles at "
         "start.",
+    )
+    server_cli.add_arguments(
+        commands.add_parser(
+            "serve",
+            help="serve one model to every bot process (websocket, OpenAI and upstream HTTP)",
+            description=server_cli.DESCRIPTION,
+        )
     )
     devpack_cli.add_arguments(
         commands.add_parser(

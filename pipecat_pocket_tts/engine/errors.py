@@ -97,3 +97,11 @@ class TimestampsFormatError(PocketTTSError, ValueError):
 
 class OutputFormatError(PocketTTSError, ValueError):
     """An audio output whose name or requested format is not one the writer produces."""
+
+
+class ServerUnavailableError(PocketTTSError, ConnectionError):
+    """The TTS server cannot be reached, or the connection to it was lost mid-reply."""
+
+
+class ServerConfigError(PocketTTSError, ValueError):
+    """A TTS server setting that is unsafe or inconsistent (e.g. a public bind without a key)."""

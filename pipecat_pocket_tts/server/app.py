@@ -1,0 +1,186 @@
+"""The ASGI app of the TTS server (Starlette): one loaded model for every connection.
+
+``create_app(ServerConfig(...))`` loads the pack in the background at startup (off the event
+loop), so ``/health`` answers at once and ``/ready`` says 503 until the model is warm. Every
+websocket context and HTTP request opens a session on the same ``PocketTTS``, so all of
+them are batched by its one scheduler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
+
+from ..engine import LoadOptions, PocketTTS, PocketTTSError
+from . import http
+from . import protocol as p
+from .connection import Connection
+from .http import OPENAI_VOICES, RequestError, error_response, status_of
+from .metrics import ServerMetrics
+from .security import KeyCheck, Limits
+from .voices import ServerVoices
+
+logger = logging.getLogger(__name__)
+
+WARMUP_TEXT = "Hello."
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """What the server serves and to whom."""
+
+    language: str = "english"
+    options: LoadOptions = field(default_factory=LoadOptions)
+    voices_dir: Path | None = None
+    voice_aliases: dict[str, str] | None = None  # None: OpenAI's names → the default voice
+    api_key: str | None = None
+    limits: Limits = field(default_factory=Limits)
+    cors_origins: tuple[str, ...] = ()
+    warmup: bool = True
+
+
+class ServerState:
+    """The app's model (once loaded), voices, limits, key check and metrics."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.limits = config.limits
+        self.keys = KeyCheck(config.api_key)
+        self.metrics = ServerMetrics()
+        self.tts: PocketTTS | None = None
+        self.voices: ServerVoices
+        self.load_error: Exception | None = None
+        self.loaded = asyncio.Event()
+        self.connections = 0  # websocket connections being served
+
+    def require_model(self) -> PocketTTS:
+        if self.tts is None:
+            raise RequestError(503, "the model is still loading; retry when /ready says so")
+        return self.tts
+
+    def load(self) -> None:
+        """Load and warm up the pack (a worker thread)."""
+        config = self.config
+        tts = PocketTTS.load(config.language, options=config.options)
+        aliases = config.voice_aliases
+        if aliases is None:
+            aliases = dict.fromkeys(OPENAI_VOICES, tts.default_voice) if tts.default_voice else {}
+        voices = ServerVoices(tts, config.voices_dir, aliases)
+        if config.warmup:
+            tts.synthesize(WARMUP_TEXT, max_frames=2, seed=0)
+        self.voices = voices
+        self.tts = tts
+
+
+def create_app(config: ServerConfig) -> Starlette:
+    """The server's ASGI app."""
+    state = ServerState(config)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        task = asyncio.create_task(_load(state))
+        try:
+            yield
+        finally:
+            task.cancel()
+
+    def guarded(
+        handler: Callable[[ServerState, Request], Awaitable[Response] | Response],
+        *,
+        open_: bool = False,
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            if not open_ and not state.keys.accepts(request.headers.get("authorization")):
+                return error_response(401, "missing or wrong API key (Authorization: Bearer KEY)")
+            try:
+                result = handler(state, request)
+                return await result if isinstance(result, Awaitable) else result
+            except (RequestError, PocketTTSError, ValueError) as e:
+                return error_response(status_of(e), str(e))
+
+        return endpoint
+
+    async def stream(websocket: WebSocket) -> None:
+        await _serve_websocket(state, websocket)
+
+    routes = [
+        WebSocketRoute(p.PATH, stream),
+        Route("/v1/audio/speech", guarded(http.openai_speech), methods=["POST"]),
+        Route("/tts", guarded(http.upstream_tts), methods=["POST"]),
+        Route("/v1/voices", guarded(http.voices), methods=["GET"]),
+        Route("/health", guarded(lambda s, r: http.health(s), open_=True), methods=["GET"]),
+        Route("/ready", guarded(lambda s, r: http.ready(s), open_=True), methods=["GET"]),
+        Route("/metrics", guarded(lambda s, r: http.metrics(s)), methods=["GET"]),
+    ]
+    middleware = []
+    if config.cors_origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(config.cors_origins),
+                allow_methods=["GET", "POST"],
+                allow_headers=["Authorization", "Content-Type"],
+            )
+        )
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    app.state.server = state
+    return app
+
+
+async def _load(state: ServerState) -> None:
+    try:
+        await asyncio.to_thread(state.load)
+        logger.info("model loaded: %r", state.tts)
+    except Exception as e:
+        state.load_error = e
+        logger.error("could not load the model: %s", e)
+    finally:
+        state.loaded.set()
+
+
+async def _serve_websocket(state: ServerState, websocket: WebSocket) -> None:
+    metrics = state.metrics
+    await websocket.accept()
+    if not state.keys.accepts(websocket.headers.get("authorization")):
+        await _refuse(state, websocket, p.CloseCode.UNAUTHORIZED, "missing or wrong API key")
+        return
+    if state.tts is None:
+        await state.loaded.wait()
+    if state.tts is None:
+        await _refuse(state, websocket, p.CloseCode.GOING_AWAY, "the model failed to load")
+        return
+    if state.connections >= state.limits.max_connections:
+        await _refuse(
+            state,
+            websocket,
+            p.CloseCode.SERVER_FULL,
+            f"the server holds {state.limits.max_connections} connections; try another replica",
+        )
+        return
+    state.connections += 1
+    metrics.connections.inc()
+    try:
+        await Connection(websocket, state.tts, state.voices, state.limits, metrics).run()
+    finally:
+        state.connections -= 1
+        metrics.connections.dec()
+
+
+async def _refuse(state: ServerState, websocket: WebSocket, code: int, reason: str) -> None:
+    state.metrics.closes.labels(str(code)).inc()
+    await websocket.close(code, reason)
+
+
+__all__ = ["ServerConfig", "ServerState", "create_app"]

@@ -1,0 +1,139 @@
+"""``python -m pipecat_pocket_tts serve`` and ``pocket-tts-server``: run the TTS server.
+
+pocket-tts-server --language english --precision int8           # 127.0.0.1:8000
+POCKET_TTS_API_KEY=secret pocket-tts-server --host 0.0.0.0      # a public bind needs a key
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..engine.errors import PocketTTSError
+
+DESCRIPTION = (
+    "Serve one loaded model to every bot process: a websocket protocol (PocketTTSService("
+    "server_url=...)), OpenAI's POST /v1/audio/speech, upstream's POST /tts, /ready, /metrics."
+)
+
+
+def _max_streams(text: str) -> int | str | None:
+    if text in ("auto", "none"):
+        return None if text == "none" else text
+    return int(text)
+
+
+def _alias(text: str) -> tuple[str, str]:
+    alias, sep, voice = text.partition("=")
+    if not sep or not alias or not voice:
+        raise argparse.ArgumentTypeError(f"expected ALIAS=VOICE, got {text!r}")
+    return alias, voice
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The server's options, on ``parser``."""
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port (8000)")
+    parser.add_argument(
+        "--api-key", help="bearer token clients must send (default: POCKET_TTS_API_KEY)"
+    )
+    parser.add_argument("--language", "-l", default="english", help="pack or language")
+    parser.add_argument("--model-dir", type=Path, help="a local pack folder (no download)")
+    parser.add_argument("--revision", help="a hub revision instead of the pinned ones")
+    parser.add_argument("--backend", default="auto", help="numpy, coreml or auto")
+    parser.add_argument("--precision", help="fp32, bf16 or int8 (NumPy); fp16 or int8 (CoreML)")
+    parser.add_argument("--threads", type=int, help="the scheduler's compute threads")
+    parser.add_argument(
+        "--max-streams",
+        type=_max_streams,
+        default="auto",
+        help="streams speaking at once: auto (default), an integer, or none",
+    )
+    parser.add_argument("--voices-dir", type=Path, help="extra voices: NAME.safetensors/.wav")
+    parser.add_argument(
+        "--voice-alias",
+        type=_alias,
+        action="append",
+        default=None,
+        metavar="ALIAS=VOICE",
+        help="another name for a voice (OpenAI's 'alloy'...; default: every OpenAI voice name "
+        "is the pack's default voice)",
+    )
+    parser.add_argument(
+        "--cors-origin", action="append", default=[], help="allow browser calls from an origin"
+    )
+    parser.add_argument("--max-connections", type=int, default=64)
+    parser.add_argument("--max-contexts", type=int, default=8, help="per connection")
+    parser.add_argument(
+        "--max-buffered-frames",
+        type=int,
+        default=250,
+        help="frames one context may have waiting for a slow client before it ends (250)",
+    )
+    parser.add_argument("--no-warmup", action="store_true", help="skip the warm-up synthesis")
+    parser.add_argument("--log-level", default="info")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Start the server with parsed ``args``; returns when it stops."""
+    import uvicorn
+
+    from ..engine import LoadOptions
+    from .app import ServerConfig, create_app
+    from .security import Limits, check_bind, resolve_api_key
+
+    api_key = resolve_api_key(args.api_key)
+    check_bind(args.host, api_key)
+    limits = Limits(
+        max_connections=args.max_connections,
+        max_contexts_per_connection=args.max_contexts,
+        max_buffered_frames=args.max_buffered_frames,
+    )
+    options = LoadOptions(
+        backend=args.backend,
+        model_dir=args.model_dir,
+        revision=args.revision,
+        precision=args.precision,
+        threads=args.threads,
+        max_streams=args.max_streams,
+    )
+    config = ServerConfig(
+        language=args.language,
+        options=options,
+        voices_dir=args.voices_dir,
+        voice_aliases=dict(args.voice_alias) if args.voice_alias else None,
+        api_key=api_key,
+        limits=limits,
+        cors_origins=tuple(args.cors_origin),
+        warmup=not args.no_warmup,
+    )
+    logging.basicConfig(format="%(levelname)s: %(message)s")  # no-op under the main CLI's
+    logging.getLogger("pipecat_pocket_tts").setLevel(args.log_level.upper())
+    uvicorn.run(
+        create_app(config),
+        host=args.host,
+        port=args.port,
+        ws="websockets-sansio",
+        ws_max_size=limits.max_message_bytes,
+        log_level=args.log_level,
+        lifespan="on",
+    )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``pocket-tts-server`` console script."""
+    parser = argparse.ArgumentParser(prog="pocket-tts-server", description=DESCRIPTION)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except (PocketTTSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+__all__ = ["DESCRIPTION", "add_arguments", "main", "run"]

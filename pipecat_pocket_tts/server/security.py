@@ -1,0 +1,86 @@
+"""What the server lets a client do: the API key, the bind rule and every limit.
+
+A server bound anywhere but loopback refuses to start without an API key. The key is a bearer
+token (``Authorization: Bearer KEY``) on HTTP and on the websocket handshake, compared in
+constant time. Limits bound what one client can make the server hold.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..engine.errors import ServerConfigError
+
+API_KEY_ENV = "POCKET_TTS_API_KEY"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on what clients can ask of one server process."""
+
+    max_connections: int = 64
+    max_contexts_per_connection: int = 8
+    max_text_per_context: int = 100_000  # characters
+    max_text_per_connection: int = 1_000_000  # characters, over the connection's life
+    max_message_bytes: int = 256 * 1024  # one websocket message
+    max_body_bytes: int = 256 * 1024  # one HTTP request (uploads excepted)
+    max_upload_bytes: int = 10 * 1024 * 1024  # a voice recording for cloning (POST /tts)
+    max_upload_seconds: float = 30.0
+    max_buffered_frames: int = 250  # per context, waiting for a slow client (20 s of audio)
+    max_http_text: int = 10_000  # characters of one HTTP synthesis request
+
+    def __post_init__(self) -> None:
+        for name, value in vars(self).items():
+            if not value > 0:
+                raise ServerConfigError(f"limit {name} must be positive, got {value!r}")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only listens on this machine (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def resolve_api_key(key: str | None, environ: Mapping[str, str] = os.environ) -> str | None:
+    """The key given, else ``POCKET_TTS_API_KEY``; None when neither is set (or blank)."""
+    key = key if key is not None else environ.get(API_KEY_ENV)
+    return key.strip() or None if key is not None else None
+
+
+def check_bind(host: str, api_key: str | None) -> None:
+    """Refuse a bind beyond loopback without an API key."""
+    if api_key is None and not is_loopback(host):
+        raise ServerConfigError(
+            f"refusing to listen on {host!r} without an API key: anyone who reaches it could "
+            f"use it. Pass --api-key KEY or set {API_KEY_ENV}, or bind 127.0.0.1"
+        )
+
+
+class KeyCheck:
+    """The server's API key (None: no key, loopback only) and the constant-time check."""
+
+    def __init__(self, api_key: str | None) -> None:
+        self._key = api_key.encode() if api_key else None
+
+    @property
+    def required(self) -> bool:
+        return self._key is not None
+
+    def accepts(self, authorization: str | None) -> bool:
+        """Whether an ``Authorization`` header value carries the key (always, with no key)."""
+        if self._key is None:
+            return True
+        scheme, _, token = (authorization or "").partition(" ")
+        given = token.strip().encode() if scheme.lower() == "bearer" else b""
+        return hmac.compare_digest(given, self._key)
+
+
+__all__ = ["API_KEY_ENV", "KeyCheck", "Limits", "check_bind", "is_loopback", "resolve_api_key"]

@@ -1,0 +1,215 @@
+"""The websocket protocol against a real server process on 127.0.0.1 (issue 32).
+
+Round trip with word timestamps and markers, cancel (nothing of the context after its
+acknowledgement), many contexts on one connection, broken messages closing only their
+connection, a client that stops reading, and the API key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+import websockets
+from server_process import ServerProcess, free_port
+from websockets.asyncio.client import ClientConnection, connect
+
+from pipecat_pocket_tts.server import protocol as p
+
+Received = tuple[p.AudioHeader, bytes] | p.ServerMessage
+
+
+async def open_client(url: str, **kwargs: Any) -> ClientConnection:
+    websocket = await connect(url + p.PATH, proxy=None, compression=None, **kwargs)
+    ready = p.decode_server(await websocket.recv())
+    assert isinstance(ready, p.Ready)
+    return websocket
+
+
+async def receive(websocket: ClientConnection) -> Received:
+    data = await websocket.recv()
+    return p.unpack_audio(data) if isinstance(data, bytes) else p.decode_server(data)
+
+
+async def until(websocket: ClientConnection, kind: type, context: str) -> list[Received]:
+    """Everything received up to and including ``kind`` for ``context``."""
+    items: list[Received] = []
+    while True:
+        item = await receive(websocket)
+        items.append(item)
+        if isinstance(item, kind) and item.context == context:
+            return items
+        if isinstance(item, p.Error):
+            raise AssertionError(f"error: {item}")
+
+
+def audio_of(items: list[Received], context: str) -> list[p.AudioHeader]:
+    return [i[0] for i in items if isinstance(i, tuple) and i[0].context == context]
+
+
+async def test_round_trip_words_and_markers(server: ServerProcess) -> None:
+    async with await open_client(server.ws_url) as ws:
+        await ws.send(p.encode(p.Start("c", timestamps=True, encoding="pcm_s16le")))
+        await ws.send(p.encode(p.Text("c", 0, "Hello there, how are you?", complete=True)))
+        await ws.send(p.encode(p.Mark("c", 1)))
+        await ws.send(p.encode(p.Text("c", 1, "Fine ", complete=False)))
+        await ws.send(p.encode(p.Text("c", 2, "thanks.", complete=False)))
+        await ws.send(p.encode(p.Flush("c", 3)))
+        await ws.send(p.encode(p.Mark("c", 2)))
+        await ws.send(p.encode(p.End("c")))
+        items = await until(ws, p.Done, "c")
+    assert isinstance(items[0], p.Started)
+    frames = audio_of(items, "c")
+    assert all(len(i[1]) == 1920 * 2 for i in items if isinstance(i, tuple))  # 80 ms of s16
+    words = [w.text for h in frames for w in h.words]
+    assert words == ["Hello", "there,", "how", "are", "you?", "Fine", "thanks."]
+    ended = [w.text for h in frames for w in h.completed_words]
+    assert ended == words
+    assert all(w.end is not None and w.end >= w.start for h in frames for w in h.completed_words)
+    # Order: marker 1 after every frame of utterance 0, before any of the fed text's.
+    order = [
+        ("m", i.id) if isinstance(i, p.MarkerReached) else ("a", i[0].utterance)
+        for i in items
+        if isinstance(i, p.MarkerReached | tuple)
+    ]
+    first_marker = order.index(("m", 1))
+    assert {u for kind, u in order[:first_marker]} == {0}
+    assert all(kind == "a" and u in (1, 2, 3) for kind, u in order[first_marker + 1 : -1])
+    assert order[-1] == ("m", 2)
+    ends = [i.utterance for i in items if isinstance(i, p.UtteranceEnd)]
+    assert ends == [0, 1, 2, 3]
+
+
+async def test_cancel_nothing_after_the_acknowledgement(endless_server: ServerProcess) -> None:
+    async with await open_client(endless_server.ws_url) as ws:
+        await ws.send(p.encode(p.Start("long")))
+        await ws.send(p.encode(p.Start("other")))
+        await ws.send(p.encode(p.Text("long", 0, "Hello there. " * 40, complete=True)))
+        frames = 0
+        while frames < 3:
+            item = await receive(ws)
+            frames += isinstance(item, tuple) and item[0].context == "long"
+        await ws.send(p.encode(p.Cancel("long")))
+        await until(ws, p.Cancelled, "long")
+        assert endless_server.metric("pocket_tts_streams") == 1  # "other" only
+        # The connection goes on: the other context speaks, and nothing of "long" comes.
+        await ws.send(p.encode(p.Text("other", 0, "Hi.", complete=True)))
+        await ws.send(p.encode(p.End("other")))
+        items = await until(ws, p.Done, "other")
+    assert audio_of(items, "other")
+    assert not [i for i in items if getattr(i, "context", None) == "long"]
+    assert not audio_of(items, "long")
+
+
+async def test_many_contexts_on_one_connection(server: ServerProcess) -> None:
+    texts = {"a": "One two three.", "b": "Four five six seven.", "c": "Eight."}
+    async with await open_client(server.ws_url) as ws:
+        for name in texts:
+            await ws.send(p.encode(p.Start(name, timestamps=True, encoding="float32")))
+        for name, text in texts.items():
+            await ws.send(p.encode(p.Text(name, 0, text, complete=True)))
+            await ws.send(p.encode(p.End(name)))
+        done: set[str] = set()
+        items: list[Received] = []
+        while done != set(texts):
+            item = await receive(ws)
+            items.append(item)
+            if isinstance(item, p.Done):
+                done.add(item.context)
+    for name, text in texts.items():
+        frames = audio_of(items, name)
+        assert frames, name
+        assert [w.text for h in frames for w in h.words] == text.split()
+    assert all(len(i[1]) == 1920 * 4 for i in items if isinstance(i, tuple))  # float32
+
+
+@pytest.mark.parametrize(
+    ("message", "code", "reason"),
+    [
+        ("{not json", p.CloseCode.MALFORMED, "not a JSON message"),
+        ('{"type": "sing", "context": "x"}', p.CloseCode.UNKNOWN_TYPE, "unknown message type"),
+        ('{"type": "text", "context": "x"}', p.CloseCode.MALFORMED, "needs the field"),
+        ('{"type": "end", "context": "never-started"}', p.CloseCode.MALFORMED, "send 'start'"),
+        ("x" * 300_000, p.CloseCode.TOO_BIG, ""),
+    ],
+    ids=["malformed", "unknown", "missing-field", "no-context", "oversized"],
+)
+async def test_broken_messages_close_only_their_connection(
+    server: ServerProcess, message: str, code: int, reason: str
+) -> None:
+    async with await open_client(server.ws_url) as good, await open_client(server.ws_url) as bad:
+        await good.send(p.encode(p.Start("g")))
+        await until(good, p.Started, "g")
+        await bad.send(message)
+        with pytest.raises(websockets.ConnectionClosed) as closed:
+            await bad.recv()
+        assert closed.value.rcvd is not None
+        assert closed.value.rcvd.code == code
+        assert reason in closed.value.rcvd.reason
+        await good.send(p.encode(p.Text("g", 0, "Still here.", complete=True)))
+        await good.send(p.encode(p.End("g")))
+        assert audio_of(await until(good, p.Done, "g"), "g")
+
+
+async def test_a_client_that_stops_reading_is_bounded(endless_server: ServerProcess) -> None:
+    """The server ends the context of a client that stopped reading (slow_reader): its
+    memory stays bounded, its compute stops, and another connection is served meanwhile."""
+    rss_before = endless_server.rss_mb()
+    errors = 'pocket_tts_errors_total{code="slow_reader"}'
+    before = endless_server.metric(errors)
+    # max_queue=1 and a small read buffer: this client stops taking data off the socket.
+    async with await open_client(endless_server.ws_url, max_queue=1) as stalled:
+        await stalled.send(p.encode(p.Start("s", encoding="float32")))
+        await stalled.send(p.encode(p.Text("s", 0, "Words to say for a long time. " * 300)))
+        await stalled.send(p.encode(p.Flush("s", 1)))
+        async with await open_client(endless_server.ws_url) as other:
+            await other.send(p.encode(p.Start("o")))
+            await other.send(p.encode(p.Text("o", 0, "Meanwhile.", complete=True)))
+            while True:  # the other client is served while the stalled one is not reading
+                item = await receive(other)
+                if isinstance(item, tuple):
+                    break
+            await other.send(p.encode(p.Cancel("o")))
+            await until(other, p.Cancelled, "o")
+        while endless_server.metric(errors) == before:
+            await asyncio.sleep(0.05)  # polls the server's own count; no time budget
+        assert endless_server.metric("pocket_tts_streams") == 0
+    growth = endless_server.rss_mb() - rss_before
+    assert growth < 64, f"the server grew {growth:.0f} MB for a client that stopped reading"
+
+
+def test_public_bind_without_a_key_refuses_to_start(engine_pack_dir: Any) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "POCKET_TTS_API_KEY"}
+    command = [sys.executable, "-m", "pipecat_pocket_tts", "serve", "--host", "0.0.0.0"]
+    command += ["--port", str(free_port()), "--model-dir", str(engine_pack_dir)]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 2
+    assert "refusing to listen on '0.0.0.0' without an API key" in result.stderr
+    assert "Uvicorn running" not in result.stdout + result.stderr
+
+
+async def test_wrong_key_gets_401_and_a_coded_close(engine_pack_dir: Any) -> None:
+    keyed = ServerProcess(engine_pack_dir, "--api-key", "s3cret").start()
+    try:
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}):
+            status, _ = keyed.get("/v1/voices", headers)
+            assert status == 401, headers
+        assert keyed.get("/v1/voices", {"Authorization": "Bearer s3cret"})[0] == 200
+        assert keyed.get("/health")[0] == 200  # probes stay open
+        websocket = await connect(
+            keyed.ws_url + p.PATH, proxy=None, additional_headers={"Authorization": "Bearer no"}
+        )
+        with pytest.raises(websockets.ConnectionClosed) as closed:
+            await websocket.recv()
+        assert closed.value.rcvd is not None
+        assert closed.value.rcvd.code == p.CloseCode.UNAUTHORIZED
+        good = await open_client(
+            keyed.ws_url, additional_headers={"Authorization": "Bearer s3cret"}
+        )
+        await good.close()
+    finally:
+        keyed.stop()
