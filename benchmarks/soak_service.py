@@ -3,6 +3,7 @@
     python benchmarks/soak_service.py --replies 1000                  # one service
     python benchmarks/soak_service.py --services 8 --minutes 3        # eight on one model
     python benchmarks/soak_service.py --model-dir /tmp/x --replies 50 # a full-size devpack
+    python benchmarks/soak_service.py --services 4 --server-url ws://127.0.0.1:8000  # a server
 
 Each pipeline is ``probe → PocketTTSService → RealtimeOutput``: the output transport is a
 Pipecat ``BaseOutputTransport`` that writes audio at its real duration (as a sound card or a
@@ -10,7 +11,8 @@ WebRTC track would), so audio queues up, plays, and is dropped by the transport 
 interruption exactly as in a live bot. A driver per pipeline sends replies — an LLM reply
 streamed token by token, a ``TTSSpeakFrame``, or now and then text with nothing to say — and
 barges in at a random moment of about half of them. Services share one model (one pack
-folder, ``load_shared``). Without ``--model-dir`` tiny random-weight packs are built.
+folder, ``load_shared``), or a TTS server's (``--server-url``: each service a client of it).
+Without ``--model-dir`` tiny random-weight packs are built.
 
 Printed per run: stale audio frames (audio of a context that started before the latest
 interruption reaching the output), unpaired TTSStarted/TTSStopped, replies that should have
@@ -252,8 +254,11 @@ async def soak(
     silent: float = 0.05,
     seed: int = 0,
     sample_rate: int = 24000,
+    server_url: str | None = None,
 ) -> tuple[list[Outcome], Samples]:
-    """Run ``services`` pipelines side by side; each sends ``replies`` (or runs ``minutes``)."""
+    """Run ``services`` pipelines side by side; each sends ``replies`` (or runs ``minutes``).
+
+    ``server_url``: the services speak through that TTS server (``model_dir`` unused)."""
     from pipecat_pocket_tts import PocketTTSService
 
     rng = random.Random(seed)
@@ -264,9 +269,11 @@ async def soak(
     for k in range(services):
         token = modes == "token" or (modes == "mixed" and k % 2 == 1)
         mode = TextAggregationMode.TOKEN if token else TextAggregationMode.SENTENCE
+        engine = {"server_url": server_url} if server_url else {"model_dir": model_dir}
+        if not server_url:
+            engine["backend"] = "numpy"
         tts = PocketTTSService(
-            model_dir=model_dir,
-            backend="numpy",
+            **engine,
             text_aggregation_mode=mode,
             settings=PocketTTSService.Settings(seed=seed + k),
         )
@@ -395,6 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--silent", type=float, default=0.05, help="share with nothing to say")
     parser.add_argument("--model-dir", type=Path, help="a pack folder (default: a tiny one)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--server-url", help="speak through this TTS server (ws://...)")
     parser.add_argument("--quiet", action="store_true", help="Pipecat logs at WARNING only")
     args = parser.parse_args(argv)
     if args.quiet:
@@ -415,6 +423,7 @@ def main(argv: list[str] | None = None) -> int:
                 barge_in=args.barge_in,
                 silent=args.silent,
                 seed=args.seed,
+                server_url=args.server_url,
             )
         )
         print(report(outcomes, samples, time.monotonic() - start))

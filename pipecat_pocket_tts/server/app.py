@@ -12,8 +12,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -23,65 +21,14 @@ from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from ..engine import LoadOptions, PocketTTS, PocketTTSError
+from ..engine import PocketTTSError
 from . import http
 from . import protocol as p
 from .connection import Connection
-from .http import OPENAI_VOICES, RequestError, error_response, status_of
-from .metrics import ServerMetrics
-from .security import KeyCheck, Limits
-from .voices import ServerVoices
+from .http import error_response, status_of
+from .state import RequestError, ServerConfig, ServerState
 
 logger = logging.getLogger(__name__)
-
-WARMUP_TEXT = "Hello."
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    """What the server serves and to whom."""
-
-    language: str = "english"
-    options: LoadOptions = field(default_factory=LoadOptions)
-    voices_dir: Path | None = None
-    voice_aliases: dict[str, str] | None = None  # None: OpenAI's names → the default voice
-    api_key: str | None = None
-    limits: Limits = field(default_factory=Limits)
-    cors_origins: tuple[str, ...] = ()
-    warmup: bool = True
-
-
-class ServerState:
-    """The app's model (once loaded), voices, limits, key check and metrics."""
-
-    def __init__(self, config: ServerConfig) -> None:
-        self.config = config
-        self.limits = config.limits
-        self.keys = KeyCheck(config.api_key)
-        self.metrics = ServerMetrics()
-        self.tts: PocketTTS | None = None
-        self.voices: ServerVoices
-        self.load_error: Exception | None = None
-        self.loaded = asyncio.Event()
-        self.connections = 0  # websocket connections being served
-
-    def require_model(self) -> PocketTTS:
-        if self.tts is None:
-            raise RequestError(503, "the model is still loading; retry when /ready says so")
-        return self.tts
-
-    def load(self) -> None:
-        """Load and warm up the pack (a worker thread)."""
-        config = self.config
-        tts = PocketTTS.load(config.language, options=config.options)
-        aliases = config.voice_aliases
-        if aliases is None:
-            aliases = dict.fromkeys(OPENAI_VOICES, tts.default_voice) if tts.default_voice else {}
-        voices = ServerVoices(tts, config.voices_dir, aliases)
-        if config.warmup:
-            tts.synthesize(WARMUP_TEXT, max_frames=2, seed=0)
-        self.voices = voices
-        self.tts = tts
 
 
 def create_app(config: ServerConfig) -> Starlette:
@@ -183,4 +130,4 @@ async def _refuse(state: ServerState, websocket: WebSocket, code: int, reason: s
     await websocket.close(code, reason)
 
 
-__all__ = ["ServerConfig", "ServerState", "create_app"]
+__all__ = ["ServerConfig", "create_app"]

@@ -41,7 +41,6 @@ from ..engine import (
     Word,
     WordStart,
 )
-from ..engine.channel import END, FrameChannel
 from ..engine.checks import (
     check_eos_threshold,
     check_lexicon,
@@ -50,6 +49,7 @@ from ..engine.checks import (
     check_temperature,
 )
 from ..engine.errors import InvalidSettingError
+from ..engine.runtime.channel import END, FrameChannel
 from . import protocol as p
 
 logger = logging.getLogger(__name__)
@@ -90,6 +90,8 @@ class RemoteTTS:
         self._connect_timeout = connect_timeout
         self._info: p.Ready | None = None
         self._connected = threading.Event()
+        self._attempts = threading.Condition()  # notified after each connection attempt
+        self._failures = 0
         self._last_error: BaseException | None = None
         self._sessions: dict[str, RemoteSession] = {}
         self._voice_checks: dict[int, concurrent.futures.Future[p.VoiceChecked]] = {}
@@ -125,9 +127,16 @@ class RemoteTTS:
     def connect(self, timeout: float | None = None) -> RemoteTTS:
         """Wait until connected; ``ServerUnavailableError`` after ``timeout`` seconds."""
         self._check_thread()
-        if not self._connected.is_set():
-            self._loop.call_soon_threadsafe(self._wake)
-            if not self._connected.wait(self._connect_timeout if timeout is None else timeout):
+        with self._attempts:
+            if self._connected.is_set():
+                return self
+            failures = self._failures
+            self._loop.call_soon_threadsafe(self._wake)  # try now, not after the backoff
+            self._attempts.wait_for(
+                lambda: self._connected.is_set() or self._failures > failures,
+                self._connect_timeout if timeout is None else timeout,
+            )
+            if not self._connected.is_set():
                 raise ServerUnavailableError(
                     f"cannot reach the TTS server at {self.url}: {self._last_error or 'timed out'}"
                 )
@@ -169,6 +178,19 @@ class RemoteTTS:
             self._sessions.pop(start.context, None)
             raise
         return session
+
+    def has_speech(
+        self,
+        text: str,
+        language: str | None = None,
+        *,
+        normalize: bool = True,
+        lexicon: Mapping[str, str] | None = None,
+    ) -> bool:
+        """Whether ``text`` has a letter or a digit of any script (``PocketTTS.has_speech``
+        asks the pack's tokenizer, which is the server's: a text it cannot say comes back as
+        an utterance with no audio)."""
+        return any(c.isalnum() for c in text)
 
     def voice_state(self, voice: Any = None) -> None:
         """Check that the server speaks with ``voice`` (None: its default); raises why not."""
@@ -253,13 +275,18 @@ class RemoteTTS:
                         raise p.ProtocolError(p.CloseCode.MALFORMED, "expected 'ready'")
                     self._info = ready
                     self._outgoing = asyncio.Queue()
-                    self._connected.set()
+                    with self._attempts:
+                        self._connected.set()
+                        self._attempts.notify_all()
                     delays = itertools.chain(BACKOFF_S, itertools.repeat(BACKOFF_S[-1]))
                     await self._serve(websocket)
             except asyncio.CancelledError:
                 raise
             except Exception as e:
-                self._last_error = e
+                with self._attempts:
+                    self._last_error = e
+                    self._failures += 1
+                    self._attempts.notify_all()
             finally:
                 self._connected.clear()
                 self._outgoing = None
@@ -421,7 +448,8 @@ class RemoteSession:
 
     @property
     def holds_fed_text(self) -> bool:
-        """False: the server holds fed text; a marker after ``feed`` follows the audio queued."""
+        """False: the server holds the fed text, and a marker placed while it holds some
+        waits there for the chunk that text becomes (as the service holds its frames)."""
         return False
 
     def mark(self, payload: Any) -> None:

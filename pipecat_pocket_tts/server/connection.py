@@ -76,6 +76,7 @@ class Context:
         self.encoder = encoder
         self.pacer = pacer
         self.utterances: dict[int, int] = {}  # engine utterance index → client utterance
+        self.held: list[_ClientMark] = []  # markers waiting for the fed text's next chunk
         self.text_chars = 0
         self.buffered = 0  # frames in the outbox
         self.dropped = False  # ended early: nothing more of it goes out
@@ -215,7 +216,7 @@ class Connection:
             elif isinstance(request, p.End):
                 context.session.finish()
             elif isinstance(request, p.Mark):
-                context.session.mark(_ClientMark(request.id))
+                self._mark(context, _ClientMark(request.id))
             else:
                 await self._queue(context, request)
         except PocketTTSError as e:
@@ -297,6 +298,20 @@ class Connection:
         for index in indices:
             context.utterances[index] = request.utterance
         session.mark(_UtteranceEnd(request.utterance))
+        streamed = isinstance(request, p.Flush) or not request.complete
+        if streamed and (indices or isinstance(request, p.Flush)):
+            held, context.held = context.held, []
+            if indices:  # a flush that queued nothing: the text they followed made no audio
+                for marker in held:
+                    session.mark(marker)
+
+    def _mark(self, context: Context, marker: _ClientMark) -> None:
+        """A client marker after the audio of the text sent before it: while the session's
+        text stream holds fed text, it waits for the chunk that text becomes."""
+        if context.session.holds_fed_text:
+            context.held.append(marker)
+        else:
+            context.session.mark(marker)
 
     def _count_text(self, context: Context, text: str) -> None:
         limits = self._limits

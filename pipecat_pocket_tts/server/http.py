@@ -17,7 +17,7 @@ import struct
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from starlette.requests import Request
@@ -25,25 +25,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ..engine import SAMPLE_RATE, PocketTTSError, UnknownVoiceError
 from ..engine.audio import read_wav, to_pcm16
-
-if TYPE_CHECKING:
-    from .app import ServerState
-
-OPENAI_VOICES = (
-    "alloy", "ash", "ballad", "cedar", "coral", "echo", "fable", "marin", "nova", "onyx", "sage",
-    "shimmer", "verse",
-)  # fmt: skip
-"""The voice names OpenAI clients send (Pipecat's ``OpenAITTSService`` takes no others)."""
+from .state import RequestError, ServerState
 
 FORMATS = {"pcm": "audio/pcm", "wav": "audio/wav"}
-
-
-class RequestError(Exception):
-    """A request the server refuses: its HTTP status and a one-line reason."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def error_response(status: int, message: str) -> JSONResponse:
@@ -237,8 +221,6 @@ def status_of(error: Exception) -> int:
 
 __all__ = [
     "FORMATS",
-    "OPENAI_VOICES",
-    "RequestError",
     "error_response",
     "health",
     "metrics",

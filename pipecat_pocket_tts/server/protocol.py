@@ -13,7 +13,9 @@ client → server::
     text    context, utterance, text, complete (True: one whole utterance, as Session.enqueue;
             False: streamed, as Session.feed), per-utterance overrides
     flush   context, utterance: the streamed text is complete (Session.flush)
-    mark    context, id: a marker after everything queued so far (Session.mark)
+    mark    context, id: a marker after the audio of the text sent before it (Session.mark;
+            while fed text is held unfinished, after the chunk it becomes, or dropped if a
+            flush queues none)
     end     context: no more text; ``done`` follows the last audio
     cancel  context: stop now; ``cancelled`` acknowledges, nothing of it follows
     voice   id, voice: can the server's pack speak with this voice? (``voice_checked``)

@@ -12,6 +12,12 @@ from pathlib import Path
 
 from ..engine import PocketTTS, UnknownVoiceError
 
+OPENAI_VOICES = (
+    "alloy", "ash", "ballad", "cedar", "coral", "echo", "fable", "marin", "nova", "onyx", "sage",
+    "shimmer", "verse",
+)  # fmt: skip
+"""The voice names OpenAI clients send (Pipecat's ``OpenAITTSService`` takes no others)."""
+
 _VOICE_FILES = (".safetensors", ".wav")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
@@ -60,4 +66,4 @@ class ServerVoices:
         return path
 
 
-__all__ = ["ServerVoices"]
+__all__ = ["OPENAI_VOICES", "ServerVoices"]

@@ -2,7 +2,9 @@
 
 ``EngineLoader`` owns the engine and the load tasks: the pack of the current settings, loaded
 at setup (a slow first download finishes in the background), and a pack requested at
-runtime, loaded in the background and adopted at the next turn. Loads go through the
+runtime, loaded in the background and adopted at the next turn. With a server URL the engine
+is a ``RemoteTTS`` (a TTS server's one model, used through the same interface): "loading" is
+connecting to it, and a pack is one the server serves. Loads go through the
 process-wide shared cache (services of one pack share the weights) and run off the event
 loop. The calls into the engine's loading API are all in ``load_shared_engine`` and
 ``EngineLoader.pack_for`` below.
@@ -18,9 +20,10 @@ from typing import TYPE_CHECKING, Any
 from loguru import logger
 from pipecat.utils.types import is_given
 
-from ..engine.errors import PocketTTSError
+from ..engine.errors import PocketTTSError, ServerUnavailableError, UnknownLanguageError
 from ..engine.model.languages import pack_name
 from ..engine.model.options import LoadOptions
+from ..server.client import RemoteTTS
 
 if TYPE_CHECKING:
     from pipecat.transcriptions.language import Language
@@ -41,13 +44,15 @@ class LoadSettings:
 
     load_options: LoadOptions = field(default_factory=LoadOptions)
     warmup: bool = True
+    server_url: str | None = None  # a TTS server instead of a model in this process
+    api_key: str | None = None  # the server's bearer key
 
 
 @dataclass(frozen=True)
 class Ready:
     """The engine a new turn speaks with, and what changed to get it."""
 
-    engine: PocketTTS
+    engine: PocketTTS | RemoteTTS
     switched: bool = False  # a pack requested at runtime was adopted
     switch_error: Exception | None = None  # a requested pack failed; the engine is the old one
 
@@ -69,12 +74,13 @@ class EngineLoader:
         self.settings = settings
         self._create_task = create_task
         self._keep_alive = keep_alive
-        self._engine: PocketTTS | None = None
+        self._engine: PocketTTS | RemoteTTS | None = None
+        self._remote: RemoteTTS | None = None  # made at the first load (never in __init__)
         self._load_task: asyncio.Task | None = None  # the pack of the current settings
         self._switch_task: asyncio.Task | None = None  # a pack requested at runtime
 
     @property
-    def engine(self) -> PocketTTS | None:
+    def engine(self) -> PocketTTS | RemoteTTS | None:
         return self._engine
 
     def pack_for(self, language: Language | str) -> str:
@@ -94,6 +100,8 @@ class EngineLoader:
         await asyncio.wait({self._load_task}, timeout=budget_s)
         outcome = _outcome(self._load_task)
         if isinstance(outcome, Exception):
+            if isinstance(outcome, ServerUnavailableError):
+                self._load_task = None  # the next turn connects again
             return outcome
         if outcome is not None:
             self._engine = outcome
@@ -167,7 +175,7 @@ class EngineLoader:
         voice = engine.default_voice if voice is None else voice
         return voice, await self.voice_error(engine, voice)
 
-    async def voice_error(self, engine: PocketTTS, voice: Any) -> PocketTTSError | None:
+    async def voice_error(self, engine: PocketTTS | RemoteTTS, voice: Any) -> PocketTTSError | None:
         """Why ``engine`` cannot use ``voice`` (None: it can): the engine's own parser decides,
         off the loop (the voice is cached by it for the next utterance)."""
         try:
@@ -184,8 +192,11 @@ class EngineLoader:
                 await cancel_task(task)
         self._load_task = self._switch_task = None
         self._engine = None
+        remote, self._remote = self._remote, None
+        if remote is not None:
+            await asyncio.to_thread(remote.close)
 
-    async def _wait_alive(self, context_id: str, task: asyncio.Task) -> PocketTTS:
+    async def _wait_alive(self, context_id: str, task: asyncio.Task) -> PocketTTS | RemoteTTS:
         """Await a load while refreshing the context, so Pipecat's no-audio timeout never fires.
 
         The load is not cancelled when the caller is (an interruption): it keeps going for the
@@ -201,9 +212,11 @@ class EngineLoader:
             raise outcome
         return outcome
 
-    async def _load(self, pack: str, voice: Any) -> PocketTTS | Exception:
+    async def _load(self, pack: str, voice: Any) -> PocketTTS | RemoteTTS | Exception:
         """Load and warm up ``pack``; returns the failure instead of raising it (Pipecat's task
         manager would swallow it)."""
+        if self.settings.server_url is not None:
+            return await self._connect(pack)
         options = self.settings.load_options
         model_dir = options.model_dir
         if model_dir is not None and (model_dir / pack).is_dir():
@@ -215,6 +228,24 @@ class EngineLoader:
         except Exception as e:
             return e
         return engine
+
+    async def _connect(self, pack: str) -> RemoteTTS | Exception:
+        """The TTS server, once connected, if it serves ``pack`` (else why not)."""
+        settings = self.settings
+        assert settings.server_url is not None
+        if self._remote is None:
+            self._remote = RemoteTTS(settings.server_url, api_key=settings.api_key)
+        remote = self._remote
+        try:
+            await asyncio.to_thread(remote.connect)
+        except PocketTTSError as e:
+            return e
+        if remote.language != pack:
+            return UnknownLanguageError(
+                f"the TTS server at {remote.url} serves pack {remote.language!r}, not {pack!r}: "
+                "set the service's language to it, or start a server with that pack"
+            )
+        return remote
 
 
 def _outcome(task: asyncio.Task | None) -> Any:

@@ -29,7 +29,7 @@ from pipecat.transcriptions.language import Language
 from pipecat.utils.context.word_timestamp_tracker import WordTimestamp
 from pipecat.utils.tracing.service_decorators import traced_tts
 
-from ..engine.errors import PocketTTSError
+from ..engine.errors import PocketTTSError, ServerUnavailableError
 from ..engine.model.config import SAMPLE_RATE
 from ..engine.model.languages import text_variant
 from ..engine.model.options import LoadOptions
@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from pipecat.frames.frames import CancelFrame
 
     from ..engine import PocketTTS
+    from ..server.client import RemoteTTS
 
 SETUP_LOAD_BUDGET_S = 15.0
 """How long ``setup`` waits for the model before letting the pipeline start (Pipecat gives up
@@ -89,6 +90,8 @@ class PocketTTSService(TTSServiceHooks):
         text_aggregation_mode: TextAggregationMode | None = None,
         warmup: bool = True,
         resampler_quality: str = "HQ",
+        server_url: str | None = None,
+        api_key: str | None = None,
         **kwargs: Any,
     ) -> None:
         """Create the service; the model loads in ``setup`` (never in the constructor).
@@ -106,15 +109,25 @@ class PocketTTSService(TTSServiceHooks):
                 text stream (``Session.feed``), which cuts and prepares as the batch path.
             warmup: Run a short synthesis in ``setup`` so the first turn is fast.
             resampler_quality: soxr quality of the output resampler (QQ, LQ, MQ, HQ, VHQ).
+            server_url: ``ws://host:port`` of a TTS server (``python -m pipecat_pocket_tts
+                serve``) to speak with instead of loading a model in this process; every
+                behaviour is the same. The server's pack must be ``language``'s; voices are
+                the server's names; ``load`` options are the server's own.
+            api_key: The server's API key (sent as a bearer token).
             **kwargs: Other ``TTSService`` arguments (``sample_rate``, ``text_transforms``...);
                 any other keyword (``temp``, ``quantize``, a typo) is a ``TypeError`` saying
                 what to use.
         """
         options = take_quantize(take_load_options(load, kwargs), kwargs)  # checked now
         check_extra_arguments(kwargs, known=inspect.signature(PocketTTSService).parameters)
+        if server_url is not None and options != LoadOptions():
+            raise TypeError(
+                "load options (backend, precision, threads...) choose how this process loads a "
+                "model; with server_url the server's own options decide: drop them here"
+            )
         defaults = initial_settings(language, settings)
         self._loader = EngineLoader(
-            LoadSettings(options, warmup),
+            LoadSettings(options, warmup and server_url is None, server_url, api_key),
             create_task=lambda coroutine, name: self.create_task(coroutine, name=name),
             keep_alive=lambda context_id: refresh_audio_context(self, context_id),
         )
@@ -161,7 +174,7 @@ class PocketTTSService(TTSServiceHooks):
         return language_to_pack(language)
 
     @property
-    def engine(self) -> PocketTTS | None:
+    def engine(self) -> PocketTTS | RemoteTTS | None:
         """The loaded engine (None before setup or after cleanup)."""
         return self._loader.engine
 
@@ -188,8 +201,10 @@ class PocketTTSService(TTSServiceHooks):
         """Start the service; report a pack that failed to load."""
         await super().start(frame)
         self._stopped = False
-        if self._load_error is not None:  # permanent: no model to speak with
-            await self._refuse(self._load_error, f"could not load pack {self.pack!r}", True)
+        error = self._load_error
+        if error is not None:  # permanent: no model to speak with (a server may come back)
+            permanent = not isinstance(error, ServerUnavailableError)
+            await self._refuse(error, f"could not load pack {self.pack!r}", permanent)
 
     async def stop(self, frame: EndFrame) -> None:
         """Play everything queued, then release the sessions."""
@@ -323,7 +338,7 @@ class PocketTTSService(TTSServiceHooks):
             seed_version=self._seed_version,
         )
 
-    def _name_default_voice(self, engine: PocketTTS) -> None:
+    def _name_default_voice(self, engine: PocketTTS | RemoteTTS) -> None:
         if self._default_voice:
             stored_settings(self).voice = engine.default_voice
 

@@ -37,6 +37,7 @@ from .admission import admission_reporter
 if TYPE_CHECKING:
     from ..engine import PocketTTS, Session
     from ..engine.synthesis import AudioFrame
+    from ..server.client import RemoteSession, RemoteTTS
     from .resampler import StreamResampler
     from .settings import PocketTTSSettings
 
@@ -166,7 +167,7 @@ class SpeechStream:
 
     def __init__(
         self,
-        session: Session,
+        session: Session | RemoteSession,
         resampler: StreamResampler,
         output: ContextOutput,
         *,
@@ -422,7 +423,7 @@ class Turns:
     async def open(
         self,
         context_id: str,
-        engine: PocketTTS,
+        engine: PocketTTS | RemoteTTS,
         *,
         private: bool,
         streamed: bool,

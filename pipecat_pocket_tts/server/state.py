@@ -1,0 +1,73 @@
+"""What the server app holds: its configuration, the model once loaded, voices, metrics."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..engine import LoadOptions, PocketTTS
+from .metrics import ServerMetrics
+from .security import KeyCheck, Limits
+from .voices import OPENAI_VOICES, ServerVoices
+
+
+class RequestError(Exception):
+    """A request the server refuses: its HTTP status and a one-line reason."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+WARMUP_TEXT = "Hello."
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """What the server serves and to whom."""
+
+    language: str = "english"
+    options: LoadOptions = field(default_factory=LoadOptions)
+    voices_dir: Path | None = None
+    voice_aliases: dict[str, str] | None = None  # None: OpenAI's names → the default voice
+    api_key: str | None = None
+    limits: Limits = field(default_factory=Limits)
+    cors_origins: tuple[str, ...] = ()
+    warmup: bool = True
+
+
+class ServerState:
+    """The app's model (once loaded), voices, limits, key check and metrics."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.limits = config.limits
+        self.keys = KeyCheck(config.api_key)
+        self.metrics = ServerMetrics()
+        self.tts: PocketTTS | None = None
+        self.voices: ServerVoices
+        self.load_error: Exception | None = None
+        self.loaded = asyncio.Event()
+        self.connections = 0  # websocket connections being served
+
+    def require_model(self) -> PocketTTS:
+        if self.tts is None:
+            raise RequestError(503, "the model is still loading; retry when /ready says so")
+        return self.tts
+
+    def load(self) -> None:
+        """Load and warm up the pack (a worker thread)."""
+        config = self.config
+        tts = PocketTTS.load(config.language, options=config.options)
+        aliases = config.voice_aliases
+        if aliases is None:
+            aliases = dict.fromkeys(OPENAI_VOICES, tts.default_voice) if tts.default_voice else {}
+        voices = ServerVoices(tts, config.voices_dir, aliases)
+        if config.warmup:
+            tts.synthesize(WARMUP_TEXT, max_frames=2, seed=0)
+        self.voices = voices
+        self.tts = tts
+
+
+__all__ = ["RequestError", "ServerConfig", "ServerState"]
