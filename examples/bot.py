@@ -9,7 +9,9 @@ Deepgram hears, OpenAI thinks, PocketTTS speaks on this machine (no TTS service,
     python examples/bot.py -t twilio -x YOUR.ngrok.io   # phone calls, 8 kHz output
 
 Options through the environment: POCKET_TTS_LANGUAGE (default english), POCKET_TTS_VOICE,
-POCKET_TTS_MODEL_DIR (a local pack folder; otherwise the pack comes from Hugging Face once).
+POCKET_TTS_MODEL_DIR (a local pack folder; otherwise the pack comes from Hugging Face once),
+POCKET_TTS_SERVER_URL (speak through a TTS server, ``python -m pipecat_pocket_tts serve``,
+instead of loading the model in every call's process; POCKET_TTS_API_KEY its key).
 No API keys? ``examples/try_bot.py`` needs none.
 """
 
@@ -90,9 +92,13 @@ def exit_unless_speakable_pack(script: str) -> None:
 
 def make_tts(**kwargs) -> PocketTTSService:
     """PocketTTS as configured by the environment; TOKEN aggregation for the fastest start."""
+    server_url = os.getenv("POCKET_TTS_SERVER_URL")
+    if server_url:  # one model on the server for every call
+        kwargs.update(server_url=server_url, api_key=os.getenv("POCKET_TTS_API_KEY") or None)
+    else:
+        kwargs.setdefault("model_dir", os.getenv("POCKET_TTS_MODEL_DIR") or None)
     return PocketTTSService(
         language=os.getenv("POCKET_TTS_LANGUAGE", "english"),
-        model_dir=os.getenv("POCKET_TTS_MODEL_DIR") or None,
         text_aggregation_mode=TextAggregationMode.TOKEN,
         settings=PocketTTSService.Settings(voice=os.getenv("POCKET_TTS_VOICE") or None),
         **kwargs,

@@ -1,0 +1,302 @@
+"""One TTS server for N call processes, against one model per call process and N sessions in
+one process: streams in real time, first audio, a call process's memory, CPU.
+
+Full-size ``english`` with random weights (``full_size_pack.py``), int8 FlowLM linears. Every
+call is a real Pipecat pipeline (``PocketTTSService → sink``) speaking ``TEXT`` from a
+``TTSSpeakFrame``; the sink stamps each audio frame's arrival from the request. Columns:
+
+- ``server``: one ``python -m pipecat_pocket_tts serve --precision int8`` process on
+  127.0.0.1, and N call processes, each ``PocketTTSService(server_url=...)``;
+- ``processes``: N call processes, each loading its own model (one process per call today);
+- ``sessions``: N pipelines in one process on one shared model (in-process batching).
+
+For each N and column: calls requested ``--stagger`` s apart (0.25) and all at once (0):
+streams whose playback, started 200 ms after its first frame, ever waits for a frame
+(stalls@200); time to first audio p50/p95 (ms, from the request); a call process's RSS
+(MB; for ``sessions`` the one process's); CPU core-seconds per audio second, every process
+of the column counted (the server's too). ``baseline`` is a call process's RSS with the same
+pipeline and no TTS service, so ``server`` minus it is what the client service adds.
+
+    python benchmarks/bench_server.py [--sizes 1,4,8,12] [--staggers 0.25,0]
+        [--modes server,processes,sessions] [--work /tmp/bench_server]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from full_size_pack import build_files  # noqa: E402
+
+TEXT = (
+    "Hello there, how are you doing today? I can help you with your booking, "
+    "and the next train leaves at nine fifteen."
+)
+WARM_UP = "Warm up, please."
+FRAME_SECONDS = 0.08
+BUFFER_S = 0.2
+MODES = ("server", "processes", "sessions")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1,4,8,12")
+    parser.add_argument("--staggers", default="0.25,0")
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--work", type=Path, default=Path("/tmp/bench_server"))
+    parser.add_argument("--call", nargs=3, metavar=("MODE", "N", "TARGET"), help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def rss_mb(pid: int | str = "self") -> float:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def cpu_seconds(pid: int | str = "self") -> float:
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# -- a call process: N pipelines, told when to speak --------------------------------------
+
+
+async def run_calls(mode: str, n: int, target: str) -> None:
+    """Build ``n`` pipelines, say "ready", then on each "go" line speak in the next one;
+    print one JSON line of arrivals, RSS and CPU when every reply ended."""
+    from pipecat.frames.frames import (
+        EndFrame,
+        Frame,
+        TTSAudioRawFrame,
+        TTSSpeakFrame,
+        TTSStoppedFrame,
+    )
+    from pipecat.pipeline.pipeline import Pipeline
+    from pipecat.pipeline.worker import PipelineParams, PipelineWorker
+    from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+    from pipecat.workers.runner import WorkerRunner
+
+    class Sink(FrameProcessor):
+        def __init__(self) -> None:
+            super().__init__()
+            self.requested = 0.0
+            self.arrivals: list[float] = []
+            self.done = asyncio.Event()
+
+        async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+            await super().process_frame(frame, direction)
+            if isinstance(frame, TTSAudioRawFrame):
+                frames = max(1, round(len(frame.audio) / 2 / 1920))
+                self.arrivals += [time.perf_counter() - self.requested] * frames
+            elif isinstance(frame, TTSStoppedFrame):
+                self.done.set()
+            await self.push_frame(frame, direction)
+
+    def service():
+        from pipecat_pocket_tts import PocketTTSService
+
+        if mode == "server":
+            return PocketTTSService(server_url=target)
+        return PocketTTSService(model_dir=Path(target), backend="numpy", precision="int8")
+
+    sinks, workers, started = [], [], []
+    for _ in range(n):
+        sink = Sink()
+        stages = [sink] if mode == "baseline" else [service(), sink]
+        worker = PipelineWorker(
+            Pipeline(stages),
+            params=PipelineParams(audio_out_sample_rate=24000),
+            cancel_on_idle_timeout=False,
+        )
+        ready = asyncio.Event()
+
+        async def on_started(*_args, ready=ready) -> None:
+            ready.set()
+
+        worker.event_handler("on_pipeline_started")(on_started)
+        sinks.append(sink)
+        workers.append(worker)
+        started.append(ready)
+    runner = WorkerRunner(handle_sigint=False)
+    await runner.add_workers(*workers)
+    running = asyncio.create_task(runner.run())
+    for ready in started:
+        await ready.wait()
+    if mode != "baseline":  # warm up each pipeline once (the server, or this process's model)
+        for sink, worker in zip(sinks, workers, strict=True):
+            await worker.queue_frame(TTSSpeakFrame(WARM_UP))
+            await sink.done.wait()
+            sink.done.clear()
+            sink.arrivals.clear()
+    idle_rss = rss_mb()
+    print("ready", flush=True)
+    cpu0 = cpu_seconds()
+    loop = asyncio.get_running_loop()
+    for sink, worker in zip(sinks, workers, strict=True):
+        await loop.run_in_executor(None, sys.stdin.readline)  # "go"
+        sink.requested = time.perf_counter()
+        if mode != "baseline":
+            await worker.queue_frame(TTSSpeakFrame(TEXT))
+    if mode != "baseline":
+        for sink in sinks:
+            await sink.done.wait()
+    result = {
+        "arrivals": [sink.arrivals for sink in sinks],
+        "rss": max(rss_mb(), idle_rss),
+        "cpu": cpu_seconds() - cpu0,
+    }
+    for worker in workers:
+        await worker.queue_frame(EndFrame())
+    await running
+    print(json.dumps(result), flush=True)
+
+
+# -- the coordinator ----------------------------------------------------------------------
+
+
+class Server:
+    """The TTS server process of the ``server`` column."""
+
+    def __init__(self, pack: Path) -> None:
+        self.port = free_port()
+        command = [
+            sys.executable, "-m", "pipecat_pocket_tts", "serve", "--port", str(self.port),
+            "--model-dir", str(pack), "--backend", "numpy", "--precision", "int8",
+            "--max-streams", "none", "--max-contexts", "64",
+        ]  # fmt: skip
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        assert self.process.stdout is not None
+        seen: set[str] = set()
+        for line in self.process.stdout:
+            seen |= {key for key in ("model loaded", "Uvicorn running") if key in line}
+            if len(seen) == 2:
+                break
+        else:
+            raise RuntimeError("the server did not start")
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait()
+
+
+def start_calls(mode: str, count: int, per_process: int, target: str) -> list[subprocess.Popen]:
+    command = [sys.executable, __file__, "--call", mode, str(per_process), target]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    calls = [
+        subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        for _ in range(count)
+    ]
+    for call in calls:
+        assert call.stdout is not None
+        while call.stdout.readline().strip() != "ready":
+            if call.poll() is not None:
+                raise RuntimeError(f"a {mode} call process failed")
+    return calls
+
+
+def run_column(mode: str, n: int, stagger: float, pack: Path, server: Server | None) -> dict:
+    """One (column, N, stagger): every stream's arrivals, a call process's RSS, the CPU."""
+    if mode == "sessions":
+        calls = start_calls(mode, 1, n, str(pack))
+        goes = [calls[0]] * n
+    else:
+        target = server.url if server is not None else str(pack)
+        calls = start_calls(mode, n, 1, target)
+        goes = calls
+    server_cpu0 = cpu_seconds(server.process.pid) if server is not None else 0.0
+    wall0 = time.perf_counter()
+    for i, call in enumerate(goes):
+        time.sleep(max(0.0, wall0 + i * stagger - time.perf_counter()))
+        assert call.stdin is not None
+        call.stdin.write("go\n")
+        call.stdin.flush()
+    results = []
+    for call in calls:
+        assert call.stdout is not None
+        results.append(json.loads(call.stdout.readline()))
+        call.wait()
+    arrivals = [a for r in results for a in r["arrivals"] if a]
+    cpu = sum(r["cpu"] for r in results)
+    if server is not None:
+        cpu += cpu_seconds(server.process.pid) - server_cpu0
+    return {"arrivals": arrivals, "rss": max(r["rss"] for r in results), "cpu": cpu}
+
+
+def stalls(arrivals: list[float], buffer: float) -> bool:
+    first = arrivals[0]
+    return any(t > first + buffer + i * FRAME_SECONDS for i, t in enumerate(arrivals))
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def summarize(result: dict) -> str:
+    arrivals = result["arrivals"]
+    first = [a[0] for a in arrivals]
+    audio = sum(len(a) for a in arrivals) * FRAME_SECONDS
+    return (
+        f"{sum(not stalls(a, BUFFER_S) for a in arrivals):>3}/{len(arrivals):<3}"
+        f"{1e3 * statistics.median(first):>8.0f}{1e3 * percentile(first, 0.95):>8.0f}"
+        f"{result['rss']:>8.0f}{result['cpu'] / audio:>8.2f}"
+    )
+
+
+def main() -> None:
+    args = parse_args()
+    if args.call:
+        mode, n, target = args.call
+        asyncio.run(run_calls(mode, int(n), target))
+        return
+    pack, _ = build_files(args.work)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    staggers = [float(s) for s in args.staggers.split(",")]
+    modes = args.modes.split(",")
+    print(f"load average: {os.getloadavg()[0]:.2f}; pack {pack}; int8; text {len(TEXT)} chars")
+    baseline = run_column("baseline", 1, 0.0, pack, None)
+    print(f"baseline call process (pipeline, no TTS): RSS {baseline['rss']:.0f} MB")
+    head = f"{'column':10} {'N':>3} {'stagger':>7}  {'ok@200':>7}{'p50 ms':>8}{'p95 ms':>8}"
+    print(head + f"{'RSS MB':>8}{'cpu/aud':>8}")
+    for mode in modes:
+        server = Server(pack) if mode == "server" else None
+        try:
+            for n in sizes:
+                for stagger in staggers:
+                    result = run_column(mode, n, stagger, pack, server)
+                    print(f"{mode:10} {n:>3} {stagger:>7.2f}  {summarize(result)}", flush=True)
+        finally:
+            if server is not None:
+                server.stop()
+
+
+if __name__ == "__main__":
+    main()
