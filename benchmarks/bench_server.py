@@ -56,6 +56,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--staggers", default="0.25,0")
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench_server"))
+    parser.add_argument(
+        "--first-audio-runs",
+        type=int,
+        default=10,
+        help="lone replies timed through the server and in process, alternating (0: skip)",
+    )
     parser.add_argument("--call", nargs=3, metavar=("MODE", "N", "TARGET"), help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -271,6 +277,34 @@ def summarize(result: dict) -> str:
     )
 
 
+def first_audio_pairs(pack: Path, runs: int) -> tuple[list[float], list[float]]:
+    """Time to the first frame of a lone reply, through the server (its client's session) and
+    in this process (a session on the same pack), alternating, each stream run to its end."""
+    from pipecat_pocket_tts.engine import PocketTTS
+    from pipecat_pocket_tts.server.client import RemoteTTS
+
+    server = Server(pack)
+    remote = RemoteTTS(server.url).connect()
+    local = PocketTTS.load("english", backend="numpy", model_dir=pack, precision="int8")
+    sessions = {"server": remote.session(timestamps=True), "local": local.session(timestamps=True)}
+    times: dict[str, list[float]] = {"server": [], "local": []}
+    try:
+        for run in range(runs + 1):  # the first pair warms up
+            for name, session in sessions.items():
+                start = time.perf_counter()
+                session.enqueue(TEXT if run else WARM_UP)
+                frames = iter(session)
+                frame = next(frames)
+                if run:
+                    times[name].append(time.perf_counter() - start)
+                while not frame.is_last_in_utterance:
+                    frame = next(frames)
+    finally:
+        remote.close()
+        server.stop()
+    return times["server"], times["local"]
+
+
 def main() -> None:
     args = parse_args()
     if args.call:
@@ -282,6 +316,15 @@ def main() -> None:
     staggers = [float(s) for s in args.staggers.split(",")]
     modes = args.modes.split(",")
     print(f"load average: {os.getloadavg()[0]:.2f}; pack {pack}; int8; text {len(TEXT)} chars")
+    if args.first_audio_runs:
+        remote, local = first_audio_pairs(pack, args.first_audio_runs)
+        p50 = [1e3 * statistics.median(times) for times in (remote, local)]
+        print(
+            f"first audio of a lone reply, {len(remote)} runs each, alternating: through the "
+            f"server p50 {p50[0]:.0f} ms, in process p50 {p50[1]:.0f} ms "
+            f"(difference {p50[0] - p50[1]:+.0f} ms)",
+            flush=True,
+        )
     baseline = run_column("baseline", 1, 0.0, pack, None)
     print(f"baseline call process (pipeline, no TTS): RSS {baseline['rss']:.0f} MB")
     head = f"{'column':10} {'N':>3} {'stagger':>7}  {'ok@200':>7}{'p50 ms':>8}{'p95 ms':>8}"
