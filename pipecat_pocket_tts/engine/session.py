@@ -18,12 +18,12 @@ import asyncio
 import itertools
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .errors import SessionClosedError
-from .runtime.channel import END, FrameChannel, Marker
+from .runtime.channel import ChannelOutput, FrameChannel, Marker
 from .runtime.scheduler import AdmissionWait, Scheduler, SessionLink
 from .synthesis import AudioFrame, GenerationSettings, TextPlanner, TimedText
 from .timing.heads import Heads
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 _session_ids = itertools.count()
 
 
-class Session:
+class Session(ChannelOutput["AudioFrame | Marker"]):
     """Utterances in, frames and markers out, with one voice, RNG and decoder state throughout.
 
     Made by ``PocketTTS.session()``. Text goes in whole (``enqueue``) or streamed (``feed``
@@ -267,19 +267,6 @@ class Session:
         return self._cancelled
 
     # -- output -------------------------------------------------------------------------
-    def __iter__(self) -> Iterator[AudioFrame | Marker]:
-        while (item := self._frames.get()) is not END:
-            yield item
-
-    def __aiter__(self) -> AsyncIterator[AudioFrame | Marker]:
-        return self
-
-    async def __anext__(self) -> AudioFrame | Marker:
-        item = await self._frames.aget()
-        if item is END:
-            raise StopAsyncIteration
-        return item
-
     def __enter__(self) -> Session:
         return self
 

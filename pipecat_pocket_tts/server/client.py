@@ -24,7 +24,7 @@ import contextlib
 import itertools
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -49,7 +49,7 @@ from ..engine.checks import (
     check_temperature,
 )
 from ..engine.errors import InvalidSettingError
-from ..engine.runtime.channel import END, FrameChannel
+from ..engine.runtime.channel import ChannelOutput, FrameChannel
 from . import protocol as p
 
 logger = logging.getLogger(__name__)
@@ -361,7 +361,7 @@ class RemoteTTS:
                 answer.set_exception(error)
 
 
-class RemoteSession:
+class RemoteSession(ChannelOutput["AudioFrame | Marker"]):
     """A session on the server, with ``Session``'s interface (see the module docstring)."""
 
     def __init__(
@@ -621,20 +621,7 @@ class RemoteSession:
         self._frames.close(error if not self._cancelled else None)
         _resolve(self._stopped)
 
-    # -- output -----------------------------------------------------------------------
-    def __iter__(self) -> Iterator[AudioFrame | Marker]:
-        while (item := self._frames.get()) is not END:
-            yield item
-
-    def __aiter__(self) -> AsyncIterator[AudioFrame | Marker]:
-        return self
-
-    async def __anext__(self) -> AudioFrame | Marker:
-        item = await self._frames.aget()
-        if item is END:
-            raise StopAsyncIteration
-        return item
-
+    # -- output (iteration: ChannelOutput) ---------------------------------------------
     async def __aenter__(self) -> RemoteSession:
         return self
 

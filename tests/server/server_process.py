@@ -62,7 +62,11 @@ class ServerProcess:
         )
         self._lines = queue.Queue()
         threading.Thread(target=self._read, args=(self.process, self._lines), daemon=True).start()
-        self.wait_for_logs(r"model loaded", r"Uvicorn running on")
+        try:
+            self.wait_for_logs(r"model loaded", r"Uvicorn running on")
+        except BaseException:
+            self.kill()  # never leave a server behind
+            raise
         return self
 
     def wait_for_logs(self, *patterns: str) -> None:

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import threading
 from collections import deque
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -107,4 +108,24 @@ def _resolve(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
-__all__ = ["END", "FrameChannel", "Marker"]
+class ChannelOutput(Generic[Item]):
+    """``for`` and ``async for`` over a channel's items (``self._frames``) until its end: the
+    output side of a session, local or remote."""
+
+    _frames: FrameChannel[Item]
+
+    def __iter__(self) -> Iterator[Item]:
+        while (item := self._frames.get()) is not END:
+            yield item
+
+    def __aiter__(self) -> AsyncIterator[Item]:
+        return self
+
+    async def __anext__(self) -> Item:
+        item = await self._frames.aget()
+        if item is END:
+            raise StopAsyncIteration
+        return item
+
+
+__all__ = ["END", "ChannelOutput", "FrameChannel", "Marker"]
