@@ -10,12 +10,15 @@ call is a real Pipecat pipeline (``PocketTTSService → sink``) speaking ``TEXT`
 - ``processes``: N call processes, each loading its own model (one process per call today);
 - ``sessions``: N pipelines in one process on one shared model (in-process batching).
 
-For each N and column: calls requested ``--stagger`` s apart (0.25) and all at once (0):
-streams whose playback, started 200 ms after its first frame, ever waits for a frame
+The three columns of a row run one after the other (the server stays up), so they share the
+machine's hour. For each N and column: calls requested ``--staggers`` s apart (0.25) and all
+at once (0): streams whose playback, started 200 ms after its first frame, ever waits for a frame
 (stalls@200); time to first audio p50/p95 (ms, from the request); a call process's RSS
 (MB; for ``sessions`` the one process's); CPU core-seconds per audio second, every process
 of the column counted (the server's too). ``baseline`` is a call process's RSS with the same
-pipeline and no TTS service, so ``server`` minus it is what the client service adds.
+pipeline and no TTS service, so ``server`` minus it is what the client service adds. First, with
+``--first-audio-runs``, lone replies alternate between the server and a session in this
+process, to time what the round trip adds to first audio apart from load.
 
     python benchmarks/bench_server.py [--sizes 1,4,8,12] [--staggers 0.25,0]
         [--modes server,processes,sessions] [--work /tmp/bench_server]
@@ -329,16 +332,17 @@ def main() -> None:
     print(f"baseline call process (pipeline, no TTS): RSS {baseline['rss']:.0f} MB")
     head = f"{'column':10} {'N':>3} {'stagger':>7}  {'ok@200':>7}{'p50 ms':>8}{'p95 ms':>8}"
     print(head + f"{'RSS MB':>8}{'cpu/aud':>8}")
-    for mode in modes:
-        server = Server(pack) if mode == "server" else None
-        try:
-            for n in sizes:
-                for stagger in staggers:
-                    result = run_column(mode, n, stagger, pack, server)
+    server = Server(pack) if "server" in modes else None
+    try:  # the columns of a row one after the other, so they share the machine's hour
+        for n in sizes:
+            for stagger in staggers:
+                for mode in modes:
+                    own = server if mode == "server" else None
+                    result = run_column(mode, n, stagger, pack, own)
                     print(f"{mode:10} {n:>3} {stagger:>7.2f}  {summarize(result)}", flush=True)
-        finally:
-            if server is not None:
-                server.stop()
+    finally:
+        if server is not None:
+            server.stop()
 
 
 if __name__ == "__main__":

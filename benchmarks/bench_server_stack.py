@@ -23,7 +23,7 @@ import time
 FRAME = bytes(3840)
 
 SERVERS = {
-    "starlette+uvicorn(websockets)": "starlette-websockets",
+    "starlette+uvicorn(websockets-sansio)": "starlette-websockets-sansio",
     "starlette+uvicorn(wsproto)": "starlette-wsproto",
     "aiohttp.web": "aiohttp",
 }
@@ -46,7 +46,7 @@ def serve(kind: str, port: int) -> None:
                 await websocket.send_bytes(FRAME)
 
         app = Starlette(routes=[WebSocketRoute("/ws", endpoint)])
-        ws = "websockets" if kind.endswith("websockets") else "wsproto"
+        ws = "websockets-sansio" if kind.endswith("sansio") else "wsproto"
         uvicorn.run(app, host="127.0.0.1", port=port, ws=ws, log_level="warning")
     else:
         from aiohttp import web
@@ -111,7 +111,7 @@ def main() -> None:
     if args.serve:
         serve(args.serve, args.port)
         return
-    print(f"{'stack':32} {'p50 ms':>8} {'p95 ms':>8} {'server CPU us/frame':>20}")
+    print(f"{'stack':36} {'p50 ms':>8} {'p95 ms':>8} {'server CPU us/frame':>20}")
     for label, kind in SERVERS.items():
         port = free_port()
         command = [sys.executable, __file__, "--serve", kind, "--port", str(port)]
@@ -124,7 +124,7 @@ def main() -> None:
         trips.sort()
         p50 = statistics.median(trips) * 1e3
         p95 = trips[int(len(trips) * 0.95)] * 1e3
-        print(f"{label:32} {p50:8.3f} {p95:8.3f} {cpu * 1e6:20.1f}")
+        print(f"{label:36} {p50:8.3f} {p95:8.3f} {cpu * 1e6:20.1f}")
 
 
 if __name__ == "__main__":
