@@ -24,7 +24,7 @@ import contextlib
 import itertools
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -38,15 +38,9 @@ from ..engine import (
     ServerUnavailableError,
     SessionClosedError,
     UnknownVoiceError,
+    UtteranceOptions,
     Word,
     WordStart,
-)
-from ..engine.checks import (
-    check_eos_threshold,
-    check_lexicon,
-    check_normalize,
-    check_seed,
-    check_temperature,
 )
 from ..engine.errors import InvalidSettingError
 from ..engine.runtime.channel import ChannelOutput, FrameChannel
@@ -144,26 +138,29 @@ class RemoteTTS:
 
     def session(
         self,
+        options: UtteranceOptions | None = None,
         *,
-        voice: Any = None,
-        temperature: float | None = None,
-        seed: int | None = None,
-        eos_threshold: float | None = None,
-        normalize: bool = True,
-        lexicon: Mapping[str, str] | None = None,
+        max_frames: int | None = None,
         text_language: str | None = None,
         timestamps: bool = False,
         on_admission_wait: Callable[[AdmissionWait], None] | None = None,
+        **keywords: Any,
     ) -> RemoteSession:
-        """A session on the server (waits until it is open there; raises what it refused)."""
+        """A session on the server (waits until it is open there; raises what it refused).
+
+        As ``PocketTTS.session``: ``options`` (or its fields as keywords) are the session's
+        defaults; ``max_frames`` is the server's to bound (refused here)."""
+        if max_frames is not None:
+            raise TypeError("max_frames is not offered by the TTS server")
+        defaults = UtteranceOptions.build(options, **keywords)
         start = p.Start(
             context=f"s{next(self._ids)}",
-            voice=_voice_name(voice),
-            temperature=None if temperature is None else check_temperature(temperature),
-            seed=check_seed(seed),
-            eos_threshold=None if eos_threshold is None else check_eos_threshold(eos_threshold),
-            normalize=check_normalize(normalize),
-            lexicon=check_lexicon(lexicon),
+            voice=_voice_name(defaults.voice),
+            temperature=defaults.temperature,
+            seed=defaults.seed,
+            eos_threshold=defaults.eos_threshold,
+            normalize=True if defaults.normalize is None else defaults.normalize,
+            lexicon=None if defaults.lexicon is None else dict(defaults.lexicon),
             text_language=text_language,
             timestamps=timestamps,
             encoding="float32",
@@ -387,61 +384,38 @@ class RemoteSession(ChannelOutput["AudioFrame | Marker"]):
 
     # -- input ------------------------------------------------------------------------
     def enqueue(
-        self,
-        text: str,
-        *,
-        voice: Any = None,
-        temperature: float | None = None,
-        eos_threshold: float | None = None,
-        normalize: bool | None = None,
-        lexicon: Mapping[str, str] | None = None,
-        seed: int | None = None,
+        self, text: str, options: UtteranceOptions | None = None, **keywords: Any
     ) -> int | None:
         """Queue ``text`` as one utterance; its number (None for blank text)."""
         self._check_open()
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
+        utterance = UtteranceOptions.build(options, **keywords)
         if not text.strip():
             return None
-        return self._text(text, True, voice, temperature, eos_threshold, normalize, lexicon, seed)
+        return self._text(text, True, utterance)
 
     def feed(
-        self,
-        text: str,
-        *,
-        voice: Any = None,
-        temperature: float | None = None,
-        eos_threshold: float | None = None,
-        seed: int | None = None,
-        normalize: bool | None = None,
-        lexicon: Mapping[str, str] | None = None,
+        self, text: str, options: UtteranceOptions | None = None, **keywords: Any
     ) -> list[int]:
         """Add streamed text; the server's text stream cuts it. Its utterance number."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         self._check_open()
-        if not text:
-            return []
-        index = self._text(text, False, voice, temperature, eos_threshold, normalize, lexicon, seed)
-        return [index]
+        utterance = UtteranceOptions.build(options, **keywords)
+        return [self._text(text, False, utterance)] if text else []
 
-    def flush(
-        self,
-        *,
-        voice: Any = None,
-        temperature: float | None = None,
-        eos_threshold: float | None = None,
-        seed: int | None = None,
-    ) -> list[int]:
+    def flush(self, options: UtteranceOptions | None = None, **keywords: Any) -> list[int]:
         """The fed text is complete: the server queues what its text stream holds."""
         self._check_open()
+        utterance = UtteranceOptions.build(options, **keywords)
         flush = p.Flush(
             self.context_id,
             self._next_utterance(),
-            voice=_voice_name(voice),
-            temperature=None if temperature is None else check_temperature(temperature),
-            eos_threshold=None if eos_threshold is None else check_eos_threshold(eos_threshold),
-            seed=check_seed(seed),
+            voice=_voice_name(utterance.voice),
+            temperature=utterance.temperature,
+            eos_threshold=utterance.eos_threshold,
+            seed=utterance.seed,
         )
         self._remote.send(flush)
         return [flush.utterance]
@@ -494,28 +468,18 @@ class RemoteSession(ChannelOutput["AudioFrame | Marker"]):
         self._remote.send(p.Cancel(self.context_id))
         return True
 
-    def _text(
-        self,
-        text: str,
-        complete: bool,
-        voice: Any,
-        temperature: Any,
-        eos_threshold: Any,
-        normalize: Any,
-        lexicon: Any,
-        seed: Any,
-    ) -> int:
+    def _text(self, text: str, complete: bool, options: UtteranceOptions) -> int:
         message = p.Text(
             self.context_id,
             self._next_utterance(),
             text,
             complete=complete,
-            voice=_voice_name(voice),
-            temperature=None if temperature is None else check_temperature(temperature),
-            eos_threshold=None if eos_threshold is None else check_eos_threshold(eos_threshold),
-            seed=check_seed(seed),
-            normalize=None if normalize is None else check_normalize(normalize),
-            lexicon=None if lexicon is None else check_lexicon(lexicon),
+            voice=_voice_name(options.voice),
+            temperature=options.temperature,
+            eos_threshold=options.eos_threshold,
+            seed=options.seed,
+            normalize=options.normalize,
+            lexicon=None if options.lexicon is None else dict(options.lexicon),
         )
         self._remote.send(message)
         return message.utterance
