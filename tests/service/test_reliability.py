@@ -411,6 +411,7 @@ def _speech_words(chunks: list) -> list[list[str]]:
 @settings(max_examples=80, deadline=None)
 @given(text=_ELLIPTIC_TEXT, cuts=st.lists(st.integers(1, 9), min_size=1, max_size=40))
 @example(text="a aa aa aa aaaaa aaaaa aaaaa aaaaaa aaaaaa aaaaaa ", cuts=[1])  # cut run-on
+@example(text="i\n·n", cuts=[1])  # a symbol the tokenizer drops begins the next line
 def test_streaming_cuts_as_the_batch_path_ellipses_included(
     engine_tts: PocketTTS, text: str, cuts: list[int]
 ) -> None:
@@ -469,3 +470,25 @@ async def test_token_mode_keeps_an_ellipsis_in_its_sentence(
     assert errors_of(up) == []
     assert all(any(ch.isalnum() for ch in text) for text in generated), generated
     assert "".join(generated).replace(" ", "").lower() == reply.replace(" ", "").lower()
+
+
+def test_the_default_voice_is_named_before_setup() -> None:
+    assert PocketTTSService().settings.voice == "alba"  # as Pipecat's built-in service holds
+    german = PocketTTSService(language=Language.DE)
+    assert german.settings.voice == "juergen"
+    assert PocketTTSService(settings=Settings(voice="marius")).settings.voice == "marius"
+
+
+async def test_an_unknown_voice_in_the_constructor_is_reported_at_start(
+    packs: dict[str, Path],
+) -> None:
+    """Reported as the pipeline starts, before any text; the bot speaks with the pack's
+    default voice (said in the error) rather than failing every turn."""
+    tts = service(packs["english"], settings=Settings(voice="nobody", seed=7))
+    down, up = await run_test(
+        tts, frames_to_send=[TTSSpeakFrame("Still here.")], start_timeout=START
+    )
+    errors = errors_of(up)
+    assert len(errors) == 1 and "nobody" in errors[0] and "'alba' instead" in errors[0]
+    assert tts.settings.voice == "alba"
+    assert audio_of(down).size > 0
