@@ -51,6 +51,7 @@ from pipecat.services.tts_service import TextAggregationMode
 from pipecat.workers.runner import WorkerRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from loop_slices import _describe  # the task or callback a loop slice ran
 from pipecat_playback import PlaybackClock, PlaybackOutput, timed_frames_on
 
 from pipecat_pocket_tts import PocketTTSService
@@ -161,15 +162,6 @@ class LoopMeter:
             self.longest_gc = max(self.longest_gc, pause)
             self._gc_in_callback += pause
             self._gc_start = None
-
-
-def _describe(handle: asyncio.events.Handle) -> str:
-    """The task (its coroutine's name) or callback a slice ran."""
-    owner = getattr(handle._callback, "__self__", None)
-    if isinstance(owner, asyncio.Task):
-        coroutine = owner.get_coro()
-        return f"task {getattr(coroutine, '__qualname__', coroutine)}"
-    return repr(handle)[:120]
 
 
 class AudioCount(FrameProcessor):
