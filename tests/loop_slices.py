@@ -9,9 +9,10 @@ is the service's (and the rest of Pipecat's frame handling).
 
 It also counts the engine's text work done on the loop's thread, in characters handed to the
 stages whose cost grows with their text (normalizing, cleaning, finding sentence ends,
-tokenizing): ``chars`` in all, ``most_chars`` in one slice. Unlike a time, that count is the
-same on any machine, so a bound on it (per push, per character of the reply) shows at a few
-KB what would stall the loop at 100 KB.
+tokenizing): ``chars`` in all, ``most_chars`` in one slice and ``largest_call`` in one call of
+a stage. Unlike a time, ``chars`` and ``largest_call`` are the same on any machine, so bounds on
+them (per call, per character of the reply) show at a few KB what would stall the loop at
+100 KB. ``most_chars`` is not: how many queued frames one slice handles depends on the machine.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class LoopSlices:
         self.slices = 0
         self.chars = 0  # characters of text the engine's text stages took on the loop thread
         self.most_chars = 0  # ... in one slice
+        self.largest_call = 0  # ... in one call of a stage
         self._slice_chars = 0
         self._loop_thread: int | None = None  # set by ``reset``, on the loop
         self._foreign = 0.0  # Pipecat's aggregator CPU inside the current slice
@@ -127,6 +129,7 @@ class LoopSlices:
                     text = next(a for a in args if isinstance(a, str))
                     slices.chars += len(text)
                     slices._slice_chars += len(text)
+                    slices.largest_call = max(slices.largest_call, len(text))
                 return stage(*args, **kwargs)
 
             return run_counted
@@ -144,5 +147,5 @@ class LoopSlices:
         self.longest = 0.0
         self.longest_callback = ""
         self.slices = 0
-        self.chars = self.most_chars = 0
+        self.chars = self.most_chars = self.largest_call = 0
         self._loop_thread = threading.get_ident()

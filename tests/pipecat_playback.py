@@ -6,7 +6,8 @@ releases word frames at their presentation time) sleeps on that clock instead of
 clock. Each 10 ms chunk ``PlaybackOutput`` writes moves the clock on by 10 ms, so a word whose
 time is t is released exactly when the audio up to t has been played, whatever the speed of
 the machine. ``PlaybackOutput.pause_at(seconds)`` holds the audio at that point: the test
-waits until it is reached and every word due by then was released, then interrupts.
+waits until it is reached and every word due by then was released, then interrupts;
+``start_after(seconds)`` starts the playback late, as a real-time output lags the engine.
 """
 
 from __future__ import annotations
@@ -105,10 +106,17 @@ class PlaybackOutput(BaseOutputTransport):
         self.received_samples = 0  # audio that reached the transport (played or queued)
         self._received = asyncio.Condition()
         self._ended = False  # the speech ended: no more audio is coming
+        self._hold_samples = 0  # playback starts once this much audio has arrived
 
     def pause_at(self, seconds: float) -> None:
         """Hold playback once ``seconds`` of audio have been played (until interrupted)."""
         self._pause_ns = self.clock.get_time() + round(seconds * NS)
+
+    def start_after(self, seconds: float) -> None:
+        """Start playing once ``seconds`` of audio have arrived, as a real-time output lags an
+        engine that runs ahead of real time (later contexts are pushed while earlier ones
+        still play)."""
+        self._hold_samples = round(seconds * self.sample_rate)
 
     async def start(self, frame: StartFrame) -> None:
         await super().start(frame)
@@ -143,6 +151,10 @@ class PlaybackOutput(BaseOutputTransport):
         await super().process_frame(frame, direction)
 
     async def write_audio_frame(self, frame: OutputAudioRawFrame) -> bool:
+        if self._hold_samples:
+            async with self._received:
+                await self._received.wait_for(lambda: self.received_samples >= self._hold_samples)
+            self._hold_samples = 0
         if self._pause_ns is not None and self.clock.get_time() >= self._pause_ns:
             self.reached.set()
             await self._resume.wait()  # cancelled by the interruption

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import weakref
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -26,7 +27,7 @@ from . import audio as audio_ops
 from . import output_file
 from .backends import concrete_options, find_pack_files, load_backend, resolve_backend_name
 from .backends.base import Backend, FlowState
-from .errors import EmptyTextError, UnknownVoiceError
+from .errors import EmptyTextError, SessionClosedError, UnknownVoiceError
 from .model.config import SAMPLE_RATE, ModelConfig
 from .model.languages import pack_name
 from .model.options import LoadOptions
@@ -41,7 +42,7 @@ from .timing.word_timing import Word
 from .utterance import UtteranceOptions
 from .voices.cloning import AudioSource, clone_voice
 from .voices.source import VoiceSource, fetch_hub_voice, parse_voice
-from .voices.voice import Voice
+from .voices.voice import WEIGHTS_METADATA_KEY, Voice
 
 logger = logging.getLogger(__name__)
 
@@ -77,8 +78,12 @@ class PocketTTS:
         self.backend = backend
         self.tokenizer = tokenizer
         self.pack = pack
-        self._scheduler: Scheduler | None = None
-        self._scheduler_lock = threading.Lock()
+        self._pool = _SchedulerBox()  # the scheduler, made on first use; closed when dropped
+        self._closed = False
+        # A dropped model frees itself: its pool threads reference only the scheduler (never
+        # this object), so it can be collected; this then stops those threads, which lets
+        # the scheduler and the backend (weights, mapped files) go.
+        weakref.finalize(self, self._pool.close_later)
         self._planner = TextPlanner(config, tokenizer)
         self._timestamp_heads = heads_for(config) if backend.capabilities.attention_probe else None
         self._voice_lock = threading.Lock()
@@ -180,9 +185,38 @@ class PocketTTS:
 
     @staticmethod
     def clear_shared() -> None:
-        """Forget the models ``load_shared`` keeps (sessions in use keep theirs alive)."""
+        """Forget the models ``load_shared`` keeps: each is freed (its threads end, its files
+        close) once nobody holds it; services and sessions in use keep theirs alive."""
         with _SHARED_LOCK:
             _SHARED.clear()
+
+    # -- life ---------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop this model's compute threads now and forget it in the shared cache.
+
+        Sessions still speaking on it are cancelled; later calls that speak raise
+        ``SessionClosedError``. Idempotent. A model that is simply dropped frees itself too
+        (once nobody holds it); ``close`` is for doing it at a known moment.
+        """
+        self._closed = True
+        with _SHARED_LOCK:
+            for key, entry in list(_SHARED.items()):
+                if entry.tts is self:
+                    del _SHARED[key]
+        self._pool.close()
+        with self._voice_lock:
+            self._voice_states.clear()
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close`` was called."""
+        return self._closed
+
+    def __enter__(self) -> PocketTTS:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def has_speech(
         self,
@@ -221,14 +255,18 @@ class PocketTTS:
 
     @property
     def scheduler(self) -> Scheduler:
-        """The scheduler every session of this model runs on (made on first use)."""
-        with self._scheduler_lock:
-            if self._scheduler is None:
-                options = self.options
-                self._scheduler = Scheduler(
-                    self.backend, threads=options.threads, max_streams=options.max_streams
-                )
-            return self._scheduler
+        """The scheduler every batched session of this model runs on (made on first use)."""
+        self._check_open()
+        options = self.options
+        return self._pool.get(
+            lambda: Scheduler(
+                self.backend, threads=options.threads, max_streams=options.max_streams
+            )
+        )
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SessionClosedError(f"{self!r} was closed: load the model again to speak")
 
     # -- speaking -----------------------------------------------------------------------
     def session(
@@ -254,6 +292,7 @@ class PocketTTS:
         thread, keep it short) when the session waits for a slot of the model's scheduler
         (``max_streams``) and when it gets one (``AdmissionWait.waited``: seconds).
         """
+        self._check_open()
         options = UtteranceOptions.build(options, **keywords)
         defaults = UtteranceOptions(
             temperature=self.config.default_temperature,
@@ -356,9 +395,11 @@ class PocketTTS:
         ``CloningUnavailableError`` when the pack has no voice-cloning weights and
         ``CloneAudioError`` for unusable audio (see ``engine.cloning``).
         """
-        return clone_voice(
+        voice = clone_voice(
             self.backend, source, sample_rate=sample_rate, config_name=self.config.name
         )
+        voice.metadata[WEIGHTS_METADATA_KEY] = self.pack.weights_id
+        return voice
 
     def check_voice(self, voice: VoiceLike | None = None) -> VoiceSource:
         """What ``voice`` means here, checked cheaply (no download, no cloning, no prefill).
@@ -378,7 +419,7 @@ class PocketTTS:
                 )
         source = parse_voice(voice, self.pack)
         if source.voice is not None:
-            source.voice.check_compatible(self.config)
+            source.voice.check_compatible(self.config, weights_id=self.pack.weights_id)
         return source
 
     def voice_state(self, voice: VoiceLike | None = None) -> FlowState:
@@ -406,7 +447,8 @@ class PocketTTS:
             key = ("file", str(path), stat.st_mtime_ns, stat.st_size)
         if source.is_recording:  # a recording: clone it once, then reuse the state
             return self._cached_voice(("clone", *key), lambda: self.clone_voice(path))
-        return self._cached_voice(key, lambda: Voice.load(path, self.config))
+        weights_id = self.pack.weights_id
+        return self._cached_voice(key, lambda: Voice.load(path, self.config, weights_id=weights_id))
 
     def _cached_voice(self, key: Hashable, make_voice: Callable[[], Voice]) -> FlowState:
         with self._voice_lock:
@@ -427,6 +469,35 @@ class PocketTTS:
         precision = self.backend.precision
         shown = "" if precision is None else f", precision={precision!r}"
         return f"PocketTTS(language={self.language!r}, backend={self.backend.name!r}{shown})"
+
+
+class _SchedulerBox:
+    """A model's scheduler, made on first use, and its closing (now, or on a thread of its
+    own when the model is collected: a collection may run on any thread, a pool thread
+    holding the scheduler's lock included)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._scheduler: Scheduler | None = None
+
+    def get(self, make: Callable[[], Scheduler]) -> Scheduler:
+        with self._lock:
+            if self._scheduler is None:
+                self._scheduler = make()
+            return self._scheduler
+
+    def close(self) -> None:
+        with self._lock:
+            scheduler, self._scheduler = self._scheduler, None
+        if scheduler is not None:
+            scheduler.close()
+
+    def close_later(self) -> None:
+        with self._lock:
+            scheduler, self._scheduler = self._scheduler, None
+        if scheduler is not None:
+            name = "pocket-tts-release"
+            threading.Thread(target=scheduler.close, name=name, daemon=True).start()
 
 
 class _SharedEntry:

@@ -30,3 +30,10 @@ def pack_iso_code(pack: str) -> str:
     the name tells no language, as a custom pack's may not)."""
     info = registry.find_language(pack)
     return "en" if info is None else info.code
+
+
+def pack_default_voice(pack: str) -> str | None:
+    """The voice a pack's language speaks with by default ("english" → "alba"); None when
+    the name tells no language (a custom pack: its voices are known once it is loaded)."""
+    info = registry.find_language(pack)
+    return None if info is None else info.default_voice

@@ -58,7 +58,8 @@ class Ready:
 
 
 SPEECH_CHECK_CHARS = 2000
-"""Longest text ``has_speech`` plans on the event loop (about 5 ms of CPU)."""
+"""Longest text ``has_speech`` plans on the event loop (about 5 ms of CPU); longer text is
+planned on a worker thread."""
 
 
 class EngineLoader:
@@ -154,17 +155,20 @@ class EngineLoader:
             return None
         return self.pack_for(requested)
 
-    def has_speech(self, text: str, normalize: Any, lexicon: Any, text_language: Any) -> bool:
-        """False when ``text`` says nothing once normalized and filtered ("👍", "***"): the
-        engine's ``has_speech``. Text longer than ``SPEECH_CHECK_CHARS`` is taken as speech
-        (planning it here would hold the event loop; the session finds out off it), and so is
-        any text while no engine is loaded (the turn finds out)."""
+    async def has_speech(self, text: str, normalize: Any, lexicon: Any, text_language: Any) -> bool:
+        """False when ``text`` says nothing once normalized and filtered ("👍", "***", a script
+        the pack cannot read), whatever its length: text longer than ``SPEECH_CHECK_CHARS`` is
+        checked off the event loop. True while no engine is loaded (the turn finds out)."""
         engine = self._engine
-        if engine is None or len(text) > SPEECH_CHECK_CHARS:
+        if engine is None:
             return True
-        return engine.has_speech(
-            text, text_language, normalize=bool(normalize), lexicon=lexicon or None
-        )
+
+        def check() -> bool:
+            return engine.has_speech(
+                text, text_language, normalize=bool(normalize), lexicon=lexicon or None
+            )
+
+        return await asyncio.to_thread(check) if len(text) > SPEECH_CHECK_CHARS else check()
 
     async def checked_voice(self, voice: Any) -> tuple[Any, PocketTTSError | None]:
         """A voice setting as the loaded pack takes it (None: its default voice, by name),

@@ -4,15 +4,38 @@ Pipecat offers no public way to do these things, so the service reaches into ``T
 it does so only here, so a Pipecat release that renames or reshapes one touches this file
 alone. ``tests/service/test_pipecat_names.py`` pins each name with the shape used here and
 fails when another service module uses a Pipecat private name.
+
+It also holds the version-pinned replacements of Pipecat code paths the service changes:
+
+- ``BoundedSentenceAggregator`` (SENTENCE aggregation) and ``BoundedFrameSequencer`` (TOKEN:
+  its token → sentence regrouping) end a unit of text as Pipecat does, and also where
+  ``text_units`` says an overlong one ends, so Pipecat's word tracker, whose work per word
+  grows with its unit, never sees more than a few hundred characters at once
+  (``bound_text_units`` installs them).
+- ``start_word_timestamps_at``: Pipecat's ``start_word_timestamps`` with the time the
+  context's audio starts playing given by the caller (Pipecat takes the time of the push).
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from pipecat.services.tts_service import TTSService
+from pipecat.utils.context.aggregated_frame_sequencer import (
+    AggregatedFrameSequencer,
+    _ParallelAggregation,
+    _ParallelSentenceAggregator,
+    _StreamingContext,
+)
+from pipecat.utils.text.base_text_aggregator import Aggregation, TextType
+from pipecat.utils.text.simple_text_aggregator import SimpleTextAggregator
+
+from .text_units import STREAMED_UNIT_CHARS, boundary_ends_unit, ends_unit
 
 if TYPE_CHECKING:
+    from pipecat.frames.frames import AggregatedTextFrame, Frame
     from pipecat.services.settings import TTSSettings
 
 
@@ -44,6 +67,18 @@ class TTSServiceHooks(TTSService):
         """Text for a service that can no longer speak; Pipecat warns once per piece of text
         (every LLM token with TOKEN aggregation). Override to say it otherwise."""
         await super()._synthesize_text(text, context_id)
+
+    async def _handle_aggregated_text(
+        self, src_frame: AggregatedTextFrame, context_id: str | None = None
+    ) -> None:
+        await self.on_aggregated_text(src_frame, context_id)
+
+    async def on_aggregated_text(
+        self, src_frame: AggregatedTextFrame, context_id: str | None = None
+    ) -> None:
+        """A unit of text (a sentence, a token, a ``TTSSpeakFrame``'s text) to speak in
+        ``context_id`` (None: the turn's); Pipecat registers it for its words and speaks it."""
+        await super()._handle_aggregated_text(src_frame, context_id)
 
 
 def stored_settings(service: TTSService) -> Any:
@@ -94,12 +129,108 @@ def text_slots(sequencer: Any) -> list[Any]:
     return sequencer._slots
 
 
+def bound_text_units(service: TTSService) -> None:
+    """Give Pipecat's aggregation and word sequencer the bounded units (``text_units``)."""
+    streaming = service._is_streaming_tokens
+    if not streaming:
+        service._text_aggregator = BoundedSentenceAggregator(aggregation_type=TextType.SENTENCE)
+    service._aggregated_frame_sequencer = BoundedFrameSequencer(
+        name=str(service), streaming=streaming
+    )
+
+
+class BoundedSentenceAggregator(SimpleTextAggregator):
+    """Pipecat's sentence aggregator whose sentences also end where an overlong unit ends."""
+
+    async def aggregate(self, text: str) -> AsyncIterator[Aggregation]:
+        for char in text:
+            previous = self._text[-1:]
+            self._text += char
+            sentence = await self._check_sentence_with_lookahead(char)
+            if sentence is not None:
+                yield sentence
+                await asyncio.sleep(0)  # a burst of text: one unit per loop slice
+            elif ends_unit(len(self._text), previous, char):
+                unit = self._text.strip(" ")
+                await self.reset()  # the text and any lookahead pending in it
+                if unit.strip():
+                    yield Aggregation(text=unit, type=TextType.SENTENCE)
+                    await asyncio.sleep(0)
+
+
+class _BoundedParallelAggregator(_ParallelSentenceAggregator):
+    """Pipecat's token → sentence regrouping, with overlong units ended before a token."""
+
+    async def aggregate(
+        self, tts_text: str, llm_text: str, user_facing_text: str
+    ) -> AsyncIterator[_ParallelAggregation]:
+        if self._user.strip() and boundary_ends_unit(self._tts, tts_text, STREAMED_UNIT_CHARS):
+            unit = _ParallelAggregation(self._tts, self._llm, self._user)
+            await self._aggregator.reset()
+            self._reset()
+            yield unit
+        async for sentence in super().aggregate(tts_text, llm_text, user_facing_text):
+            yield sentence
+
+
+class BoundedFrameSequencer(AggregatedFrameSequencer):
+    """Pipecat's word-timestamp sequencer whose TOKEN regrouping ends overlong units."""
+
+    async def register_spoken(
+        self,
+        frame: AggregatedTextFrame,
+        context_id: str,
+        tts_text: str,
+        append_to_context: bool,
+        build_tracker: bool = True,
+        includes_inter_frame_spaces: bool = False,
+        *,
+        language: str | None = None,
+    ) -> list[Frame]:
+        if self._streaming and context_id not in self._streaming_contexts:
+            text_type = TextType.SENTENCE if frame.text_type == TextType.TOKEN else frame.text_type
+            self._streaming_contexts[context_id] = _StreamingContext(
+                _BoundedParallelAggregator(language), append_to_context, build_tracker, text_type
+            )
+        return await super().register_spoken(
+            frame,
+            context_id,
+            tts_text,
+            append_to_context,
+            build_tracker,
+            includes_inter_frame_spaces,
+            language=language,
+        )
+
+
+async def start_word_timestamps_at(service: TTSService, start_ns: int) -> None:
+    """Start timing the playing context's words from ``start_ns`` (or after the last word
+    timed, if later), then time the words that came before its first audio."""
+    tracker = service._word_timestamp_tracker
+    for cached in tracker.start(start_ns):
+        await service._add_word_timestamps(
+            [(cached.word, cached.timestamp)],
+            cached.context_id,
+            includes_inter_frame_spaces=cached.includes_inter_frame_spaces,
+        )
+
+
+def skipped_text_types(service: TTSService) -> Any:
+    """The text types the service passes on without speaking them."""
+    return service._skip_text_types
+
+
 __all__ = [
+    "BoundedFrameSequencer",
+    "BoundedSentenceAggregator",
     "TTSServiceHooks",
+    "bound_text_units",
     "is_interruptible",
     "last_word_pts",
     "refresh_audio_context",
     "set_sentence_language",
+    "skipped_text_types",
+    "start_word_timestamps_at",
     "stored_settings",
     "streams_tokens",
     "text_slots",

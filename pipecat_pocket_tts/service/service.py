@@ -7,17 +7,20 @@ the session before the ``InterruptionFrame`` goes on. Loading and pack switching
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 from pipecat.frames.frames import (
+    AggregatedTextFrame,
     EndFrame,
     ErrorFrame,
     Frame,
     InterruptionFrame,
     LLMFullResponseEndFrame,
+    OutputAudioRawFrame,
     StartFrame,
     TTSAudioRawFrame,
     TTSStoppedFrame,
@@ -34,22 +37,27 @@ from ..engine.model.config import SAMPLE_RATE
 from ..engine.model.languages import text_variant
 from ..engine.model.options import LoadOptions
 from .arguments import check_extra_arguments, take_load_options, take_quantize
-from .languages import language_to_pack, pack_iso_code
+from .languages import language_to_pack, pack_default_voice, pack_iso_code
 from .loading import WARMUP_FRAMES, WARMUP_TEXT, EngineLoader, LoadSettings
 from .pipecat_internals import (
     TTSServiceHooks,
+    bound_text_units,
     is_interruptible,
     last_word_pts,
     refresh_audio_context,
     set_sentence_language,
+    skipped_text_types,
+    start_word_timestamps_at,
     stored_settings,
     streams_tokens,
     warn_unhandled_settings,
     word_sequencer,
 )
+from .playout import Playout
 from .resampler import StreamResampler
 from .settings import UTTERANCE_SETTINGS, PocketTTSSettings, initial_settings, session_options
 from .text_gate import TextGate
+from .text_units import STREAMED_UNIT_CHARS, UNIT_CHARS, split_units
 from .turns import ContextOutput, Turn, TurnOptions, Turns
 from .unspoken import UnspokenContexts
 from .updates import check_update
@@ -143,12 +151,17 @@ class PocketTTSService(TTSServiceHooks):
             settings=defaults,
             **kwargs,
         )
+        bound_text_units(self)  # the units Pipecat's word tracking sees stay short
+        self._playout = Playout()  # words are timed from when their audio plays
         self._set_sentence_language(self.pack)
         self._gate = TextGate(self._has_speech)  # after the user's transforms
         gate = self._gate.token if streams_tokens(self) else self._gate.sentence
         self.add_text_transformer(gate, "*")
-        #: The voice setting follows the pack's default voice (reported by its name).
+        #: The voice setting follows the pack's default voice (reported by its name, from
+        #: the language's record now and from the pack once loaded).
         self._default_voice = defaults.voice is None
+        if self._default_voice:
+            stored_settings(self).voice = pack_default_voice(self.pack)
         self._output = ContextOutput(self)
         self._turns = Turns(
             self._output,
@@ -192,7 +205,7 @@ class PocketTTSService(TTSServiceHooks):
         """Start loading (and warming up) the pack, off the event loop; wait a while for it."""
         await super().setup(setup)
         self._load_error = await self._loader.load_at_setup(
-            self.pack, self.settings.voice, SETUP_LOAD_BUDGET_S
+            self.pack, self._chosen_voice(), SETUP_LOAD_BUDGET_S
         )
         if self._loader.engine is not None:
             self._name_default_voice(self._loader.engine)
@@ -205,6 +218,14 @@ class PocketTTSService(TTSServiceHooks):
         if error is not None:  # permanent: no model to speak with (a server may come back)
             permanent = not isinstance(error, ServerUnavailableError)
             await self._refuse(error, f"could not load pack {self.pack!r}", permanent)
+        engine = self._loader.engine
+        if engine is not None and not self._default_voice:  # the constructor's voice, now
+            error = await self._loader.voice_error(engine, self.settings.voice)
+            if error is not None:
+                self._default_voice = True
+                self._name_default_voice(engine)
+                about = f"voice unusable, speaking with {self.settings.voice!r} instead"
+                await self._refuse(error, about)
 
     async def stop(self, frame: EndFrame) -> None:
         """Play everything queued, then release the sessions."""
@@ -231,6 +252,7 @@ class PocketTTSService(TTSServiceHooks):
         interruptible) and ending a reply still open at an ``EndFrame`` (its rest is spoken:
         Pipecat would stop the service first)."""
         if isinstance(frame, InterruptionFrame):
+            self._playout.interrupted()
             await self._turns.interrupt()
         if self._gate.observe(frame):
             await self.process_frame(LLMFullResponseEndFrame(), direction)
@@ -243,6 +265,40 @@ class PocketTTSService(TTSServiceHooks):
             self._unspoken_turn_noted = context_id
             why = f" ({self._load_error})" if self._load_error is not None else ""
             logger.warning(f"{self}: no model to speak with{why}; this reply is not spoken")
+
+    async def push_frame(
+        self, frame: Frame, direction: FrameDirection = FrameDirection.DOWNSTREAM
+    ) -> None:
+        """Pipecat's, noting when the audio pushed downstream will play."""
+        if direction == FrameDirection.DOWNSTREAM and isinstance(frame, OutputAudioRawFrame):
+            seconds = len(frame.audio) / (2 * frame.num_channels * frame.sample_rate)
+            self._playout.pushed(self.get_clock().get_time(), seconds)
+        await super().push_frame(frame, direction)
+
+    async def start_word_timestamps(self) -> None:
+        """Time the playing context's words from when its first audio plays: after all the
+        audio pushed before it (a greeting, an earlier reply), not when it is pushed."""
+        await start_word_timestamps_at(self, self._playout.next_start(self.get_clock().get_time()))
+
+    async def on_aggregated_text(
+        self, src_frame: AggregatedTextFrame, context_id: str | None = None
+    ) -> None:
+        """Pipecat's, one bounded unit at a time for a long text (a ``TTSSpeakFrame``, a
+        burst of tokens): Pipecat's word tracking costs grow with the unit."""
+        text = src_frame.text
+        limit = STREAMED_UNIT_CHARS if streams_tokens(self) else UNIT_CHARS
+        if (
+            len(text) < limit
+            or src_frame.raw_text not in (None, text)
+            or src_frame.text_type in skipped_text_types(self)
+        ):
+            return await super().on_aggregated_text(src_frame, context_id)
+        context_id = context_id or self.create_context_id()
+        for unit in split_units(text, limit):
+            frame = AggregatedTextFrame(unit, src_frame.text_type, raw_text=unit)
+            frame.interruptible = src_frame.interruptible
+            await super().on_aggregated_text(frame, context_id)
+            await asyncio.sleep(0)  # one unit per loop slice: the loop serves others between
 
     @traced_tts
     async def run_tts(self, text: str, context_id: str) -> AsyncGenerator[Frame | None, None]:
@@ -318,7 +374,7 @@ class PocketTTSService(TTSServiceHooks):
 
     async def _open_turn(self, context_id: str) -> Turn:
         """Bind a new audio context to a stream (the main one, or a private one)."""
-        ready = await self._loader.ready(context_id, self.pack, self.settings.voice)
+        ready = await self._loader.ready(context_id, self.pack, self._chosen_voice())
         if ready.switch_error is not None:
             await self._refuse(ready.switch_error, f"could not load pack {self.pack!r}")
             stored_settings(self).language = stored_settings(self).model = ready.engine.language
@@ -338,13 +394,17 @@ class PocketTTSService(TTSServiceHooks):
             seed_version=self._seed_version,
         )
 
+    def _chosen_voice(self) -> Any:
+        """The voice the user chose (None: the pack's default)."""
+        return None if self._default_voice else self.settings.voice
+
     def _name_default_voice(self, engine: PocketTTS | RemoteTTS) -> None:
         if self._default_voice:
             stored_settings(self).voice = engine.default_voice
 
-    def _has_speech(self, text: str) -> bool:
+    async def _has_speech(self, text: str) -> bool:
         settings = self.settings
-        return self._loader.has_speech(
+        return await self._loader.has_speech(
             text, settings.normalize, settings.lexicon, self._text_language
         )
 
@@ -366,7 +426,7 @@ class PocketTTSService(TTSServiceHooks):
         if update.pack is not None:  # Pipecat gave its splitters the pack name: mend it
             self._set_sentence_language(self.pack)
         if "language" in changed or "model" in changed:
-            self._loader.request_switch(self.pack, self.settings.voice)
+            self._loader.request_switch(self.pack, self._chosen_voice())
         if "seed" in changed:
             self._seed_version += 1  # each stream restarts its generator at its next utterance
         known = UTTERANCE_SETTINGS | {"language", "model"}  # the rest is unknown here

@@ -286,3 +286,26 @@ def test_has_speech_says_whether_the_pack_has_anything_to_say(
 def test_has_speech_refuses_a_language_the_pack_does_not_speak(engine_tts: PocketTTS):
     with pytest.raises(UnknownLanguageError, match="not a variant"):
         engine_tts.has_speech("👍", "pt-BR")
+
+
+def test_a_voice_cloned_by_another_pack_of_the_same_shapes_is_refused(
+    engine_tts: PocketTTS, tmp_path: Path
+):
+    """Same config name and shapes, other weights (issue 34): as the README promises,
+    ``VoiceFileError`` — from the file and from the ``Voice`` object."""
+    from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
+    from pipecat_pocket_tts.engine.errors import VoiceFileError
+
+    other_dir = build_pack(tmp_path / "english", tiny_config_dict("standard"), seed=9)
+    other = PocketTTS.load("english", backend="numpy", model_dir=other_dir)
+    assert other.config.name == engine_tts.config.name
+    assert other.pack.weights_id != engine_tts.pack.weights_id
+    rng = np.random.default_rng(0)
+    recording = (0.1 * rng.standard_normal(2 * 24_000)).astype(np.float32)
+    voice = other.clone_voice(recording, sample_rate=24_000)
+    path = voice.save(tmp_path / "other.safetensors")
+    for given in (path, voice):
+        with pytest.raises(VoiceFileError, match="other weights"):
+            engine_tts.synthesize(TEXT, seed=1, voice=given)
+    assert other.synthesize(TEXT, seed=1, voice=path).size > 0  # its own pack takes it
+    other.close()

@@ -50,6 +50,19 @@ PINNED = {
     "_apply_force_complete",  # overridden: a context's end, unspoken text dropped
     "_slots",  # the sequencer's text slots (a failed text's slot is closed)
     "_synthesize_text",  # overridden: an unusable service warns once per turn, not per token
+    # issue 34 (pipecat_internals.py): bounded units, words timed from when their audio plays
+    "_handle_aggregated_text",  # overridden: a long text goes on one bounded unit at a time
+    "_skip_text_types",  # text types passed on unspoken: never cut into units
+    "_add_word_timestamps",  # a word on the tracker's clock, pushed as a TTSTextFrame
+    "_text",  # SimpleTextAggregator's buffer
+    "_check_sentence_with_lookahead",  # SimpleTextAggregator's per-character sentence check
+    "_aggregator",  # the token → sentence regrouping's inner SimpleTextAggregator
+    "_reset",  # ... its buffers cleared
+    "_tts",  # ... its buffered text, per channel
+    "_llm",
+    "_user",
+    "_streaming",  # the sequencer regroups tokens (TOKEN aggregation)
+    "_streaming_contexts",  # ... its per-context regrouping state (``_StreamingContext``)
 }
 
 
@@ -79,6 +92,59 @@ def test_the_pinned_names_exist_with_the_shape_the_service_uses() -> None:
         assert isinstance(aggregator, BaseTextAggregator)
         aggregator.set_language("de")
         assert aggregator.language == "de"
+
+
+async def test_the_bounded_units_replace_pipecat_s_with_the_same_shapes() -> None:
+    from pipecat.utils.context.aggregated_frame_sequencer import (
+        AggregatedFrameSequencer,
+        _ParallelAggregation,
+        _ParallelSentenceAggregator,
+        _StreamingContext,
+    )
+    from pipecat.utils.context.word_timestamp_tracker import WordTimestampTracker
+    from pipecat.utils.text.simple_text_aggregator import SimpleTextAggregator
+
+    from pipecat_pocket_tts.service.pipecat_internals import (
+        BoundedFrameSequencer,
+        BoundedSentenceAggregator,
+    )
+
+    tts = PocketTTSService()
+    assert isinstance(tts._text_aggregator, BoundedSentenceAggregator)
+    assert isinstance(tts._aggregated_frame_sequencer, BoundedFrameSequencer)
+    assert isinstance(tts._skip_text_types, list)
+    assert isinstance(tts._word_timestamp_tracker, WordTimestampTracker)
+    assert list(inspect.signature(TTSService._handle_aggregated_text).parameters) == [
+        "self",
+        "src_frame",
+        "context_id",
+    ]
+    assert list(inspect.signature(TTSService._add_word_timestamps).parameters) == [
+        "self",
+        "word_times",
+        "context_id",
+        "includes_inter_frame_spaces",
+    ]
+    assert list(inspect.signature(WordTimestampTracker.start).parameters) == ["self", "now"]
+    aggregator = SimpleTextAggregator()
+    assert aggregator._text == "" and callable(aggregator._check_sentence_with_lookahead)
+    regrouping = _ParallelSentenceAggregator("en")
+    assert isinstance(regrouping._aggregator, SimpleTextAggregator)
+    regrouping._reset()
+    assert (regrouping._tts, regrouping._llm, regrouping._user) == ("", "", "")
+    assert [f.name for f in dataclasses.fields(_ParallelAggregation)] == [
+        "tts_text",
+        "llm_text",
+        "user_facing_text",
+    ]
+    assert [f.name for f in dataclasses.fields(_StreamingContext)] == [
+        "aggregator",
+        "append_to_context",
+        "build_tracker",
+        "text_type",
+    ]
+    sequencer = AggregatedFrameSequencer(streaming=True)
+    assert sequencer._streaming is True and sequencer._streaming_contexts == {}
 
 
 def _private_names_used(source: str) -> set[str]:

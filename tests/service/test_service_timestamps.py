@@ -73,6 +73,7 @@ class WordTap(FrameProcessor):
         self.audio_before: list[float] = []
         self.audio_seconds = 0.0
         self.first_audio_ns: int | None = None  # the clock at the first audio: words' zero
+        self.context_starts: dict[str, float] = {}  # audio seconds before each context's
         self._clock = clock
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
@@ -83,6 +84,7 @@ class WordTap(FrameProcessor):
         elif isinstance(frame, TTSAudioRawFrame):
             if self.first_audio_ns is None:
                 self.first_audio_ns = self._clock.get_time()
+            self.context_starts.setdefault(frame.context_id, self.audio_seconds)
             self.audio_seconds += len(frame.audio) / 2 / frame.sample_rate
         await self.push_frame(frame, direction)
 
@@ -92,7 +94,7 @@ def tokens(text: str) -> list[Frame]:
     return [LLMFullResponseStartFrame(), *map(LLMTextFrame, pieces), LLMFullResponseEndFrame()]
 
 
-async def run_pipeline(pack, frames, *, rate, mode, pause_at=None, heads=HEADS):
+async def run_pipeline(pack, frames, *, rate, mode, pause_at=None, heads=HEADS, lag=None):
     """Play ``frames`` through service → playback → aggregator; interrupt at ``pause_at``."""
     clock = PlaybackClock()
     output = PlaybackOutput(clock, rate)
@@ -119,6 +121,8 @@ async def run_pipeline(pack, frames, *, rate, mode, pause_at=None, heads=HEADS):
 
     if pause_at is not None:
         output.pause_at(pause_at)
+    if lag is not None:
+        output.start_after(lag)
 
     async def drive() -> None:
         await asyncio.wait_for(started.wait(), timeout=120)
@@ -232,3 +236,71 @@ async def test_each_word_reaches_pipecat_with_the_audio_it_starts_in(pack, mode)
         start = (frame.pts - tap.first_audio_ns) / 1e9  # the word's start in the turn's audio
         assert start <= audio + 1e-6  # its audio had begun
         assert audio <= start + FRAME_SECONDS + 1e-6  # and not a frame more of it
+
+
+GREETING = "Hello there, welcome back to the show today."
+
+
+async def run_greeting_and_reply(pack, *, pause_at=None, lag=None):
+    """A greeting (``TTSSpeakFrame``) straight before an LLM reply; the engine's own word
+    times (seconds into each context's audio) recorded as the service hands them over.
+
+    Estimated word times (no heads): the random pack's attention can put a greeting's last
+    word at the very end of its audio, where Pipecat releases the greeting's context commit
+    and the reply's start frame at the same instant, in either order. ``lag``: the playback
+    starts once that much audio has arrived (the reply is pushed while the greeting plays)."""
+    given: dict[str, list[tuple[str, float]]] = {}
+    real = PocketTTSService.add_word_timestamps
+
+    async def recording(self, word_times, context_id=None, **kwargs):
+        given.setdefault(context_id, []).extend(word_times)
+        await real(self, word_times, context_id, **kwargs)
+
+    PocketTTSService.add_word_timestamps = recording
+    try:
+        frames = [TTSSpeakFrame(GREETING), *tokens(LONG_SENTENCE)]
+        output, tap, messages = await run_pipeline(
+            pack,
+            frames,
+            rate=24000,
+            mode=TextAggregationMode.SENTENCE,
+            pause_at=pause_at,
+            heads=None,
+            lag=lag,
+        )
+    finally:
+        PocketTTSService.add_word_timestamps = real
+    greeting_id, reply_id = list(given)
+    greeting_seconds = tap.context_starts[reply_id]  # the greeting's audio, all of it
+    return output, tap, messages, greeting_seconds, given[greeting_id], given[reply_id]
+
+
+async def test_a_reply_after_a_greeting_has_its_words_timed_on_the_audio_s_clock(pack):
+    """Each word is released when the playback reaches it: the reply's words are timed from
+    the end of the greeting's audio, not from the greeting's last word."""
+    greeting_seconds = (await run_greeting_and_reply(pack))[3]
+    run = await run_greeting_and_reply(pack, lag=greeting_seconds + 2.0)
+    _, tap, messages, _, greeting, reply = run
+    assert [w for w, _ in greeting] + [w for w, _ in reply] == [f.text for f in tap.words]
+    start = tap.first_audio_ns
+    expected = [start + round(t * 1e9) for _, t in greeting]
+    expected += [start + round((greeting_seconds + t) * 1e9) for _, t in reply]
+    assert [f.pts for f in tap.words] == pytest.approx(expected, abs=1e3)  # 1 µs of rounding
+    assert [_content(m).strip() for m in messages] == [GREETING, LONG_SENTENCE]
+
+
+@pytest.mark.parametrize("into_reply", [0.5, 1.7, 3.3])
+async def test_a_barge_in_inside_a_reply_after_a_greeting_keeps_exactly_the_words_heard(
+    pack, into_reply
+):
+    greeting_seconds = (await run_greeting_and_reply(pack))[3]
+    pause = round(greeting_seconds + into_reply, 2)
+    lag = greeting_seconds + 2.0  # the reply's first 2 s are made before the greeting plays
+    run = await run_greeting_and_reply(pack, pause_at=pause, lag=lag)
+    output, _, messages, _, _, reply = run
+    assert pause <= output.interrupted_at <= pause + 0.05  # the transport's chunk
+    heard = [w for w, t in reply if greeting_seconds + t <= output.interrupted_at]
+    assert 1 <= len(heard) < len(LONG_SENTENCE.split())
+    assert _content(messages[0]).strip() == GREETING
+    assert len(messages) == 2
+    assert _content(messages[1]).split() == heard

@@ -11,6 +11,8 @@ errors (``hub_download``). It imports no backend.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import logging
 import re
@@ -73,6 +75,21 @@ class PackFiles:
     def tokenizer_kind(self) -> str:
         """'tokenizers' for tokenizer.json, 'sentencepiece' for tokenizer.model."""
         return "tokenizers" if self.tokenizer.suffix == ".json" else "sentencepiece"
+
+    @functools.cached_property
+    def weights_id(self) -> str:
+        """A fingerprint of the weights (their size, first and last 64 KB): tells packs of
+        one config name apart, as voices cloned with one are refused by another."""
+        digest = hashlib.sha256()
+        files = sorted(p for p in self.weights.rglob("*") if p.is_file())
+        for path in files if self.weights.is_dir() else [self.weights]:
+            size = path.stat().st_size
+            digest.update(f"{path.name}:{size}".encode())
+            with path.open("rb") as f:
+                digest.update(f.read(1 << 16))
+                f.seek(max(0, size - (1 << 16)))
+                digest.update(f.read(1 << 16))
+        return digest.hexdigest()[:16]
 
     @property
     def default_voice(self) -> str | None:

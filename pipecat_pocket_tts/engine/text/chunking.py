@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from ..model.config import MAX_TOKENS_PER_CHUNK
 from .speechless import glue_speechless, speaks
+from .tokenizer import DROP_MARK
 
 Measure = Callable[[str, bool], int]
 """Tokens a chunk text costs once prepared, given its mid-sentence flag."""
@@ -205,7 +206,9 @@ class Chunker:
         """Index of the last word whose sentence end cannot change with more text, or -1."""
         for i in range(len(words) - 1, -1, -1):
             complete = i + 1 < len(words) or last_complete
-            ends = (complete and self.is_sentence_end(words[i])) or self._line_end(words, breaks, i)
+            ends = (complete and self.is_sentence_end(words[i])) or (
+                self._line_end(words, breaks, i) and not words[i + 1].startswith(DROP_MARK)
+            )  # a next line that begins with a dropped symbol: its first letter is to come
             if ends and self._says_something(words, breaks, i):  # else it joins the next one
                 return i
         return -1

@@ -30,6 +30,9 @@ from ..model.config_registry import config_names
 
 #: Metadata key naming the model config a voice was made for.
 CONFIG_METADATA_KEY = "pocket_tts_config"
+#: Metadata key of the fingerprint of the weights a cloned voice was made with
+#: (``PackFiles.weights_id``): packs of one config name with other weights tell apart by it.
+WEIGHTS_METADATA_KEY = "pocket_tts_weights"
 #: Metadata key with a free-form description of where the voice came from.
 SOURCE_METADATA_KEY = "pocket_tts_source"
 
@@ -55,6 +58,11 @@ class Voice:
         return len(self.kv.keys)
 
     @property
+    def weights_id(self) -> str | None:
+        """The fingerprint of the weights the voice was made with (None: unknown)."""
+        return self.metadata.get(WEIGHTS_METADATA_KEY) or None
+
+    @property
     def length(self) -> int:
         """Number of prefilled positions T."""
         return self.kv.length
@@ -76,8 +84,15 @@ class Voice:
         )
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], config: ModelConfig | None = None) -> Voice:
-        """Read a voice-state file; with ``config``, also check it fits that model.
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        config: ModelConfig | None = None,
+        *,
+        weights_id: str | None = None,
+    ) -> Voice:
+        """Read a voice-state file; with ``config`` (and the model's ``weights_id``), also
+        check it fits that model.
 
         Raises ``VoiceFileError`` for a missing, corrupt or foreign file.
         """
@@ -91,7 +106,7 @@ class Voice:
             metadata=dict(metadata),
         )
         if config is not None:
-            voice.check_compatible(config, where=str(path))
+            voice.check_compatible(config, where=str(path), weights_id=weights_id)
         return voice
 
     def save(self, path: str | os.PathLike[str]) -> Path:
@@ -118,8 +133,11 @@ class Voice:
 
     # -- validation ---------------------------------------------------------------------
 
-    def check_compatible(self, config: ModelConfig, *, where: str | None = None) -> None:
-        """Raise ``VoiceFileError`` unless this voice fits ``config``'s FlowLM and pack."""
+    def check_compatible(
+        self, config: ModelConfig, *, where: str | None = None, weights_id: str | None = None
+    ) -> None:
+        """Raise ``VoiceFileError`` unless this voice fits ``config``'s FlowLM and pack
+        (``weights_id``: the model's weights fingerprint, compared when the voice has one)."""
         what = f"voice {where or self.source or '(in memory)'}"
         tr = config.flow_lm.transformer
         expected = (tr.num_layers, tr.kv_heads, tr.head_dim)
@@ -136,6 +154,12 @@ class Voice:
                 f"{what} was made for model config {self.config_name!r}, not {config.name!r} "
                 "(another language or other weights: it would produce wrong audio). Use a voice "
                 f"of the {config.name!r} pack, or re-create the voice with this model."
+            )
+        if weights_id and self.weights_id and weights_id != self.weights_id:
+            raise VoiceFileError(
+                f"{what} was cloned with other weights than this {config.name!r} pack's (same "
+                "config name and shapes, another pack): it would produce wrong audio. Clone the "
+                "voice again with this model, or use one of its voices."
             )
 
 

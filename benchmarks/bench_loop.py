@@ -1,0 +1,304 @@
+"""The event loop under long texts: its longest stall and its CPU per second of audio.
+
+    python benchmarks/bench_loop.py                       # every case, this checkout
+    PYTHONPATH=/path/to/other/checkout python benchmarks/bench_loop.py   # the same on another
+    python benchmarks/bench_loop.py --against /path/to/other/checkout    # side by side: each
+        # case on the other checkout, then on this one, each in a fresh process
+
+A real pipeline — ``PocketTTSService`` → an output transport playing on a virtual clock (every
+10 ms of audio written is 10 ms of pipeline time, ``tests/pipecat_playback.py``) → Pipecat's
+``LLMAssistantAggregator`` — speaks each text whole, word timestamps on, with Pipecat's own
+sentence aggregation, sequencer and word tracker included. Texts: 20 KB with sentence ends,
+20 KB without one, a 4 KB run-on; sent as an LLM reply streamed in 4-character tokens with
+SENTENCE or TOKEN aggregation, or as one ``TTSSpeakFrame``.
+
+Measured on the loop's thread, in CPU time (``time.thread_time``, not wall time: the machine
+is shared): the longest single callback (a stall: nothing else on that loop runs meanwhile),
+the loop thread's total CPU over the run, divided by the seconds of audio made, and the
+longest pause of Python's cyclic garbage collector inside the loop thread. A tiny random-weight
+pack (``devpack``) makes the audio; its audio per character is printed beside.
+Goals (issue 34): stall < 50 ms and loop CPU < 2% of the audio's duration in every case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipecat.frames.frames import (
+    EndFrame,
+    Frame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+    TTSAudioRawFrame,
+    TTSSpeakFrame,
+)
+from pipecat.pipeline.pipeline import Pipeline
+from pipecat.pipeline.worker import PipelineParams, PipelineWorker
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.aggregators.llm_response_universal import LLMAssistantAggregator
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.services.tts_service import TextAggregationMode
+from pipecat.workers.runner import WorkerRunner
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from loop_slices import _describe  # the task or callback a loop slice ran
+from pipecat_playback import PlaybackClock, PlaybackOutput, timed_frames_on
+
+from pipecat_pocket_tts import PocketTTSService
+from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
+
+RATE = 24000
+WORDS = [
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "a",
+    "lazy",
+    "dog",
+    "while",
+    "seven",
+    "wizards",
+    "quietly",
+    "judge",
+    "every",
+    "move",
+    "and",
+    "the",
+    "river",
+    "keeps",
+    "running",
+    "past",
+    "old",
+    "mills",
+    "toward",
+    "the",
+    "sea",
+]
+
+
+def sentences_text(size: int) -> str:
+    out, n = [], 0
+    while sum(map(len, out)) < size:
+        out.append(" ".join(WORDS[(n + i) % len(WORDS)] for i in range(12)).capitalize() + ". ")
+        n += 5
+    return "".join(out)[:size].rsplit(" ", 1)[0] + "."
+
+
+def run_on_text(size: int) -> str:
+    words = [WORDS[i % len(WORDS)] for i in range(size // 4)]
+    return " ".join(words)[:size].rsplit(" ", 1)[0]
+
+
+TEXTS = {
+    "20KB sentences": sentences_text(20_000),
+    "20KB no end": run_on_text(20_000),
+    "4KB run-on": run_on_text(4_000),
+}
+INPUTS = ("SENTENCE", "TOKEN", "TTSSpeakFrame")
+HEADER = (
+    "text             input          stall ms  w/o GC  loop CPU s  audio s  CPU/audio"
+    "  GC ms  context chars  longest callback (w/o GC)"
+)
+
+
+class LoopMeter:
+    """The loop thread's longest callback (with and without the garbage collector's pauses
+    in it), total CPU and longest GC pause (CPU seconds)."""
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+        self.longest_without_gc = 0.0
+        self.longest_callback = ""
+        self.longest_gc = 0.0
+        self._cpu_start = 0.0
+        self.cpu = 0.0
+        self._gc_start: float | None = None
+        self._gc_in_callback = 0.0
+        self._run = asyncio.events.Handle._run
+
+    def __enter__(self) -> LoopMeter:
+        meter, run = self, self._run
+
+        def timed(handle: asyncio.events.Handle) -> None:
+            meter._gc_in_callback = 0.0
+            start = time.thread_time()
+            try:
+                run(handle)
+            finally:
+                spent = time.thread_time() - start
+                meter.longest = max(meter.longest, spent)
+                if spent - meter._gc_in_callback > meter.longest_without_gc:
+                    meter.longest_without_gc = spent - meter._gc_in_callback
+                    meter.longest_callback = _describe(handle)
+
+        asyncio.events.Handle._run = timed  # type: ignore[method-assign]
+        gc.callbacks.append(self._on_gc)
+        self._cpu_start = time.thread_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cpu = time.thread_time() - self._cpu_start
+        asyncio.events.Handle._run = self._run  # type: ignore[method-assign]
+        gc.callbacks.remove(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._gc_start = time.thread_time()
+        elif self._gc_start is not None:
+            pause = time.thread_time() - self._gc_start
+            self.longest_gc = max(self.longest_gc, pause)
+            self._gc_in_callback += pause
+            self._gc_start = None
+
+
+class AudioCount(FrameProcessor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seconds = 0.0
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, TTSAudioRawFrame):
+            self.seconds += len(frame.audio) / 2 / frame.sample_rate
+        await self.push_frame(frame, direction)
+
+
+def frames_of(text: str, how: str) -> list[Frame]:
+    if how == "TTSSpeakFrame":
+        return [TTSSpeakFrame(text)]
+    tokens = [text[i : i + 4] for i in range(0, len(text), 4)]
+    return [LLMFullResponseStartFrame(), *map(LLMTextFrame, tokens), LLMFullResponseEndFrame()]
+
+
+@dataclass
+class Result:
+    stall_ms: float
+    code_stall_ms: float
+    where: str
+    cpu_s: float
+    audio_s: float
+    gc_ms: float
+    context_chars: int
+
+
+async def run_case(pack: Path, text: str, how: str, freeze: bool = False) -> Result:
+    mode = TextAggregationMode.TOKEN if how == "TOKEN" else TextAggregationMode.SENTENCE
+    clock = PlaybackClock()
+    tts = PocketTTSService(
+        model_dir=pack,
+        backend="numpy",
+        settings=PocketTTSService.Settings(seed=1),
+        text_aggregation_mode=mode,
+    )
+    counter = AudioCount()
+    context = LLMContext()
+    worker = PipelineWorker(
+        Pipeline([tts, counter, PlaybackOutput(clock, RATE), LLMAssistantAggregator(context)]),
+        clock=clock,
+        params=PipelineParams(audio_out_sample_rate=RATE),
+        cancel_on_idle_timeout=False,
+    )
+    started = asyncio.Event()
+
+    @worker.event_handler("on_pipeline_started")
+    async def _started(*_args) -> None:
+        started.set()
+
+    meter = LoopMeter()
+
+    async def drive() -> None:
+        await asyncio.wait_for(started.wait(), 120)
+        if freeze:  # what is alive now (modules, the model, the pipeline) is never scanned
+            gc.freeze()
+        with meter:
+            for frame in frames_of(text, how):  # as an LLM's tokens arrive: one callback each
+                await worker.queue_frame(frame)
+                await asyncio.sleep(0)
+            await worker.queue_frame(EndFrame())
+            await runner_done.wait()
+
+    runner_done = asyncio.Event()
+
+    async def run() -> None:
+        runner = WorkerRunner(handle_sigint=False)
+        await runner.add_workers(worker)
+        await runner.run()
+        runner_done.set()
+
+    with timed_frames_on(clock):
+        await asyncio.gather(run(), drive())
+    said = "".join(m["content"] for m in context.get_messages() if m.get("role") == "assistant")
+    return Result(
+        meter.longest * 1000,
+        meter.longest_without_gc * 1000,
+        meter.longest_callback,
+        meter.cpu,
+        counter.seconds,
+        meter.longest_gc * 1000,
+        len(said),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--texts", nargs="*", choices=list(TEXTS), default=list(TEXTS))
+    parser.add_argument("--inputs", nargs="*", choices=INPUTS, default=list(INPUTS))
+    parser.add_argument(
+        "--freeze", action="store_true", help="gc.freeze() once the pipeline has started"
+    )
+    parser.add_argument("--against", type=Path, help="another checkout, run case by case")
+    args = parser.parse_args(argv)
+    if args.against is not None:
+        return side_by_side(args)
+    import pipecat_pocket_tts
+
+    print(f"code: {Path(pipecat_pocket_tts.__file__).parent}")
+    with tempfile.TemporaryDirectory() as root:
+        pack = build_pack(Path(root) / "english", tiny_config_dict("standard"))
+        print(HEADER)
+        for name in args.texts:
+            for how in args.inputs:
+                text = TEXTS[name]
+                r = asyncio.run(run_case(pack, text, how, args.freeze))
+                share = r.cpu_s / r.audio_s if r.audio_s else float("nan")
+                print(
+                    f"{name:16} {how:13} {r.stall_ms:9.1f} {r.code_stall_ms:7.1f} {r.cpu_s:11.2f}"
+                    f" {r.audio_s:8.1f} {share:9.2%} {r.gc_ms:6.1f}  "
+                    f"{r.context_chars:>5}/{len(text):<5}   {r.where}",
+                    flush=True,
+                )
+    return 0
+
+
+def side_by_side(args: argparse.Namespace) -> int:
+    """Each case on ``--against``, then on this checkout, each in a fresh process."""
+    here = Path(__file__).resolve().parents[1]
+    flags = ["--freeze"] if args.freeze else []
+    print(f"other: {args.against.resolve()}  this: {here}")
+    print(f"      {HEADER}")
+    for name in args.texts:
+        for how in args.inputs:
+            for label, root in (("other", args.against.resolve()), ("this", here)):
+                env = {**os.environ, "PYTHONPATH": str(root)}
+                command = [sys.executable, __file__, "--texts", name, "--inputs", how, *flags]
+                run = subprocess.run(command, env=env, capture_output=True, text=True)
+                rows = [line for line in run.stdout.splitlines() if line.startswith(name)]
+                print(f"{label:5} {rows[-1] if rows else run.stderr[-300:]}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

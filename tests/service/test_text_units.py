@@ -1,0 +1,151 @@
+"""Bounded units of text for Pipecat's word tracking (issue 34): no word split, text unchanged.
+
+The rules on their own (``text_units``), then in a real pipeline: every unit Pipecat's
+sequencer registers is bounded, for a ``TTSSpeakFrame`` and LLM replies in both aggregation
+modes, and the assistant's context holds the reply as written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pipecat.frames.frames import (
+    EndFrame,
+    Frame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+    TTSSpeakFrame,
+)
+from pipecat.pipeline.pipeline import Pipeline
+from pipecat.pipeline.worker import PipelineParams, PipelineWorker
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.aggregators.llm_response_universal import LLMAssistantAggregator
+from pipecat.services.tts_service import TextAggregationMode
+from pipecat.utils.context.aggregated_frame_sequencer import AggregatedFrameSequencer
+from pipecat.workers.runner import WorkerRunner
+from pipecat_playback import PlaybackClock, PlaybackOutput, timed_frames_on
+
+from pipecat_pocket_tts import PocketTTSService
+from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
+from pipecat_pocket_tts.service.text_units import STREAMED_UNIT_CHARS, UNIT_CHARS, split_units
+
+LONGEST_UNIT = 4 * UNIT_CHARS + 40  # a unit with no whitespace ends at a mark past 4×
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(st.sampled_from("ab ,;.\n-🙂é"), max_size=3000))
+def test_units_put_together_are_the_text_and_never_split_a_word(text: str) -> None:
+    units = split_units(text)
+    assert "".join(units) == text
+    for unit, after in itertools.pairwise(units):
+        assert not (unit[-1].isalnum() and after[0].isalnum())  # a word is never cut
+    assert all(len(u) <= LONGEST_UNIT or " " not in u for u in units)
+
+
+def test_a_long_text_with_spaces_is_cut_near_the_unit_length() -> None:
+    text = "one, two three four five six seven eight nine ten " * 200
+    units = split_units(text)
+    assert len(units) > 10
+    assert all(len(u) <= 2 * UNIT_CHARS for u in units)
+    assert all(u.endswith(" ") for u in units[:-1])
+
+
+@pytest.fixture(scope="module")
+def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("units")
+    return build_pack(root / "english", tiny_config_dict("standard"))
+
+
+WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "epsilon",
+    "zeta",
+    "eta",
+    "theta",
+    "iota",
+    "kappa",
+    "lambda",
+    "mu",
+]
+RUN_ON = " ".join(WORDS[i % len(WORDS)] for i in range(500))  # 3 KB, no sentence end
+
+
+def reply(text: str, burst: bool) -> list[Frame]:
+    pieces = [text] if burst else [text[i : i + 5] for i in range(0, len(text), 5)]
+    return [LLMFullResponseStartFrame(), *map(LLMTextFrame, pieces), LLMFullResponseEndFrame()]
+
+
+async def run(pack: Path, frames: list[Frame], mode: TextAggregationMode, monkeypatch):
+    registered: list[str] = []
+    real = AggregatedFrameSequencer._append_spoken_slot
+
+    def recording(self, frame, context_id, tracker, *args, **kwargs):
+        if tracker is not None:
+            registered.append(tracker._tts_text)
+        return real(self, frame, context_id, tracker, *args, **kwargs)
+
+    monkeypatch.setattr(AggregatedFrameSequencer, "_append_spoken_slot", recording)
+    clock = PlaybackClock()
+    output = PlaybackOutput(clock, 24000)
+    tts = PocketTTSService(
+        model_dir=pack,
+        backend="numpy",
+        settings=PocketTTSService.Settings(seed=2),
+        text_aggregation_mode=mode,
+    )
+    context = LLMContext()
+    worker = PipelineWorker(
+        Pipeline([tts, output, LLMAssistantAggregator(context)]),
+        clock=clock,
+        params=PipelineParams(audio_out_sample_rate=24000),
+        cancel_on_idle_timeout=False,
+    )
+    started = asyncio.Event()
+
+    @worker.event_handler("on_pipeline_started")
+    async def _started(*_args) -> None:
+        started.set()
+
+    async def drive() -> None:
+        await asyncio.wait_for(started.wait(), 60)
+        await worker.queue_frames([*frames, EndFrame()])
+
+    with timed_frames_on(clock):
+        runner = WorkerRunner(handle_sigint=False)
+        await runner.add_workers(worker)
+        await asyncio.gather(runner.run(), drive())
+    said = [m["content"] for m in context.get_messages() if m.get("role") == "assistant"]
+    return registered, said
+
+
+@pytest.mark.parametrize(
+    ("kind", "mode"),
+    [
+        ("speak", TextAggregationMode.SENTENCE),
+        ("speak", TextAggregationMode.TOKEN),
+        ("tokens", TextAggregationMode.SENTENCE),
+        ("tokens", TextAggregationMode.TOKEN),
+        ("burst", TextAggregationMode.SENTENCE),
+        ("burst", TextAggregationMode.TOKEN),
+    ],
+)
+async def test_pipecat_sees_bounded_units_and_the_context_keeps_the_text(
+    pack: Path, kind: str, mode: TextAggregationMode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    frames = [TTSSpeakFrame(RUN_ON)] if kind == "speak" else reply(RUN_ON, kind == "burst")
+    registered, said = await run(pack, frames, mode, monkeypatch)
+    limit = STREAMED_UNIT_CHARS if mode == TextAggregationMode.TOKEN else UNIT_CHARS
+    assert len(registered) >= len(RUN_ON) // (2 * limit)
+    # past the limit at most until a token edge meets whitespace (5-character tokens here)
+    assert max(map(len, registered)) <= 2 * limit + 60
+    assert " ".join(registered).split() == RUN_ON.split()  # no word split, none lost
+    assert [" ".join(s.split()) for s in said] == [RUN_ON]
