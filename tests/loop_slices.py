@@ -18,9 +18,11 @@ them (per call, per character of the reply) show at a few KB what would stall th
 from __future__ import annotations
 
 import asyncio
+import gc
 import inspect
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator
 
 import pytest
@@ -68,9 +70,13 @@ class LoopSlices:
         self._slice_chars = 0
         self._loop_thread: int | None = None  # set by ``reset``, on the loop
         self._foreign = 0.0  # Pipecat's aggregator CPU inside the current slice
+        self.gc_seconds = 0.0  # garbage collections on the loop thread (not the slice's work)
+        self._gc_start: float | None = None
         run = asyncio.events.Handle._run
         aggregate = SimpleTextAggregator.aggregate
         slices = self
+
+        _watch_collections(self)
 
         def timed_run(handle: asyncio.events.Handle) -> None:
             slices._foreign = 0.0
@@ -149,3 +155,30 @@ class LoopSlices:
         self.slices = 0
         self.chars = self.most_chars = self.largest_call = 0
         self._loop_thread = threading.get_ident()
+
+
+def _watch_collections(slices: LoopSlices) -> None:
+    """Count garbage collections on the loop thread apart from the slice they fall in.
+
+    A collection pauses every thread of the process, whoever triggers it: its time is the
+    process's, not the slice's work (issue 34 measures it apart, ``benchmarks/bench_loop.py``).
+    The callback holds ``slices`` weakly and removes itself once it is gone.
+    """
+    ref = weakref.ref(slices)
+
+    def collecting(phase: str, info: dict) -> None:
+        target = ref()
+        if target is None:
+            gc.callbacks.remove(collecting)
+            return
+        if threading.get_ident() != target._loop_thread:
+            return
+        if phase == "start":
+            target._gc_start = time.thread_time()
+        elif target._gc_start is not None:
+            spent = time.thread_time() - target._gc_start
+            target._foreign += spent
+            target.gc_seconds += spent
+            target._gc_start = None
+
+    gc.callbacks.append(collecting)

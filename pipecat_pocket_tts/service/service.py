@@ -311,6 +311,9 @@ class PocketTTSService(TTSServiceHooks):
             turn = self._turns.get(context_id) or await self._open_turn(context_id)
             if turn.streamed:
                 await turn.stream.feed(turn, text, self._turn_options())
+                # Pipecat hands queued frames over without suspending: a backlog of tokens
+                # would run in one loop slice. One token per slice keeps every call's loop free.
+                await asyncio.sleep(0)
             else:
                 await turn.stream.enqueue(turn, text, self._turn_options())
                 await self.start_tts_usage_metrics(text)
