@@ -17,7 +17,6 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Hashable, Iterator, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -303,7 +302,7 @@ class PocketTTS:
             scheduler=self.scheduler,
             planner=self._planner.with_text_language(text_language),
             resolve_voice=self.voice_state,
-            defaults=replace(options.over(defaults), seed=options.seed),
+            defaults=options.over(defaults),  # the seed stays the caller's (over never fills it)
             max_frames=_check_max_frames(max_frames),
             timestamps=timestamps,
             timestamp_heads=self._timestamp_heads,
