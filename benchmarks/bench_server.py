@@ -1,7 +1,9 @@
 """One TTS server for N call processes, against one model per call process and N sessions in
 one process: streams in real time, first audio, a call process's memory, CPU.
 
-Full-size ``english`` with random weights (``full_size_pack.py``), int8 FlowLM linears. Every
+Full-size ``english`` with random weights whose EOS head never fires, so every reply runs to
+its chunks' frame limits (``audio s``: about as long as the text spoken; random weights would
+otherwise stop within a few frames and no two calls would overlap), int8 FlowLM linears. Every
 call is a real Pipecat pipeline (``PocketTTSService → sink``) speaking ``TEXT`` from a
 ``TTSSpeakFrame``; the sink stamps each audio frame's arrival from the request. Columns:
 
@@ -41,7 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from full_size_pack import build_files  # noqa: E402
+from full_size_pack import VOICE_FRAMES  # noqa: E402
 
 TEXT = (
     "Hello there, how are you doing today? I can help you with your booking, "
@@ -95,6 +97,10 @@ def cpu_seconds(pid: int | str = "self") -> float:
 async def run_calls(mode: str, n: int, target: str) -> None:
     """Build ``n`` pipelines, say "ready", then on each "go" line speak in the next one;
     print one JSON line of arrivals, RSS and CPU when every reply ended."""
+    from loguru import logger
+
+    logger.remove()  # Pipecat's per-pipeline debug lines would bury the table
+    logger.add(sys.stderr, level="WARNING")
     from pipecat.frames.frames import (
         EndFrame,
         Frame,
@@ -269,12 +275,26 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+def endless_pack(work: Path) -> Path:
+    """The full-size random English pack with an EOS head that never fires: every chunk runs
+    to its frame limit, so each reply lasts as long as real speech of TEXT would (random
+    weights would otherwise stop after a few frames and no two calls would overlap)."""
+    from pipecat_pocket_tts.devpack import build_pack
+
+    pack = work / "english-endless"
+    if not (pack / "model.safetensors").exists():
+        print(f"writing a full-size random English pack (no EOS) to {pack} ...", flush=True)
+        build_pack(pack, "english", voices=("alba",), voice_frames=VOICE_FRAMES, eos_logit=-30.0)
+    return pack
+
+
 def summarize(result: dict) -> str:
     arrivals = result["arrivals"]
     first = [a[0] for a in arrivals]
     audio = sum(len(a) for a in arrivals) * FRAME_SECONDS
     return (
-        f"{sum(not stalls(a, BUFFER_S) for a in arrivals):>3}/{len(arrivals):<3}"
+        f"{audio / len(arrivals):>6.1f}"
+        f"{sum(not stalls(a, BUFFER_S) for a in arrivals):>4}/{len(arrivals):<3}"
         f"{1e3 * statistics.median(first):>8.0f}{1e3 * percentile(first, 0.95):>8.0f}"
         f"{result['rss']:>8.0f}{result['cpu'] / audio:>8.2f}"
     )
@@ -314,7 +334,7 @@ def main() -> None:
         mode, n, target = args.call
         asyncio.run(run_calls(mode, int(n), target))
         return
-    pack, _ = build_files(args.work)
+    pack = endless_pack(args.work)
     sizes = [int(s) for s in args.sizes.split(",")]
     staggers = [float(s) for s in args.staggers.split(",")]
     modes = args.modes.split(",")
@@ -330,8 +350,8 @@ def main() -> None:
         )
     baseline = run_column("baseline", 1, 0.0, pack, None)
     print(f"baseline call process (pipeline, no TTS): RSS {baseline['rss']:.0f} MB")
-    head = f"{'column':10} {'N':>3} {'stagger':>7}  {'ok@200':>7}{'p50 ms':>8}{'p95 ms':>8}"
-    print(head + f"{'RSS MB':>8}{'cpu/aud':>8}")
+    head = f"{'column':10} {'N':>3} {'stagger':>7}  {'audio s':>6}{'ok@200':>8}"
+    print(head + f"{'p50 ms':>8}{'p95 ms':>8}{'RSS MB':>8}{'cpu/aud':>8}")
     server = Server(pack) if "server" in modes else None
     try:  # the columns of a row one after the other, so they share the machine's hour
         for n in sizes:

@@ -12,11 +12,9 @@ live in the backend and are shared; voices are prefilled once per voice and copi
 
 from __future__ import annotations
 
-import logging
 import os
-import threading
 import weakref
-from collections.abc import Callable, Hashable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -24,13 +22,13 @@ import numpy as np
 
 from . import audio as audio_ops
 from . import output_file
-from .backends import concrete_options, find_pack_files, load_backend, resolve_backend_name
 from .backends.base import Backend, FlowState
 from .errors import EmptyTextError, SessionClosedError, UnknownVoiceError
+from .loading import SharedModels, load_parts, resolve_load
 from .model.config import SAMPLE_RATE, ModelConfig
-from .model.languages import pack_name
 from .model.options import LoadOptions
 from .model.packs import PackFiles
+from .runtime.lazy_scheduler import LazyScheduler
 from .runtime.scheduler import AdmissionWait, Scheduler
 from .session import Session
 from .synthesis import AudioFrame, TextPlanner
@@ -41,9 +39,8 @@ from .timing.word_timing import Word
 from .utterance import UtteranceOptions
 from .voices.cloning import AudioSource, clone_voice
 from .voices.source import VoiceSource, fetch_hub_voice, parse_voice
+from .voices.state_cache import VoiceStateCache
 from .voices.voice import WEIGHTS_METADATA_KEY, Voice
-
-logger = logging.getLogger(__name__)
 
 VoiceLike = str | os.PathLike[str] | Voice
 """A pack voice name, a voice-state or recording path, an ``hf://`` hub file, or a Voice."""
@@ -77,7 +74,7 @@ class PocketTTS:
         self.backend = backend
         self.tokenizer = tokenizer
         self.pack = pack
-        self._pool = _SchedulerBox()  # the scheduler, made on first use; closed when dropped
+        self._pool = LazyScheduler()  # made on first use; closed when the model is dropped
         self._closed = False
         # A dropped model frees itself: its pool threads reference only the scheduler (never
         # this object), so it can be collected; this then stops those threads, which lets
@@ -85,9 +82,7 @@ class PocketTTS:
         weakref.finalize(self, self._pool.close_later)
         self._planner = TextPlanner(config, tokenizer)
         self._timestamp_heads = heads_for(config) if backend.capabilities.attention_probe else None
-        self._voice_lock = threading.Lock()
-        self._voice_states: dict[Hashable, FlowState] = {}
-        self._voice_loading: dict[Hashable, threading.Lock] = {}
+        self._voice_states = VoiceStateCache()
 
     @property
     def timestamp_heads(self) -> Heads | None:
@@ -133,29 +128,13 @@ class PocketTTS:
         ``precision`` (a backend option): on NumPy "fp32" (default), "bf16" or "int8" FlowLM
         transformer linears (narrow ones need the ``fast`` extra); on CoreML "fp16" or "int8".
         """
-        options = LoadOptions.build(options, **keywords)
-        name = pack_name(language, custom=options.model_dir is not None)
-        kind = resolve_backend_name(options.backend, language=name, model_dir=options.model_dir)
-        concrete = concrete_options(options, kind)
-        dropped = options.dropped_for(concrete)
-        if dropped:
-            logger.info(
-                "backend='auto' picked numpy here: ignoring the CoreML options %s",
-                ", ".join(dropped),
-            )
-        pack = find_pack_files(
-            name,
-            model_dir=concrete.model_dir,
-            revision=concrete.revision,
-            token=concrete.token,
-            backend_kind=kind,
-        )
-        loaded = load_backend(pack, concrete)
-        tokenizer = Tokenizer.from_file(
-            pack.tokenizer, expected_vocab_size=pack.config.flow_lm.lookup_table.n_bins
-        )
+        parts = load_parts(resolve_load(language, LoadOptions.build(options, **keywords)))
         return cls(
-            config=pack.config, backend=loaded, tokenizer=tokenizer, pack=pack, options=concrete
+            config=parts.pack.config,
+            backend=parts.backend,
+            tokenizer=parts.tokenizer,
+            pack=parts.pack,
+            options=parts.options,
         )
 
     @classmethod
@@ -168,26 +147,16 @@ class PocketTTS:
         For servers: ten calls each opening a session load the weights once. The key is the
         pack and ``LoadOptions.cache_key`` (the concrete backend, model_dir, revision…).
         """
-        options = LoadOptions.build(options, **keywords)
-        name = pack_name(language, custom=options.model_dir is not None)
-        kind = resolve_backend_name(options.backend, language=name, model_dir=options.model_dir)
-        concrete = concrete_options(options, kind)
-        key = (name, *concrete.cache_key())
-        with _SHARED_LOCK:
-            entry = _SHARED.get(key)
-            if entry is None:
-                entry = _SHARED[key] = _SharedEntry()
-        with entry.lock:
-            if entry.tts is None:
-                entry.tts = cls.load(name, options=concrete)
-            return entry.tts
+        resolved = resolve_load(language, LoadOptions.build(options, **keywords))
+        return _SHARED.get(
+            resolved.shared_key, lambda: cls.load(resolved.pack_name, options=resolved.options)
+        )
 
     @staticmethod
     def clear_shared() -> None:
         """Forget the models ``load_shared`` keeps: each is freed (its threads end, its files
         close) once nobody holds it; services and sessions in use keep theirs alive."""
-        with _SHARED_LOCK:
-            _SHARED.clear()
+        _SHARED.clear()
 
     # -- life ---------------------------------------------------------------------------
     def close(self) -> None:
@@ -198,13 +167,9 @@ class PocketTTS:
         (once nobody holds it); ``close`` is for doing it at a known moment.
         """
         self._closed = True
-        with _SHARED_LOCK:
-            for key, entry in list(_SHARED.items()):
-                if entry.tts is self:
-                    del _SHARED[key]
+        _SHARED.forget(self)
         self._pool.close()
-        with self._voice_lock:
-            self._voice_states.clear()
+        self._voice_states.clear()
 
     @property
     def closed(self) -> bool:
@@ -432,7 +397,7 @@ class PocketTTS:
             return self.backend.flow_state_from_voice(source.voice.kv)
         if source.name is not None:
             name = source.name
-            return self._cached_voice(
+            return self._prefilled(
                 ("pack", name), lambda: Voice.load(self.pack.voice_path(name), self.config)
             )
         if source.hub is not None:
@@ -445,24 +410,15 @@ class PocketTTS:
             stat = path.stat()
             key = ("file", str(path), stat.st_mtime_ns, stat.st_size)
         if source.is_recording:  # a recording: clone it once, then reuse the state
-            return self._cached_voice(("clone", *key), lambda: self.clone_voice(path))
+            return self._prefilled(("clone", *key), lambda: self.clone_voice(path))
         weights_id = self.pack.weights_id
-        return self._cached_voice(key, lambda: Voice.load(path, self.config, weights_id=weights_id))
+        return self._prefilled(key, lambda: Voice.load(path, self.config, weights_id=weights_id))
 
-    def _cached_voice(self, key: Hashable, make_voice: Callable[[], Voice]) -> FlowState:
-        with self._voice_lock:
-            state = self._voice_states.get(key)
-            if state is not None:
-                return state
-            loading = self._voice_loading.setdefault(key, threading.Lock())
-        with loading:
-            with self._voice_lock:
-                state = self._voice_states.get(key)
-            if state is None:
-                state = self.backend.flow_state_from_voice(make_voice().kv)
-                with self._voice_lock:
-                    self._voice_states[key] = state
-            return state
+    def _prefilled(self, key: tuple[object, ...], make_voice: Callable[[], Voice]) -> FlowState:
+        """The voice's prefilled state, made once per key."""
+        return self._voice_states.get(
+            key, lambda: self.backend.flow_state_from_voice(make_voice().kv)
+        )
 
     def __repr__(self) -> str:
         precision = self.backend.precision
@@ -470,43 +426,7 @@ class PocketTTS:
         return f"PocketTTS(language={self.language!r}, backend={self.backend.name!r}{shown})"
 
 
-class _SchedulerBox:
-    """A model's scheduler, made on first use, and its closing (now, or on a thread of its
-    own when the model is collected: a collection may run on any thread, a pool thread
-    holding the scheduler's lock included)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._scheduler: Scheduler | None = None
-
-    def get(self, make: Callable[[], Scheduler]) -> Scheduler:
-        with self._lock:
-            if self._scheduler is None:
-                self._scheduler = make()
-            return self._scheduler
-
-    def close(self) -> None:
-        with self._lock:
-            scheduler, self._scheduler = self._scheduler, None
-        if scheduler is not None:
-            scheduler.close()
-
-    def close_later(self) -> None:
-        with self._lock:
-            scheduler, self._scheduler = self._scheduler, None
-        if scheduler is not None:
-            name = "pocket-tts-release"
-            threading.Thread(target=scheduler.close, name=name, daemon=True).start()
-
-
-class _SharedEntry:
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.tts: PocketTTS | None = None
-
-
-_SHARED_LOCK = threading.Lock()
-_SHARED: dict[tuple[Any, ...], _SharedEntry] = {}
+_SHARED: SharedModels[PocketTTS] = SharedModels()
 
 
 def _frames_of(session: Session) -> Iterator[AudioFrame]:

@@ -217,7 +217,7 @@ def test_bad_seed_and_sampler_steps(engine_tts: PocketTTS, engine_pack_dir: Path
 
 @pytest.mark.skipif(sys.platform == "darwin", reason="auto picks CoreML where it can run")
 def test_coreml_options_are_ignored_where_auto_picks_numpy(engine_pack_dir: Path, caplog):
-    with caplog.at_level(logging.INFO, logger="pipecat_pocket_tts.engine.tts"):
+    with caplog.at_level(logging.INFO, logger="pipecat_pocket_tts.engine.loading"):
         tts = PocketTTS.load(
             "english", backend="auto", model_dir=engine_pack_dir, precision="int8",
             compute_units="no-ane",
