@@ -14,6 +14,7 @@ from openai import AsyncOpenAI
 from pipecat.frames.frames import ErrorFrame, TTSAudioRawFrame, TTSSpeakFrame
 from pipecat.services.openai.tts import OpenAITTSService
 from pipecat.tests.utils import run_test
+from polling import poll_until
 from server_process import ServerProcess
 from websockets.asyncio.client import connect
 
@@ -121,18 +122,21 @@ async def test_ready_says_503_while_admission_is_full(engine_endless_pack_dir: P
             for name in ("first", "second"):
                 await ws.send(p.encode(p.Start(name)))
                 await ws.send(p.encode(p.Text(name, 0, "On and on. " * 50, complete=True)))
-            while full.get("/ready")[0] != 503:  # the second session waits for the slot
-                await asyncio.sleep(0.05)
+            await poll_until(  # the second session waits for the slot
+                lambda: full.get("/ready")[0] == 503, what="/ready to say 503"
+            )
             status, body = full.get("/ready")
             assert status == 503 and b"wait for a slot" in body
             await ws.send(p.encode(p.Cancel("first")))
             await ws.send(p.encode(p.Cancel("second")))
             cancelled = 0
-            while cancelled < 2:
-                message = await ws.recv()
+            for _ in range(20_000):  # messages read before the test fails (a count)
+                message = await asyncio.wait_for(ws.recv(), 60)  # a failure bound only
                 cancelled += isinstance(message, str) and '"cancelled"' in message
-        while full.get("/ready")[0] != 200:
-            await asyncio.sleep(0.05)
+                if cancelled == 2:
+                    break
+            assert cancelled == 2
+        await poll_until(lambda: full.get("/ready")[0] == 200, what="/ready to say 200 again")
     finally:
         full.stop()
 

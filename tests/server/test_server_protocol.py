@@ -15,12 +15,15 @@ from typing import Any
 
 import pytest
 import websockets
+from polling import poll_until
 from server_process import ServerProcess, free_port
 from websockets.asyncio.client import ClientConnection, connect
 
 from pipecat_pocket_tts.server import protocol as p
 
 Received = tuple[p.AudioHeader, bytes] | p.ServerMessage
+RECEIVE_TIMEOUT_S = 60.0  # a failure bound only: the tests wait on the server's messages
+MAX_MESSAGES = 20_000  # messages a wait reads before it fails (a count, not a time budget)
 
 
 async def open_client(url: str, **kwargs: Any) -> ClientConnection:
@@ -31,20 +34,31 @@ async def open_client(url: str, **kwargs: Any) -> ClientConnection:
 
 
 async def receive(websocket: ClientConnection) -> Received:
-    data = await websocket.recv()
+    data = await asyncio.wait_for(websocket.recv(), RECEIVE_TIMEOUT_S)
     return p.unpack_audio(data) if isinstance(data, bytes) else p.decode_server(data)
 
 
 async def until(websocket: ClientConnection, kind: type, context: str) -> list[Received]:
     """Everything received up to and including ``kind`` for ``context``."""
     items: list[Received] = []
-    while True:
+    for _ in range(MAX_MESSAGES):
         item = await receive(websocket)
         items.append(item)
         if isinstance(item, kind) and item.context == context:
             return items
         if isinstance(item, p.Error):
             raise AssertionError(f"error: {item}")
+    raise AssertionError(f"no {kind.type!r} for {context!r} in {MAX_MESSAGES} messages")
+
+
+async def audio_frames(websocket: ClientConnection, context: str, count: int) -> None:
+    """Read until ``count`` audio frames of ``context`` have arrived."""
+    for _ in range(MAX_MESSAGES):
+        item = await receive(websocket)
+        count -= isinstance(item, tuple) and item[0].context == context
+        if count <= 0:
+            return
+    raise AssertionError(f"fewer than {count} more audio frames of {context!r}")
 
 
 def audio_of(items: list[Received], context: str) -> list[p.AudioHeader]:
@@ -89,10 +103,7 @@ async def test_cancel_nothing_after_the_acknowledgement(endless_server: ServerPr
         await ws.send(p.encode(p.Start("long")))
         await ws.send(p.encode(p.Start("other")))
         await ws.send(p.encode(p.Text("long", 0, "Hello there. " * 40, complete=True)))
-        frames = 0
-        while frames < 3:
-            item = await receive(ws)
-            frames += isinstance(item, tuple) and item[0].context == "long"
+        await audio_frames(ws, "long", 3)
         await ws.send(p.encode(p.Cancel("long")))
         await until(ws, p.Cancelled, "long")
         assert endless_server.metric("pocket_tts_streams") == 1  # "other" only
@@ -115,11 +126,14 @@ async def test_many_contexts_on_one_connection(server: ServerProcess) -> None:
             await ws.send(p.encode(p.End(name)))
         done: set[str] = set()
         items: list[Received] = []
-        while done != set(texts):
+        for _ in range(MAX_MESSAGES):
+            if done == set(texts):
+                break
             item = await receive(ws)
             items.append(item)
             if isinstance(item, p.Done):
                 done.add(item.context)
+    assert done == set(texts)
     for name, text in texts.items():
         frames = audio_of(items, name)
         assert frames, name
@@ -169,14 +183,12 @@ async def test_a_client_that_stops_reading_is_bounded(endless_server: ServerProc
         async with await open_client(endless_server.ws_url) as other:
             await other.send(p.encode(p.Start("o")))
             await other.send(p.encode(p.Text("o", 0, "Meanwhile.", complete=True)))
-            while True:  # the other client is served while the stalled one is not reading
-                item = await receive(other)
-                if isinstance(item, tuple):
-                    break
+            await audio_frames(other, "o", 1)  # served while the stalled one is not reading
             await other.send(p.encode(p.Cancel("o")))
             await until(other, p.Cancelled, "o")
-        while endless_server.metric(errors) == before:
-            await asyncio.sleep(0.05)  # polls the server's own count; no time budget
+        await poll_until(  # the server's own count
+            lambda: endless_server.metric(errors) > before, what="a slow_reader error"
+        )
         assert endless_server.metric("pocket_tts_streams") == 0
     growth = endless_server.rss_mb() - rss_before
     assert growth < 64, f"the server grew {growth:.0f} MB for a client that stopped reading"

@@ -34,6 +34,7 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.tts_service import TextAggregationMode
 from pipecat.workers.runner import WorkerRunner
 from pipecat_playback import PlaybackClock, PlaybackOutput, timed_frames_on
+from polling import poll_until
 
 from pipecat_pocket_tts import PocketTTSService
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
@@ -132,8 +133,12 @@ async def run_pipeline(pack, frames, *, rate, mode, pause_at=None, heads=HEADS, 
             await output.reached.wait()
             # the service has made the audio (and so the words) well past the pause point
             await output.received_at_least(pause_at + 2.0)
-            while clock.sleepers_due_by(clock.get_time()):  # words due by now are out
-                await asyncio.sleep(0)
+            await poll_until(  # words due by now are out
+                lambda: not clock.sleepers_due_by(clock.get_time()),
+                what="the words due by now to be out",
+                tries=100_000,
+                interval=0,
+            )
             await worker.queue_frame(InterruptionFrame())
             await output.quiet()
         await worker.queue_frame(EndFrame())
