@@ -65,6 +65,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cors-origin", action="append", default=[], help="allow browser calls from an origin"
     )
+    parser.add_argument(
+        "--voice-url-host",
+        action="append",
+        default=None,
+        metavar="[http[s]://]HOST[:PORT]",
+        help="an origin POST /tts may fetch a voice_url from (repeatable; https unless http:// "
+        "is written; default: POCKET_TTS_VOICE_URL_HOSTS, comma-separated, else none)",
+    )
     parser.add_argument("--max-connections", type=int, default=64)
     parser.add_argument("--max-contexts", type=int, default=8, help="per connection")
     parser.add_argument(
@@ -84,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
     from ..engine import LoadOptions
     from .app import ServerConfig, create_app
     from .security import Limits, check_bind, resolve_api_key
+    from .voice_urls import resolve_voice_url_hosts
 
     api_key = resolve_api_key(args.api_key)
     check_bind(args.host, api_key)
@@ -108,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
         api_key=api_key,
         limits=limits,
         cors_origins=tuple(args.cors_origin),
+        voice_url_hosts=resolve_voice_url_hosts(args.voice_url_host),
         warmup=not args.no_warmup,
     )
     logging.basicConfig(format="%(levelname)s: %(message)s")  # no-op under the main CLI's

@@ -3,8 +3,8 @@
 - ``POST /v1/audio/speech``: OpenAI's request (``model``, ``input``, ``voice``,
   ``response_format`` pcm or wav), streamed as it is made. OpenAI's voice names are aliases of
   the server's voices (``--voice-alias``; by default the pack's default voice).
-- ``POST /tts``: upstream ``pocket-tts serve``'s form (``text``, ``voice_url`` as a voice
-  name, ``voice_wav`` a recording to clone), streaming WAV.
+- ``POST /tts``: upstream ``pocket-tts serve``'s form (``text``, ``voice_url`` a voice name or
+  a URL the operator allows (``voice_urls``), ``voice_wav`` a recording to clone), streaming WAV.
 - ``GET /v1/voices``, ``GET /health`` (the process answers), ``GET /ready`` (503 while the
   model loads or a session waits for a scheduler slot), ``GET /metrics`` (Prometheus).
 """
@@ -126,7 +126,8 @@ async def openai_speech(state: ServerState, request: Request) -> Response:
 
 
 async def upstream_tts(state: ServerState, request: Request) -> Response:
-    """``POST /tts`` with upstream's form: ``text``, ``voice_url`` (a name), ``voice_wav``."""
+    """``POST /tts`` with upstream's form: ``text``, ``voice_url`` (a voice name, or a URL of
+    an origin the operator allows: fetched and cloned), ``voice_wav`` (a recording to clone)."""
     limits = state.limits
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limits.max_upload_bytes:
@@ -134,17 +135,21 @@ async def upstream_tts(state: ServerState, request: Request) -> Response:
     form = await request.form(max_files=1, max_fields=8, max_part_size=limits.max_upload_bytes)
     try:
         text = _text(form.get("text"), limits.max_http_text, "text")
-        voice_name = form.get("voice_url")
+        voice_url = form.get("voice_url")
         upload = form.get("voice_wav")
         if upload is not None and not isinstance(upload, str):
             data = await upload.read()
-            voice: Any = await asyncio.to_thread(_cloned_voice, state, data)
-        elif isinstance(voice_name, str) and voice_name:
-            if "://" in voice_name or "/" in voice_name:
+            voice: Any = await asyncio.to_thread(_cloned_voice, state, data, "voice_wav")
+        elif isinstance(voice_url, str) and "://" in voice_url:
+            fetch = state.voice_urls.fetch
+            data = await asyncio.to_thread(fetch, voice_url, limits.max_upload_bytes)
+            voice = await asyncio.to_thread(_cloned_voice, state, data, "voice_url")
+        elif isinstance(voice_url, str) and voice_url:
+            if "/" in voice_url:
                 raise RequestError(
-                    400, "voice_url takes a voice name of this server (GET /v1/voices), not a URL"
+                    400, "voice_url takes a voice name of this server (GET /v1/voices) or a URL"
                 )
-            voice = state.voices.resolve(voice_name)
+            voice = state.voices.resolve(voice_url)
         else:
             voice = None
     finally:
@@ -153,22 +158,23 @@ async def upstream_tts(state: ServerState, request: Request) -> Response:
     return StreamingResponse(stream, media_type="audio/wav")
 
 
-def _cloned_voice(state: ServerState, data: bytes) -> Any:
-    """A voice cloned from an uploaded WAV, refused beyond the upload limits."""
+def _cloned_voice(state: ServerState, data: bytes, field: str) -> Any:
+    """A voice cloned from the WAV of form ``field`` (uploaded or fetched), refused beyond the
+    upload limits."""
     limits = state.limits
     if len(data) > limits.max_upload_bytes:
-        raise RequestError(413, f"voice_wav over {limits.max_upload_bytes} bytes")
+        raise RequestError(413, f"{field} over {limits.max_upload_bytes} bytes")
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "voice.wav"
         path.write_bytes(data)
         try:
             samples, rate = read_wav(path)
         except (ValueError, OSError) as e:
-            raise RequestError(400, f"voice_wav is not a readable WAV file: {e}") from None
+            raise RequestError(400, f"{field} is not a readable WAV file: {e}") from None
     seconds = samples.shape[0] / rate
     if seconds > limits.max_upload_seconds:
         raise RequestError(
-            413, f"voice_wav is {seconds:.1f} s long; at most {limits.max_upload_seconds:g} s"
+            413, f"{field} is {seconds:.1f} s long; at most {limits.max_upload_seconds:g} s"
         )
     return state.require_model().clone_voice(np.asarray(samples), sample_rate=rate)
 

@@ -7,18 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..engine import LoadOptions, PocketTTS
+from .errors import RequestError
 from .metrics import ServerMetrics
 from .security import KeyCheck, Limits
+from .voice_urls import VoiceUrls
 from .voices import OPENAI_VOICES, ServerVoices
-
-
-class RequestError(Exception):
-    """A request the server refuses: its HTTP status and a one-line reason."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
 
 WARMUP_TEXT = "Hello."
 
@@ -34,6 +27,7 @@ class ServerConfig:
     api_key: str | None = None
     limits: Limits = field(default_factory=Limits)
     cors_origins: tuple[str, ...] = ()
+    voice_url_hosts: tuple[str, ...] = ()  # where POST /tts may fetch a voice_url from
     warmup: bool = True
 
 
@@ -44,6 +38,7 @@ class ServerState:
         self.config = config
         self.limits = config.limits
         self.keys = KeyCheck(config.api_key)
+        self.voice_urls = VoiceUrls(config.voice_url_hosts)
         self.metrics = ServerMetrics()
         self.tts: PocketTTS | None = None
         self.voices: ServerVoices

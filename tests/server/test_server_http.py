@@ -84,7 +84,9 @@ async def test_upstream_tts_form_streams_a_wav(server: ServerProcess, tmp_path: 
         default = await client.post("/tts", data={"text": "Hello there."})
         assert default.status_code == 200 and wav_fields(default.content)[1] == 24000
         url = await client.post("/tts", data={"text": "Hi.", "voice_url": "https://x.invalid/a"})
-        assert url.status_code == 400 and "not a URL" in url.json()["error"]["message"]
+        assert url.status_code == 403 and "fetches no voice URL" in url.json()["error"]["message"]
+        path = await client.post("/tts", data={"text": "Hi.", "voice_url": "../alba"})
+        assert path.status_code == 400 and "voice name" in path.json()["error"]["message"]
         recording = tmp_path / "me.wav"
         rng = np.random.default_rng(0)
         write_wav(recording, (0.1 * rng.standard_normal(24000 * 2)).astype(np.float32), 24000)
