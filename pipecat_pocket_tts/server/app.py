@@ -26,6 +26,7 @@ from . import http
 from . import protocol as p
 from .connection import Connection
 from .http import error_response, status_of
+from .security import hide_secret_headers
 from .state import RequestError, ServerConfig, ServerState
 
 logger = logging.getLogger(__name__)
@@ -37,6 +38,7 @@ def create_app(config: ServerConfig) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        hide_secret_headers()  # after the server configured its logging
         task = asyncio.create_task(_load(state))
         try:
             yield
@@ -99,8 +101,12 @@ async def _load(state: ServerState) -> None:
 
 async def _serve_websocket(state: ServerState, websocket: WebSocket) -> None:
     metrics = state.metrics
-    await websocket.accept()
-    if not state.keys.accepts(websocket.headers.get("authorization")):
+    offers: list[str] = list(websocket.scope.get("subprotocols", []))
+    await websocket.accept(subprotocol=p.SUBPROTOCOL if p.SUBPROTOCOL in offers else None)
+    keys = state.keys
+    if not (
+        keys.accepts(websocket.headers.get("authorization")) or keys.accepts_subprotocols(offers)
+    ):
         await _refuse(state, websocket, p.CloseCode.UNAUTHORIZED, "missing or wrong API key")
         return
     if state.tts is None:

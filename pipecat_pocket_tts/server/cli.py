@@ -20,6 +20,9 @@ DESCRIPTION = (
 )
 
 
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+
+
 def _max_streams(text: str) -> int | str | None:
     if text in ("auto", "none"):
         return None if text == "none" else text
@@ -82,7 +85,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="frames one context may have waiting for a slow client before it ends (250)",
     )
     parser.add_argument("--no-warmup", action="store_true", help="skip the warm-up synthesis")
-    parser.add_argument("--log-level", default="info")
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=LOG_LEVELS,
+        help="info (default); no trace: uvicorn's trace logs the websocket's subprotocols, "
+        "where a browser's key travels",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -146,4 +155,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
-__all__ = ["DESCRIPTION", "add_arguments", "main", "run"]
+__all__ = ["DESCRIPTION", "LOG_LEVELS", "add_arguments", "main", "run"]

@@ -34,6 +34,13 @@ server → client::
 
 ``utterance`` numbers are the client's: every ``text`` and ``flush`` names the utterance its
 audio belongs to, and every engine utterance it queues is reported under it.
+
+The API key (a server that has one) goes on the handshake: ``Authorization: Bearer KEY``, or,
+from a browser (which cannot set that header on a websocket), as a subprotocol: the client
+offers ``["pocket-tts", "bearer.KEY"]`` (``SUBPROTOCOL``, ``KEY_SUBPROTOCOL_PREFIX`` + KEY; a
+key of letters, digits and ``-._~+`` only, the characters a subprotocol may hold) and the
+server answers ``pocket-tts``, never the key. A missing or wrong key: close code 4001. A key in
+the URL's query string is never read (URLs land in logs).
 """
 
 from __future__ import annotations
@@ -45,6 +52,10 @@ from typing import Any, ClassVar
 
 PATH = "/v1/stream"
 """The websocket endpoint."""
+SUBPROTOCOL = "pocket-tts"
+"""The websocket subprotocol the server answers when a client offers it."""
+KEY_SUBPROTOCOL_PREFIX = "bearer."
+"""An offered subprotocol ``bearer.KEY`` carries the API key (for browsers)."""
 
 ENCODINGS = ("pcm_s16le", "float32", "mulaw")
 MULAW_RATE = 8000
@@ -387,8 +398,10 @@ def unpack_audio(data: bytes) -> tuple[AudioHeader, bytes]:
 
 __all__ = [
     "ENCODINGS",
+    "KEY_SUBPROTOCOL_PREFIX",
     "MULAW_RATE",
     "PATH",
+    "SUBPROTOCOL",
     "Admitted",
     "AudioHeader",
     "Cancel",

@@ -1,19 +1,22 @@
 """What the server lets a client do: the API key, the bind rule and every limit.
 
 A server bound anywhere but loopback refuses to start without an API key. The key is a bearer
-token (``Authorization: Bearer KEY``) on HTTP and on the websocket handshake, compared in
-constant time. Limits bound what one client can make the server hold.
+token (``Authorization: Bearer KEY``) on HTTP and on the websocket handshake, where a browser
+may offer it as the subprotocol ``bearer.KEY`` instead (``protocol.py``); compared in constant
+time, and never logged (``HiddenHeaders``). Limits bound what one client can make the server hold.
 """
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
+import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..engine.errors import ServerConfigError
+from .protocol import KEY_SUBPROTOCOL_PREFIX
 
 API_KEY_ENV = "POCKET_TTS_API_KEY"
 
@@ -64,6 +67,35 @@ def check_bind(host: str, api_key: str | None) -> None:
         )
 
 
+SECRET_HEADERS = frozenset({"authorization", "sec-websocket-protocol", "cookie"})
+"""Handshake headers that may carry the key: their values never reach a log."""
+_HANDSHAKE_LOGGERS = ("uvicorn.error", "websockets")  # websockets logs headers at DEBUG
+
+
+class HiddenHeaders(logging.Filter):
+    """Masks the values of ``SECRET_HEADERS`` in the websocket library's handshake debug lines
+    (``< authorization: Bearer KEY``), which uvicorn's websocket logger carries."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if (
+            isinstance(args, tuple)
+            and len(args) == 2
+            and record.msg in ("< %s: %s", "> %s: %s")
+            and str(args[0]).lower() in SECRET_HEADERS
+        ):
+            record.args = (args[0], "<hidden>")
+        return True
+
+
+def hide_secret_headers() -> None:
+    """Install ``HiddenHeaders`` on the loggers that see handshake headers (once)."""
+    for name in _HANDSHAKE_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, HiddenHeaders) for f in logger.filters):
+            logger.addFilter(HiddenHeaders())
+
+
 class KeyCheck:
     """The server's API key (None: no key, loopback only) and the constant-time check."""
 
@@ -82,5 +114,27 @@ class KeyCheck:
         given = token.strip().encode() if scheme.lower() == "bearer" else b""
         return hmac.compare_digest(given, self._key)
 
+    def accepts_subprotocols(self, offers: Sequence[str]) -> bool:
+        """Whether a websocket's offered subprotocols carry the key as ``bearer.KEY``
+        (always, with no key); each offer is compared in constant time."""
+        if self._key is None:
+            return True
+        found = False
+        for offer in offers:
+            if offer.startswith(KEY_SUBPROTOCOL_PREFIX):
+                given = offer[len(KEY_SUBPROTOCOL_PREFIX) :].encode()
+                found |= hmac.compare_digest(given, self._key)
+        return found
 
-__all__ = ["API_KEY_ENV", "KeyCheck", "Limits", "check_bind", "is_loopback", "resolve_api_key"]
+
+__all__ = [
+    "API_KEY_ENV",
+    "SECRET_HEADERS",
+    "HiddenHeaders",
+    "KeyCheck",
+    "Limits",
+    "check_bind",
+    "hide_secret_headers",
+    "is_loopback",
+    "resolve_api_key",
+]

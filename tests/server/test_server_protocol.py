@@ -18,6 +18,7 @@ import websockets
 from polling import poll_until
 from server_process import ServerProcess, free_port
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.typing import Subprotocol
 
 from pipecat_pocket_tts.server import protocol as p
 
@@ -225,3 +226,44 @@ async def test_wrong_key_gets_401_and_a_coded_close(engine_pack_dir: Any) -> Non
         await good.close()
     finally:
         keyed.stop()
+
+
+async def test_a_browser_key_rides_on_the_subprotocol(engine_pack_dir: Any) -> None:
+    """Browsers cannot set Authorization on a websocket: the key may come as the offered
+    subprotocol ``bearer.KEY`` beside ``pocket-tts``, which the server answers (never the key).
+    A wrong or missing key gets the same coded close as on the header; the key is never logged.
+    """
+    key = "br0wser-Key_1"
+    keyed = ServerProcess(engine_pack_dir, "--api-key", key, "--log-level", "debug").start()
+    try:
+        offer = [Subprotocol(p.SUBPROTOCOL), Subprotocol(p.KEY_SUBPROTOCOL_PREFIX + key)]
+        async with await open_client(keyed.ws_url, subprotocols=offer) as good:
+            assert good.subprotocol == p.SUBPROTOCOL
+            await good.send(p.encode(p.Start("b")))
+            await good.send(p.encode(p.Text("b", 0, "From a browser.", complete=True)))
+            await good.send(p.encode(p.End("b")))
+            assert audio_of(await until(good, p.Done, "b"), "b")
+        for offers in (
+            [p.SUBPROTOCOL, p.KEY_SUBPROTOCOL_PREFIX + "wrong"],
+            [p.SUBPROTOCOL, key],  # the key without its prefix is no key
+            [p.SUBPROTOCOL],
+        ):
+            websocket = await connect(
+                keyed.ws_url + p.PATH, proxy=None, subprotocols=[Subprotocol(o) for o in offers]
+            )
+            with pytest.raises(websockets.ConnectionClosed) as closed:
+                await websocket.recv()
+            assert closed.value.rcvd is not None, offers
+            assert closed.value.rcvd.code == p.CloseCode.UNAUTHORIZED, offers
+        # The header still works, with or without the subprotocol offered.
+        header = {"Authorization": f"Bearer {key}"}
+        await (await open_client(keyed.ws_url, additional_headers=header)).close()
+        plain = await open_client(
+            keyed.ws_url, additional_headers=header, subprotocols=[Subprotocol(p.SUBPROTOCOL)]
+        )
+        assert plain.subprotocol == p.SUBPROTOCOL
+        await plain.close()
+    finally:
+        keyed.stop()
+    assert not [line for line in keyed.log if key in line]
+    assert [line for line in keyed.log if "sec-websocket-protocol: <hidden>" in line]  # debug on
