@@ -240,6 +240,21 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         """``cancel()`` without blocking the event loop."""
         await asyncio.to_thread(self.cancel)
 
+    def stop(self) -> int:
+        """The first half of ``cancel()``, which never waits: the session is cancelled and no
+        scheduler tick starts for it afterwards, but one in flight may still be running (call
+        ``cancel``/``acancel`` next to wait for it). The ticks that computed for it so far."""
+        with self._lock:
+            self._closed = True
+            self._cancelled = True
+        return self._link.stop()
+
+    @property
+    def compute_ticks(self) -> int:
+        """Scheduler ticks that computed for this session, each counted as it ends (once
+        ``cancel()`` returned, the count no longer moves)."""
+        return self._link.ticks
+
     def close(self) -> None:
         """Same as ``cancel()``."""
         self.cancel()

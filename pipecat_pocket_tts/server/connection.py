@@ -7,8 +7,9 @@ that turns frames into binary messages and markers into control messages, in the
 order. Everything goes out through one ``Outbox``; a context with more than
 ``max_buffered_frames`` frames waiting there (a client that stopped reading) ends with a
 ``slow_reader`` error and its frames are dropped, so one client never grows the server's
-memory and no other connection notices. After ``cancel``, the outbox drops what it still holds
-of that context before the ``cancelled`` acknowledgement goes in.
+memory and no other connection notices. A ``cancel`` stops the context's compute as it is
+handled (no scheduler tick starts for it afterwards; one in flight ends), and the outbox drops
+what it still holds of that context before the ``cancelled`` acknowledgement goes in.
 """
 
 from __future__ import annotations
@@ -329,9 +330,15 @@ class Connection:
             )
 
     async def _cancel(self, context: Context) -> None:
+        """Stop the context's compute as the cancel arrives (no tick starts for it after
+        this); acknowledge once the tick in flight, if any, is over and nothing of it is left
+        to send. The ticks computed in between go to the ``cancel_ticks`` metric."""
         self._forget(context)
         self._outbox.drop(context)
-        await context.session.acancel()
+        session = context.session
+        stopped_at = session.stop()
+        await session.acancel()
+        self._metrics.cancel_ticks.observe(session.compute_ticks - stopped_at)
         await self._stop_reader(context)
         self._outbox.put(p.encode(p.Cancelled(context.id)))
 

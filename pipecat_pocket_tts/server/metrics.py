@@ -1,8 +1,9 @@
 """The server's Prometheus metrics (``GET /metrics``), in a registry of its own per app.
 
-Streams speaking, connections, admission waits, first audio, late frames and each stream's
-real-time factor. A frame is *late* when it comes out after the audio before it would have
-finished playing, had playback started with the stream's first frame.
+Streams speaking, connections, admission waits, first audio, late frames, each stream's
+real-time factor, and the compute each cancel let through. A frame is *late* when it comes out
+after the audio before it would have finished playing, had playback started with the stream's
+first frame.
 """
 
 from __future__ import annotations
@@ -61,6 +62,13 @@ class ServerMetrics:
             "pocket_tts_real_time_factor",
             "Audio seconds per wall second of each finished stream",
             buckets=(0.5, 0.8, 1.0, 1.2, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0),
+            registry=r,
+        )
+        self.cancel_ticks = Histogram(
+            "pocket_tts_cancel_ticks",
+            "Scheduler ticks that computed for a context after the server received its cancel "
+            "(at most the one in flight then)",
+            buckets=(0, 1, 2, 3, 5, 10),
             registry=r,
         )
         self.errors = Counter(

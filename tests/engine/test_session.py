@@ -222,6 +222,29 @@ def test_cancel_mid_utterance_stops_within_one_frame(engine_endless_tts: PocketT
         session.enqueue("Too late.")
 
 
+def test_stop_never_waits_and_no_tick_starts_after_it(engine_endless_tts: PocketTTS):
+    """``stop()`` (what the TTS server calls as a cancel arrives, on its event loop) cancels
+    without waiting: no scheduler tick starts for the session afterwards, so its
+    ``compute_ticks`` grows by at most the tick in flight, which ``cancel()`` then waits for."""
+    session = engine_endless_tts.session(seed=1)
+    session.enqueue("A long sentence that would go on for many, many frames of audio. " * 4)
+    frames = iter(session)
+    for _ in range(3):
+        next(frames)
+    stopped_at = session.stop()
+    assert session.is_cancelled and session.pending == 0
+    with pytest.raises(SessionClosedError, match="cancelled"):
+        session.enqueue("Too late.")
+    session.cancel()
+    assert session.compute_ticks - stopped_at <= 1
+    settled = session.compute_ticks
+    other = engine_endless_tts.session(seed=2)
+    other.enqueue("Another one speaks meanwhile.")
+    other.finish()
+    assert list(other)
+    assert session.compute_ticks == settled  # the scheduler ticked, never for it
+
+
 def test_cancel_from_another_thread_ends_a_blocked_iteration(engine_endless_tts: PocketTTS):
     tts, _spy = spied(engine_endless_tts, step_delay=0.01)
     session = tts.session()

@@ -112,6 +112,7 @@ def test_voices_health_ready_metrics(server: ServerProcess) -> None:
         "pocket_tts_first_audio_seconds",
         "pocket_tts_late_frames_total",
         "pocket_tts_real_time_factor",
+        "pocket_tts_cancel_ticks",
     ):
         assert name in text
 

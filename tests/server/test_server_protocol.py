@@ -142,6 +142,43 @@ async def test_many_contexts_on_one_connection(server: ServerProcess) -> None:
     assert all(len(i[1]) == 1920 * 4 for i in items if isinstance(i, tuple))  # float32
 
 
+CANCEL_TICKS = "pocket_tts_cancel_ticks"
+
+
+async def test_cancel_stops_compute_within_a_tick(engine_endless_pack_dir: Any) -> None:
+    """Compute stops within a frame of a cancel, by the server's own count: the scheduler's
+    ticks that computed for the context (each counted as it ends), read as the server handles
+    the cancel (where it stops the stream: no tick starts for it afterwards) and at the
+    acknowledgement. The bound is 1, the tick in flight when the cancel arrived, which the
+    acknowledgement waits for; a tick computes at most one frame of a stream (its step, sample
+    and decode; a chunk's first tick also steps the next frame ahead). The never-EOS pack and
+    hundreds of sentences keep the context computing (thousands of frames) when it is cancelled.
+    """
+    rounds = 6
+    server = ServerProcess(engine_endless_pack_dir, "--max-buffered-frames", "100000").start()
+    try:
+        async with await open_client(server.ws_url) as ws:
+            for i in range(rounds):
+                name = f"long{i}"
+                await ws.send(p.encode(p.Start(name)))
+                await ws.send(p.encode(p.Text(name, 0, "On and on we go. " * 300, complete=True)))
+                await audio_frames(ws, name, 1 + 3 * i)  # cancels at different moments
+                await ws.send(p.encode(p.Cancel(name)))
+                await until(ws, p.Cancelled, name)
+            # Nothing of a cancelled context after its acknowledgement, while another speaks.
+            await ws.send(p.encode(p.Start("after")))
+            await ws.send(p.encode(p.Text("after", 0, "And now.", complete=True)))
+            await ws.send(p.encode(p.End("after")))
+            items = await until(ws, p.Done, "after")
+        assert not [i for i in items if getattr(i, "context", "after") != "after"]
+        assert not [i for i in items if isinstance(i, tuple) and i[0].context != "after"]
+        assert server.metric(f"{CANCEL_TICKS}_count") == rounds
+        assert server.metric(f'{CANCEL_TICKS}_bucket{{le="1.0"}}') == rounds
+        print(f"ticks after the cancels' receipt: {server.metric(f'{CANCEL_TICKS}_sum'):g}")
+    finally:
+        server.stop()
+
+
 @pytest.mark.parametrize(
     ("message", "code", "reason"),
     [

@@ -193,6 +193,13 @@ class Scheduler:
         with stream.delivery:  # an output being handed over finishes first; no more follow
             pass
 
+    def stop(self, stream: Stream) -> int:
+        """Drop the stream's work now, without waiting for a tick in flight (``cancel``
+        waits): no tick starts for it afterwards. The ticks that computed for it so far."""
+        with self._cond:
+            self._stop(stream)
+            return stream.ticks
+
     def stats(self) -> SchedulerStats:
         with self._cond:
             return SchedulerStats(
@@ -315,6 +322,7 @@ class Scheduler:
                 self._ticks += 1
                 for stream in plan.streams:
                     stream.busy = False
+                    stream.ticks += 1
                 for stream in list(self._slots.active):
                     if not stream.has_work:
                         stream.went_idle()
@@ -427,6 +435,15 @@ class SessionLink:
     def cancel(self) -> None:
         """Drop everything; return once no computation of this stream runs."""
         self._scheduler.cancel(self._stream)
+
+    def stop(self) -> int:
+        """Drop everything now, without waiting (``cancel`` waits); the ticks so far."""
+        return self._scheduler.stop(self._stream)
+
+    @property
+    def ticks(self) -> int:
+        """Ticks that computed for this stream, counted as each ends."""
+        return self._stream.ticks
 
     def abandon(self) -> None:
         """Its session was dropped without finish() or cancel(): drop its stream.

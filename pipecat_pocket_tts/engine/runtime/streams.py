@@ -206,6 +206,7 @@ class Stream:
         self.stopped = False  # cancelled or failed: drop everything
         self.delivery = threading.RLock()  # held while handing outputs over
         self.busy = False  # part of the tick being computed
+        self.ticks = 0  # ticks that computed for it, counted as each ends
         self.admitted = False
         self.waiting_since: float | None = None
         self.on_wait: Callable[[Any], None] | None = None  # told of its admission waits
