@@ -1,8 +1,9 @@
 """A session on a TTS server, used as the engine's ``Session`` is: ``RemoteSession``.
 
-Text goes out as the protocol's messages through its ``RemoteTTS``; audio frames (with their
-words), utterance ends and markers come back from the connection's thread into a frame channel
-the caller iterates. After ``cancel``/``acancel`` nothing of the session is ever yielded.
+Text goes out as the protocol's messages through its ``RemoteTTS`` (a ``SessionHost``); audio
+frames (with their words), utterance ends and markers come back from the connection's thread
+into a frame channel the caller iterates. After ``cancel``/``acancel`` nothing of the session
+is ever yielded.
 
 Utterance numbers are the client's: every ``enqueue``, ``feed`` and ``flush`` call (with text)
 is one utterance, whose audio the server tags with its number; an empty ``AudioFrame`` with
@@ -17,7 +18,7 @@ import contextlib
 import itertools
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -37,9 +38,6 @@ from ..engine.errors import InvalidSettingError
 from ..engine.runtime.channel import ChannelOutput, FrameChannel
 from . import protocol as p
 
-if TYPE_CHECKING:
-    from .client import RemoteTTS
-
 REPLY_TIMEOUT_S = 10.0
 """How long a request the server answers (start, voice check, cancel) waits for its answer."""
 
@@ -55,12 +53,20 @@ def error_of(message: p.Error) -> PocketTTSError:
     return kind(f"TTS server ({message.code}): {message.message}")
 
 
+class SessionHost(Protocol):
+    """What a session needs of its ``RemoteTTS``: a way to the server, and to be let go."""
+
+    def send(self, message: p.ClientMessage) -> None: ...
+
+    def forget(self, session: RemoteSession) -> None: ...
+
+
 class RemoteSession(ChannelOutput["AudioFrame | Marker"]):
     """A session on the server, with ``Session``'s interface (see the module docstring)."""
 
     def __init__(
         self,
-        remote: RemoteTTS,
+        remote: SessionHost,
         context_id: str,
         on_admission_wait: Callable[[AdmissionWait], None] | None = None,
     ) -> None:
@@ -315,4 +321,4 @@ def voice_name(voice: Any) -> str | None:
     )
 
 
-__all__ = ["REPLY_TIMEOUT_S", "RemoteSession", "error_of", "voice_name"]
+__all__ = ["REPLY_TIMEOUT_S", "RemoteSession", "SessionHost", "error_of", "voice_name"]
