@@ -40,6 +40,7 @@ from pipecat_pocket_tts import PocketTTSService
 
 START = 30.0
 EVENT_TIMEOUT_S = 60.0  # a failure bound only: the tests wait on events
+MAX_WAKES = 100_000  # frames a wait looks at before it fails (a count, not a time budget)
 
 
 def llm_turn(text: str) -> list[Frame]:
@@ -100,12 +101,13 @@ class Recorder(FrameProcessor):
         await self.push_frame(frame, direction)
 
     async def wait_for(self, test, after: int = 0) -> Frame:
-        while True:
+        for _ in range(MAX_WAKES):
             for frame in self.frames[after:]:
                 if test(frame):
                     return frame
             self.changed.clear()
             await asyncio.wait_for(self.changed.wait(), EVENT_TIMEOUT_S)
+        raise AssertionError(f"no frame passed the test in {MAX_WAKES} frames")
 
 
 async def test_server_killed_mid_reply_then_back(engine_endless_pack_dir: Path) -> None:
