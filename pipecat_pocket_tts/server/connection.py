@@ -335,10 +335,7 @@ class Connection:
         to send. The ticks computed in between go to the ``cancel_ticks`` metric."""
         self._forget(context)
         self._outbox.drop(context)
-        session = context.session
-        stopped_at = session.stop()
-        await session.acancel()
-        self._metrics.cancel_ticks.observe(session.compute_ticks - stopped_at)
+        self._metrics.cancel_ticks.observe(await _halt(context.session))
         await self._stop_reader(context)
         self._outbox.put(p.encode(p.Cancelled(context.id)))
 
@@ -432,7 +429,7 @@ class Connection:
             return
         self._forget(context)
         self._outbox.drop(context)
-        await context.session.acancel()
+        await _halt(context.session)
         if context.reader is not asyncio.current_task():
             await self._stop_reader(context)
         self._error(context.id, code, message)
@@ -470,11 +467,22 @@ class Connection:
         return observe
 
     async def _end_all(self) -> None:
-        for context in list(self._contexts.values()):
+        contexts = list(self._contexts.values())
+        for context in contexts:  # every context's compute stops now, before any waiting
             self._forget(context)
             self._outbox.drop(context)
+            context.session.stop()
+        for context in contexts:
             await context.session.acancel()
             await self._stop_reader(context)
+
+
+async def _halt(session: Session) -> int:
+    """Stop ``session``'s compute now (no tick starts for it afterwards), then wait off the
+    loop for a tick in flight: the ticks that computed for it in between (at most 1)."""
+    stopped_at = session.stop()
+    await session.acancel()
+    return session.compute_ticks - stopped_at
 
 
 __all__ = ["OFF_LOOP_CHARS", "Connection", "Context", "Outbox"]
