@@ -19,6 +19,7 @@ from typing import Any
 
 from ..engine import ServerUnavailableError
 from . import protocol as p
+from .security import hide_secret_headers
 
 CONNECT_TIMEOUT_S = 5.0
 """How long opening a session waits for the server before ``ServerUnavailableError``."""
@@ -55,6 +56,7 @@ class ServerLink:
         self._loop = asyncio.new_event_loop()
         self._outgoing: asyncio.Queue[str] | None = None
         self._retry: asyncio.Event | None = None
+        hide_secret_headers()  # the handshake's Authorization never reaches a debug log
         self._thread = threading.Thread(target=self._run, name="pocket-tts-remote", daemon=True)
         self._thread.start()
 

@@ -69,12 +69,14 @@ def check_bind(host: str, api_key: str | None) -> None:
 
 SECRET_HEADERS = frozenset({"authorization", "sec-websocket-protocol", "cookie"})
 """Handshake headers that may carry the key: their values never reach a log."""
-_HANDSHAKE_LOGGERS = ("uvicorn.error", "websockets")  # websockets logs headers at DEBUG
+# The loggers the websockets library writes handshake headers to at DEBUG: uvicorn's (the
+# server's handshakes) and the library's own client logger (RemoteTTS's).
+_HANDSHAKE_LOGGERS = ("uvicorn.error", "websockets.server", "websockets.client")
 
 
 class HiddenHeaders(logging.Filter):
     """Masks the values of ``SECRET_HEADERS`` in the websocket library's handshake debug lines
-    (``< authorization: Bearer KEY``), which uvicorn's websocket logger carries."""
+    (``< authorization: Bearer KEY``), on the server's and on the client's side."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args

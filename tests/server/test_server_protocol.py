@@ -8,6 +8,7 @@ connection, a client that stops reading, and the API key.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.typing import Subprotocol
 
 from pipecat_pocket_tts.server import protocol as p
+from pipecat_pocket_tts.server.client import RemoteTTS
 
 Received = tuple[p.AudioHeader, bytes] | p.ServerMessage
 RECEIVE_TIMEOUT_S = 60.0  # a failure bound only: the tests wait on the server's messages
@@ -265,10 +267,13 @@ async def test_wrong_key_gets_401_and_a_coded_close(engine_pack_dir: Any) -> Non
         keyed.stop()
 
 
-async def test_a_browser_key_rides_on_the_subprotocol(engine_pack_dir: Any) -> None:
+async def test_a_browser_key_rides_on_the_subprotocol(
+    engine_pack_dir: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     """Browsers cannot set Authorization on a websocket: the key may come as the offered
     subprotocol ``bearer.KEY`` beside ``pocket-tts``, which the server answers (never the key).
-    A wrong or missing key gets the same coded close as on the header; the key is never logged.
+    A wrong or missing key gets the same coded close as on the header; the key is never logged,
+    by the server nor by the client (whose handshake carries it in Authorization).
     """
     key = "br0wser-Key_1"
     keyed = ServerProcess(engine_pack_dir, "--api-key", key, "--log-level", "debug").start()
@@ -300,6 +305,14 @@ async def test_a_browser_key_rides_on_the_subprotocol(engine_pack_dir: Any) -> N
         )
         assert plain.subprotocol == p.SUBPROTOCOL
         await plain.close()
+        # The client's side of the handshake keeps it out of its debug log too.
+        with caplog.at_level(logging.DEBUG):
+            remote = RemoteTTS(keyed.ws_url, api_key=key)
+            try:
+                await asyncio.to_thread(remote.connect)
+            finally:
+                await asyncio.to_thread(remote.close)
+        assert "authorization: <hidden>" in caplog.text.lower() and key not in caplog.text
     finally:
         keyed.stop()
     assert not [line for line in keyed.log if key in line]
