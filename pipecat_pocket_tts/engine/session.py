@@ -259,27 +259,9 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         """Same as ``cancel()``."""
         self.cancel()
 
-    # -- state --------------------------------------------------------------------------
-    @property
-    def pending(self) -> int:
-        """Utterances enqueued whose last frame has not been produced yet (0 once stopped)."""
-        if self._cancelled or self._failure is not None:
-            return 0
+    # -- state (pending, is_idle, is_closed, is_cancelled: ChannelOutput) --------------
+    def _unfinished(self) -> int:
         return self._enqueued - self._link.done
-
-    @property
-    def is_idle(self) -> bool:
-        """True when nothing is queued or being spoken."""
-        return self.pending == 0
-
-    @property
-    def is_closed(self) -> bool:
-        """True after ``finish()`` or ``cancel()``."""
-        return self._closed
-
-    @property
-    def is_cancelled(self) -> bool:
-        return self._cancelled
 
     # -- output -------------------------------------------------------------------------
     def __enter__(self) -> Session:

@@ -194,22 +194,9 @@ class RemoteSession(ChannelOutput["AudioFrame | Marker"]):
             return index
 
     # -- state ------------------------------------------------------------------------
-    @property
-    def pending(self) -> int:
-        """Utterances whose end has not come back yet (0 once stopped)."""
-        return 0 if self._cancelled or self._failure is not None else len(self._pending)
-
-    @property
-    def is_idle(self) -> bool:
-        return self.pending == 0
-
-    @property
-    def is_closed(self) -> bool:
-        return self._closed
-
-    @property
-    def is_cancelled(self) -> bool:
-        return self._cancelled
+    def _unfinished(self) -> int:
+        """Utterances whose end has not come back yet."""
+        return len(self._pending)
 
     # -- from the connection thread ---------------------------------------------------
     def wait_started(self, timeout: float) -> None:

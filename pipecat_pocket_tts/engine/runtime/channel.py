@@ -109,10 +109,41 @@ def _resolve(waiter: asyncio.Future[None]) -> None:
 
 
 class ChannelOutput(Generic[Item]):
-    """``for`` and ``async for`` over a channel's items (``self._frames``) until its end: the
-    output side of a session, local or remote."""
+    """The output side of a session, local or remote: ``for`` and ``async for`` over a
+    channel's items (``self._frames``) until its end, and the state every session shows.
+
+    A subclass sets ``_closed`` (no more text), ``_cancelled`` and ``_failure`` as it goes and
+    says how many utterances it still owes (``_unfinished``)."""
 
     _frames: FrameChannel[Item]
+    _closed: bool
+    _cancelled: bool
+    _failure: BaseException | None
+
+    def _unfinished(self) -> int:
+        """Utterances taken whose last frame has not come out yet."""
+        raise NotImplementedError
+
+    @property
+    def pending(self) -> int:
+        """Utterances whose last frame has not come out yet (0 once cancelled or failed)."""
+        if self._cancelled or self._failure is not None:
+            return 0
+        return self._unfinished()
+
+    @property
+    def is_idle(self) -> bool:
+        """True when nothing is queued or being spoken."""
+        return self.pending == 0
+
+    @property
+    def is_closed(self) -> bool:
+        """True after ``finish()``, ``cancel()`` or a failure."""
+        return self._closed
+
+    @property
+    def is_cancelled(self) -> bool:
+        return self._cancelled
 
     def __iter__(self) -> Iterator[Item]:
         while (item := self._frames.get()) is not END:
