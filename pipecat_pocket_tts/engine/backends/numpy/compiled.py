@@ -50,18 +50,19 @@ def resolve(chosen: ModuleType | _AtFirstUse | None) -> ModuleType | None:
 def _import() -> ModuleType:
     """The kernels module (ImportError without a working numba), warmed up once."""
     global _warmed
-    module = importlib.import_module(f"{__package__}.kernels")
-    with _lock:
-        if module is not _warmed:
-            from . import kernel_cache
+    if _warmed is not None:  # every call after the first: no lock
+        return _warmed
+    from . import kernel_cache
 
-            compiled_before = kernel_cache.is_compiled(module)
-            if not compiled_before:
-                kernel_cache.announce_compile(module)
-            module.warm_up()
-            if not compiled_before:
-                kernel_cache.mark_compiled(module)
-            _warmed = module
+    with _lock:
+        if _warmed is not None:
+            return _warmed
+        first = kernel_cache.announce_first_compile()  # before numba's import, not after it
+        module = importlib.import_module(f"{__package__}.kernels")
+        module.warm_up()
+        if first:
+            kernel_cache.mark_compiled()
+        _warmed = module
     return module
 
 
