@@ -102,9 +102,10 @@ def cmd_voices(args: argparse.Namespace) -> int:
     if args.model_dir is not None:
         pack = find_pack_files(args.language, model_dir=args.model_dir)
         for name in pack.voice_names:
-            print(f"{name}{'  (default)' if name == pack.default_voice else ''}")
+            print(_voice_line(name, default=name == pack.default_voice))
         if not pack.voice_names:
             print(f"no voices in {args.model_dir / files.VOICES_FOLDER}", file=sys.stderr)
+        print(_voices_legend(find_language(args.language)), file=sys.stderr)
         return EXIT_OK
 
     config = get_config(pack_name(args.language))  # UnknownLanguageError: choices
@@ -112,17 +113,50 @@ def cmd_voices(args: argparse.Namespace) -> int:
     default = info.default_voice if info is not None else None
     for name in files.KNOWN_VOICES:
         hub = files.voice_hub_file(config, name, revision=args.revision)
-        marks = []
-        if name == default:
-            marks.append("default")
-        if _in_hf_cache(hub.repo, hub.path, hub.revision):
-            marks.append("cached")
-        print(name + (f"  ({', '.join(marks)})" if marks else ""))
+        cached = _in_hf_cache(hub.repo, hub.path, hub.revision)
+        print(_voice_line(name, default=name == default, cached=cached))
+    print(_voices_legend(info), file=sys.stderr)
     print(
         f"(the hub catalogue: which voices exist for {config.name} is checked on first use)",
         file=sys.stderr,
     )
     return EXIT_OK
+
+
+def _voice_line(name: str, *, default: bool, cached: bool = False) -> str:
+    """``name  (marks)``: the language it was recorded in, the pack's default, cached."""
+    from .engine.model.languages import native_language
+
+    marks = []
+    recorded_in = native_language(name)
+    if recorded_in is not None and recorded_in.code == "en":
+        marks.append("English-trained")
+    elif recorded_in is not None:
+        unverified = "" if recorded_in.natives_published else ", unverified"
+        marks.append(f"native {recorded_in.name}{unverified}")
+    if default:
+        marks.append("default")
+    if cached:
+        marks.append("cached")
+    return name + (f"  ({', '.join(marks)})" if marks else "")
+
+
+def _voices_legend(info: Any) -> str:
+    """What the marks of ``voices`` mean, first for the listed language (``LanguageInfo``)."""
+    from .engine.model.languages import LITERARY_VOICES
+
+    own = ""
+    if info is not None and info.code != "en" and info.native_voices:
+        which = ", ".join(info.native_voices)
+        why = f"the most idiomatic for {info.name} text"
+        why = why if info.natives_published else "upstream's list, unverified"
+        own = f"{which}: recorded in {info.name} ({why}). "
+    return (
+        f"{own}Marks: English-trained = one of the {len(LITERARY_VOICES)} literary voices, "
+        "recorded in English; native X = recorded in X; default = used when no voice is named. "
+        "Each pack holds every name, with embeddings of its own language (the published voice "
+        "catalogue; daan's Dutch is in upstream's list only)."
+    )
 
 
 def _in_hf_cache(repo: str, path: str, revision: str | None) -> bool:

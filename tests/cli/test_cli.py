@@ -170,7 +170,8 @@ def test_bad_usage_exits_2(argv: list[str], capsys) -> None:
 
 def test_voices_of_a_model_dir(pack: Path, capsys) -> None:
     assert main(["voices", "--model-dir", str(pack)]) == 0
-    assert capsys.readouterr().out.splitlines() == ["alba  (default)", "marius"]
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["alba  (English-trained, default)", "marius  (English-trained)"]
 
 
 def test_voices_of_a_hub_pack_mark_default_and_cached(hf_cache: Path, capsys) -> None:
@@ -180,9 +181,9 @@ def test_voices_of_a_hub_pack_mark_default_and_cached(hf_cache: Path, capsys) ->
     assert main(["voices", "--language", "french"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == len(numpy_files.KNOWN_VOICES)
-    assert "estelle  (default)" in lines
-    assert "anna  (cached)" in lines
-    assert "alba" in lines
+    assert "estelle  (native French, default)" in lines
+    assert "anna  (English-trained, cached)" in lines
+    assert "alba  (English-trained)" in lines
 
 
 def test_voices_of_an_unknown_language(capsys) -> None:

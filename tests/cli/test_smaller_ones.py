@@ -6,10 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from cli_process import run_cli
 from paths import REPO_ROOT
 
 from pipecat_pocket_tts.engine.backends.numpy.files import KNOWN_VOICES
+from pipecat_pocket_tts.engine.model.languages import LANGUAGES, LITERARY_VOICES, language_info
 
 
 def test_ctrl_c_while_importing_is_one_line_and_exit_130() -> None:
@@ -71,3 +73,46 @@ def test_a_pack_folder_knows_its_own_config(tmp_path: Path) -> None:
     assert out.exists()
     overridden = run_cli("say", "Hi.", "-o", str(out), "--model-dir", str(pack), "-l", "english")
     assert overridden.returncode == 2 and "made for model config 'french'" in overridden.stderr
+
+
+@pytest.mark.parametrize("language", [info.name for info in LANGUAGES])
+def test_voices_marks_the_voices_recorded_in_the_language(language: str) -> None:
+    result = run_cli("voices", "--language", language, env={"HF_HUB_OFFLINE": "1"})
+    assert result.returncode == 0, result.stderr
+    info = language_info(language)
+    marks = dict(line.split("  ", 1) for line in result.stdout.splitlines())
+    assert set(marks) == set(KNOWN_VOICES)
+    own = "English-trained" if info.code == "en" else f"native {info.name}"
+    marked_own = {name for name, mark in marks.items() if mark.startswith(f"({own}")}
+    assert marked_own == set(info.native_voices) and info.native_voices
+    assert "default" in marks[info.default_voice]
+    assert sum("default" in mark for mark in marks.values()) == 1
+    assert all(
+        mark.startswith("(English-trained")
+        for name, mark in marks.items()
+        if name in LITERARY_VOICES
+    )
+    legend = result.stderr.splitlines()[0]
+    assert "English-trained = one of the 21 literary voices" in legend
+    if info.code != "en":
+        assert legend.startswith(f"{', '.join(info.native_voices)}: recorded in {info.name}")
+    if not info.natives_published:
+        assert all("unverified" in marks[name] for name in info.native_voices)
+
+
+def test_voices_of_a_pack_folder_mark_its_voices_too(tmp_path: Path) -> None:
+    from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
+
+    pack = build_pack(
+        tmp_path / "pack",
+        tiny_config_dict("standard"),
+        language="french",
+        voices=("alba", "estelle"),
+    )
+    result = run_cli("voices", "--model-dir", str(pack))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "alba  (English-trained)",
+        "estelle  (native French, default)",
+    ]
+    assert result.stderr.startswith("estelle: recorded in French")

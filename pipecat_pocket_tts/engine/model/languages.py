@@ -8,7 +8,9 @@ the one resolver of such names, for the engine, the service and the CLI:
 - ``language_info``: the language's record (``find_language``: the same, or None);
 - ``pack_name``: the pack (model config) meant: a config name as it is, a language its
   ``default_pack``;
-- ``text_code`` / ``text_variant``: what the text normalizer reads ("pt-BR" for Brazilian text).
+- ``text_code`` / ``text_variant``: what the text normalizer reads ("pt-BR" for Brazilian text);
+- ``native_language``: the language a catalogue voice was recorded in (``LITERARY_VOICES``:
+  English; ``LanguageInfo.native_voices``: each language's own).
 """
 
 from __future__ import annotations
@@ -17,6 +19,34 @@ from dataclasses import dataclass
 
 from ..errors import UnknownLanguageError
 from .config_registry import config_names
+
+#: The 21 "literary" voices of the published catalogue, recorded in English. Every language
+#: pack carries all of them (and the native voices below), each with that language's own
+#: embeddings. Source: FluidInference's PocketTTS packs of kyutai's voices, as recorded in
+#: FluidAudio's PocketTTS documentation ("21 English-trained literary voices").
+LITERARY_VOICES: tuple[str, ...] = (
+    "alba",
+    "anna",
+    "azelma",
+    "bill_boerst",
+    "caro_davy",
+    "charles",
+    "cosette",
+    "eponine",
+    "eve",
+    "fantine",
+    "george",
+    "jane",
+    "javert",
+    "jean",
+    "marius",
+    "mary",
+    "michael",
+    "paul",
+    "peter_yearsley",
+    "stuart_bell",
+    "vera",
+)
 
 
 @dataclass(frozen=True)
@@ -30,13 +60,35 @@ class LanguageInfo:
     default_voice: str  # the voice used when none is given
     aliases: tuple[str, ...] = ()  # other names in lower case (native spellings)
     variants: tuple[str, ...] = ()  # regional text variants the normalizer reads ("pt-BR")
+    native_voices: tuple[str, ...] = ()  # the catalogue's voices recorded in this language
+    #: Whether the published catalogue records ``native_voices`` (False: only upstream's
+    #: voice list does, unverified).
+    natives_published: bool = True
 
 
 LANGUAGES: tuple[LanguageInfo, ...] = (
-    LanguageInfo("en", "English", "english", "english", "alba"),
-    LanguageInfo("fr", "French", "french", "french", "estelle", ("français", "francais")),
-    LanguageInfo("de", "German", "german", "german", "juergen", ("deutsch",)),
-    LanguageInfo("it", "Italian", "italian", "italian", "giovanni", ("italiano",)),
+    LanguageInfo("en", "English", "english", "english", "alba", native_voices=LITERARY_VOICES),
+    LanguageInfo(
+        "fr",
+        "French",
+        "french",
+        "french",
+        "estelle",
+        ("français", "francais"),
+        native_voices=("estelle",),
+    ),
+    LanguageInfo(
+        "de", "German", "german", "german", "juergen", ("deutsch",), native_voices=("juergen",)
+    ),
+    LanguageInfo(
+        "it",
+        "Italian",
+        "italian",
+        "italian",
+        "giovanni",
+        ("italiano",),
+        native_voices=("giovanni",),
+    ),
     LanguageInfo(
         "pt",
         "Portuguese",
@@ -45,10 +97,39 @@ LANGUAGES: tuple[LanguageInfo, ...] = (
         "rafael",
         ("português", "portugues", "brazilian"),
         ("pt-BR",),
+        native_voices=("rafael",),
     ),
-    LanguageInfo("es", "Spanish", "spanish", "spanish", "lola", ("español", "espanol")),
-    LanguageInfo("nl", "Dutch", "dutch", "dutch", "daan", ("nederlands",)),
+    LanguageInfo(
+        "es",
+        "Spanish",
+        "spanish",
+        "spanish",
+        "lola",
+        ("español", "espanol"),
+        native_voices=("lola",),
+    ),
+    # Dutch is in upstream's list (voice daan), not in the published catalogue: unverified.
+    LanguageInfo(
+        "nl",
+        "Dutch",
+        "dutch",
+        "dutch",
+        "daan",
+        ("nederlands",),
+        native_voices=("daan",),
+        natives_published=False,
+    ),
 )
+
+#: Every voice name of the catalogue: the literary voices, then each language's own.
+CATALOGUE_VOICES: tuple[str, ...] = tuple(
+    dict.fromkeys(voice for info in LANGUAGES for voice in info.native_voices)
+)
+#: The 26 names of the published catalogue (FluidInference's packs ship exactly these).
+PUBLISHED_VOICES: tuple[str, ...] = tuple(
+    dict.fromkeys(v for info in LANGUAGES if info.natives_published for v in info.native_voices)
+)
+_NATIVE_LANGUAGE = {voice: info for info in LANGUAGES for voice in info.native_voices}
 
 _BY_CODE = {info.code: info for info in LANGUAGES}
 _BY_NAME = {
@@ -75,6 +156,12 @@ def find_language(value: object) -> LanguageInfo | None:
     if head in _BY_NAME:
         return _BY_NAME[head]
     return _BY_CODE.get(key.replace("_", "-").split("-", 1)[0])
+
+
+def native_language(voice: str) -> LanguageInfo | None:
+    """The language a catalogue voice was recorded in (English for the literary voices), or
+    None for a name the catalogue does not have (a voice of the user's own)."""
+    return _NATIVE_LANGUAGE.get(voice)
 
 
 def language_info(value: object) -> LanguageInfo:

@@ -37,6 +37,7 @@ from ...errors import (
     UnknownVoiceError,
 )
 from ...model.config import get_config
+from ...model.languages import PUBLISHED_VOICES
 from ...model.packs import PackFiles, PackRequest, load_local_config, local_voices
 from .constants import (
     BOS_BEFORE_VOICE,
@@ -69,34 +70,7 @@ LANGUAGES = (
     "spanish_24l",
 )
 #: Voices every v2.1 pack ships (same names, language-specific states).
-VOICES = (
-    "alba",
-    "anna",
-    "azelma",
-    "bill_boerst",
-    "caro_davy",
-    "charles",
-    "cosette",
-    "eponine",
-    "eve",
-    "fantine",
-    "george",
-    "jane",
-    "javert",
-    "jean",
-    "marius",
-    "mary",
-    "michael",
-    "paul",
-    "peter_yearsley",
-    "stuart_bell",
-    "vera",
-    "estelle",
-    "lola",
-    "juergen",
-    "rafael",
-    "giovanni",
-)
+VOICES = PUBLISHED_VOICES
 #: Stage → model folder name (without ``.mlmodelc``), FlowLM aside.
 STAGE_MODELS = {
     "cond_prefill": "cond_prefill",

@@ -25,6 +25,7 @@ from ...errors import (
     UnknownVoiceError,
 )
 from ...model.config import VOICES_REPO, VOICES_REVISION, HubFile, ModelConfig, get_config
+from ...model.languages import CATALOGUE_VOICES
 from ...model.packs import (
     GATED_REPO_URL,
     PackFiles,
@@ -40,36 +41,9 @@ from .weights import expected_shapes, is_cloning_key
 
 logger = logging.getLogger(__name__)
 
-#: Voices upstream ships (which exist for each language is unverified: all are listed).
-KNOWN_VOICES: tuple[str, ...] = (
-    "alba",
-    "marius",
-    "javert",
-    "jean",
-    "fantine",
-    "cosette",
-    "eponine",
-    "azelma",
-    "anna",
-    "vera",
-    "charles",
-    "paul",
-    "george",
-    "mary",
-    "jane",
-    "michael",
-    "eve",
-    "bill_boerst",
-    "peter_yearsley",
-    "stuart_bell",
-    "caro_davy",
-    "estelle",
-    "lola",
-    "juergen",
-    "rafael",
-    "giovanni",
-    "daan",
-)
+#: Voices upstream ships (every pack carries every name; ``languages`` records which language
+#: each was recorded in).
+KNOWN_VOICES: tuple[str, ...] = CATALOGUE_VOICES
 
 
 def select_voices(choice: str) -> list[str] | None:
