@@ -8,10 +8,10 @@ TOKEN aggregation, as the try bot ships) and once with Pipecat's built-in
 downloaded). Both read the same random-weight pack whose EOS never fires, so each chunk runs
 to upstream's length estimate (tokens / 3 + 2 s) on both sides: long sentences.
 
-Headless Chromium (``tests/browser_client.py``) connects, listens, and ``--interrupt-after``
-seconds into the bot's speech (in the middle of a long sentence) opens its fake microphone,
-which plays espeak-ng speech. Measured in the page's audio clock, per trial (a fresh browser
-connection each, one bot process per service):
+Headless Chromium (``tests/browser_client.py``) opens the try bot's page, presses Connect,
+listens, and ``--interrupt-after`` seconds into the bot's speech (in the middle of a long
+sentence) plays espeak-ng speech into the page's microphone. Measured in the page's audio
+clock, per trial (a fresh browser connection each, one bot process per service):
 - connect → first bot audio;
 - user speech onset → bot silent (VAD, interruption, transport and jitter buffer included);
 - user speech end → first audio of the answer (VAD stop, the turn's 0.6 s speech timeout,
@@ -113,8 +113,10 @@ async def bot(runner_args: Any) -> None:
 
 
 def serve() -> None:
-    from pipecat.runner.run import main
+    from pipecat.runner.run import app, main
+    from try_bot import add_page
 
+    add_page(app)  # the page the listener opens
     parser = argparse.ArgumentParser(description="bench_browser's bot")
     parser.add_argument("--serve", choices=SERVICES, required=True)
     parser.add_argument("--pack", required=True)
@@ -129,13 +131,14 @@ def one_trial(server: Any, mic: Path, interrupt_after: float) -> dict[str, Any]:
     """One browser connection: greeting, the user talks over it, the answer."""
     from browser_client import Browser, Timeline
 
-    with Browser(mic) as browser:
-        timeline = Timeline(browser.connect(server.base_url, timeout=60), browser.bot, browser.mic)
+    with Browser() as browser:
+        browser.open_page(server.url, timeout=60)
+        timeline = Timeline(browser.press_connect(timeout=60), browser.bot, browser.mic)
 
         browser.wait_until(
             lambda: timeline.bot_played_for(interrupt_after), timeout=120, what="the bot's speech"
         )
-        browser.speak(timeout=10)
+        browser.speak(mic, timeout=10)
         browser.wait_until(lambda: timeline.answer_played_for(0.3), timeout=120, what="the answer")
         return timeline.figures()
 
@@ -202,7 +205,7 @@ def main() -> None:
     from bench_service_vs_builtin import ensure_pack  # the same never-EOS pack
 
     pack = ensure_pack(args.pack_dir, args.config)
-    mic = speech_wav(args.pack_dir / "user.wav", USER_TEXT, lead_s=0.5, tail_s=120.0)
+    mic = speech_wav(args.pack_dir / "user.wav", USER_TEXT, lead_s=0.5, tail_s=0.5)
     print(f"load average before: {os.getloadavg()}", flush=True)
     results = [measure(name, pack, args, mic) for name in args.services.split(",")]
     print(f"load average after: {os.getloadavg()}")

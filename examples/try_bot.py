@@ -5,9 +5,13 @@ you; there is no speech recognition and no LLM), answers with a short scripted r
 stop, and reads on from the sentence you interrupted. Everything runs on this machine.
 
     pip install -e '.[examples]'               # in a clone of this repository
-    python examples/try_bot.py -t webrtc        # open http://localhost:7860/client, Connect
+    python examples/try_bot.py -t webrtc        # open http://localhost:7860/try, Connect
     python examples/try_bot.py -t daily         # a Daily room (DAILY_API_KEY)
     python examples/try_bot.py -t twilio -x YOUR.ngrok.io   # a phone call, 8 kHz out
+
+With ``-t webrtc`` it serves its own page at ``/try`` (``try_page.html``: no remote code, so it
+connects on a machine without internet). The runner's prebuilt page at ``/client`` works too,
+but loads Daily's call bundle from c.daily.co at Connect.
 
 It checks its pack and voice before it serves: a missing pack is one line at start, naming
 the option to fix. No network? A random-weight pack has the same plumbing (the voice is noise):
@@ -30,7 +34,9 @@ os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "1")
 import argparse
 import asyncio
 import re
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from loguru import logger
@@ -84,6 +90,9 @@ RESUME = "Where was I? "
 #: How fast the scripted "LLM" streams its tokens (a fast hosted LLM's pace).
 TOKENS_PER_SECOND = 50.0
 THE_END = "That was the whole story. Talk to me again and I will answer."
+#: Where the bot serves its own page (``try_page.html``), beside the runner's routes.
+PAGE_ROUTE = "/try"
+PAGE_FILE = Path(__file__).with_name("try_page.html")
 
 
 def sentences(text: str) -> list[str]:
@@ -253,6 +262,17 @@ async def bot(runner_args: RunnerArguments) -> None:
     await run_bot(transport, runner_args)
 
 
+def add_page(app: Any) -> None:
+    """Serve ``try_page.html`` at ``PAGE_ROUTE`` on the runner's FastAPI ``app``."""
+    from fastapi.responses import HTMLResponse
+
+    page = PAGE_FILE.read_text(encoding="utf-8")
+
+    @app.get(PAGE_ROUTE, include_in_schema=False)
+    async def try_page() -> HTMLResponse:
+        return HTMLResponse(page)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """This bot's options, beside the runner's own."""
     parser.add_argument("--model-dir", help="a local pack folder (nothing is downloaded)")
@@ -261,8 +281,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return parser
 
 
+def page_url(argv: list[str]) -> str | None:
+    """The URL of the bot's own page for the runner options in ``argv`` (--host, --port);
+    None when ``-t`` names a transport other than WebRTC."""
+    runner = argparse.ArgumentParser(add_help=False)
+    runner.add_argument("-t", "--transport", default="webrtc")
+    runner.add_argument("--host", default="localhost")
+    runner.add_argument("--port", type=int, default=7860)
+    known, _ = runner.parse_known_args(argv)
+    return f"http://{known.host}:{known.port}{PAGE_ROUTE}" if known.transport == "webrtc" else None
+
+
 if __name__ == "__main__":
-    from pipecat.runner.run import main
+    from pipecat.runner.run import app, main
     from preflight import TRY_BOT_FLAGS, exit_unless_speakable
 
     parser = add_arguments(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
@@ -275,4 +306,7 @@ if __name__ == "__main__":
         voice=voice,
         names=TRY_BOT_FLAGS,
     )
+    add_page(app)
+    if (url := page_url(sys.argv[1:])) is not None:
+        print(f"try_bot: open {url} and press Connect", file=sys.stderr)
     main(parser)

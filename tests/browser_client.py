@@ -1,10 +1,13 @@
-"""A headless Chromium at the Pipecat runner's WebRTC client page, listening as a user would.
+"""A headless Chromium at the try bot's own page, listening and talking as a user would.
 
-Used by the end-to-end browser test and ``benchmarks/bench_browser.py``. Chromium's fake
-microphone plays a speech WAV (espeak-ng); a script installed before the page loads meters the
-microphone and the bot's remote audio track in one WebAudio clock: RMS per 1024-sample block,
-stamped with the block's context time. ``Timeline`` turns the two traces into the moments a
-listener notices (greeting, user speech onset and end, bot silent, answer).
+Used by the end-to-end browser test and ``benchmarks/bench_browser.py``. The browser opens the
+page ``examples/try_bot.py`` serves (``/try``) and presses its Connect button, with every host
+but localhost unresolvable (as on a machine without internet). A script installed before the
+page loads plays the user: the page's microphone is a WebAudio stream that stays silent until
+``speak`` plays a speech WAV (espeak-ng) into it, and it meters that microphone and the bot's
+remote audio track in one WebAudio clock: RMS per 1024-sample block, stamped with the block's
+context time. ``Timeline`` turns the two traces into the moments a listener notices (greeting,
+user speech onset and end, bot silent, answer).
 
 Needs Debian's ``chromium``, ``chromium-driver``, ``espeak-ng`` and ``sox`` and Python
 ``selenium`` (``.ci/run`` installs them).
@@ -12,6 +15,7 @@ Needs Debian's ``chromium``, ``chromium-driver``, ``espeak-ng`` and ``sox`` and 
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import socket
@@ -65,6 +69,7 @@ PROBE_JS = r"""
   window.RTCPeerConnection = class extends Native {
     constructor(...args) {
       super(...args);
+      probe.mark('connect');
       this.addEventListener('track', (event) => {
         if (event.track.kind !== 'audio') return;
         probe.tracks += 1;
@@ -80,43 +85,23 @@ PROBE_JS = r"""
         () => probe.mark('pc_' + this.connectionState));
     }
   };
-  const devices = navigator.mediaDevices;
-  const getUserMedia = devices.getUserMedia.bind(devices);
-  devices.getUserMedia = async (constraints) => {
-    const stream = await getUserMedia(constraints);
-    if (stream.getAudioTracks().length) { probe.mark('mic'); meter(stream.clone(), probe.mic); }
-    return stream;
+  // The user's microphone: silent until speak() plays the user's words into it.
+  const micOut = ctx.createMediaStreamDestination();
+  navigator.mediaDevices.getUserMedia = async (constraints) => {
+    probe.mark('mic_opened');
+    meter(micOut.stream, probe.mic);
+    return micOut.stream;
   };
-  // What the client's SmallWebRTC transport does, without its Daily media manager: an audio
-  // transceiver first, an offer with every ICE candidate, the runner's answer. The microphone
-  // joins later (speak), so the fake device's file starts playing at a moment the test picks.
-  probe.connect = async (offerUrl) => {
-    probe.mark('connect');
-    const pc = new RTCPeerConnection();
-    window.__pc = pc;
-    probe.audio = pc.addTransceiver('audio', {direction: 'sendrecv'});
-    pc.addTransceiver('video', {direction: 'recvonly'});
-    const channel = pc.createDataChannel('chat');
-    channel.onopen = () => setInterval(() => channel.send('ping: ' + Date.now()), 1000);
-    await pc.setLocalDescription(await pc.createOffer());
-    await new Promise((resolve) => {
-      if (pc.iceGatheringState === 'complete') return resolve();
-      pc.addEventListener('icegatheringstatechange', () => {
-        if (pc.iceGatheringState === 'complete') resolve();
-      });
-    });
-    const response = await fetch(offerUrl, {method: 'POST',
-      headers: {'Content-Type': 'application/json'},
-      body: JSON.stringify({sdp: pc.localDescription.sdp, type: 'offer'})});
-    if (!response.ok) throw new Error('offer refused: ' + response.status);
-    await pc.setRemoteDescription(await response.json());
-    probe.mark('answered');
+  probe.speak = async (wavBase64) => {
+    const bytes = Uint8Array.from(atob(wavBase64), (c) => c.charCodeAt(0));
+    const source = ctx.createBufferSource();
+    source.buffer = await ctx.decodeAudioData(bytes.buffer);
+    source.connect(micOut);
+    source.start();
+    probe.mark('mic');
   };
-  probe.speak = async () => {
-    const mic = await devices.getUserMedia({audio: {
-      echoCancellation: false, noiseSuppression: false, autoGainControl: false}});
-    await probe.audio.sender.replaceTrack(mic.getAudioTracks()[0]);
-  };
+  probe.remoteResources = () => performance.getEntriesByType('resource')
+    .map((entry) => entry.name).filter((url) => !url.startsWith(location.origin));
 })();
 """
 
@@ -135,7 +120,7 @@ def missing_tools() -> list[str]:
 def speech_wav(path: Path, text: str, *, lead_s: float, tail_s: float) -> Path:
     """espeak-ng speaking ``text`` after ``lead_s`` of silence, then ``tail_s`` of silence.
 
-    48 kHz mono 16-bit, what Chromium's fake capture device plays without resampling.
+    48 kHz mono 16-bit, the rate of the probe's audio clock (played without resampling).
     """
     raw = path.with_suffix(".raw.wav")
     subprocess.run(["espeak-ng", "-v", "en-us", "-s", "150", "-w", str(raw), text], check=True)
@@ -152,12 +137,19 @@ def free_port() -> int:
 
 
 class BotServer:
-    """A bot script on the Pipecat runner (``-t webrtc``) in a subprocess, logging to a file."""
+    """A bot script on the Pipecat runner (``-t webrtc``) in a subprocess, logging to a file;
+    ``url`` is its ``page`` (the try bot's own, by default)."""
 
-    def __init__(self, argv: Sequence[str], log: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        log: Path,
+        env: dict[str, str] | None = None,
+        page: str = "/try",
+    ) -> None:
         self.port = free_port()
         self.base_url = f"http://localhost:{self.port}"
-        self.url = f"{self.base_url}/client/"
+        self.url = f"{self.base_url}{page}"
         self.log = log
         command = [sys.executable, *argv, "-t", "webrtc", "--host", "localhost"]
         command += ["--port", str(self.port)]
@@ -174,7 +166,7 @@ class BotServer:
         return self._process.pid
 
     def wait_ready(self, timeout: float) -> None:
-        """Until the client page is served (or the bot process died)."""
+        """Until the page is served (or the bot process died)."""
         import urllib.request
 
         deadline = time.monotonic() + timeout
@@ -211,9 +203,9 @@ class BotServer:
 
 
 class Browser:
-    """Headless Chromium with a fake microphone playing ``mic_wav`` and the probe installed."""
+    """Headless Chromium with the probe installed and no host but localhost resolvable."""
 
-    def __init__(self, mic_wav: Path) -> None:
+    def __init__(self) -> None:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
 
@@ -225,10 +217,10 @@ class Browser:
             "--disable-dev-shm-usage",
             "--disable-gpu",
             "--use-fake-ui-for-media-stream",
-            "--use-fake-device-for-media-stream",
-            f"--use-file-for-fake-audio-capture={mic_wav}%noloop",
             "--autoplay-policy=no-user-gesture-required",
             "--window-size=1200,900",
+            # As on a machine without internet: any other host fails to resolve.
+            "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost",
         ):
             options.add_argument(flag)
         self.driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
@@ -237,47 +229,50 @@ class Browser:
         self.bot: list[tuple[float, float]] = []
         self.mic: list[tuple[float, float]] = []
 
-    def open_client_page(self, client_url: str, timeout: float) -> None:
-        """Load the runner's prebuilt client page until its Connect button is there.
-
-        Its SmallWebRTC transport takes the microphone through Daily's media manager, which
-        downloads Daily's call-machine bundle from the internet on Connect: offline, the page
-        reports "Failed to load call object bundle" and never connects. So the page is only
-        loaded here, and ``connect`` speaks the same protocol to the runner itself.
-        """
+    def open_page(self, url: str, timeout: float) -> None:
+        """Load the page until its Connect button can be pressed."""
         from selenium.webdriver.common.by import By
         from selenium.webdriver.support import expected_conditions
         from selenium.webdriver.support.ui import WebDriverWait
 
-        self.driver.get(client_url)
+        self.driver.get(url)
         WebDriverWait(self.driver, timeout).until(
-            expected_conditions.element_to_be_clickable(
-                (By.CSS_SELECTOR, "button[data-slot=connect-button]")
+            expected_conditions.element_to_be_clickable((By.ID, "connect"))
+        )
+
+    def press_connect(self, timeout: float) -> float:
+        """Press Connect, as a user does, until the page says it is connected; returns the
+        context time the page began connecting. The page's error text if it fails."""
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        button = self.driver.find_element(By.ID, "connect")
+        assert button.text == "Connect", button.text
+        button.click()
+        state = WebDriverWait(self.driver, timeout).until(
+            lambda driver: driver.execute_script(
+                "const s = document.body.dataset.state; return s === 'connecting' ? null : s;"
             )
         )
-
-    def connect(self, base_url: str, timeout: float) -> float:
-        """Connect to the runner's WebRTC offer route; returns the context time of Connect."""
-        self.driver.set_script_timeout(timeout)
-        self.driver.get(f"{base_url}/client/favicon.svg")  # a page of the runner's origin
-        error = self.driver.execute_async_script(
-            "const done = arguments[arguments.length - 1];"
-            "__probe.connect(arguments[0]).then(() => done(null), (e) => done(String(e)));",
-            f"{base_url}/api/offer",
-        )
-        if error is not None:
-            raise RuntimeError(f"WebRTC connection failed in the page: {error}")
+        if state != "connected":
+            status = self.driver.find_element(By.ID, "status").text
+            raise RuntimeError(f"the page did not connect: {status}")
         return self.marks()["connect"]
 
-    def speak(self, timeout: float) -> float:
-        """Open the microphone: the fake device starts playing the WAV. Returns its mark."""
+    def remote_resources(self) -> list[str]:
+        """Every resource the page loaded from another origin than its own."""
+        return self.driver.execute_script("return __probe.remoteResources()")
+
+    def speak(self, wav: Path, timeout: float) -> float:
+        """Play ``wav`` into the page's microphone; returns the context time it started."""
         self.driver.set_script_timeout(timeout)
         error = self.driver.execute_async_script(
             "const done = arguments[arguments.length - 1];"
-            "__probe.speak().then(() => done(null), (e) => done(String(e)));"
+            "__probe.speak(arguments[0]).then(() => done(null), (e) => done(String(e)));",
+            base64.b64encode(wav.read_bytes()).decode("ascii"),
         )
         if error is not None:
-            raise RuntimeError(f"the microphone did not open: {error}")
+            raise RuntimeError(f"the microphone did not play: {error}")
         return self.marks()["mic"]
 
     def marks(self) -> dict[str, float]:

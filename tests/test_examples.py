@@ -189,10 +189,38 @@ def test_bots_check_their_pack_and_voice_before_they_serve(
 def test_the_readme_says_the_runner_page_loads_a_remote_bundle_while_it_does() -> None:
     """The runner's prebuilt page (``pipecat-ai-prebuilt``) handles the microphone through
     Daily's media manager, which loads Daily's call bundle from c.daily.co at Connect: the
-    README's no-key route must say it needs internet once, for as long as the page does."""
+    README must say that page needs internet, for as long as it does, and name the try bot's
+    own page for the no-key steps."""
     import pipecat_ai_prebuilt
 
     assets = Path(pipecat_ai_prebuilt.__file__).parent / "client" / "dist" / "assets"
     remote = any("c.daily.co" in path.read_text(errors="ignore") for path in assets.glob("*.js"))
     readme = (REPO_ROOT / "README.md").read_text()
     assert remote == ("`c.daily.co`" in readme and "needs internet" in readme)
+    assert "open http://localhost:7860/try and press Connect" in readme
+
+
+def test_the_try_page_loads_nothing_from_elsewhere() -> None:
+    """No script, style, font or image from another host: it works without internet."""
+    page = (EXAMPLES / "try_page.html").read_text()
+    assert re.findall(r"(?:src|href)=\"(?!data:)[^\"]*//", page) == []
+    assert "http" not in re.sub(r"<!--.*?-->", "", page, flags=re.DOTALL)
+
+
+def test_try_bot_serves_its_own_page_where_the_readme_says(tmp_path: Path) -> None:
+    import urllib.request
+
+    from browser_client import BotServer
+
+    from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
+
+    pack = build_pack(tmp_path / "pack", tiny_config_dict("standard"), voices=("alba",))
+    argv = [str(EXAMPLES / "try_bot.py"), "--model-dir", str(pack)]
+    env = {"PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"}
+    with BotServer(argv, tmp_path / "bot.log", env=env, page="/try") as server:
+        server.wait_ready(timeout=90)
+        with urllib.request.urlopen(server.url, timeout=10) as response:
+            served = response.read().decode()
+        said = server.tail()
+    assert served == (EXAMPLES / "try_page.html").read_text()
+    assert f"try_bot: open http://localhost:{server.port}/try and press Connect" in said
