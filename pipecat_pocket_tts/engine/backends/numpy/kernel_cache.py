@@ -54,9 +54,9 @@ def numba_version() -> str | None:
         return None
 
 
-def _configured_cache_dir() -> str:
+def _configured_cache_dir() -> str | None:
     """numba's CACHE_DIR setting: ``NUMBA_CACHE_DIR``, else the config file's ``cache_dir``,
-    else "" (unset)."""
+    else "" (unset); None for a config file this rule cannot read (numba's import reports it)."""
     if "NUMBA_CACHE_DIR" in os.environ:
         return os.environ["NUMBA_CACHE_DIR"]
     if not os.path.isfile(NUMBA_CONFIG_FILE):
@@ -65,8 +65,13 @@ def _configured_cache_dir() -> str:
         import yaml  # numba reads its config file only when PyYAML is installed
     except ImportError:
         return ""
-    with open(NUMBA_CONFIG_FILE, encoding="utf-8") as file:
-        settings = yaml.safe_load(file) or {}
+    try:
+        with open(NUMBA_CONFIG_FILE, encoding="utf-8") as file:
+            settings = yaml.safe_load(file) or {}
+    except (OSError, yaml.YAMLError):
+        return None
+    if not isinstance(settings, dict):
+        return None
     value = next((v for k, v in settings.items() if str(k).upper() == "CACHE_DIR"), None)
     return "" if value is None else str(value)
 
@@ -98,10 +103,11 @@ def _usable(folder: str) -> bool:
 
 def cache_folder(source_folder: str = SOURCE_FOLDER) -> Path | None:
     """The folder numba caches the kernels of ``source_folder`` in (creating it, as numba
-    does); None where numba follows locators of the user's own or no folder is usable."""
-    if os.environ.get("NUMBA_CACHE_LOCATOR_CLASSES"):
-        return None
+    does); None where numba follows locators of the user's own, its config file cannot be
+    read, or no folder is usable."""
     configured = _configured_cache_dir()
+    if configured is None or os.environ.get("NUMBA_CACHE_LOCATOR_CLASSES"):
+        return None
     candidates = [os.path.join(source_folder, "__pycache__")]
     if configured:
         candidates.insert(0, os.path.join(configured, _subfolder(source_folder)))
@@ -134,13 +140,14 @@ def announce_first_compile() -> bool:
     """If the kernels are still to be compiled in this install: one stderr line (what, about
     how long, where it is kept), once per process. Returns whether they are still to be."""
     global _announced
-    if is_compiled() is not False:
+    marker = _marker_path()
+    if marker is None or marker.exists():
         return False
     if not _announced:
         _announced = True
         print(
             f"compiling the numba kernels for this install ({COMPILE_ESTIMATE}, once; cached "
-            f"in {cache_folder()}; `pipecat-pocket-tts warmup` does it ahead, e.g. in an "
+            f"in {marker.parent}; `pipecat-pocket-tts warmup` does it ahead, e.g. in an "
             "image build)",
             file=sys.stderr,
             flush=True,

@@ -206,3 +206,37 @@ def test_ctrl_c_during_the_first_compile_is_one_line_and_exit_130(tmp_path: Path
         process.kill()
     assert process.returncode == 130
     assert said[0].startswith(COMPILE_LINE) and rest == "interrupted\n", (said, rest)
+
+
+# -- the marker follows the same rule ----------------------------------------------------------
+
+
+def test_mark_compiled_writes_where_is_compiled_looks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipecat_pocket_tts.engine.backends.numpy import kernel_cache
+
+    if kernel_cache.numba_version() is None:
+        pytest.skip("numba is not installed: no kernels, nothing to mark")
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "cache"))
+    assert kernel_cache.is_compiled() is False
+    marker = kernel_cache.mark_compiled()
+    assert marker is not None and marker.parent == kernel_cache.cache_folder()
+    assert kernel_cache.is_compiled() is True
+    assert kernel_cache.announce_first_compile() is False  # nothing left to compile
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "another"))  # another install's cache
+    assert kernel_cache.is_compiled() is False
+
+
+def test_locators_of_the_users_own_leave_the_folder_unknown_and_say_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pipecat_pocket_tts.engine.backends.numpy import kernel_cache
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("NUMBA_CACHE_LOCATOR_CLASSES", "mypackage.MyLocator")
+    assert kernel_cache.cache_folder() is None and kernel_cache.is_compiled() is None
+    assert kernel_cache.announce_first_compile() is False
+    assert kernel_cache.mark_compiled() is None
+    assert capsys.readouterr().err == ""
