@@ -363,8 +363,9 @@ def _pack_language(model_dir: Path | None) -> str:
     return "english"
 
 
-#: The commands that load a model (or compile the kernels themselves).
-_KERNEL_COMMANDS = ("say", "serve", "warmup")
+#: The commands that load a model (devpack prefills its voices with one), or compile the
+#: kernels themselves; the NumPy backend always for the last two.
+_KERNEL_COMMANDS = ("say", "serve", "devpack", "warmup")
 
 
 def _compiles_kernels(args: argparse.Namespace) -> bool:
@@ -375,7 +376,7 @@ def _compiles_kernels(args: argparse.Namespace) -> bool:
 
     if not numba_installed():
         return False
-    if args.command == "warmup":
+    if args.command in ("devpack", "warmup"):
         return True
     from .engine.backends import resolve_backend_name
     from .engine.errors import PocketTTSError

@@ -178,12 +178,15 @@ def _stderr_until(process: subprocess.Popen, wanted: str) -> list[str]:
     return lines
 
 
-@pytest.mark.parametrize("command", ["warmup", "say"])
+@pytest.mark.parametrize("command", ["warmup", "say", "devpack"])
 def test_the_compile_line_comes_before_numba_is_imported(
     command: str, pack: Path, tmp_path: Path
 ) -> None:
-    argv = ["warmup"] if command == "warmup" else ["say", "Hi.", "-o", str(tmp_path / "a.wav")]
-    argv += ["--model-dir", str(pack)] if command == "say" else []
+    argv = {
+        "warmup": ["warmup"],
+        "say": ["say", "Hi.", "-o", str(tmp_path / "a.wav"), "--model-dir", str(pack)],
+        "devpack": ["devpack", str(tmp_path / "new-pack")],  # its voices are prefilled
+    }[command]
     process = _start_before_a_blocking_numba(argv, tmp_path)
     try:
         said = _stderr_until(process, NUMBA_IMPORT_LINE)
