@@ -187,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
         "warmup",
         help="compile the numba kernels into this install's cache (for image builds)",
         description="Compile the numba kernels now and cache them where this install keeps "
-        "them (20–30 s once on two cores; later processes load them in well under a second). "
+        "them (10–30 s once on two cores; later processes load them in well under a second). "
         "Run it in a container image build, after pip install, so no container compiles at "
         "start.",
     )

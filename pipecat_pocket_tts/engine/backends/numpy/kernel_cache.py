@@ -2,7 +2,7 @@
 out without importing numba (its import alone takes about a second).
 
 numba compiles the kernels (``kernels.py``) the first time a process of an install location
-(a venv, a clone, a container image) calls them, 20–30 s on two cores, and caches the code in
+(a venv, a clone, a container image) calls them, 10–30 s on two cores, and caches the code in
 the first of these folders it can create and write (numba's cache locators, in
 ``numba/core/caching.py``):
 
@@ -34,9 +34,9 @@ from pathlib import Path
 
 #: The source files the compiled code comes from (a change to any of them recompiles).
 SOURCES = ("kernel_base.py", "matmul_kernels.py", "layer_kernels.py", "window_kernels.py")
-#: How long the first compile takes on two cores (measured here: 15–35 s as the shared cores
-#: were busy; the issue's runs: 16–21 s).
-COMPILE_ESTIMATE = "20–30 s"
+#: How long the first compile takes on two cores (measured here: 12 s in a fresh clone on a
+#: quiet machine, 15–35 s as the shared cores were busy; the issue's runs: 16–21 s).
+COMPILE_ESTIMATE = "10–30 s"
 #: The folder of the kernels' sources, as numba names it (an absolute path, links kept).
 SOURCE_FOLDER = os.path.abspath(os.path.dirname(__file__))
 #: numba's configuration file, read from the working folder.
