@@ -237,7 +237,9 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         self._frames.close(discard=True)
 
     async def acancel(self) -> None:
-        """``cancel()`` without blocking the event loop."""
+        """``cancel()`` without blocking the event loop: no tick starts for the session from
+        the call on (``stop``, here), then the wait for a tick in flight runs off the loop."""
+        self.stop()
         await asyncio.to_thread(self.cancel)
 
     def stop(self) -> int:

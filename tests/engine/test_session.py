@@ -245,6 +245,23 @@ def test_stop_never_waits_and_no_tick_starts_after_it(engine_endless_tts: Pocket
     assert session.compute_ticks == settled  # the scheduler ticked, never for it
 
 
+async def test_acancel_stops_compute_before_it_leaves_the_loop(engine_endless_tts: PocketTTS):
+    """``acancel()`` (what the service awaits on a barge-in) stops the session on the caller's
+    thread before it waits off the loop: however long the worker thread takes to come, at most
+    the tick already in flight computes for the session."""
+    session = engine_endless_tts.session(seed=3)
+    session.enqueue("A long sentence that would go on for many, many frames of audio. " * 4)
+    frames = aiter(session)
+    for _ in range(3):
+        await anext(frames)
+    cancelling = asyncio.ensure_future(session.acancel())
+    await asyncio.sleep(0)  # acancel's first step ran; its worker thread may not have started
+    assert session.is_cancelled  # stopped on the loop's thread, not later on the worker's
+    ticks_at_stop = session.compute_ticks
+    await cancelling
+    assert session.compute_ticks - ticks_at_stop <= 1  # the tick in flight, if one was
+
+
 def test_cancel_from_another_thread_ends_a_blocked_iteration(engine_endless_tts: PocketTTS):
     tts, _spy = spied(engine_endless_tts, step_delay=0.01)
     session = tts.session()
