@@ -58,12 +58,17 @@ def hf_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def no_numba(monkeypatch: pytest.MonkeyPatch) -> None:
     """This process without numba: ``import numba`` fails, and the kernel modules (imported
-    from the start of the run) are forgotten, so the next import of the kernels tries again."""
-    from pipecat_pocket_tts.engine.backends.numpy import kernels
+    from the start of the run) and the warmed-up module ``compiled`` holds are forgotten, so
+    the next use of the kernels tries the import again."""
+    from pipecat_pocket_tts.engine.backends.numpy import compiled, kernels
 
     monkeypatch.setitem(sys.modules, "numba", None)  # import numba → ImportError
     for name in kernels.MODULES:
         monkeypatch.delitem(sys.modules, f"{kernels.__package__}.{name}", raising=False)
+    # compiled.py keeps the module it warmed up: without numba, the next call imports again
+    monkeypatch.setattr(compiled, "_warmed", None)
+    monkeypatch.setattr(compiled, "_optional", None)
+    monkeypatch.setattr(compiled, "_optional_tried", False)
 
 
 # ======================================================================================
