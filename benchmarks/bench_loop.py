@@ -29,6 +29,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import types
 from collections import Counter
@@ -59,7 +60,7 @@ from pipecat_playback import PlaybackClock, PlaybackOutput, timed_frames_on
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from full_size_pack import build_files
-from loop_profile import NAMES, LoopProfile
+from loop_profile import LoopProfile
 from reference_tts import ReferenceTTS
 
 from pipecat_pocket_tts import PocketTTSService
@@ -216,6 +217,34 @@ def pocket_service(pack: Path, mode: TextAggregationMode, chars_per_second: floa
     )
 
 
+class EngineBeside:
+    """The engine synthesizing ``text`` in a thread, over and over until the block ends: the
+    cores as busy as beside the service, for the reference's run."""
+
+    def __init__(self, pack: Path, text: str) -> None:
+        from pipecat_pocket_tts import PocketTTS
+
+        self._tts = PocketTTS.load(model_dir=pack, backend="numpy")
+        self._text = text
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="engine-beside")
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for _frame in self._tts.stream(self._text):
+                if self._stop.is_set():
+                    break
+
+    def __enter__(self) -> EngineBeside:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._tts.close()
+
+
 def reference_service(pack: Path, mode: TextAggregationMode, chars_per_second: float) -> Any:
     return ReferenceTTS(
         chars_per_second=chars_per_second, sample_rate=RATE, text_aggregation_mode=mode
@@ -312,7 +341,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--reference",
         action="store_true",
-        help="also Pipecat's floor: ReferenceTTS, the same frames and words, no synthesis",
+        help="also Pipecat's floor: ReferenceTTS, the same frames and words, no synthesis"
+        " (alone, then with the engine synthesizing the text in a thread beside it)",
     )
     parser.add_argument(
         "--census", action="store_true", help="the objects a full collection walks, at start"
@@ -335,20 +365,27 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.texts:
             for how in args.inputs:
                 text = TEXTS[name]
-                case = run_case(pack, text, how, args.freeze, args.profile, census=args.census)
-                r = asyncio.run(case)
+                r = asyncio.run(run_case(pack, text, how, args.freeze, census=args.census))
                 print_row(name, how, text, r)
-                if args.profile:
-                    print_profile("  profile", r)
+                if args.profile:  # a second run, profiled: the shares of the loop's time
+                    profiled = run_case(pack, text, how, args.freeze, profile=True)
+                    print_profile(r, asyncio.run(profiled))
                 if args.reference and r.audio_s:
                     rate = len(text) / r.audio_s
-                    case = run_case(
-                        pack, text, how, args.freeze, args.profile, reference_service, rate
+                    ref = asyncio.run(
+                        run_case(pack, text, how, args.freeze, False, reference_service, rate)
                     )
-                    ref = asyncio.run(case)
                     print_row(name, how, text, ref, "reference")
                     if args.profile:
-                        print_profile("  profile", ref)
+                        profiled = run_case(
+                            pack, text, how, args.freeze, True, reference_service, rate
+                        )
+                        print_profile(ref, asyncio.run(profiled))
+                    with EngineBeside(pack, text):
+                        ref = asyncio.run(
+                            run_case(pack, text, how, args.freeze, False, reference_service, rate)
+                        )
+                    print_row(name, how, text, ref, "reference, engine beside")
     return 0
 
 
@@ -380,13 +417,15 @@ def print_row(name: str, how: str, text: str, r: Result, label: str = "") -> Non
     )
 
 
-def print_profile(label: str, r: Result) -> None:
-    """The loop's CPU by owner, as a share of the audio's duration (profiled run)."""
-    total = sum(r.profile.values())
+def print_profile(run: Result, profiled: Result) -> None:
+    """The loop's CPU per second of audio (``run``, unprofiled) split by owner in the shares
+    of a profiled run of the same case."""
+    total = sum(profiled.profile.values())
     parts = "  ".join(
-        f"{group} {r.profile[group] / r.audio_s:.2%}" for group in NAMES if r.profile[group]
+        f"{group} {run.share * seconds / total:.2%}"
+        for group, seconds in sorted(profiled.profile.items(), key=lambda item: -item[1])
     )
-    print(f"{label}: {total / r.audio_s:.2%} of the audio = {parts}", flush=True)
+    print(f"  profile: {run.share:.2%} of the audio = {parts}", flush=True)
 
 
 def side_by_side(args: argparse.Namespace) -> int:
@@ -416,7 +455,7 @@ def side_by_side(args: argparse.Namespace) -> int:
                 if not rows:
                     print(f"{label:5} {run.stderr[-300:]}", flush=True)
                 for row in rows:
-                    tag = "ref" if row.rstrip().endswith("reference") else label
+                    tag = "ref" if "   reference" in row else label
                     print(f"{tag:5} {row}", flush=True)
     return 0
 

@@ -1,17 +1,19 @@
 """Where the event loop's CPU goes: ``cProfile`` on the loop's thread, grouped by owner.
 
 ``cProfile`` hooks the thread it is enabled on only, so enabled on the loop's thread it sees
-nothing of the engine's threads. Its timer is that thread's CPU time. Each function's own time
-goes to the group its file belongs to; a built-in or generated function (``len``, a
-dataclass's ``__init__``) has no file and counts for whoever called it. The profiler slows
-every Python call, so the groups are shares of a profiled run, not the run's true CPU.
+nothing of the engine's threads. Its timer is the wall clock (the thread's CPU clock is a
+system call here, which made the profiled loop ~10× slower), less the loop's idle waits in
+``epoll``; a wait for the GIL while the engine's threads hold it counts for the function that
+waits. Each function's own time goes to the group its file belongs to; a built-in or
+generated function (``len``, a dataclass's ``__init__``) has no file and counts for whoever
+called it. The profiler slows every Python call, so the groups are shares of a profiled run,
+not the run's true CPU (``bench_loop`` prints the shares scaled to its unprofiled total).
 """
 
 from __future__ import annotations
 
 import cProfile
 import pstats
-import time
 from collections import Counter
 
 #: (group, parts of a file's path), tried in order: the first that matches owns the file.
@@ -27,6 +29,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("logging", ("loguru/",)),
 )
 REST = "asyncio, rest"
+IDLE = "<method 'poll' of 'select.epoll' objects>"  # the loop waiting for work
 NAMES = (*(name for name, _ in GROUPS), REST)
 
 Function = tuple[str, int, str]  # pstats' key: file, line, name
@@ -47,7 +50,7 @@ class LoopProfile:
     """Enable on the loop's thread; ``seconds()``: CPU seconds by group afterwards."""
 
     def __init__(self) -> None:
-        self._profile = cProfile.Profile(time.thread_time)
+        self._profile = cProfile.Profile()
 
     def enable(self) -> None:
         self._profile.enable()
@@ -60,6 +63,8 @@ class LoopProfile:
         stats: dict = pstats.Stats(self._profile).stats  # type: ignore[attr-defined]
         totals: Counter[str] = Counter()
         for function, (_cc, _nc, own, _ct, callers) in stats.items():
+            if function[2] == IDLE:
+                continue
             group = group_of_file(function[0])
             if group is not None:
                 totals[group] += own
