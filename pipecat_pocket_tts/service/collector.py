@@ -4,7 +4,7 @@ A full (oldest-generation) collection walks every container object of the proces
 holds the GIL: every event loop and every model thread waits. After the imports and a model
 load that is about 190,000 objects with the full-size pack and 260,000 with the tiny test pack
 (tuples, functions and dicts of Python, numba, llvmlite and Pipecat; the service's own are
-about 2,800), and one such collection took 104–139 ms of CPU (``benchmarks/bench_loop.py``).
+about 2,800), and one such collection took 94–164 ms of CPU (``benchmarks/bench_loop.py``).
 Nearly all of them live as long as the process. ``gc.freeze()`` moves what is alive to a
 permanent generation that later collections skip, so they walk only what came after.
 
