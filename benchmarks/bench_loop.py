@@ -15,9 +15,17 @@ SENTENCE or TOKEN aggregation, or as one ``TTSSpeakFrame``.
 Measured on the loop's thread, in CPU time (``time.thread_time``, not wall time: the machine
 is shared): the longest single callback (a stall: nothing else on that loop runs meanwhile),
 the loop thread's total CPU over the run, divided by the seconds of audio made, and the
-longest pause of Python's cyclic garbage collector inside the loop thread. A tiny random-weight
-pack (``devpack``) makes the audio; its audio per character is printed beside.
+longest pause of Python's cyclic garbage collector (in any thread: it holds the GIL). A tiny
+random-weight pack (``devpack``) makes the audio, or with ``--pack full`` the full-size random
+``english`` (``full_size_pack.py``); the seconds of audio are printed beside.
 Goals (issue 34): stall < 50 ms and loop CPU < 2% of the audio's duration in every case.
+
+    --reference   Pipecat's floor: ``reference_tts.ReferenceTTS`` (no synthesis, the same
+                  frames and words at the same speaking rate), alone and with the engine
+                  synthesizing the text in a thread beside it
+    --profile     a second, profiled run of each case: the loop's CPU split by owner
+                  (``loop_profile.py``: service, engine, Pipecat TTS, transport, frames...)
+    --census      the objects a full garbage collection walks, after the model load
 """
 
 from __future__ import annotations
