@@ -21,8 +21,8 @@ random-weight pack (``devpack``) makes the audio, or with ``--pack full`` the fu
 Goals (issue 34): stall < 50 ms and loop CPU < 2% of the audio's duration in every case.
 
     --reference   Pipecat's floor: ``reference_tts.ReferenceTTS`` (no synthesis, the same
-                  frames and words at the same speaking rate), alone and with the engine
-                  synthesizing the text in a thread beside it
+                  frames and words at the same speaking rate), alone and paced as the
+                  engine made the service's frames, the engine synthesizing beside it
     --profile     a second, profiled run of each case: the loop's CPU split by owner
                   (``loop_profile.py``: service, engine, Pipecat TTS, transport, frames...)
     --census      the objects a full garbage collection walks, after the model load
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import gc
 import os
 import subprocess
@@ -69,7 +70,7 @@ from pipecat_playback import PlaybackClock, PlaybackOutput, timed_frames_on
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from full_size_pack import build_files
 from loop_profile import LoopProfile
-from reference_tts import ReferenceTTS
+from reference_tts import FRAME_SAMPLES, ReferenceTTS
 
 from pipecat_pocket_tts import PocketTTSService
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
@@ -142,6 +143,8 @@ class LoopMeter:
         self.longest_gc = 0.0
         self._cpu_start = 0.0
         self.cpu = 0.0
+        self._wall_start = 0.0
+        self.wall = 0.0
         self._gc_start: float | None = None
         self._gc_in_callback = 0.0
         self._run = asyncio.events.Handle._run
@@ -164,10 +167,12 @@ class LoopMeter:
         asyncio.events.Handle._run = timed  # type: ignore[method-assign]
         gc.callbacks.append(self._on_gc)
         self._cpu_start = time.thread_time()
+        self._wall_start = time.monotonic()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.cpu = time.thread_time() - self._cpu_start
+        self.wall = time.monotonic() - self._wall_start
         asyncio.events.Handle._run = self._run  # type: ignore[method-assign]
         gc.callbacks.remove(self._on_gc)
 
@@ -210,6 +215,7 @@ class Result:
     gc_ms: float
     context_chars: int
     profile: Counter[str] = field(default_factory=Counter)  # CPU seconds by owner (--profile)
+    wall_s: float = 0.0  # the run's wall-clock seconds
 
     @property
     def share(self) -> float:
@@ -253,9 +259,14 @@ class EngineBeside:
         self._tts.close()
 
 
-def reference_service(pack: Path, mode: TextAggregationMode, chars_per_second: float) -> Any:
+def reference_service(
+    pack: Path, mode: TextAggregationMode, chars_per_second: float, pace_s: float = 0.0
+) -> Any:
     return ReferenceTTS(
-        chars_per_second=chars_per_second, sample_rate=RATE, text_aggregation_mode=mode
+        chars_per_second=chars_per_second,
+        sample_rate=RATE,
+        pace_s=pace_s,
+        text_aggregation_mode=mode,
     )
 
 
@@ -326,6 +337,7 @@ async def run_case(
         meter.longest_gc * 1000,
         len(said),
         profiler.seconds() if profiler is not None else Counter(),
+        meter.wall,
     )
 
 
@@ -350,7 +362,8 @@ def main(argv: list[str] | None = None) -> int:
         "--reference",
         action="store_true",
         help="also Pipecat's floor: ReferenceTTS, the same frames and words, no synthesis"
-        " (alone, then with the engine synthesizing the text in a thread beside it)",
+        " (alone, then its frames spread over the run as the engine made the service's, the"
+        " engine synthesizing the text in a thread beside it)",
     )
     parser.add_argument(
         "--census", action="store_true", help="the objects a full collection walks, at start"
@@ -389,11 +402,14 @@ def main(argv: list[str] | None = None) -> int:
                             pack, text, how, args.freeze, True, reference_service, rate
                         )
                         print_profile(ref, asyncio.run(profiled))
+                    # Frames spread over the run as the engine made ours, the engine computing.
+                    frame_s = FRAME_SAMPLES / RATE
+                    pace = functools.partial(
+                        reference_service, pace_s=frame_s * r.wall_s / r.audio_s
+                    )
                     with EngineBeside(pack, text):
-                        ref = asyncio.run(
-                            run_case(pack, text, how, args.freeze, False, reference_service, rate)
-                        )
-                    print_row(name, how, text, ref, "reference, engine beside")
+                        ref = asyncio.run(run_case(pack, text, how, args.freeze, False, pace, rate))
+                    print_row(name, how, text, ref, "reference, paced, engine beside")
     return 0
 
 

@@ -37,7 +37,11 @@ class _Made:
 class ReferenceTTS(TTSServiceHooks):
     """Pre-made frames and word timestamps at ``chars_per_second``; no synthesis."""
 
-    def __init__(self, *, chars_per_second: float, sample_rate: int, **kwargs: Any) -> None:
+    def __init__(
+        self, *, chars_per_second: float, sample_rate: int, pace_s: float = 0.0, **kwargs: Any
+    ) -> None:
+        """``pace_s``: the wait after each frame (0: one frame per loop slice, a unit's frames
+        in one burst; the engine's seconds per frame: frames spread as the engine makes them)."""
         super().__init__(
             push_start_frame=True,
             push_text_frames=False,
@@ -50,6 +54,7 @@ class ReferenceTTS(TTSServiceHooks):
         self._frame_s = FRAME_SAMPLES / sample_rate
         self._silence = bytes(2 * FRAME_SAMPLES)
         self._made: dict[str, _Made] = {}
+        self._pace_s = pace_s
 
     def can_generate_metrics(self) -> bool:
         return True
@@ -106,7 +111,7 @@ class ReferenceTTS(TTSServiceHooks):
             if due:
                 await self.add_word_timestamps(due, context_id)
             made.frames += 1
-            await asyncio.sleep(0)  # one frame per loop slice, as the service's consumer
+            await asyncio.sleep(self._pace_s)  # one frame per loop slice at least
         if words:
             await self.add_word_timestamps(words, context_id)
 
