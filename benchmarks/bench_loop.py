@@ -15,23 +15,36 @@ SENTENCE or TOKEN aggregation, or as one ``TTSSpeakFrame``.
 Measured on the loop's thread, in CPU time (``time.thread_time``, not wall time: the machine
 is shared): the longest single callback (a stall: nothing else on that loop runs meanwhile),
 the loop thread's total CPU over the run, divided by the seconds of audio made, and the
-longest pause of Python's cyclic garbage collector inside the loop thread. A tiny random-weight
-pack (``devpack``) makes the audio; its audio per character is printed beside.
+longest pause of Python's cyclic garbage collector (in any thread: it holds the GIL). A tiny
+random-weight pack (``devpack``) makes the audio, or with ``--pack full`` the full-size random
+``english`` (``full_size_pack.py``); the seconds of audio are printed beside.
 Goals (issue 34): stall < 50 ms and loop CPU < 2% of the audio's duration in every case.
+
+    --reference   Pipecat's floor: ``reference_tts.ReferenceTTS`` (no synthesis, the same
+                  frames and words at the same speaking rate), alone and paced as the
+                  engine made the service's frames, the engine synthesizing beside it
+    --profile     a second, profiled run of each case: the loop's CPU split by owner
+                  (``loop_profile.py``: service, engine, Pipecat TTS, transport, frames...)
+    --census      the objects a full garbage collection walks, after the model load
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import gc
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from dataclasses import dataclass
+import types
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pipecat.frames.frames import (
     EndFrame,
@@ -53,6 +66,11 @@ from pipecat.workers.runner import WorkerRunner
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from loop_slices import _describe  # the task or callback a loop slice ran
 from pipecat_playback import PlaybackClock, PlaybackOutput, timed_frames_on
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from full_size_pack import build_files
+from loop_profile import LoopProfile
+from reference_tts import FRAME_SAMPLES, ReferenceTTS
 
 from pipecat_pocket_tts import PocketTTSService
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
@@ -125,6 +143,8 @@ class LoopMeter:
         self.longest_gc = 0.0
         self._cpu_start = 0.0
         self.cpu = 0.0
+        self._wall_start = 0.0
+        self.wall = 0.0
         self._gc_start: float | None = None
         self._gc_in_callback = 0.0
         self._run = asyncio.events.Handle._run
@@ -147,10 +167,12 @@ class LoopMeter:
         asyncio.events.Handle._run = timed  # type: ignore[method-assign]
         gc.callbacks.append(self._on_gc)
         self._cpu_start = time.thread_time()
+        self._wall_start = time.monotonic()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.cpu = time.thread_time() - self._cpu_start
+        self.wall = time.monotonic() - self._wall_start
         asyncio.events.Handle._run = self._run  # type: ignore[method-assign]
         gc.callbacks.remove(self._on_gc)
 
@@ -192,17 +214,75 @@ class Result:
     audio_s: float
     gc_ms: float
     context_chars: int
+    profile: Counter[str] = field(default_factory=Counter)  # CPU seconds by owner (--profile)
+    wall_s: float = 0.0  # the run's wall-clock seconds
+
+    @property
+    def share(self) -> float:
+        return self.cpu_s / self.audio_s if self.audio_s else float("nan")
 
 
-async def run_case(pack: Path, text: str, how: str, freeze: bool = False) -> Result:
-    mode = TextAggregationMode.TOKEN if how == "TOKEN" else TextAggregationMode.SENTENCE
-    clock = PlaybackClock()
-    tts = PocketTTSService(
+def pocket_service(pack: Path, mode: TextAggregationMode, chars_per_second: float) -> Any:
+    return PocketTTSService(
         model_dir=pack,
         backend="numpy",
         settings=PocketTTSService.Settings(seed=1),
         text_aggregation_mode=mode,
     )
+
+
+class EngineBeside:
+    """The engine synthesizing ``text`` in a thread, over and over until the block ends: the
+    cores as busy as beside the service, for the reference's run."""
+
+    def __init__(self, pack: Path, text: str) -> None:
+        from pipecat_pocket_tts import PocketTTS
+
+        self._tts = PocketTTS.load(model_dir=pack, backend="numpy")
+        self._text = text
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="engine-beside")
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for _frame in self._tts.stream(self._text):
+                if self._stop.is_set():
+                    break
+
+    def __enter__(self) -> EngineBeside:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._tts.close()
+
+
+def reference_service(
+    pack: Path, mode: TextAggregationMode, chars_per_second: float, pace_s: float = 0.0
+) -> Any:
+    return ReferenceTTS(
+        chars_per_second=chars_per_second,
+        sample_rate=RATE,
+        pace_s=pace_s,
+        text_aggregation_mode=mode,
+    )
+
+
+async def run_case(
+    pack: Path,
+    text: str,
+    how: str,
+    freeze: bool = False,
+    profile: bool = False,
+    make_service: Any = pocket_service,
+    chars_per_second: float = 75.0,
+    census: bool = False,
+) -> Result:
+    mode = TextAggregationMode.TOKEN if how == "TOKEN" else TextAggregationMode.SENTENCE
+    clock = PlaybackClock()
+    tts = make_service(pack, mode, chars_per_second)
     counter = AudioCount()
     context = LLMContext()
     worker = PipelineWorker(
@@ -218,17 +298,24 @@ async def run_case(pack: Path, text: str, how: str, freeze: bool = False) -> Res
         started.set()
 
     meter = LoopMeter()
+    profiler = LoopProfile() if profile else None
 
     async def drive() -> None:
         await asyncio.wait_for(started.wait(), 120)
+        if census:
+            print_census()
         if freeze:  # what is alive now (modules, the model, the pipeline) is never scanned
             gc.freeze()
         with meter:
+            if profiler is not None:
+                profiler.enable()
             for frame in frames_of(text, how):  # as an LLM's tokens arrive: one callback each
                 await worker.queue_frame(frame)
                 await asyncio.sleep(0)
             await worker.queue_frame(EndFrame())
             await runner_done.wait()
+            if profiler is not None:
+                profiler.disable()
 
     runner_done = asyncio.Event()
 
@@ -249,6 +336,8 @@ async def run_case(pack: Path, text: str, how: str, freeze: bool = False) -> Res
         counter.seconds,
         meter.longest_gc * 1000,
         len(said),
+        profiler.seconds() if profiler is not None else Counter(),
+        meter.wall,
     )
 
 
@@ -259,44 +348,139 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--freeze", action="store_true", help="gc.freeze() once the pipeline has started"
     )
+    parser.add_argument(
+        "--pack",
+        choices=("tiny", "full"),
+        default="tiny",
+        help="tiny: a small random devpack; full: the full-size random english pack",
+    )
+    parser.add_argument("--work", type=Path, default=Path("/tmp/bench_capacity"))
+    parser.add_argument(
+        "--profile", action="store_true", help="the loop's CPU by owner (cProfile, slower)"
+    )
+    parser.add_argument(
+        "--reference",
+        action="store_true",
+        help="also Pipecat's floor: ReferenceTTS, the same frames and words, no synthesis"
+        " (alone, then its frames spread over the run as the engine made the service's, the"
+        " engine synthesizing the text in a thread beside it)",
+    )
+    parser.add_argument(
+        "--census", action="store_true", help="the objects a full collection walks, at start"
+    )
     parser.add_argument("--against", type=Path, help="another checkout, run case by case")
     args = parser.parse_args(argv)
     if args.against is not None:
         return side_by_side(args)
     import pipecat_pocket_tts
 
-    print(f"code: {Path(pipecat_pocket_tts.__file__).parent}")
+    print(f"code: {Path(pipecat_pocket_tts.__file__).parent}  pack: {args.pack}")
     with tempfile.TemporaryDirectory() as root:
-        pack = build_pack(Path(root) / "english", tiny_config_dict("standard"))
+        if args.pack == "full":
+            pack, _ = build_files(args.work)
+        else:
+            pack = build_pack(Path(root) / "english", tiny_config_dict("standard"))
+        if args.census:
+            print(f"tracked objects before loading: {len(gc.get_objects())}")
         print(HEADER)
         for name in args.texts:
             for how in args.inputs:
                 text = TEXTS[name]
-                r = asyncio.run(run_case(pack, text, how, args.freeze))
-                share = r.cpu_s / r.audio_s if r.audio_s else float("nan")
-                print(
-                    f"{name:16} {how:13} {r.stall_ms:9.1f} {r.code_stall_ms:7.1f} {r.cpu_s:11.2f}"
-                    f" {r.audio_s:8.1f} {share:9.2%} {r.gc_ms:6.1f}  "
-                    f"{r.context_chars:>5}/{len(text):<5}   {r.where}",
-                    flush=True,
-                )
+                r = asyncio.run(run_case(pack, text, how, args.freeze, census=args.census))
+                print_row(name, how, text, r)
+                if args.profile:  # a second run, profiled: the shares of the loop's time
+                    profiled = run_case(pack, text, how, args.freeze, profile=True)
+                    print_profile(r, asyncio.run(profiled))
+                if args.reference and r.audio_s:
+                    rate = len(text) / r.audio_s
+                    ref = asyncio.run(
+                        run_case(pack, text, how, args.freeze, False, reference_service, rate)
+                    )
+                    print_row(name, how, text, ref, "reference")
+                    if args.profile:
+                        profiled = run_case(
+                            pack, text, how, args.freeze, True, reference_service, rate
+                        )
+                        print_profile(ref, asyncio.run(profiled))
+                    # Frames spread over the run as the engine made ours, the engine computing.
+                    frame_s = FRAME_SAMPLES / RATE
+                    pace = functools.partial(
+                        reference_service, pace_s=frame_s * r.wall_s / r.audio_s
+                    )
+                    with EngineBeside(pack, text):
+                        ref = asyncio.run(run_case(pack, text, how, args.freeze, False, pace, rate))
+                    print_row(name, how, text, ref, "reference, paced, engine beside")
     return 0
+
+
+def print_census(top: int = 12) -> None:
+    """The objects the garbage collector tracks (what a full collection walks), by type and
+    by the package of their type."""
+    objects = gc.get_objects()
+    by_type = Counter(type(o).__qualname__ for o in objects)
+    by_package = Counter(_package(o) for o in objects)
+    frozen = gc.get_freeze_count()
+    print(f"tracked objects: {len(objects)} (+{frozen} frozen)")
+    print("  by type:    " + ", ".join(f"{n} {c}" for n, c in by_type.most_common(top)))
+    print("  by package: " + ", ".join(f"{n} {c}" for n, c in by_package.most_common(top)))
+    del objects
+
+
+def _package(o: object) -> str:
+    """The top package of a function or class, else of the object's type."""
+    owner = o if isinstance(o, (type, types.FunctionType)) else type(o)
+    return str(getattr(owner, "__module__", None) or "?").split(".")[0]
+
+
+def print_row(name: str, how: str, text: str, r: Result, label: str = "") -> None:
+    print(
+        f"{name:16} {how:13} {r.stall_ms:9.1f} {r.code_stall_ms:7.1f} {r.cpu_s:11.2f}"
+        f" {r.audio_s:8.1f} {r.share:9.2%} {r.gc_ms:6.1f}  "
+        f"{r.context_chars:>5}/{len(text):<5}   {label or r.where}",
+        flush=True,
+    )
+
+
+def print_profile(run: Result, profiled: Result) -> None:
+    """The loop's CPU per second of audio (``run``, unprofiled) split by owner in the shares
+    of a profiled run of the same case."""
+    total = sum(profiled.profile.values())
+    parts = "  ".join(
+        f"{group} {run.share * seconds / total:.2%}"
+        for group, seconds in sorted(profiled.profile.items(), key=lambda item: -item[1])
+    )
+    print(f"  profile: {run.share:.2%} of the audio = {parts}", flush=True)
 
 
 def side_by_side(args: argparse.Namespace) -> int:
     """Each case on ``--against``, then on this checkout, each in a fresh process."""
     here = Path(__file__).resolve().parents[1]
-    flags = ["--freeze"] if args.freeze else []
-    print(f"other: {args.against.resolve()}  this: {here}")
+    flags = ["--pack", args.pack, "--work", str(args.work)]
+    flags += ["--freeze"] if args.freeze else []
+    flags += ["--profile"] if args.profile else []
+    print(f"other: {args.against.resolve()}  this: {here}  pack: {args.pack}")
     print(f"      {HEADER}")
     for name in args.texts:
         for how in args.inputs:
             for label, root in (("other", args.against.resolve()), ("this", here)):
                 env = {**os.environ, "PYTHONPATH": str(root)}
-                command = [sys.executable, __file__, "--texts", name, "--inputs", how, *flags]
+                reference = ["--reference"] if args.reference and label == "this" else []
+                command = [
+                    sys.executable,
+                    __file__,
+                    *("--texts", name, "--inputs", how),
+                    *flags,
+                    *reference,
+                ]
                 run = subprocess.run(command, env=env, capture_output=True, text=True)
-                rows = [line for line in run.stdout.splitlines() if line.startswith(name)]
-                print(f"{label:5} {rows[-1] if rows else run.stderr[-300:]}", flush=True)
+                rows = [
+                    line for line in run.stdout.splitlines() if line.startswith((name, "  profile"))
+                ]
+                if not rows:
+                    print(f"{label:5} {run.stderr[-300:]}", flush=True)
+                for row in rows:
+                    tag = "ref" if "   reference" in row else label
+                    print(f"{tag:5} {row}", flush=True)
     return 0
 
 

@@ -28,6 +28,16 @@ def kernels_compiled() -> None:
     compiled.optional()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def collector_left_alone() -> None:
+    """No service freezes this process's heap: ``gc.freeze()`` after a model load would keep
+    the cyclic garbage of whatever was alive then (earlier tests' models and pipelines) for
+    good. ``tests/service/test_collector.py`` checks the freeze in child processes."""
+    from pipecat_pocket_tts.service.collector import leave_collector_alone
+
+    leave_collector_alone()
+
+
 @pytest.fixture(scope="session")
 def sp_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 4000-piece SentencePiece unigram model (byte fallback, digits split, identity)."""

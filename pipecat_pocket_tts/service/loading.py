@@ -24,6 +24,7 @@ from ..engine.errors import PocketTTSError, ServerUnavailableError, UnknownLangu
 from ..engine.model.languages import pack_name
 from ..engine.model.options import LoadOptions
 from ..server.client import RemoteTTS
+from .collector import freeze_heap_once
 
 if TYPE_CHECKING:
     from pipecat.transcriptions.language import Language
@@ -46,6 +47,7 @@ class LoadSettings:
     warmup: bool = True
     server_url: str | None = None  # a TTS server instead of a model in this process
     api_key: str | None = None  # the server's bearer key
+    freeze_gc: bool = True  # freeze the process's heap once the first model is loaded
 
 
 @dataclass(frozen=True)
@@ -231,6 +233,8 @@ class EngineLoader:
                 await asyncio.to_thread(warm_up_engine, engine, voice)
         except Exception as e:
             return e
+        if self.settings.freeze_gc:
+            freeze_heap_once()  # what is alive now (libraries, the model) lives on: not walked
         return engine
 
     async def _connect(self, pack: str) -> RemoteTTS | Exception:

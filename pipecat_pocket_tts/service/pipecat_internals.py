@@ -14,12 +14,18 @@ It also holds the version-pinned replacements of Pipecat code paths the service 
   (``bound_text_units`` installs them).
 - ``start_word_timestamps_at``: Pipecat's ``start_word_timestamps`` with the time the
   context's audio starts playing given by the caller (Pipecat takes the time of the push).
+- ``SettledSegment``: Pipecat's ``TextSegment`` with ``is_transformed`` worked out once.
+  Pipecat works it out again for every word the provider reports (``alnum_only`` of both
+  sides of the whole segment, a Python loop per character), so a unit's per-word cost grew
+  with the unit: it was the largest single cost of the loop in ``bench_loop``.
+  ``BoundedFrameSequencer`` gives its word trackers these segments.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pipecat.services.tts_service import TTSService
@@ -29,6 +35,7 @@ from pipecat.utils.context.aggregated_frame_sequencer import (
     _ParallelSentenceAggregator,
     _StreamingContext,
 )
+from pipecat.utils.context.text_segment_map import TextSegment
 from pipecat.utils.text.base_text_aggregator import Aggregation, TextType
 from pipecat.utils.text.simple_text_aggregator import SimpleTextAggregator
 
@@ -37,6 +44,7 @@ from .text_units import STREAMED_UNIT_CHARS, boundary_ends_unit, ends_unit
 if TYPE_CHECKING:
     from pipecat.frames.frames import AggregatedTextFrame, Frame
     from pipecat.services.settings import TTSSettings
+    from pipecat.utils.context.word_completion_tracker import WordCompletionTracker
 
 
 class TTSServiceHooks(TTSService):
@@ -173,8 +181,51 @@ class _BoundedParallelAggregator(_ParallelSentenceAggregator):
             yield sentence
 
 
+@dataclass(frozen=True)
+class SettledSegment(TextSegment):
+    """A ``TextSegment`` whose ``is_transformed`` (a function of its two texts, which never
+    change) was worked out once, when it was made."""
+
+    transformed: bool = False
+
+    @property
+    def is_transformed(self) -> bool:
+        return self.transformed
+
+    @classmethod
+    def of(cls, segment: TextSegment) -> SettledSegment:
+        return cls(
+            original=segment.original,
+            tts=segment.tts,
+            original_start=segment.original_start,
+            original_end=segment.original_end,
+            transformed=segment.is_transformed,
+        )
+
+
+def settle_segments(tracker: WordCompletionTracker) -> None:
+    """Give a new word tracker's text map ``SettledSegment``s (before any word)."""
+    segment_map = tracker._segment_map
+    segment_map._segments = [SettledSegment.of(s) for s in segment_map._segments]
+
+
 class BoundedFrameSequencer(AggregatedFrameSequencer):
-    """Pipecat's word-timestamp sequencer whose TOKEN regrouping ends overlong units."""
+    """Pipecat's word-timestamp sequencer whose TOKEN regrouping ends overlong units and whose
+    word trackers work out each segment's ``is_transformed`` once."""
+
+    def _append_spoken_slot(
+        self,
+        frame: AggregatedTextFrame,
+        context_id: str,
+        tracker: WordCompletionTracker | None,
+        append_to_context: bool,
+        includes_inter_frame_spaces: bool,
+    ) -> None:
+        if tracker is not None:
+            settle_segments(tracker)
+        super()._append_spoken_slot(
+            frame, context_id, tracker, append_to_context, includes_inter_frame_spaces
+        )
 
     async def register_spoken(
         self,
@@ -223,12 +274,14 @@ def skipped_text_types(service: TTSService) -> Any:
 __all__ = [
     "BoundedFrameSequencer",
     "BoundedSentenceAggregator",
+    "SettledSegment",
     "TTSServiceHooks",
     "bound_text_units",
     "is_interruptible",
     "last_word_pts",
     "refresh_audio_context",
     "set_sentence_language",
+    "settle_segments",
     "skipped_text_types",
     "start_word_timestamps_at",
     "stored_settings",

@@ -100,6 +100,7 @@ class PocketTTSService(TTSServiceHooks):
         resampler_quality: str = "HQ",
         server_url: str | None = None,
         api_key: str | None = None,
+        freeze_gc: bool = True,
         **kwargs: Any,
     ) -> None:
         """Create the service; the model loads in ``setup`` (never in the constructor).
@@ -122,6 +123,10 @@ class PocketTTSService(TTSServiceHooks):
                 behaviour is the same. The server's pack must be ``language``'s; voices are
                 the server's names; ``load`` options are the server's own.
             api_key: The server's API key (sent as a bearer token).
+            freeze_gc: Once the first model of this process has loaded, ``gc.freeze()`` what
+                is alive then (the libraries, the model), so Python's full garbage
+                collections, which stall every event loop and model thread, skip it
+                (``service/collector.py``). False leaves the collector alone.
             **kwargs: Other ``TTSService`` arguments (``sample_rate``, ``text_transforms``...);
                 any other keyword (``temp``, ``quantize``, a typo) is a ``TypeError`` saying
                 what to use.
@@ -135,7 +140,7 @@ class PocketTTSService(TTSServiceHooks):
             )
         defaults = initial_settings(language, settings)
         self._loader = EngineLoader(
-            LoadSettings(options, warmup and server_url is None, server_url, api_key),
+            LoadSettings(options, warmup and server_url is None, server_url, api_key, freeze_gc),
             create_task=lambda coroutine, name: self.create_task(coroutine, name=name),
             keep_alive=lambda context_id: refresh_audio_context(self, context_id),
         )

@@ -63,6 +63,10 @@ PINNED = {
     "_user",
     "_streaming",  # the sequencer regroups tokens (TOKEN aggregation)
     "_streaming_contexts",  # ... its per-context regrouping state (``_StreamingContext``)
+    # issue 34, loop CPU: segments whose is_transformed is worked out once
+    "_append_spoken_slot",  # the sequencer's one place a word tracker joins a slot
+    "_segment_map",  # a word tracker's TextSegmentMap
+    "_segments",  # ... its list of TextSegment
 }
 
 
@@ -145,6 +149,31 @@ async def test_the_bounded_units_replace_pipecat_s_with_the_same_shapes() -> Non
     ]
     sequencer = AggregatedFrameSequencer(streaming=True)
     assert sequencer._streaming is True and sequencer._streaming_contexts == {}
+
+
+def test_the_settled_segments_replace_pipecat_s_with_the_same_shapes() -> None:
+    from pipecat.utils.context.aggregated_frame_sequencer import AggregatedFrameSequencer
+    from pipecat.utils.context.text_segment_map import TextSegment, TextSegmentMap
+    from pipecat.utils.context.word_completion_tracker import WordCompletionTracker
+
+    assert list(inspect.signature(AggregatedFrameSequencer._append_spoken_slot).parameters) == [
+        "self",
+        "frame",
+        "context_id",
+        "tracker",
+        "append_to_context",
+        "includes_inter_frame_spaces",
+    ]
+    tracker = WordCompletionTracker("Hello there.")
+    assert isinstance(tracker._segment_map, TextSegmentMap)
+    assert all(isinstance(s, TextSegment) for s in tracker._segment_map._segments)
+    assert [f.name for f in dataclasses.fields(TextSegment)] == [
+        "original",
+        "tts",
+        "original_start",
+        "original_end",
+    ]
+    assert isinstance(inspect.getattr_static(TextSegment, "is_transformed"), property)
 
 
 def _private_names_used(source: str) -> set[str]:

@@ -314,6 +314,7 @@ class Scheduler:
             except Exception as exc:  # a scheduler bug: fail the tick's streams, keep serving
                 logger.exception("a scheduler tick failed")
                 failed.update((stream, exc) for stream in plan.streams)
+            plan.release()
             with self._cond:
                 for stream, error in failed.items():
                     if not stream.stopped:

@@ -354,6 +354,11 @@ class TickPlan:
     def _prefill(self, run: ChunkRun, piece: np.ndarray) -> None:
         self._backend.prefill(run.prefill_state(), piece)
 
+    def release(self) -> None:
+        """The tick is over: drop its tasks. They are closures over this plan, so the plan
+        (its results: the frames' arrays) would otherwise wait for a garbage collection."""
+        self.tasks = []
+
     def apply(
         self, now: float
     ) -> tuple[list[tuple[Stream, list[Any]]], dict[Stream, BaseException]]:

@@ -6,6 +6,7 @@ Everything waits on events or conditions; the reference is a today's per-session
 
 from __future__ import annotations
 
+import gc
 import threading
 from dataclasses import dataclass, field, replace
 
@@ -159,6 +160,32 @@ def test_streams_joining_at_different_frames_sound_as_alone(engine_tts, schedule
         assert collector.notices == [END]
         assert_same_audio(collector.frames, solo(engine_tts, **spec))
     assert scheduler.wait_parked(WAIT)
+
+
+def test_ticks_leave_no_cyclic_garbage(engine_tts, scheduler):
+    """A tick's plan (its tasks are closures over it, its results hold the frames) is freed
+    when the tick ends: a cycle per tick would wait for the garbage collector, whose full
+    passes stall every thread and event loop of the process (issue 34)."""
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        running = [start(scheduler, engine_tts, **spec) for spec in STREAMS[:2]]
+        for _, collector in running:
+            assert collector.ended.wait(WAIT)
+            assert collector.frames and not collector.errors
+        assert scheduler.wait_parked(WAIT)
+        gc.collect()
+        per_tick = [  # the runtime's and the backend's objects: made every tick
+            type(o).__qualname__
+            for o in gc.garbage
+            if type(o).__module__.startswith(
+                ("pipecat_pocket_tts.engine.runtime", "pipecat_pocket_tts.engine.backends")
+            )
+        ]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert per_tick == []
 
 
 def test_notices_come_out_after_the_frames_before_them(engine_tts, scheduler):
