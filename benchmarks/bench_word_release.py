@@ -18,7 +18,10 @@ user barges in (an ``InterruptionFrame``, as Pipecat's user-started-speaking pat
 points inside the reply, and the words the assistant context keeps are set against the words
 whose start was played. With ``--against`` each code base runs in a fresh process
 (``PYTHONPATH``), on the same tiny random-weight pack, and the figures are printed side by side.
-A run takes as long as its audio plays (a greeting of about 3 s and a reply of about 8 s).
+
+The pack's EOS never fires, so each chunk runs its whole frame budget: the greeting's words
+are said in its first 0.5 s and its audio goes on to 3.7 s, as a voice's trailing pause does;
+the reply is two sentences, 10.8 s. A run takes as long as its audio plays (four runs per code).
 """
 
 from __future__ import annotations
@@ -329,7 +332,7 @@ def report(label: str, result: dict) -> list[str]:
 
 
 def build_tiny_pack(root: Path) -> Path:
-    """A tiny random-weight pack (about 55 characters of text a second of audio)."""
+    """A tiny random-weight pack whose EOS never fires: a chunk's audio runs its budget."""
     from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 
     return build_pack(root / "english", tiny_config_dict("standard"), eos_logit=-30.0)
