@@ -4,6 +4,7 @@
     python benchmarks/soak_service.py --services 8 --minutes 3        # eight on one model
     python benchmarks/soak_service.py --model-dir /tmp/x --replies 50 # a full-size devpack
     python benchmarks/soak_service.py --services 4 --server-url ws://127.0.0.1:8000  # a server
+    python benchmarks/soak_service.py --long-session 40  # one session, 40 min of audio (fast)
 
 Each pipeline is ``probe → PocketTTSService → RealtimeOutput``: the output transport is a
 Pipecat ``BaseOutputTransport`` that writes audio at its real duration (as a sound card or a
@@ -404,6 +405,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--server-url", help="speak through this TTS server (ws://...)")
     parser.add_argument("--quiet", action="store_true", help="Pipecat logs at WARNING only")
+    parser.add_argument(
+        "--long-session",
+        type=float,
+        metavar="MINUTES",
+        help="one service speaks replies until this much audio, on a virtual-clock output "
+        "(soak_long_session.py; --mode token or sentence, --model-dir, --seed apply)",
+    )
     args = parser.parse_args(argv)
     if args.quiet:
         from loguru import logger
@@ -412,6 +420,14 @@ def main(argv: list[str] | None = None) -> int:
         logger.add(sys.stderr, level="WARNING")
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = args.model_dir or build_tiny_pack(Path(tmp))
+        if args.long_session is not None:
+            from soak_long_session import long_session
+            from soak_long_session import report as long_report
+
+            token = args.mode == "token"
+            run = long_session(model_dir, args.long_session, token=token, seed=args.seed)
+            print(long_report(asyncio.run(run)))
+            return 0
         start = time.monotonic()
         outcomes, samples = asyncio.run(
             soak(

@@ -106,7 +106,8 @@ class PlaybackOutput(BaseOutputTransport):
         self.received_samples = 0  # audio that reached the transport (played or queued)
         self._received = asyncio.Condition()
         self._ended = False  # the speech ended: no more audio is coming
-        self._hold_samples = 0  # playback starts once this much audio has arrived
+        self._hold_seconds = 0.0  # playback starts once this much audio has arrived
+        self._input_ended = False  # an EndFrame came: no more audio, the hold is over
 
     def pause_at(self, seconds: float) -> None:
         """Hold playback once ``seconds`` of audio have been played (until interrupted)."""
@@ -116,7 +117,7 @@ class PlaybackOutput(BaseOutputTransport):
         """Start playing once ``seconds`` of audio have arrived, as a real-time output lags an
         engine that runs ahead of real time (later contexts are pushed while earlier ones
         still play)."""
-        self._hold_samples = round(seconds * self.sample_rate)
+        self._hold_seconds = seconds  # in seconds: the sample rate is known only at start
 
     async def start(self, frame: StartFrame) -> None:
         await super().start(frame)
@@ -142,6 +143,7 @@ class PlaybackOutput(BaseOutputTransport):
         if isinstance(frame, (TTSStoppedFrame, EndFrame)):
             async with self._received:
                 self._ended = True
+                self._input_ended = self._input_ended or isinstance(frame, EndFrame)
                 self._received.notify_all()
         if isinstance(frame, InterruptionFrame):
             self.interrupted_at = self.played_seconds
@@ -151,13 +153,17 @@ class PlaybackOutput(BaseOutputTransport):
         await super().process_frame(frame, direction)
 
     async def write_audio_frame(self, frame: OutputAudioRawFrame) -> bool:
-        if self._hold_samples:
+        if self._hold_seconds:
+            hold = self._hold_seconds * self.sample_rate
             async with self._received:
-                await self._received.wait_for(lambda: self.received_samples >= self._hold_samples)
-            self._hold_samples = 0
+                await self._received.wait_for(
+                    lambda: self.received_samples >= hold or self._input_ended
+                )
+            self._hold_seconds = 0.0
         if self._pause_ns is not None and self.clock.get_time() >= self._pause_ns:
             self.reached.set()
-            await self._resume.wait()  # cancelled by the interruption
+            await self._resume.wait()  # set by the interruption (or the task is cancelled)
+            return True  # the user barged in here: the held chunk is never played
         samples = len(frame.audio) // 2
         self.played_samples += samples
         self.clock.advance(round(samples * NS / frame.sample_rate))

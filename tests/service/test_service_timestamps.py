@@ -75,6 +75,7 @@ class WordTap(FrameProcessor):
         self.audio_seconds = 0.0
         self.first_audio_ns: int | None = None  # the clock at the first audio: words' zero
         self.context_starts: dict[str, float] = {}  # audio seconds before each context's
+        self.context_clock: dict[str, int] = {}  # the clock at each context's first audio
         self._clock = clock
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
@@ -86,6 +87,7 @@ class WordTap(FrameProcessor):
             if self.first_audio_ns is None:
                 self.first_audio_ns = self._clock.get_time()
             self.context_starts.setdefault(frame.context_id, self.audio_seconds)
+            self.context_clock.setdefault(frame.context_id, self._clock.get_time())
             self.audio_seconds += len(frame.audio) / 2 / frame.sample_rate
         await self.push_frame(frame, direction)
 
@@ -246,14 +248,17 @@ async def test_each_word_reaches_pipecat_with_the_audio_it_starts_in(pack, mode)
 GREETING = "Hello there, welcome back to the show today."
 
 
-async def run_greeting_and_reply(pack, *, pause_at=None, lag=None):
+async def run_greeting_and_reply(
+    pack, *, pause_at=None, lag=None, greeting=GREETING, reply=LONG_SENTENCE, heads=None
+):
     """A greeting (``TTSSpeakFrame``) straight before an LLM reply; the engine's own word
     times (seconds into each context's audio) recorded as the service hands them over.
 
-    Estimated word times (no heads): the random pack's attention can put a greeting's last
-    word at the very end of its audio, where Pipecat releases the greeting's context commit
-    and the reply's start frame at the same instant, in either order. ``lag``: the playback
-    starts once that much audio has arrived (the reply is pushed while the greeting plays)."""
+    Estimated word times by default (no heads): for ``GREETING`` the random pack's attention
+    puts the last word at the very end of its audio, where Pipecat releases the greeting's
+    context commit and the reply's start frame at the same instant, in either order. ``lag``:
+    the playback starts once that much audio has arrived (the reply is pushed while the
+    greeting plays)."""
     given: dict[str, list[tuple[str, float]]] = {}
     real = PocketTTSService.add_word_timestamps
 
@@ -263,20 +268,22 @@ async def run_greeting_and_reply(pack, *, pause_at=None, lag=None):
 
     PocketTTSService.add_word_timestamps = recording
     try:
-        frames = [TTSSpeakFrame(GREETING), *tokens(LONG_SENTENCE)]
+        frames = [TTSSpeakFrame(greeting), *tokens(reply)]
         output, tap, messages = await run_pipeline(
             pack,
             frames,
             rate=24000,
             mode=TextAggregationMode.SENTENCE,
             pause_at=pause_at,
-            heads=None,
+            heads=heads,
             lag=lag,
         )
     finally:
         PocketTTSService.add_word_timestamps = real
     greeting_id, reply_id = list(given)
     greeting_seconds = tap.context_starts[reply_id]  # the greeting's audio, all of it
+    if lag is not None:  # the reply's audio was pushed before the greeting played at all
+        assert tap.context_clock[reply_id] == tap.first_audio_ns
     return output, tap, messages, greeting_seconds, given[greeting_id], given[reply_id]
 
 
@@ -307,5 +314,51 @@ async def test_a_barge_in_inside_a_reply_after_a_greeting_keeps_exactly_the_word
     heard = [w for w, t in reply if greeting_seconds + t <= output.interrupted_at]
     assert 1 <= len(heard) < len(LONG_SENTENCE.split())
     assert _content(messages[0]).strip() == GREETING
+    assert len(messages) == 2
+    assert _content(messages[1]).split() == heard
+
+
+# Said in the first 0.4 s of its audio; the pack's EOS never fires and the audio goes on to
+# 3.7 s, as a voice's pause after a greeting does (heads: the words' times are read).
+TAILED_GREETING = "Hi there."
+SHORT_REPLY = "Sure, at nine. Or ten."
+
+
+async def run_tailed_greeting_and_reply(pack, *, pause_into_reply=None):
+    """``TAILED_GREETING`` then ``SHORT_REPLY``, the reply's first 2 s made before the playback
+    starts (a real-time output lags the engine; Pipecat's transports do not hold the pipeline
+    back while their queue fills); pause ``pause_into_reply`` seconds into the reply."""
+    texts = {"greeting": TAILED_GREETING, "reply": SHORT_REPLY, "heads": HEADS}
+    greeting_seconds = (await run_greeting_and_reply(pack, **texts))[3]
+    pause = None if pause_into_reply is None else round(greeting_seconds + pause_into_reply, 2)
+    run = await run_greeting_and_reply(pack, pause_at=pause, lag=greeting_seconds + 2.0, **texts)
+    output, tap, messages, _, greeting, reply = run
+    # The gap the reply's words came early by when they were timed from the greeting's last word
+    assert greeting_seconds - greeting[-1][1] > 3.0
+    return output, tap, messages, greeting_seconds, greeting, reply
+
+
+async def test_a_reply_behind_a_greeting_s_long_pause_is_timed_from_the_greeting_s_audio_end(pack):
+    """The greeting's words end long before its audio does: the reply's words are timed from
+    the end of the greeting's audio (issue 34: they came 3.3 s early, from its last word)."""
+    _, tap, messages, greeting_seconds, greeting, reply = await run_tailed_greeting_and_reply(pack)
+    assert [f.text for f in tap.words] == [w for w, _ in greeting + reply]
+    start = tap.first_audio_ns
+    expected = [start + round((greeting_seconds + t) * 1e9) for _, t in reply]
+    assert [f.pts for f in tap.words[len(greeting) :]] == pytest.approx(expected, abs=1e3)
+    assert [_content(m).strip() for m in messages] == [TAILED_GREETING, SHORT_REPLY]
+
+
+@pytest.mark.parametrize("into_reply", [0.1, 4.0])
+async def test_a_barge_in_after_a_greeting_s_long_pause_keeps_exactly_the_words_heard(
+    pack, into_reply
+):
+    """Interrupted inside the reply at a point where timing from the greeting's last word would
+    have released words not yet played: the context holds exactly the words begun."""
+    run = await run_tailed_greeting_and_reply(pack, pause_into_reply=into_reply)
+    output, _, messages, greeting_seconds, _, reply = run
+    heard = [w for w, t in reply if greeting_seconds + t <= output.interrupted_at]
+    assert 1 <= len(heard) < len(SHORT_REPLY.split())
+    assert [_content(m).strip() for m in messages[:1]] == [TAILED_GREETING]
     assert len(messages) == 2
     assert _content(messages[1]).split() == heard

@@ -38,3 +38,22 @@ async def test_soak_with_barge_ins_leaves_nothing_wrong(soak_module, tmp_path: P
     assert figures.silent_that_opened_audio == 0  # text with nothing to say opens no context
     assert figures.errors == ()
     assert figures.session_threads_after_end == 0
+
+
+async def test_a_long_session_speaks_every_reply_at_a_steady_level(soak_module, tmp_path: Path):
+    """The ``--long-session`` mode, CI-sized: one service, replies back to back until 1.2
+    minutes of audio on the virtual-clock playback."""
+    sys.path.insert(0, str(SOAK_PATH.parent))
+    from soak_long_session import long_session
+
+    result = await long_session(soak_module.build_tiny_pack(tmp_path), 1.2, seed=3)
+    assert result.replies >= 10
+    start, middle, end = (c.audio_minutes for c in result.checkpoints)
+    assert 0 < start < 0.6 <= middle < 1.2 <= end
+    assert len(result.levels_dbfs) == 1  # one whole minute; the part-minute is left out
+    assert -40 < result.levels_dbfs[0] < -3  # speech, neither silence nor clipping
+    assert result.mute == []
+    assert result.ledger.stale_frames == 0
+    assert result.ledger.orphan_audio_frames == 0
+    assert sum(result.ledger.unpaired(set()).values()) == 0
+    assert result.ledger.errors == []
