@@ -258,7 +258,7 @@ def run_column(mode: str, n: int, stagger: float, pack: Path, server: Server | N
         assert call.stdout is not None
         results.append(json.loads(call.stdout.readline()))
         call.wait()
-    arrivals = [a for r in results for a in r["arrivals"] if a]
+    arrivals = [a for r in results for a in r["arrivals"]]  # [] for a stream with no audio
     cpu = sum(r["cpu"] for r in results)
     if server is not None:
         cpu += cpu_seconds(server.process.pid) - server_cpu0
@@ -266,6 +266,9 @@ def run_column(mode: str, n: int, stagger: float, pack: Path, server: Server | N
 
 
 def stalls(arrivals: list[float], buffer: float) -> bool:
+    """Whether a stream ran dry at this buffer (a stream that never spoke counts as stalled)."""
+    if not arrivals:
+        return True
     first = arrivals[0]
     return any(t > first + buffer + i * FRAME_SECONDS for i, t in enumerate(arrivals))
 
@@ -290,10 +293,11 @@ def endless_pack(work: Path) -> Path:
 
 def summarize(result: dict) -> str:
     arrivals = result["arrivals"]
-    first = [a[0] for a in arrivals]
+    spoke = [a for a in arrivals if a]
+    first = [a[0] for a in spoke] or [float("nan")]
     audio = sum(len(a) for a in arrivals) * FRAME_SECONDS
     return (
-        f"{audio / len(arrivals):>6.1f}"
+        f"{audio / max(1, len(spoke)):>6.1f}"
         f"{sum(not stalls(a, BUFFER_S) for a in arrivals):>4}/{len(arrivals):<3}"
         f"{1e3 * statistics.median(first):>8.0f}{1e3 * percentile(first, 0.95):>8.0f}"
         f"{result['rss']:>8.0f}{result['cpu'] / audio:>8.2f}"
