@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pipecat_pocket_tts.engine import PocketTTS
+from pipecat_pocket_tts.engine import Marker, PocketTTS
 from pipecat_pocket_tts.engine.errors import SessionClosedError
 
 
@@ -123,3 +123,33 @@ def test_a_closed_shared_model_is_loaded_again(engine_pack_dir: Path) -> None:
     again = PocketTTS.load_shared("english", model_dir=engine_pack_dir, backend="numpy")
     assert again is not first and not again.closed
     again.close()
+
+
+class _RefersBack:
+    """A marker payload that refers to its session, as the service's turn markers do."""
+
+    def __init__(self, session: object) -> None:
+        self.session = session
+
+
+def test_a_marker_that_refers_to_its_session_does_not_keep_a_dropped_model(
+    engine_pack_dir: Path,
+) -> None:
+    before = set(threading.enumerate())
+    tts = PocketTTS.load("english", model_dir=engine_pack_dir, backend="numpy")
+    session = tts.session(seed=1)
+    session.enqueue("Hello there.")
+    session.mark(_RefersBack(session))  # out in the same tick as the reply's last frame
+    items = []
+    for item in session:
+        items.append(item)
+        if isinstance(item, Marker):
+            break
+    assert isinstance(items[-1].payload, _RefersBack)
+    session.close()
+    freed = weakref.ref(tts)
+    del tts, session, items, item
+    gc.collect()
+    assert freed() is None  # nothing of the pool's last tick holds it
+    settle(before)
+    assert set(threading.enumerate()) - before == set()

@@ -273,65 +273,77 @@ class Scheduler:
                 tick.finished_one()
 
     def _coordinate(self) -> None:
-        """The first pool thread: plan a tick, run it with the others, apply its results."""
-        while True:
+        """The first pool thread: plan a tick, run it with the others, apply its results.
+
+        Each round runs in a call of its own, so while the pool waits this thread's frame
+        refers to nothing of the last tick: its frames and markers (a caller's marker may
+        refer back to its session, and the session to the model) would otherwise keep a
+        dropped model alive, and with it this pool.
+        """
+        while self._await_work():
+            self._round()
+
+    def _await_work(self) -> bool:
+        """Wait for work; deliver the notices of idle streams. False once closed."""
+        with self._cond:
+            while (
+                not self._closed
+                and not self._idle_notices
+                and not any(s.has_work for s in self._slots.active)
+            ):
+                self._cond.wait()
+            if self._closed:
+                return False
+            notices, self._idle_notices = self._idle_notices, []
+        _deliver([(stream, [item]) for stream, item in notices])
+        return True
+
+    def _round(self) -> None:
+        """Plan one tick, run it on the pool, apply and deliver its results."""
+        with self._cond:
+            if not any(s.has_work for s in self._slots.active):
+                return
+            candidates, due_outputs, failed = start_next_runs(self._slots.active)
+            choice = choose_tick(
+                candidates, self._clock(), self.threads, self.max_lead, self._costs
+            )
+            for stream in choice.streams:
+                stream.busy = True  # until the tick ends (cancel waits for it)
+            plan = TickPlan(self.backend, choice, self._costs, self._first_frame_done)
+            self._in_tick = True
+        _deliver(due_outputs)  # due now: before any first frame of the tick
+        outputs: list[tuple[Stream, list[Any]]] = []
+        try:
+            started = self._clock()
+            self._run_tick(plan)
             with self._cond:
-                while (
-                    not self._closed
-                    and not self._idle_notices
-                    and not any(s.has_work for s in self._slots.active)
-                ):
-                    self._cond.wait()
-                if self._closed:
-                    return
-                notices, self._idle_notices = self._idle_notices, []
-            if notices:
-                _deliver([(stream, [item]) for stream, item in notices])
-                continue
-            with self._cond:
-                if not any(s.has_work for s in self._slots.active):
-                    continue
-                candidates, due_outputs, failed = start_next_runs(self._slots.active)
-                choice = choose_tick(
-                    candidates, self._clock(), self.threads, self.max_lead, self._costs
-                )
-                for stream in choice.streams:
-                    stream.busy = True  # until the tick ends (cancel waits for it)
-                plan = TickPlan(self.backend, choice, self._costs, self._first_frame_done)
-                self._in_tick = True
-            _deliver(due_outputs)  # due now: before any first frame of the tick
-            outputs: list[tuple[Stream, list[Any]]] = []
-            try:
-                started = self._clock()
-                self._run_tick(plan)
-                with self._cond:
-                    if plan.full_streams:
-                        took = self._clock() - started
-                        self._costs.tick_took(plan.full_streams, self.threads, took)
-                    results, tick_failures = plan.apply(self._clock())
-                outputs += results
-                failed.update(tick_failures)
-            except Exception as exc:  # a scheduler bug: fail the tick's streams, keep serving
-                logger.exception("a scheduler tick failed")
-                failed.update((stream, exc) for stream in plan.streams)
-            plan.release()
-            with self._cond:
-                for stream, error in failed.items():
-                    if not stream.stopped:
-                        self._stop(stream)
-                        outputs.append((stream, [error]))
-                self._ticks += 1
-                for stream in plan.streams:
-                    stream.busy = False
-                    stream.ticks += 1
-                for stream in list(self._slots.active):
-                    if not stream.has_work:
-                        stream.went_idle()
-                        self._slots.release(stream, self._ticks)
-                self._slots.admit_waiting(self._ticks)  # under "auto": the estimates moved
-                self._in_tick = False
-                self._cond.notify_all()
-            _deliver(outputs)
+                if plan.full_streams:
+                    took = self._clock() - started
+                    self._costs.tick_took(plan.full_streams, self.threads, took)
+                results, tick_failures = plan.apply(self._clock())
+            outputs += results
+            failed.update(tick_failures)
+        except Exception as exc:  # a scheduler bug: fail the tick's streams, keep serving
+            logger.exception("a scheduler tick failed")
+            failed.update((stream, exc) for stream in plan.streams)
+        plan.release()
+        with self._cond:
+            for stream, error in failed.items():
+                if not stream.stopped:
+                    self._stop(stream)
+                    outputs.append((stream, [error]))
+            self._ticks += 1
+            for stream in plan.streams:
+                stream.busy = False
+                stream.ticks += 1
+            for stream in list(self._slots.active):
+                if not stream.has_work:
+                    stream.went_idle()
+                    self._slots.release(stream, self._ticks)
+            self._slots.admit_waiting(self._ticks)  # under "auto": the estimates moved
+            self._in_tick = False
+            self._cond.notify_all()
+        _deliver(outputs)
 
     def _first_frame_done(self, plan: TickPlan, stream: Stream) -> None:
         """A stream's first-frame task succeeded (on the pool thread that ran it): its frame
