@@ -25,15 +25,13 @@ from ..engine.model.languages import pack_name
 from ..engine.model.options import LoadOptions
 from ..server.client import RemoteTTS
 from .collector import freeze_heap_once
+from .pipecat_internals import KEEPALIVE_INTERVAL_S
 
 if TYPE_CHECKING:
     from pipecat.transcriptions.language import Language
 
     from ..engine import PocketTTS
 
-KEEPALIVE_INTERVAL_S = 1.0
-"""While a turn waits for a model (loading, warming up, switching packs), its audio context is
-refreshed this often so Pipecat's 3 s no-audio timeout never writes it off."""
 
 WARMUP_TEXT = "Hello."
 WARMUP_FRAMES = 2

@@ -111,9 +111,21 @@ def is_interruptible(service: TTSService, context_id: str) -> bool:
     return context is None or context.interruptible
 
 
+KEEPALIVE_INTERVAL_S = 1.0
+"""While a turn waits (for a model loading, warming up or switching packs, or for audio the
+engine owes it), its audio context is refreshed at least this often, so Pipecat's quiet-context
+timeout (3 s by default) never writes it off."""
+
+
 def refresh_audio_context(service: TTSService, context_id: str) -> None:
     """Keep an audio context alive (Pipecat ends one that makes no audio for 3 s)."""
     service._refresh_audio_context(context_id)
+
+
+def quiet_context_timeout(service: TTSService) -> float:
+    """Seconds without an item after which Pipecat ends the playing audio context
+    (``stop_frame_timeout_s``, 3 s by default) and, if it had no audio, reports it silent."""
+    return service._stop_frame_timeout_s
 
 
 def set_sentence_language(service: TTSService, code: str) -> None:
@@ -272,6 +284,7 @@ def skipped_text_types(service: TTSService) -> Any:
 
 
 __all__ = [
+    "KEEPALIVE_INTERVAL_S",
     "BoundedFrameSequencer",
     "BoundedSentenceAggregator",
     "SettledSegment",
@@ -279,6 +292,7 @@ __all__ = [
     "bound_text_units",
     "is_interruptible",
     "last_word_pts",
+    "quiet_context_timeout",
     "refresh_audio_context",
     "set_sentence_language",
     "settle_segments",

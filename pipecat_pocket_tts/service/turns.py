@@ -33,6 +33,7 @@ from ..engine.model.config import SAMPLE_RATE
 from ..engine.runtime.channel import Marker
 from ..engine.utterance import UtteranceOptions
 from .admission import admission_reporter
+from .pipecat_internals import KEEPALIVE_INTERVAL_S, quiet_context_timeout, refresh_audio_context
 
 if TYPE_CHECKING:
     from ..engine import PocketTTS, Session
@@ -71,6 +72,16 @@ class ContextOutput:
     async def append_frame(self, context_id: str, frame: Frame) -> None:
         if self._service.audio_context_available(context_id):
             await TTSService.append_to_audio_context(self._service, context_id, frame)
+
+    def keep_alive(self, context_id: str) -> None:
+        """Restart Pipecat's wait for the context's next item (see ``keepalive_interval``)."""
+        refresh_audio_context(self._service, context_id)
+
+    @property
+    def keepalive_interval(self) -> float:
+        """How often a context the engine still owes audio is kept alive: a third of the time
+        Pipecat lets a context go quiet."""
+        return min(KEEPALIVE_INTERVAL_S, quiet_context_timeout(self._service) / 3)
 
     async def end_context(self, context_id: str) -> None:
         """``TTSStoppedFrame`` and the end marker for a context that is still registered."""
@@ -131,6 +142,7 @@ class Turn:
     failed_text: bool = False  # SENTENCE: the last enqueue raised; its text frame goes
     held: list[Frame] = field(default_factory=list)  # TOKEN: waiting for their chunk
     audio_start: float | None = None  # session-clock seconds where its audio begins
+    ending: bool = False  # its end is marked: the context closes when the marker comes out
 
     def close(self) -> None:
         self.closed = True
@@ -189,6 +201,7 @@ class SpeechStream:
         self._feeding: Turn | None = None  # the turn whose text the session's text stream holds
         self._clock = 0.0  # session-clock seconds of the frames that came out
         self._consumer = output.create_task(self._consume(), name="pocket_tts_consumer")
+        self._keepalive: asyncio.Task | None = None  # runs while the engine owes a turn audio
 
     @property
     def busy(self) -> bool:
@@ -284,6 +297,7 @@ class SpeechStream:
         for index in indices:
             self._owners[index] = turn
         self.session.mark(_PAUSE)
+        self._keep_owed_contexts_alive()
 
     # -- frames of the context ---------------------------------------------------------
     def follow_audio(self, turn: Turn, frame: Frame) -> None:
@@ -306,6 +320,31 @@ class SpeechStream:
             self.flush(turn, options)
         finally:
             self.session.mark(_TurnEnd(turn))
+            turn.ending = True
+            self._keep_owed_contexts_alive()
+
+    # -- keeping contexts alive -----------------------------------------------------------
+    def _owed_turns(self) -> list[Turn]:
+        """Open turns the engine still owes output: queued utterances, or their end marker."""
+        owed = [*self._owners.values(), *(t for t in self._turns if t.ending)]
+        return [turn for turn in dict.fromkeys(owed) if not turn.closed]
+
+    def _keep_owed_contexts_alive(self) -> None:
+        if self._keepalive is None and not self.closed:
+            self._keepalive = self._output.create_task(
+                self._keep_alive(), name="pocket_tts_keepalive"
+            )
+
+    async def _keep_alive(self) -> None:
+        """Pipecat ends an audio context that gets nothing for a few seconds, and counts one
+        that ended without audio as silent (three in a row write the service off). While the
+        engine still owes a turn output (a wait for a scheduler slot or a server, a slow first
+        frame on a busy machine), its context is kept alive, so the reply is not lost."""
+        while owed := self._owed_turns():
+            for turn in owed:
+                self._output.keep_alive(turn.context_id)
+            await asyncio.sleep(self._output.keepalive_interval)
+        self._keepalive = None
 
     # -- output ------------------------------------------------------------------------
     async def _consume(self) -> None:
@@ -397,9 +436,9 @@ class SpeechStream:
         self._resampler.reset()
         self._on_closed(self, turns)
         await self.session.acancel()
-        consumer = self._consumer
-        if consumer is not asyncio.current_task() and not consumer.done():
-            await self._output.cancel_task(consumer)
+        for task in (self._consumer, self._keepalive):
+            if task is not None and task is not asyncio.current_task() and not task.done():
+                await self._output.cancel_task(task)
         if end_turns:
             for turn in turns:
                 await self._output.end_context(turn.context_id)

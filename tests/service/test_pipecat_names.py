@@ -42,7 +42,8 @@ PINNED = {
     "_warn_unhandled_updated_settings",
     "_is_streaming_tokens",  # TOKEN aggregation in use
     "_tts_contexts",  # per-context flags: whether a context is interruptible
-    "_refresh_audio_context",  # keeps a context alive while a model loads
+    "_refresh_audio_context",  # keeps a context alive while a model loads or audio is owed
+    "_stop_frame_timeout_s",  # how long Pipecat lets a context go quiet (keepalives: a third)
     "_text_aggregator",  # sentence splitters: given the pack's ISO code
     "_skipped_text_aggregator",
     "_aggregated_frame_sequencer",  # word timestamps: slots of a context's text (``_slots``)
@@ -84,6 +85,8 @@ def test_the_pinned_names_exist_with_the_shape_the_service_uses() -> None:
     assert TTSContext(interruptible=False).interruptible is False
     params = inspect.signature(TTSService._refresh_audio_context).parameters
     assert list(params) == ["self", "context_id"]
+    assert tts._stop_frame_timeout_s == 3.0  # Pipecat's default, the constructor's argument
+    assert PocketTTSService(stop_frame_timeout_s=0.9)._stop_frame_timeout_s == 0.9
     sequencer = tts._aggregated_frame_sequencer
     assert isinstance(sequencer._slots, list) and callable(sequencer.force_complete)
     assert list(inspect.signature(sequencer.force_complete).parameters)[:1] == ["context_id"]

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from pipecat.frames.frames import (
+    ErrorFrame,
     Frame,
     InterruptionFrame,
     LLMFullResponseEndFrame,
@@ -206,3 +207,81 @@ async def test_an_idle_turns_end_does_not_wait_for_another_calls_slot(engine_pac
     finally:
         if gate.other is not None:
             gate.other.cancel()
+
+
+class _SpeakOnceTheSlotIsTaken(FrameProcessor):
+    """Before letting a ``TTSSpeakFrame`` on, puts another call on the service's model
+    (``max_streams=1``) and waits for its first frame: the turn then waits for the slot. The
+    slot is freed once the service has kept the turn's context alive ``keepalives`` times
+    (longer than Pipecat lets a context go quiet), or at once if an error comes upstream
+    (Pipecat gave up on the context: the test then fails on it)."""
+
+    def __init__(self, service: PocketTTSService, keepalives: asyncio.Event) -> None:
+        super().__init__()
+        self._service = service
+        self._keepalives = keepalives
+        self.errored = asyncio.Event()
+        self.other = None
+        self._release: asyncio.Task | None = None
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, ErrorFrame):
+            self.errored.set()
+        if isinstance(frame, TTSSpeakFrame):
+            self.other = self._service.engine.session(seed=3, max_frames=100_000)
+            self.other.enqueue(" ".join([LONG_REPLY] * 20))
+            await asyncio.to_thread(next, iter(self.other))  # it holds the only slot
+            self._release = asyncio.create_task(self._free_the_slot())
+        await self.push_frame(frame, direction)
+
+    async def _free_the_slot(self) -> None:
+        waits = [asyncio.ensure_future(e.wait()) for e in (self._keepalives, self.errored)]
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for wait in waits:
+            wait.cancel()
+        await asyncio.to_thread(self.other.cancel)
+
+
+async def test_a_turn_waiting_longer_than_pipecats_quiet_timeout_is_not_lost(
+    long_pack: Path, monkeypatch
+) -> None:
+    """Pipecat ends an audio context that gets nothing for ``stop_frame_timeout_s`` and reports
+    it as completed with no audio (three in a row write the service off): under load, a turn
+    waiting for a scheduler slot lost its reply so. The service keeps the context alive while
+    the engine owes it audio."""
+    from pipecat_pocket_tts.service import turns as turns_module
+
+    refreshed: list[str] = []
+    enough = asyncio.Event()
+    timeout = 1.5  # Pipecat's quiet timeout here; keepalives every 0.5 s
+    refresh = turns_module.refresh_audio_context
+
+    def counting(service, context_id: str) -> None:
+        refreshed.append(context_id)
+        if len(refreshed) >= 5:  # more than the timeout has passed since the turn queued
+            enough.set()
+        refresh(service, context_id)
+
+    monkeypatch.setattr(turns_module, "refresh_audio_context", counting)
+    service = PocketTTSService(
+        model_dir=long_pack,
+        backend="numpy",
+        max_streams=1,
+        warmup=False,
+        stop_frame_timeout_s=timeout,
+    )
+    gate = _SpeakOnceTheSlotIsTaken(service, enough)
+    try:
+        down, up = await run_test(
+            Pipeline([gate, service]),
+            frames_to_send=[TTSSpeakFrame("Caller two speaks now.")],
+            start_timeout=START,
+        )
+    finally:
+        if gate.other is not None:
+            gate.other.cancel()
+    assert not [f for f in up if isinstance(f, ErrorFrame)]
+    assert enough.is_set() and len(set(refreshed)) == 1  # the one turn, kept alive throughout
+    kinds = [type(f) for f in down if isinstance(f, TTSAudioRawFrame | TTSStoppedFrame)]
+    assert TTSAudioRawFrame in kinds and kinds[-1] is TTSStoppedFrame  # it spoke, then ended
