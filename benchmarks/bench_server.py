@@ -22,8 +22,12 @@ pipeline and no TTS service, so ``server`` minus it is what the client service a
 ``--first-audio-runs``, lone replies alternate between the server and a session in this
 process, to time what the round trip adds to first audio apart from load.
 
+The server and the sessions' model admit calls alike (``--max-streams``, by default both
+defaults: ``auto``, a call beyond what the model keeps in real time waits for a slot, which
+shows in first audio rather than as stalls).
+
     python benchmarks/bench_server.py [--sizes 1,4,8,12] [--staggers 0.25,0]
-        [--modes server,processes,sessions] [--work /tmp/bench_server]
+        [--modes server,processes,sessions] [--max-streams auto] [--work /tmp/bench_server]
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ WARM_UP = "Warm up, please."
 FRAME_SECONDS = 0.08
 BUFFER_S = 0.2
 MODES = ("server", "processes", "sessions")
+MAX_STREAMS_ENV = "BENCH_SERVER_MAX_STREAMS"  # the admission limit, handed to call processes
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -66,6 +71,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         default=10,
         help="lone replies timed through the server and in process, alternating (0: skip)",
+    )
+    parser.add_argument(
+        "--max-streams",
+        default="auto",
+        help="the admission limit of the server and of the sessions' model alike: auto "
+        "(both defaults: beyond what the model keeps in real time a call waits for a slot), "
+        "an integer, or none (every call admitted at once)",
     )
     parser.add_argument("--call", nargs=3, metavar=("MODE", "N", "TARGET"), help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -134,7 +146,11 @@ async def run_calls(mode: str, n: int, target: str) -> None:
 
         if mode == "server":
             return PocketTTSService(server_url=target)
-        return PocketTTSService(model_dir=Path(target), backend="numpy", precision="int8")
+        limit = os.environ.get(MAX_STREAMS_ENV, "auto")
+        max_streams = None if limit == "none" else int(limit) if limit.isdigit() else "auto"
+        return PocketTTSService(
+            model_dir=Path(target), backend="numpy", precision="int8", max_streams=max_streams
+        )
 
     sinks, workers, started = [], [], []
     for _ in range(n):
@@ -194,12 +210,12 @@ async def run_calls(mode: str, n: int, target: str) -> None:
 class Server:
     """The TTS server process of the ``server`` column."""
 
-    def __init__(self, pack: Path) -> None:
+    def __init__(self, pack: Path, max_streams: str = "auto") -> None:
         self.port = free_port()
         command = [
             sys.executable, "-m", "pipecat_pocket_tts", "serve", "--port", str(self.port),
             "--model-dir", str(pack), "--backend", "numpy", "--precision", "int8",
-            "--max-streams", "none", "--max-contexts", "64",
+            "--max-streams", max_streams, "--max-contexts", "64",
         ]  # fmt: skip
         self.process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -222,9 +238,11 @@ class Server:
         self.process.wait()
 
 
-def start_calls(mode: str, count: int, per_process: int, target: str) -> list[subprocess.Popen]:
+def start_calls(
+    mode: str, count: int, per_process: int, target: str, max_streams: str = "auto"
+) -> list[subprocess.Popen]:
     command = [sys.executable, __file__, "--call", mode, str(per_process), target]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), MAX_STREAMS_ENV: max_streams}
     calls = [
         subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         for _ in range(count)
@@ -237,14 +255,16 @@ def start_calls(mode: str, count: int, per_process: int, target: str) -> list[su
     return calls
 
 
-def run_column(mode: str, n: int, stagger: float, pack: Path, server: Server | None) -> dict:
+def run_column(
+    mode: str, n: int, stagger: float, pack: Path, server: Server | None, max_streams: str = "auto"
+) -> dict:
     """One (column, N, stagger): every stream's arrivals, a call process's RSS, the CPU."""
     if mode == "sessions":
-        calls = start_calls(mode, 1, n, str(pack))
+        calls = start_calls(mode, 1, n, str(pack), max_streams)
         goes = [calls[0]] * n
     else:
         target = server.url if server is not None else str(pack)
-        calls = start_calls(mode, n, 1, target)
+        calls = start_calls(mode, n, 1, target, max_streams)
         goes = calls
     server_cpu0 = cpu_seconds(server.process.pid) if server is not None else 0.0
     wall0 = time.perf_counter()
@@ -356,13 +376,13 @@ def main() -> None:
     print(f"baseline call process (pipeline, no TTS): RSS {baseline['rss']:.0f} MB")
     head = f"{'column':10} {'N':>3} {'stagger':>7}  {'audio s':>6}{'ok@200':>8}"
     print(head + f"{'p50 ms':>8}{'p95 ms':>8}{'RSS MB':>8}{'cpu/aud':>8}")
-    server = Server(pack) if "server" in modes else None
+    server = Server(pack, args.max_streams) if "server" in modes else None
     try:  # the columns of a row one after the other, so they share the machine's hour
         for n in sizes:
             for stagger in staggers:
                 for mode in modes:
                     own = server if mode == "server" else None
-                    result = run_column(mode, n, stagger, pack, own)
+                    result = run_column(mode, n, stagger, pack, own, args.max_streams)
                     print(f"{mode:10} {n:>3} {stagger:>7.2f}  {summarize(result)}", flush=True)
     finally:
         if server is not None:
