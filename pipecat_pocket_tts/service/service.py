@@ -37,6 +37,7 @@ from ..engine.model.config import SAMPLE_RATE
 from ..engine.model.languages import text_variant
 from ..engine.model.options import LoadOptions
 from .arguments import check_extra_arguments, take_load_options, take_quantize
+from .context_output import ContextOutput
 from .languages import language_to_pack, pack_default_voice, pack_iso_code
 from .loading import WARMUP_FRAMES, WARMUP_TEXT, EngineLoader, LoadSettings
 from .pipecat_internals import (
@@ -58,7 +59,7 @@ from .resampler import StreamResampler
 from .settings import UTTERANCE_SETTINGS, PocketTTSSettings, initial_settings, session_options
 from .text_gate import TextGate
 from .text_units import STREAMED_UNIT_CHARS, UNIT_CHARS, split_units
-from .turns import ContextOutput, Turn, TurnOptions, Turns
+from .turns import Turn, TurnOptions, Turns
 from .unspoken import UnspokenContexts
 from .updates import check_update
 

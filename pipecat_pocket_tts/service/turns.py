@@ -20,88 +20,25 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from loguru import logger
-from pipecat.frames.frames import Frame, TTSAudioRawFrame, TTSStoppedFrame, TTSTextFrame
-from pipecat.services.tts_service import TTSService
+from pipecat.frames.frames import Frame, TTSTextFrame
 from pipecat.utils.types import is_given
 
 from ..engine.model.config import SAMPLE_RATE
 from ..engine.runtime.channel import Marker
 from ..engine.utterance import UtteranceOptions
 from .admission import admission_reporter
-from .pipecat_internals import KEEPALIVE_INTERVAL_S, quiet_context_timeout, refresh_audio_context
 
 if TYPE_CHECKING:
     from ..engine import PocketTTS, Session
     from ..engine.synthesis import AudioFrame
     from ..server.client import RemoteSession, RemoteTTS
+    from .context_output import ContextOutput
     from .resampler import StreamResampler
     from .settings import PocketTTSSettings
-
-
-class ContextOutput:
-    """A service's audio contexts and task manager, as its streams use them."""
-
-    def __init__(self, service: TTSService) -> None:
-        self._service = service
-
-    @property
-    def service(self) -> TTSService:
-        return self._service
-
-    async def append_audio(self, context_id: str, pcm: bytes) -> None:
-        if pcm:
-            frame = TTSAudioRawFrame(
-                audio=pcm,
-                sample_rate=self._service.sample_rate,
-                num_channels=1,
-                context_id=context_id,
-            )
-            await TTSService.append_to_audio_context(self._service, context_id, frame)
-
-    async def add_words(self, context_id: str, words: list[tuple[str, float]]) -> None:
-        """Word timestamps (seconds on the context's audio timeline) for Pipecat to release
-        as ``TTSTextFrame``s while the words are played."""
-        if words and self._service.audio_context_available(context_id):
-            await self._service.add_word_timestamps(words, context_id)
-
-    async def append_frame(self, context_id: str, frame: Frame) -> None:
-        if self._service.audio_context_available(context_id):
-            await TTSService.append_to_audio_context(self._service, context_id, frame)
-
-    def keep_alive(self, context_id: str) -> None:
-        """Restart Pipecat's wait for the context's next item (see ``keepalive_interval``)."""
-        refresh_audio_context(self._service, context_id)
-
-    @property
-    def keepalive_interval(self) -> float:
-        """How often a context the engine still owes audio is kept alive: a third of the time
-        Pipecat lets a context go quiet."""
-        return min(KEEPALIVE_INTERVAL_S, quiet_context_timeout(self._service) / 3)
-
-    async def end_context(self, context_id: str) -> None:
-        """``TTSStoppedFrame`` and the end marker for a context that is still registered."""
-        service = self._service
-        if service.audio_context_available(context_id):
-            stop = TTSStoppedFrame(context_id=context_id)
-            await TTSService.append_to_audio_context(service, context_id, stop)
-            await service.remove_audio_context(context_id)
-
-    async def report_failure(self, error: Exception) -> None:
-        logger.opt(exception=error).error(f"{self._service}: synthesis failed")
-        await self._service.push_error(
-            error_msg=f"PocketTTS synthesis failed: {error}", exception=error
-        )
-
-    def create_task(self, coroutine: Coroutine[Any, Any, Any], name: str) -> asyncio.Task:
-        return self._service.create_task(coroutine, name=name)
-
-    async def cancel_task(self, task: asyncio.Task) -> None:
-        await self._service.cancel_task(task)
 
 
 @dataclass(frozen=True)
@@ -522,4 +459,4 @@ class Turns:
         self._main = None
 
 
-__all__ = ["ContextOutput", "SpeechStream", "Turn", "TurnOptions", "Turns"]
+__all__ = ["SpeechStream", "Turn", "TurnOptions", "Turns"]

@@ -25,6 +25,7 @@ INTERNALS = "service/pipecat_internals.py"
 SERVICE_MODULES = (
     "service/service.py",
     "service/turns.py",
+    "service/context_output.py",
     "service/loading.py",
     "service/settings.py",
     "service/text_gate.py",

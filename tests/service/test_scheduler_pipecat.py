@@ -250,12 +250,12 @@ async def test_a_turn_waiting_longer_than_pipecats_quiet_timeout_is_not_lost(
     it as completed with no audio (three in a row write the service off): under load, a turn
     waiting for a scheduler slot lost its reply so. The service keeps the context alive while
     the engine owes it audio."""
-    from pipecat_pocket_tts.service import turns as turns_module
+    from pipecat_pocket_tts.service import context_output as output_module
 
     refreshed: list[str] = []
     enough = asyncio.Event()
     timeout = 1.5  # Pipecat's quiet timeout here; keepalives every 0.5 s
-    refresh = turns_module.refresh_audio_context
+    refresh = output_module.refresh_audio_context
 
     def counting(service, context_id: str) -> None:
         refreshed.append(context_id)
@@ -263,7 +263,7 @@ async def test_a_turn_waiting_longer_than_pipecats_quiet_timeout_is_not_lost(
             enough.set()
         refresh(service, context_id)
 
-    monkeypatch.setattr(turns_module, "refresh_audio_context", counting)
+    monkeypatch.setattr(output_module, "refresh_audio_context", counting)
     service = PocketTTSService(
         model_dir=long_pack,
         backend="numpy",
