@@ -146,8 +146,9 @@ async def run_calls(mode: str, n: int, target: str) -> None:
 
         if mode == "server":
             return PocketTTSService(server_url=target)
-        limit = os.environ.get(MAX_STREAMS_ENV, "auto")
-        max_streams = None if limit == "none" else int(limit) if limit.isdigit() else "auto"
+        from pipecat_pocket_tts.server.cli import parse_max_streams
+
+        max_streams = parse_max_streams(os.environ.get(MAX_STREAMS_ENV, "auto"))
         return PocketTTSService(
             model_dir=Path(target), backend="numpy", precision="int8", max_streams=max_streams
         )

@@ -23,7 +23,8 @@ DESCRIPTION = (
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
 
-def _max_streams(text: str) -> int | str | None:
+def parse_max_streams(text: str) -> int | str | None:
+    """A ``--max-streams`` value: ``auto``, ``none`` (None) or an integer."""
     if text in ("auto", "none"):
         return None if text == "none" else text
     return int(text)
@@ -51,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, help="the scheduler's compute threads")
     parser.add_argument(
         "--max-streams",
-        type=_max_streams,
+        type=parse_max_streams,
         default="auto",
         help="streams speaking at once: auto (default), an integer, or none",
     )
