@@ -6,6 +6,7 @@ early shows as 2 whatever this machine's default is.
 
 from __future__ import annotations
 
+import inspect
 import subprocess
 import sys
 import textwrap
@@ -35,17 +36,13 @@ def two_threads():
 # The setting is one per process, and schedulers left running by earlier tests of this process
 # may hold, widen or restore it at any moment: the two tests of BlasThreads alone run in a
 # fresh interpreter with no scheduler.
-ALONE_PRELUDE = """
+ALONE_PRELUDE = f"""
 from threadpoolctl import threadpool_info, threadpool_limits
 from pipecat_pocket_tts.engine.runtime.blas_threads import BlasThreads
 
-def blas_threads():
-    counts = {info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"}
-    assert counts, "no BLAS library found by threadpoolctl"
-    return counts
-
+{inspect.getsource(blas_threads)}
 threadpool_limits(limits=2, user_api="blas")
-assert blas_threads() == {2}
+assert blas_threads() == {{2}}
 setting = BlasThreads()
 """
 
