@@ -2,8 +2,8 @@
 
 ``ContextOutput`` is the one place a ``SpeechStream`` reaches Pipecat's ``TTSService``: it
 appends audio, word timestamps and frames to a context, ends it, keeps one alive while the
-engine still owes it audio, reports a failure and runs the stream's tasks on the service's
-task manager.
+engine still owes it audio, says how much pushed audio is still to play, reports a failure
+and runs the stream's tasks on the service's task manager.
 """
 
 from __future__ import annotations
@@ -17,13 +17,15 @@ from pipecat.frames.frames import Frame, TTSAudioRawFrame, TTSStoppedFrame
 from pipecat.services.tts_service import TTSService
 
 from .pipecat_internals import KEEPALIVE_INTERVAL_S, quiet_context_timeout, refresh_audio_context
+from .playout import Playout
 
 
 class ContextOutput:
     """A service's audio contexts and task manager, as its streams use them."""
 
-    def __init__(self, service: TTSService) -> None:
+    def __init__(self, service: TTSService, playout: Playout) -> None:
         self._service = service
+        self._playout = playout
 
     @property
     def service(self) -> TTSService:
@@ -38,6 +40,11 @@ class ContextOutput:
                 context_id=context_id,
             )
             await TTSService.append_to_audio_context(self._service, context_id, frame)
+
+    @property
+    def queued_s(self) -> float:
+        """Seconds of audio pushed to the output transport and not yet played."""
+        return self._playout.queued_s(self._service.get_clock().get_time())
 
     async def add_words(self, context_id: str, words: list[tuple[str, float]]) -> None:
         """Word timestamps (seconds on the context's audio timeline) for Pipecat to release

@@ -25,6 +25,10 @@ class Playout:
         """When audio pushed at ``now`` starts playing."""
         return max(self._end, now)
 
+    def queued_s(self, now: int) -> float:
+        """Seconds of pushed audio not yet played at ``now``."""
+        return max(0, self._end - now) / NS
+
     def interrupted(self) -> None:
         """The transport dropped the audio it had queued."""
         self._end = 0

@@ -168,7 +168,7 @@ class PocketTTSService(TTSServiceHooks):
         self._default_voice = defaults.voice is None
         if self._default_voice:
             stored_settings(self).voice = pack_default_voice(self.pack)
-        self._output = ContextOutput(self)
+        self._output = ContextOutput(self, self._playout)
         self._turns = Turns(
             self._output,
             lambda: StreamResampler(SAMPLE_RATE, self.sample_rate, quality=resampler_quality),

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from pipecat.frames.frames import Frame, TTSTextFrame
 from pipecat.utils.types import is_given
 
@@ -31,6 +32,7 @@ from ..engine.model.config import SAMPLE_RATE
 from ..engine.runtime.channel import Marker
 from ..engine.utterance import UtteranceOptions
 from .admission import admission_reporter
+from .handover import handover
 
 if TYPE_CHECKING:
     from ..engine import PocketTTS, Session
@@ -98,6 +100,12 @@ class _TurnEnd:
 
 
 _PAUSE = object()  # marked after each queueing: the audio pauses there if nothing follows
+
+
+def _is_marker(item: object) -> bool:
+    """Wakes the consumer at once (called on the engine's thread)."""
+    return isinstance(item, Marker)
+
 
 OFF_LOOP_CHARS = 2000
 """Text longer than this goes to the session from a worker thread: preparing it (normalize,
@@ -286,13 +294,17 @@ class SpeechStream:
     # -- output ------------------------------------------------------------------------
     async def _consume(self) -> None:
         try:
-            async for item in self.session:
-                if isinstance(item, Marker):
-                    await self._on_marker(item.payload)
-                else:
-                    await self._on_audio(item)
-                # A backlog of frames (the loop was busy) would otherwise be drained in one
-                # slice: the session's channel hands queued items over without suspending.
+            after_marker = True
+            while True:
+                wait = handover(self._output.queued_s, after_marker=after_marker)
+                items = await self.session.next_batch(
+                    wait.limit, at_least=wait.at_least, wakes_early=_is_marker, within=wait.within
+                )
+                if not items:
+                    break
+                after_marker = await self._on_items(items)
+                # A backlog (the loop was busy) is handed over a batch per loop slice: the
+                # session's channel hands queued items over without suspending.
                 await asyncio.sleep(0)
         except asyncio.CancelledError:
             raise
@@ -300,24 +312,55 @@ class SpeechStream:
             await self._output.report_failure(e)
             await self.close(end_turns=True)
 
-    async def _on_audio(self, frame: AudioFrame) -> None:
-        """One engine frame (24 kHz) → resampled audio in its turn's context."""
-        turn = self._owners.get(frame.utterance_index)
-        if frame.is_last_in_utterance:
-            self._owners.pop(frame.utterance_index, None)
-        start, self._clock = self._clock, self._clock + frame.samples.shape[0] / SAMPLE_RATE
-        if turn is None or turn.closed:
+    async def _on_items(self, items: list[AudioFrame | Marker]) -> bool:
+        """Frames and markers in order, each run of frames handed over at once; True if the
+        last item was a marker."""
+        frames: list[AudioFrame] = []
+        for item in items:
+            if isinstance(item, Marker):
+                await self._on_audio(frames)
+                frames = []
+                await self._on_marker(item.payload)
+            else:
+                frames.append(item)
+        await self._on_audio(frames)
+        return not frames
+
+    async def _on_audio(self, frames: list[AudioFrame]) -> None:
+        """Engine frames (24 kHz) → resampled audio in their turns' contexts, one audio frame
+        per run of frames of the same turn."""
+        run: list[AudioFrame] = []
+        run_turn: Turn | None = None
+        for frame in frames:
+            turn = self._owners.get(frame.utterance_index)
+            if frame.is_last_in_utterance:
+                self._owners.pop(frame.utterance_index, None)
+            start, self._clock = self._clock, self._clock + frame.samples.shape[0] / SAMPLE_RATE
+            if turn is None or turn.closed:
+                continue
+            if turn.audio_start is None:
+                turn.audio_start = start
+            if turn is not run_turn:
+                await self._play(run_turn, run)
+                run, run_turn = [], turn
+            run.append(frame)
+        await self._play(run_turn, run)
+
+    async def _play(self, turn: Turn | None, frames: list[AudioFrame]) -> None:
+        """Frames of ``turn`` → one audio frame and their words in its context."""
+        if turn is None or turn.closed or not frames:
             return
         if self._audio_turn is not turn:
             await self._flush_resampler()  # the previous turn's audio ends here
             self._audio_turn = turn
-        if turn.audio_start is None:
-            turn.audio_start = start
-        await self._output.append_audio(turn.context_id, self._resampler.process(frame.samples))
+        samples = [frame.samples for frame in frames]
+        audio = samples[0] if len(samples) == 1 else np.concatenate(samples)
+        await self._output.append_audio(turn.context_id, self._resampler.process(audio))
         # Times on the context's timeline: the resampled audio stays aligned with the
         # engine's (the filter only delays delivery), so a word at t of the turn's engine
         # audio is heard t after the context's first audio.
-        words = [(w.text, w.session_start - turn.audio_start) for w in frame.words]
+        start = turn.audio_start or 0.0
+        words = [(w.text, w.session_start - start) for frame in frames for w in frame.words]
         await self._output.add_words(turn.context_id, words)
 
     async def _on_marker(self, payload: Any) -> None:

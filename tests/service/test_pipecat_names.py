@@ -26,6 +26,8 @@ SERVICE_MODULES = (
     "service/service.py",
     "service/turns.py",
     "service/context_output.py",
+    "service/handover.py",
+    "service/playout.py",
     "service/loading.py",
     "service/settings.py",
     "service/text_gate.py",

@@ -11,6 +11,7 @@ the words) well past that point, then interrupts.
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 from pathlib import Path
 
@@ -38,6 +39,7 @@ from polling import poll_until
 
 from pipecat_pocket_tts import PocketTTSService
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
+from pipecat_pocket_tts.service import handover
 
 FRAME_SECONDS = 0.08
 HEADS = ((1, 2), (0, 1))  # the tiny pack's config names no checkpoint: read these heads
@@ -76,6 +78,8 @@ class WordTap(FrameProcessor):
         self.first_audio_ns: int | None = None  # the clock at the first audio: words' zero
         self.context_starts: dict[str, float] = {}  # audio seconds before each context's
         self.context_clock: dict[str, int] = {}  # the clock at each context's first audio
+        self.audio = bytearray()  # every audio byte, in order
+        self.audio_frames: list[int] = []  # the size of each audio frame (bytes)
         self._clock = clock
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
@@ -89,6 +93,8 @@ class WordTap(FrameProcessor):
             self.context_starts.setdefault(frame.context_id, self.audio_seconds)
             self.context_clock.setdefault(frame.context_id, self._clock.get_time())
             self.audio_seconds += len(frame.audio) / 2 / frame.sample_rate
+            self.audio += frame.audio
+            self.audio_frames.append(len(frame.audio))
         await self.push_frame(frame, direction)
 
 
@@ -231,8 +237,23 @@ async def test_audio_is_all_played_before_the_words_of_its_end(pack):
     assert not any(isinstance(f, TTSAudioRawFrame) for f in tap.words)
 
 
+@pytest.fixture
+def frame_by_frame(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every engine frame is handed to Pipecat on its own, however far ahead the output is
+    or however many frames wait (the loop was busy)."""
+    monkeypatch.setattr(handover, "BATCH_AHEAD_S", math.inf)
+    monkeypatch.setattr(handover, "LIMIT", 1)
+
+
+@pytest.fixture
+def batches_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Far ahead of the playback, a batch waits for its frames however long they take (no
+    wall-clock deadline in the test)."""
+    monkeypatch.setattr(handover, "LOW_WATER_S", -math.inf)
+
+
 @pytest.mark.parametrize("mode", [TextAggregationMode.SENTENCE, TextAggregationMode.TOKEN])
-async def test_each_word_reaches_pipecat_with_the_audio_it_starts_in(pack, mode):
+async def test_each_word_reaches_pipecat_with_the_audio_it_starts_in(pack, mode, frame_by_frame):
     """A word is added on the engine frame where it starts, not once it is complete: before
     a word's frame, the service has pushed the audio up to the word's start and at most the
     rest of that 80 ms frame (24 kHz: no resampler delay)."""
@@ -243,6 +264,39 @@ async def test_each_word_reaches_pipecat_with_the_audio_it_starts_in(pack, mode)
         start = (frame.pts - tap.first_audio_ns) / 1e9  # the word's start in the turn's audio
         assert start <= audio + 1e-6  # its audio had begun
         assert audio <= start + FRAME_SECONDS + 1e-6  # and not a frame more of it
+
+
+@pytest.mark.parametrize("rate", [16000, 24000])
+async def test_far_ahead_of_the_playback_frames_reach_pipecat_in_batches(
+    pack, rate, monkeypatch, batches_only
+):
+    """With seconds of audio queued for playback, the engine's frames wake the loop and reach
+    Pipecat several at a time: the same audio (resampled as one stream), the same words at
+    the same times, in a fraction of the audio frames; each word still arrives with the
+    batch that holds its start."""
+    held = 1e6  # the playback starts at the end: everything pushed stays queued
+    runs = {}
+    for how in ("frame by frame", "batched"):
+        with monkeypatch.context() as patch:
+            if how == "frame by frame":
+                patch.setattr(handover, "BATCH_AHEAD_S", math.inf)
+                patch.setattr(handover, "LIMIT", 1)
+            runs[how] = await run_pipeline(
+                pack, tokens(LONG_SENTENCE), rate=rate, mode=TextAggregationMode.SENTENCE, lag=held
+            )
+    (_, single, said), (_, batched, batched_said) = runs["frame by frame"], runs["batched"]
+    assert batched.audio == single.audio  # every sample, in order
+    assert [(f.text, f.pts) for f in batched.words] == [(f.text, f.pts) for f in single.words]
+    assert _content(batched_said[0]) == _content(said[0]) == LONG_SENTENCE
+    # Past the first second (taken frame by frame), frames come six or more at a time.
+    assert len(batched.audio_frames) < len(single.audio_frames) / 3
+    for start, audio in zip(
+        [(f.pts - batched.first_audio_ns) / 1e9 for f in batched.words],
+        batched.audio_before,
+        strict=True,
+    ):
+        assert start <= audio + 1e-6  # its audio had begun
+        assert audio <= start + handover.LIMIT * FRAME_SECONDS + 1e-6  # in that batch
 
 
 GREETING = "Hello there, welcome back to the show today."

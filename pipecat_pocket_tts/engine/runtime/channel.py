@@ -8,8 +8,8 @@ import asyncio
 import contextlib
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 END: Any = object()  # end of the frame stream
@@ -24,11 +24,25 @@ class Marker:
     payload: Any
 
 
+@dataclass(eq=False)
+class _Waiter(Generic[Item]):
+    """An async consumer waiting for ``at_least`` items, or for one that ``wakes_early``."""
+
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[None]
+    at_least: int = 1
+    wakes_early: Callable[[Item], bool] | None = field(default=None)
+
+    def woken_by(self, item: Item, queued: int) -> bool:
+        return queued >= self.at_least or (self.wakes_early is not None and self.wakes_early(item))
+
+
 class FrameChannel(Generic[Item]):
     """A thread-safe FIFO with blocking and asyncio consumers.
 
     Producers never block. Async consumers wait on a future that producers resolve through
-    ``loop.call_soon_threadsafe``, so the event loop is never blocked.
+    ``loop.call_soon_threadsafe``, so the event loop is never blocked; ``aget_batch`` lets a
+    consumer be woken once per several items instead of once per item.
     """
 
     def __init__(self) -> None:
@@ -36,7 +50,7 @@ class FrameChannel(Generic[Item]):
         self._items: deque[Item] = deque()
         self._closed = False
         self._error: BaseException | None = None
-        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._waiters: list[_Waiter[Item]] = []
 
     def put(self, item: Item) -> bool:
         """Append an item; False (dropped) once the channel is closed."""
@@ -45,8 +59,11 @@ class FrameChannel(Generic[Item]):
                 return False
             self._items.append(item)
             self._cond.notify_all()
-            waiters, self._waiters = self._waiters, []
-        _wake(waiters)
+            queued = len(self._items)
+            woken = [w for w in self._waiters if w.woken_by(item, queued)]
+            if woken:
+                self._waiters = [w for w in self._waiters if w not in woken]
+        _wake(woken)
         return True
 
     def close(self, error: BaseException | None = None, *, discard: bool = False) -> None:
@@ -74,19 +91,65 @@ class FrameChannel(Generic[Item]):
 
     async def aget(self) -> Item:
         """Like ``get`` without blocking the running event loop."""
-        loop = asyncio.get_running_loop()
         while True:
             with self._cond:
                 if self._items or self._closed:
                     return self._take()
-                waiter: asyncio.Future[None] = loop.create_future()
-                self._waiters.append((loop, waiter))
+                waiter = self._wait()
+            await self._until(waiter)
+
+    async def aget_batch(
+        self,
+        limit: int,
+        *,
+        at_least: int = 1,
+        wakes_early: Callable[[Item], bool] | None = None,
+        within: float | None = None,
+    ) -> list[Item]:
+        """Up to ``limit`` items in order, once ``at_least`` are queued, an item that
+        ``wakes_early`` is queued, the channel is closed or ``within`` seconds have passed
+        (then the items queued, at least one); ``[]`` at the end (raises a worker's error).
+        ``wakes_early`` runs on the producer's thread: it must only look at the item."""
+        loop = asyncio.get_running_loop()
+        deadline = None if within is None else loop.time() + within
+        while True:
+            with self._cond:
+                items = self._items
+                due = deadline is not None and loop.time() >= deadline
+                ready = len(items) >= at_least or (due and items) or self._closed
+                if not ready and wakes_early is not None:
+                    ready = any(wakes_early(item) for item in items)
+                if ready and not items:
+                    self._take()  # at the end: raises a worker's error, if one ended it
+                    return []
+                if ready:
+                    return [items.popleft() for _ in range(min(limit, len(items)))]
+                waiter = self._wait(at_least, wakes_early)
+            timer = None
+            if deadline is not None and not due:
+                timer = loop.call_at(deadline, _resolve, waiter.future)
             try:
-                await waiter
+                await self._until(waiter)
             finally:
-                with self._cond:
-                    if (loop, waiter) in self._waiters:
-                        self._waiters.remove((loop, waiter))
+                if timer is not None:
+                    timer.cancel()
+
+    def _wait(
+        self, at_least: int = 1, wakes_early: Callable[[Item], bool] | None = None
+    ) -> _Waiter[Item]:
+        """A waiter for the running loop (called under the lock)."""
+        loop = asyncio.get_running_loop()
+        waiter = _Waiter(loop, loop.create_future(), at_least, wakes_early)
+        self._waiters.append(waiter)
+        return waiter
+
+    async def _until(self, waiter: _Waiter[Item]) -> None:
+        try:
+            await waiter.future
+        finally:
+            with self._cond:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
 
     def _take(self) -> Item:
         if self._items:
@@ -97,10 +160,10 @@ class FrameChannel(Generic[Item]):
         return END
 
 
-def _wake(waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]) -> None:
-    for loop, waiter in waiters:
+def _wake(waiters: list[_Waiter[Any]]) -> None:
+    for waiter in waiters:
         with contextlib.suppress(RuntimeError):  # the loop was closed meanwhile
-            loop.call_soon_threadsafe(_resolve, waiter)
+            waiter.loop.call_soon_threadsafe(_resolve, waiter.future)
 
 
 def _resolve(waiter: asyncio.Future[None]) -> None:
@@ -148,6 +211,20 @@ class ChannelOutput(Generic[Item]):
     def __iter__(self) -> Iterator[Item]:
         while (item := self._frames.get()) is not END:
             yield item
+
+    async def next_batch(
+        self,
+        limit: int,
+        *,
+        at_least: int = 1,
+        wakes_early: Callable[[Item], bool] | None = None,
+        within: float | None = None,
+    ) -> list[Item]:
+        """The next items, several per wake-up (``FrameChannel.aget_batch``); ``[]`` at the
+        end."""
+        return await self._frames.aget_batch(
+            limit, at_least=at_least, wakes_early=wakes_early, within=within
+        )
 
     def __aiter__(self) -> AsyncIterator[Item]:
         return self
