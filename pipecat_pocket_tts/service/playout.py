@@ -4,11 +4,26 @@ The output transport plays the audio it gets back to back, from when it arrives:
 while earlier audio still plays starts when that ends. A context's words are timed from the
 moment its first audio plays, never from the moment it was pushed (the engine makes audio
 ahead of real time, so a reply queued behind a greeting is pushed long before it is heard).
+
+A turn's last words can be timed at the end of its audio (words the voice could not say, or
+that pile onto its last frame). Pipecat 1.14 commits a turn with a frame timed just after its
+last word (``LLMAssistantPushAggregationFrame``, or the reply's ``LLMFullResponseEndFrame``),
+which the output transport holds until its clock gets there, while the next turn's start
+frames (``LLMFullResponseStartFrame``, ``TTSStartedFrame``) carry no time and come out as soon
+as the audio before them has been written: when the last chunk of that audio starts playing.
+The next turn then started inside the previous one, the commit closed it, and the next turn's
+own commit found no turn open: its text never reached the context. ``turn_start`` times such a
+turn's start frames and words after that commit.
 """
 
 from __future__ import annotations
 
+from ..engine.model.config import FRAME_RATE
+
 NS = 1_000_000_000
+LAST_FRAME_NS = round(NS / FRAME_RATE)
+"""A commit timed after a word in this last stretch of the audio (the engine's last frame,
+longer than the transport's chunk: 40 ms by default) may come out after the next turn's start."""
 
 
 class Playout:
@@ -28,6 +43,15 @@ class Playout:
     def queued_s(self, now: int) -> float:
         """Seconds of pushed audio not yet played at ``now``."""
         return max(0, self._end - now) / NS
+
+    def turn_start(self, now: int, last_word: int) -> int | None:
+        """The time to give the next turn's start frames and words, when the commit of the turn
+        before it (timed at ``last_word`` + 1) may come out after the audio before them has
+        played; None when it comes out before (``last_word`` 0: no word was timed)."""
+        start = self.next_start(now)
+        if not last_word or last_word + 1 <= start - LAST_FRAME_NS:
+            return None
+        return max(last_word + 1, start) + 1
 
     def interrupted(self) -> None:
         """The transport dropped the audio it had queued."""

@@ -20,9 +20,11 @@ from pipecat.frames.frames import (
     Frame,
     InterruptionFrame,
     LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
     OutputAudioRawFrame,
     StartFrame,
     TTSAudioRawFrame,
+    TTSStartedFrame,
     TTSStoppedFrame,
     TTSTextFrame,
 )
@@ -75,6 +77,8 @@ on a setup after 20 s). A load still running then finishes in the background; th
 waits for it, its audio context kept alive."""
 
 __all__ = ["WARMUP_FRAMES", "WARMUP_TEXT", "PocketTTSService", "PocketTTSSettings"]
+
+_TURN_FRAMES = (LLMFullResponseStartFrame, TTSStartedFrame, LLMFullResponseEndFrame)
 
 
 class PocketTTSService(TTSServiceHooks):
@@ -275,16 +279,30 @@ class PocketTTSService(TTSServiceHooks):
     async def push_frame(
         self, frame: Frame, direction: FrameDirection = FrameDirection.DOWNSTREAM
     ) -> None:
-        """Pipecat's, noting when the audio pushed downstream will play."""
+        """Pipecat's, noting when the audio pushed downstream will play, and timing a turn's
+        start and end frames after the commit of the turn before it when that commit is timed
+        at the end of its audio (``Playout.turn_start``)."""
         if direction == FrameDirection.DOWNSTREAM and isinstance(frame, OutputAudioRawFrame):
             seconds = len(frame.audio) / (2 * frame.num_channels * frame.sample_rate)
             self._playout.pushed(self.get_clock().get_time(), seconds)
+        elif (
+            direction == FrameDirection.DOWNSTREAM
+            and isinstance(frame, _TURN_FRAMES)
+            and frame.pts is None
+            and not getattr(frame, "skip_tts", False)  # TTSStartedFrame has none
+        ):  # an end frame without a time: its reply timed no word; it follows the start
+            frame.pts = self._turn_start()
         await super().push_frame(frame, direction)
+
+    def _turn_start(self) -> int | None:
+        return self._playout.turn_start(self.get_clock().get_time(), last_word_pts(self))
 
     async def start_word_timestamps(self) -> None:
         """Time the playing context's words from when its first audio plays: after all the
-        audio pushed before it (a greeting, an earlier reply), not when it is pushed."""
-        await start_word_timestamps_at(self, self._playout.next_start(self.get_clock().get_time()))
+        audio pushed before it (a greeting, an earlier reply), not when it is pushed; and
+        after its start frames when they wait for the commit of the turn before it."""
+        start = self._turn_start() or self._playout.next_start(self.get_clock().get_time())
+        await start_word_timestamps_at(self, start)
 
     async def on_aggregated_text(
         self, src_frame: AggregatedTextFrame, context_id: str | None = None

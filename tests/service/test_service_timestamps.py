@@ -303,7 +303,14 @@ GREETING = "Hello there, welcome back to the show today."
 
 
 async def run_greeting_and_reply(
-    pack, *, pause_at=None, lag=None, greeting=GREETING, reply=LONG_SENTENCE, heads=None
+    pack,
+    *,
+    pause_at=None,
+    lag=None,
+    greeting=GREETING,
+    reply=LONG_SENTENCE,
+    heads=None,
+    mode=TextAggregationMode.SENTENCE,
 ):
     """A greeting (``TTSSpeakFrame``) straight before an LLM reply; the engine's own word
     times (seconds into each context's audio) recorded as the service hands them over.
@@ -327,7 +334,7 @@ async def run_greeting_and_reply(
             pack,
             frames,
             rate=24000,
-            mode=TextAggregationMode.SENTENCE,
+            mode=mode,
             pause_at=pause_at,
             heads=heads,
             lag=lag,
@@ -416,3 +423,37 @@ async def test_a_barge_in_after_a_greeting_s_long_pause_keeps_exactly_the_words_
     assert [_content(m).strip() for m in messages[:1]] == [TAILED_GREETING]
     assert len(messages) == 2
     assert _content(messages[1]).split() == heard
+
+
+# The English pack cannot say the last word: it is timed at the very end of the greeting's
+# audio (words the chunks did not say start where the word before them ends).
+UNSAID_END_GREETING = "Hi there 你好"
+
+
+@pytest.fixture(scope="module")
+def eos_pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny pack whose EOS fires at the first frame allowed: a short greeting's audio ends
+    where its last words are timed (they pile onto its last frame)."""
+    root = tmp_path_factory.mktemp("ts_service_eos")
+    return build_pack(root / "english", tiny_config_dict("standard"), eos_logit=0.0)
+
+
+@pytest.mark.parametrize("lagged", [False, True], ids=["playing", "lagged"])
+@pytest.mark.parametrize("mode", [TextAggregationMode.SENTENCE, TextAggregationMode.TOKEN])
+async def test_a_reply_after_a_greeting_whose_last_word_ends_its_audio_is_not_lost(
+    eos_pack, mode, lagged
+):
+    """Pipecat commits a greeting when the playback reaches its last word (the commit frame is
+    timed just after it), but lets the reply's start frames out when the greeting's audio is
+    played. With the last word at the end of the audio the reply started first: its start fell
+    inside the greeting's turn, the commit closed that turn, and the reply's end found none
+    open, so the reply never reached the context (lagged: its first word went into the
+    greeting's message). The reply's start frames wait for the greeting's commit."""
+    texts = {"greeting": UNSAID_END_GREETING, "reply": SHORT_REPLY, "mode": mode}
+    greeting_seconds = (await run_greeting_and_reply(eos_pack, **texts))[3]
+    lag = greeting_seconds + 2.0 if lagged else None
+    run = await run_greeting_and_reply(eos_pack, lag=lag, **texts)
+    _, tap, messages, greeting_seconds, greeting, reply = run
+    assert greeting[-1] == ("你好", pytest.approx(greeting_seconds))  # at the audio's end
+    assert [f.text for f in tap.words] == [w for w, _ in greeting + reply]
+    assert [_content(m).strip() for m in messages] == [UNSAID_END_GREETING, SHORT_REPLY]
