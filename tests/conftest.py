@@ -69,16 +69,14 @@ def hf_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def no_numba(monkeypatch: pytest.MonkeyPatch) -> None:
     """This process without numba: ``import numba`` fails, and the kernel modules (imported
     from the start of the run) and the warmed-up module ``compiled`` holds are forgotten, so
-    the next use of the kernels tries the import again."""
+    the next use of the kernels tries the import again; all put back after the test."""
     from pipecat_pocket_tts.engine.backends.numpy import compiled, kernels
 
     monkeypatch.setitem(sys.modules, "numba", None)  # import numba → ImportError
     for name in kernels.MODULES:
         monkeypatch.delitem(sys.modules, f"{kernels.__package__}.{name}", raising=False)
-    # compiled.py keeps the module it warmed up: without numba, the next call imports again
-    monkeypatch.setattr(compiled, "_warmed", None)
-    monkeypatch.setattr(compiled, "_optional", None)
-    monkeypatch.setattr(compiled, "_optional_tried", False)
+    # compiled.py keeps the module it warmed up: a fresh state in its place imports again
+    monkeypatch.setattr(compiled, "_kernels", compiled._Kernels())
 
 
 # ======================================================================================

@@ -3,7 +3,8 @@
 ``ContextOutput`` is the one place a ``SpeechStream`` reaches Pipecat's ``TTSService``: it
 appends audio, word timestamps and frames to a context, ends it, keeps one alive while the
 engine still owes it audio, says how much pushed audio is still to play, reports a failure
-and runs the stream's tasks on the service's task manager.
+and runs the stream's tasks on the service's task manager. The ``EngineLoader`` runs its loads
+through it too, and keeps a turn waiting for one alive as often as a stream does.
 """
 
 from __future__ import annotations
@@ -62,8 +63,9 @@ class ContextOutput:
 
     @property
     def keepalive_interval(self) -> float:
-        """How often a context the engine still owes audio is kept alive: a third of the time
-        Pipecat lets a context go quiet."""
+        """How often a context waiting for a model or for audio the engine owes it is kept
+        alive: a third of the time Pipecat lets a context go quiet, at most
+        ``KEEPALIVE_INTERVAL_S``."""
         return min(KEEPALIVE_INTERVAL_S, quiet_context_timeout(self._service) / 3)
 
     async def end_context(self, context_id: str) -> None:

@@ -6,14 +6,14 @@ runtime, loaded in the background and adopted at the next turn. With a server UR
 is a ``RemoteTTS`` (a TTS server's one model, used through the same interface): "loading" is
 connecting to it, and a pack is one the server serves. Loads go through the
 process-wide shared cache (services of one pack share the weights) and run off the event
-loop. The calls into the engine's loading API are all in ``load_shared_engine`` and
-``EngineLoader.pack_for`` below.
+loop, on the service's task manager; a turn waiting for one has its audio context kept alive
+as often as a speech stream's (both through ``ContextOutput``). The calls into the engine's
+loading API are all in ``load_shared_engine`` and ``EngineLoader.pack_for`` below.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -25,12 +25,12 @@ from ..engine.model.languages import pack_name
 from ..engine.model.options import LoadOptions
 from ..server.client import RemoteTTS
 from .collector import freeze_heap_once
-from .pipecat_internals import KEEPALIVE_INTERVAL_S
 
 if TYPE_CHECKING:
     from pipecat.transcriptions.language import Language
 
     from ..engine import PocketTTS
+    from .context_output import ContextOutput
 
 
 WARMUP_TEXT = "Hello."
@@ -65,16 +65,9 @@ planned on a worker thread."""
 class EngineLoader:
     """Loads packs off the event loop and hands the engine to new turns."""
 
-    def __init__(
-        self,
-        settings: LoadSettings,
-        *,
-        create_task: Callable[[Coroutine[Any, Any, Any], str], asyncio.Task],
-        keep_alive: Callable[[str], None],
-    ) -> None:
+    def __init__(self, settings: LoadSettings, contexts: ContextOutput) -> None:
         self.settings = settings
-        self._create_task = create_task
-        self._keep_alive = keep_alive
+        self._contexts = contexts  # runs the load tasks, keeps a waiting turn's context alive
         self._engine: PocketTTS | RemoteTTS | None = None
         self._remote: RemoteTTS | None = None  # made at the first load (never in __init__)
         self._load_task: asyncio.Task | None = None  # the pack of the current settings
@@ -97,7 +90,7 @@ class EngineLoader:
 
     async def load_at_setup(self, pack: str, voice: Any, budget_s: float) -> Exception | None:
         """Start loading ``pack``; wait up to ``budget_s``. The failure, if it already failed."""
-        self._load_task = self._create_task(self._load(pack, voice), "pocket_tts_load")
+        self._load_task = self._contexts.create_task(self._load(pack, voice), "pocket_tts_load")
         await asyncio.wait({self._load_task}, timeout=budget_s)
         outcome = _outcome(self._load_task)
         if isinstance(outcome, Exception):
@@ -115,7 +108,7 @@ class EngineLoader:
         stopped anyway); the shared cache keeps what it loaded.
         """
         logger.info(f"PocketTTS: loading pack {pack!r} in the background")
-        self._switch_task = self._create_task(self._load(pack, voice), "pocket_tts_switch")
+        self._switch_task = self._contexts.create_task(self._load(pack, voice), "pocket_tts_switch")
 
     async def ready(self, context_id: str, pack: str, voice: Any) -> Ready:
         """The engine for a new turn: waits for a load still running, switches packs."""
@@ -140,7 +133,9 @@ class EngineLoader:
                     self._load_task = None
         if self._engine is None:
             if self._load_task is None:
-                self._load_task = self._create_task(self._load(pack, voice), "pocket_tts_load")
+                self._load_task = self._contexts.create_task(
+                    self._load(pack, voice), "pocket_tts_load"
+                )
             try:
                 self._engine = await self._wait_alive(context_id, self._load_task)
             except Exception as e:
@@ -189,11 +184,11 @@ class EngineLoader:
             return e
         return None
 
-    async def close(self, cancel_task: Callable[[asyncio.Task], Coroutine[Any, Any, Any]]) -> None:
+    async def close(self) -> None:
         """Forget the engine (the shared cache keeps the model) and stop waiting for loads."""
         for task in (self._load_task, self._switch_task):
             if task is not None and not task.done():
-                await cancel_task(task)
+                await self._contexts.cancel_task(task)
         self._load_task = self._switch_task = None
         self._engine = None
         remote, self._remote = self._remote, None
@@ -201,14 +196,15 @@ class EngineLoader:
             await asyncio.to_thread(remote.close)
 
     async def _wait_alive(self, context_id: str, task: asyncio.Task) -> PocketTTS | RemoteTTS:
-        """Await a load while refreshing the context, so Pipecat's no-audio timeout never fires.
+        """Await a load while refreshing the context as often as a speech stream's, so
+        Pipecat's no-audio timeout never fires, however short the service set it.
 
         The load is not cancelled when the caller is (an interruption): it keeps going for the
         next turn. Raises the load's failure.
         """
         while not task.done():
-            await asyncio.wait({task}, timeout=KEEPALIVE_INTERVAL_S)
-            self._keep_alive(context_id)
+            await asyncio.wait({task}, timeout=self._contexts.keepalive_interval)
+            self._contexts.keep_alive(context_id)
         outcome = _outcome(task)
         if outcome is None:
             raise PocketTTSError("the model load was cancelled")
@@ -283,7 +279,6 @@ def warm_up_engine(engine: PocketTTS, voice: Any = None) -> None:
 
 
 __all__ = [
-    "KEEPALIVE_INTERVAL_S",
     "WARMUP_FRAMES",
     "WARMUP_TEXT",
     "EngineLoader",

@@ -113,8 +113,9 @@ def is_interruptible(service: TTSService, context_id: str) -> bool:
 
 KEEPALIVE_INTERVAL_S = 1.0
 """While a turn waits (for a model loading, warming up or switching packs, or for audio the
-engine owes it), its audio context is refreshed at least this often, so Pipecat's quiet-context
-timeout (3 s by default) never writes it off."""
+engine owes it), its audio context is refreshed at least this often (more often when the
+service's quiet-context timeout is under three times this: ``ContextOutput.keepalive_interval``),
+so Pipecat's quiet-context timeout (3 s by default) never writes it off."""
 
 
 def refresh_audio_context(service: TTSService, context_id: str) -> None:

@@ -47,7 +47,6 @@ from .pipecat_internals import (
     bound_text_units,
     is_interruptible,
     last_word_pts,
-    refresh_audio_context,
     set_sentence_language,
     skipped_text_types,
     start_word_timestamps_at,
@@ -144,10 +143,11 @@ class PocketTTSService(TTSServiceHooks):
                 "model; with server_url the server's own options decide: drop them here"
             )
         defaults = initial_settings(language, settings)
+        self._playout = Playout()  # words are timed from when their audio plays
+        self._output = ContextOutput(self, self._playout)  # reads the service only when used
         self._loader = EngineLoader(
             LoadSettings(options, warmup and server_url is None, server_url, api_key, freeze_gc),
-            create_task=lambda coroutine, name: self.create_task(coroutine, name=name),
-            keep_alive=lambda context_id: refresh_audio_context(self, context_id),
+            self._output,
         )
         #: A regional variant for the text normalizer ("pt-BR"), or None for the pack's own.
         self._text_language = text_variant(defaults.language)
@@ -162,7 +162,6 @@ class PocketTTSService(TTSServiceHooks):
             **kwargs,
         )
         bound_text_units(self)  # the units Pipecat's word tracking sees stay short
-        self._playout = Playout()  # words are timed from when their audio plays
         self._set_sentence_language(self.pack)
         self._gate = TextGate(self._has_speech)  # after the user's transforms
         gate = self._gate.token if streams_tokens(self) else self._gate.sentence
@@ -172,7 +171,6 @@ class PocketTTSService(TTSServiceHooks):
         self._default_voice = defaults.voice is None
         if self._default_voice:
             stored_settings(self).voice = pack_default_voice(self.pack)
-        self._output = ContextOutput(self, self._playout)
         self._turns = Turns(
             self._output,
             lambda: StreamResampler(SAMPLE_RATE, self.sample_rate, quality=resampler_quality),
@@ -251,7 +249,7 @@ class PocketTTSService(TTSServiceHooks):
         """Release the sessions and the model reference (the shared cache keeps the model)."""
         await super().cleanup()
         await self._release()
-        await self._loader.close(self.cancel_task)
+        await self._loader.close()
 
     async def _release(self) -> None:
         self._stopped = True

@@ -12,7 +12,6 @@ import dataclasses
 import re
 import shutil
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +51,7 @@ from pipecat_pocket_tts.engine.audio import write_wav
 from pipecat_pocket_tts.engine.errors import LexiconError, UnknownLanguageError, VoiceFileError
 from pipecat_pocket_tts.engine.synthesis import TextPlanner
 from pipecat_pocket_tts.engine.text.prepare import TextStream
+from pipecat_pocket_tts.service import context_output as output_module
 from pipecat_pocket_tts.service import loading as loading_module
 from pipecat_pocket_tts.service import service as service_module
 from pipecat_pocket_tts.service.service import WARMUP_FRAMES, WARMUP_TEXT
@@ -370,20 +370,43 @@ async def test_slow_load_keeps_the_first_turn_alive(
     packs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A load that outlasts setup (a first download) finishes in the background; the first
-    turn waits for it without hitting the no-audio timeout (here 0.5 s instead of 3 s)."""
+    turn waits for it without hitting the no-audio timeout, here 0.6 s instead of 3 s. The
+    waiting turn's context was kept alive every 1 s whatever the timeout, so Pipecat wrote it
+    off ("completed with no audio"); it is kept alive as often as a speech stream's (a third
+    of the timeout). The load is held until the context has been kept alive five times
+    (longer than the timeout), or until Pipecat gives up on it (the test then fails)."""
+    refreshed: list[str] = []
+    go_on = threading.Event()  # lets the held load go on
     load = loading_module.load_shared_engine
+    refresh = output_module.refresh_audio_context
 
-    def slow_load(*args, **kwargs):
-        time.sleep(1.2)
+    def held_load(*args, **kwargs):
+        go_on.wait()
         return load(*args, **kwargs)
 
-    monkeypatch.setattr(loading_module, "load_shared_engine", slow_load)
+    def counting(tts: PocketTTSService, context_id: str) -> None:
+        refreshed.append(context_id)
+        if len(refreshed) >= 5:
+            go_on.set()
+        refresh(tts, context_id)
+
+    monkeypatch.setattr(loading_module, "load_shared_engine", held_load)
+    monkeypatch.setattr(output_module, "refresh_audio_context", counting)
     monkeypatch.setattr(service_module, "SETUP_LOAD_BUDGET_S", 0.0)
-    monkeypatch.setattr(loading_module, "KEEPALIVE_INTERVAL_S", 0.1)
-    tts = service(packs["english"], stop_frame_timeout_s=0.5)
-    down, up = await run_test(
-        tts, frames_to_send=[TTSSpeakFrame("Worth the wait.")], start_timeout=START
-    )
+    tts = service(packs["english"], stop_frame_timeout_s=0.6)
+
+    @tts.event_handler("on_error")
+    async def gave_up(_tts: PocketTTSService, _error: ErrorFrame) -> None:
+        go_on.set()
+
+    try:
+        down, up = await run_test(
+            tts, frames_to_send=[TTSSpeakFrame("Worth the wait.")], start_timeout=START
+        )
+    finally:
+        go_on.set()  # never leave a worker thread waiting
+    assert [f.error for f in up if isinstance(f, ErrorFrame)] == []
+    assert len(refreshed) >= 5 and len(set(refreshed)) == 1  # the one turn, kept alive
     assert tts.engine is None  # released at cleanup; it was not loaded when the turn came
     assert kinds(down) == [
         AggregatedTextFrame,
@@ -392,7 +415,6 @@ async def test_slow_load_keeps_the_first_turn_alive(
         LLMAssistantPushAggregationFrame,
         TTSStoppedFrame,
     ]
-    assert not [f for f in up if isinstance(f, ErrorFrame)]
 
 
 # -- output rates ------------------------------------------------------------------------

@@ -24,11 +24,60 @@ logger = logging.getLogger(__name__)
 #: The pip extra that installs the kernels' dependency (numba).
 KERNEL_EXTRA = "fast"
 
-_lock = threading.Lock()  # guards the warm-up
-_optional_lock = threading.Lock()  # guards the one attempt of ``optional``
-_warmed: ModuleType | None = None  # the kernels module once warmed up
-_optional: ModuleType | None = None
-_optional_tried = False
+
+class _Kernels:
+    """The kernels module once warmed up, and the one attempt ``optional`` makes at it.
+
+    The process has one, ``_kernels``, which ``required`` and ``optional`` look up at each
+    call: a test puts a fresh one in its place (the next use imports again), then the
+    process's back (``no_numba`` in ``tests/conftest.py``).
+    """
+
+    def __init__(self) -> None:
+        self._warm_lock = threading.Lock()  # guards the warm-up
+        self._optional_lock = threading.Lock()  # guards the one attempt of ``optional``
+        self._warmed: ModuleType | None = None  # the kernels module once warmed up
+        self._optional: ModuleType | None = None
+        self._optional_tried = False
+
+    def warmed_up(self) -> ModuleType:
+        """The kernels module (ImportError without a working numba), warmed up once."""
+        if self._warmed is not None:  # every call after the first: no lock
+            return self._warmed
+        from . import kernel_cache
+
+        with self._warm_lock:
+            if self._warmed is not None:
+                return self._warmed
+            first = kernel_cache.announce_first_compile()  # before numba's import, not after it
+            module = importlib.import_module(f"{__package__}.kernels")
+            module.warm_up()
+            if first:
+                kernel_cache.mark_compiled()
+            self._warmed = module
+        return module
+
+    def optional(self) -> ModuleType | None:
+        """``optional()``: the warmed-up module if numba is installed and imports, else None;
+        tried once."""
+        if self._optional_tried:  # every call after the first (per layer and step): no lock
+            return self._optional
+        with self._optional_lock:
+            if not self._optional_tried:
+                self._optional_tried = True
+                if numba_installed():
+                    try:
+                        self._optional = self.warmed_up()
+                    except ImportError as exc:
+                        logger.warning(
+                            "numba is installed but its kernels do not import (%s): NumPy "
+                            "runs the fp32 linears and the ELU instead",
+                            exc,
+                        )
+            return self._optional
+
+
+_kernels = _Kernels()
 
 
 class _AtFirstUse:
@@ -47,29 +96,10 @@ def resolve(chosen: ModuleType | _AtFirstUse | None) -> ModuleType | None:
     return optional() if chosen is AT_FIRST_USE else chosen  # type: ignore[return-value]
 
 
-def _import() -> ModuleType:
-    """The kernels module (ImportError without a working numba), warmed up once."""
-    global _warmed
-    if _warmed is not None:  # every call after the first: no lock
-        return _warmed
-    from . import kernel_cache
-
-    with _lock:
-        if _warmed is not None:
-            return _warmed
-        first = kernel_cache.announce_first_compile()  # before numba's import, not after it
-        module = importlib.import_module(f"{__package__}.kernels")
-        module.warm_up()
-        if first:
-            kernel_cache.mark_compiled()
-        _warmed = module
-    return module
-
-
 def required() -> ModuleType:
     """The kernels module, warmed up, or ``PrecisionUnavailableError`` naming the extra."""
     try:
-        return _import()
+        return _kernels.warmed_up()
     except ImportError as exc:
         raise PrecisionUnavailableError(
             "precision 'int8' and 'bf16' on the numpy backend run compiled kernels from numba, "
@@ -89,19 +119,4 @@ def optional() -> ModuleType | None:
 
     A numba that is installed but does not import is logged once as a warning (NumPy runs).
     """
-    global _optional, _optional_tried
-    if _optional_tried:  # every call after the first (per layer and step): no lock
-        return _optional
-    with _optional_lock:
-        if not _optional_tried:
-            _optional_tried = True
-            if numba_installed():
-                try:
-                    _optional = _import()
-                except ImportError as exc:
-                    logger.warning(
-                        "numba is installed but its kernels do not import (%s): NumPy "
-                        "runs the fp32 linears and the ELU instead",
-                        exc,
-                    )
-        return _optional
+    return _kernels.optional()
