@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from pipecat.frames.frames import (
     EndFrame,
     Frame,
@@ -61,6 +62,8 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.aggregators.llm_response_universal import LLMAssistantAggregator
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.tts_service import TextAggregationMode
+from pipecat.transports.base_output import BaseOutputTransport
+from pipecat.transports.base_transport import TransportParams
 from pipecat.workers.runner import WorkerRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -107,6 +110,27 @@ WORDS = [
 ]
 
 
+VOICE_RATE_EOS = (-4.8, 1.0)
+"""The EOS head's bias and weight scale that make the tiny pack speak at about a real voice's
+rate (measured: 17 characters a second on the run-on text, 13 on the sentences)."""
+
+
+def voice_rate_pack(folder: Path) -> Path:
+    """The tiny pack with a noisy EOS head: the logit is the bias plus a random projection
+    of the step's output, so EOS fires after a random number of frames, not at the first."""
+    from safetensors.numpy import load_file, save_file
+
+    bias, scale = VOICE_RATE_EOS
+    pack = build_pack(folder, tiny_config_dict("standard"), eos_logit=bias)
+    weights = pack / "model.safetensors"
+    tensors = load_file(weights)
+    shape = tensors["flow_lm.out_eos.weight"].shape
+    projection = np.random.default_rng(7).standard_normal(shape) * scale / np.sqrt(shape[-1])
+    tensors["flow_lm.out_eos.weight"] = projection.astype(np.float32)
+    save_file(tensors, weights)
+    return pack
+
+
 def sentences_text(size: int) -> str:
     out, n = [], 0
     while sum(map(len, out)) < size:
@@ -124,6 +148,7 @@ TEXTS = {
     "20KB sentences": sentences_text(20_000),
     "20KB no end": run_on_text(20_000),
     "4KB run-on": run_on_text(4_000),
+    "1KB run-on": run_on_text(1_000),  # for --real-time --rate voice: a minute of audio
 }
 INPUTS = ("SENTENCE", "TOKEN", "TTSSpeakFrame")
 HEADER = (
@@ -196,6 +221,32 @@ class AudioCount(FrameProcessor):
         if isinstance(frame, TTSAudioRawFrame):
             self.seconds += len(frame.audio) / 2 / frame.sample_rate
         await self.push_frame(frame, direction)
+
+
+class RealTimeOutput(BaseOutputTransport):
+    """An output transport that plays in real time on the wall clock: each chunk is written
+    once the chunk before it has played (Pipecat's network outputs pace their writes so)."""
+
+    def __init__(self, sample_rate: int, chunks_10ms: int = 4) -> None:
+        params = TransportParams(
+            audio_out_enabled=True,
+            audio_out_sample_rate=sample_rate,
+            audio_out_10ms_chunks=chunks_10ms,
+        )
+        super().__init__(params)
+        self._played_until = 0.0
+
+    async def start(self, frame: Frame) -> None:
+        await super().start(frame)
+        await self.set_transport_ready(frame)
+
+    async def write_audio_frame(self, frame: Any) -> bool:
+        now = time.monotonic()
+        wait, self._played_until = self._played_until - now, max(self._played_until, now)
+        self._played_until += len(frame.audio) / 2 / frame.sample_rate
+        if wait > 0:
+            await asyncio.sleep(wait)
+        return True
 
 
 def frames_of(text: str, how: str) -> list[Frame]:
@@ -279,15 +330,18 @@ async def run_case(
     make_service: Any = pocket_service,
     chars_per_second: float = 75.0,
     census: bool = False,
+    real_time: bool = False,
+    chunks_10ms: int = 4,
 ) -> Result:
     mode = TextAggregationMode.TOKEN if how == "TOKEN" else TextAggregationMode.SENTENCE
     clock = PlaybackClock()
     tts = make_service(pack, mode, chars_per_second)
     counter = AudioCount()
     context = LLMContext()
+    output = RealTimeOutput(RATE, chunks_10ms) if real_time else PlaybackOutput(clock, RATE)
     worker = PipelineWorker(
-        Pipeline([tts, counter, PlaybackOutput(clock, RATE), LLMAssistantAggregator(context)]),
-        clock=clock,
+        Pipeline([tts, counter, output, LLMAssistantAggregator(context)]),
+        **({} if real_time else {"clock": clock}),
         params=PipelineParams(audio_out_sample_rate=RATE),
         cancel_on_idle_timeout=False,
     )
@@ -325,8 +379,11 @@ async def run_case(
         await runner.run()
         runner_done.set()
 
-    with timed_frames_on(clock):
+    if real_time:
         await asyncio.gather(run(), drive())
+    else:
+        with timed_frames_on(clock):
+            await asyncio.gather(run(), drive())
     said = "".join(m["content"] for m in context.get_messages() if m.get("role") == "assistant")
     return Result(
         meter.longest * 1000,
@@ -368,16 +425,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--census", action="store_true", help="the objects a full collection walks, at start"
     )
+    parser.add_argument(
+        "--real-time", action="store_true", help="the output plays on the wall clock"
+    )
+    parser.add_argument(
+        "--chunks",
+        type=int,
+        default=4,
+        help="with --real-time: the output's chunk in 10 ms (Pipecat's audio_out_10ms_chunks)",
+    )
+    parser.add_argument(
+        "--rate",
+        choices=("pack", "voice"),
+        default="pack",
+        help="voice: the tiny pack speaks at about a real voice's rate (a noisy EOS head)",
+    )
     parser.add_argument("--against", type=Path, help="another checkout, run case by case")
     args = parser.parse_args(argv)
+    if args.rate == "voice" and args.pack == "full":
+        parser.error("--rate voice is the tiny pack's (the full-size pack has its own EOS head)")
     if args.against is not None:
         return side_by_side(args)
     import pipecat_pocket_tts
 
-    print(f"code: {Path(pipecat_pocket_tts.__file__).parent}  pack: {args.pack}")
+    output = "real-time (wall clock)" if args.real_time else "virtual clock"
+    print(f"code: {Path(pipecat_pocket_tts.__file__).parent}  pack: {args.pack}  output: {output}")
     with tempfile.TemporaryDirectory() as root:
         if args.pack == "full":
             pack, _ = build_files(args.work)
+        elif args.rate == "voice":
+            pack = voice_rate_pack(Path(root) / "english")
         else:
             pack = build_pack(Path(root) / "english", tiny_config_dict("standard"))
         if args.census:
@@ -386,29 +463,32 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.texts:
             for how in args.inputs:
                 text = TEXTS[name]
-                r = asyncio.run(run_case(pack, text, how, args.freeze, census=args.census))
+                case = functools.partial(
+                    run_case, real_time=args.real_time, chunks_10ms=args.chunks
+                )
+                r = asyncio.run(case(pack, text, how, args.freeze, census=args.census))
                 print_row(name, how, text, r)
                 if args.profile:  # a second run, profiled: the shares of the loop's time
-                    profiled = run_case(pack, text, how, args.freeze, profile=True)
+                    profiled = case(pack, text, how, args.freeze, profile=True)
                     print_profile(r, asyncio.run(profiled))
                 if args.reference and r.audio_s:
                     rate = len(text) / r.audio_s
                     ref = asyncio.run(
-                        run_case(pack, text, how, args.freeze, False, reference_service, rate)
+                        case(pack, text, how, args.freeze, False, reference_service, rate)
                     )
                     print_row(name, how, text, ref, "reference")
                     if args.profile:
-                        profiled = run_case(
-                            pack, text, how, args.freeze, True, reference_service, rate
-                        )
+                        profiled = case(pack, text, how, args.freeze, True, reference_service, rate)
                         print_profile(ref, asyncio.run(profiled))
+                    if args.real_time:  # the output paces every service's frames already
+                        continue
                     # Frames spread over the run as the engine made ours, the engine computing.
                     frame_s = FRAME_SAMPLES / RATE
                     pace = functools.partial(
                         reference_service, pace_s=frame_s * r.wall_s / r.audio_s
                     )
                     with EngineBeside(pack, text):
-                        ref = asyncio.run(run_case(pack, text, how, args.freeze, False, pace, rate))
+                        ref = asyncio.run(case(pack, text, how, args.freeze, False, pace, rate))
                     print_row(name, how, text, ref, "reference, paced, engine beside")
     return 0
 
@@ -458,6 +538,8 @@ def side_by_side(args: argparse.Namespace) -> int:
     flags = ["--pack", args.pack, "--work", str(args.work)]
     flags += ["--freeze"] if args.freeze else []
     flags += ["--profile"] if args.profile else []
+    flags += ["--real-time"] if args.real_time else []
+    flags += ["--rate", args.rate, "--chunks", str(args.chunks)]
     print(f"other: {args.against.resolve()}  this: {here}  pack: {args.pack}")
     print(f"      {HEADER}")
     for name in args.texts:

@@ -13,6 +13,7 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 from pipecat.frames.frames import AggregatedTextFrame, Frame, TTSAudioRawFrame, TTSStoppedFrame
+from pipecat.services.settings import TTSSettings
 
 from pipecat_pocket_tts.service.pipecat_internals import (
     TTSServiceHooks,
@@ -47,6 +48,7 @@ class ReferenceTTS(TTSServiceHooks):
             push_text_frames=False,
             push_stop_frames=True,
             sample_rate=sample_rate,
+            settings=TTSSettings(model=None, voice=None, language=None),  # it has none
             **kwargs,
         )
         bound_text_units(self)
