@@ -315,11 +315,10 @@ async def run_greeting_and_reply(
     """A greeting (``TTSSpeakFrame``) straight before an LLM reply; the engine's own word
     times (seconds into each context's audio) recorded as the service hands them over.
 
-    Estimated word times by default (no heads): for ``GREETING`` the random pack's attention
-    puts the last word at the very end of its audio, where Pipecat releases the greeting's
-    context commit and the reply's start frame at the same instant, in either order. ``lag``:
-    the playback starts once that much audio has arrived (the reply is pushed while the
-    greeting plays)."""
+    Estimated word times by default (no heads); a greeting whose last word is timed at the
+    end of its audio is the case of the test of a reply that is not lost below. ``lag``: the
+    playback starts once that much audio has arrived (the reply is pushed while the greeting
+    plays)."""
     given: dict[str, list[tuple[str, float]]] = {}
     real = PocketTTSService.add_word_timestamps
 
