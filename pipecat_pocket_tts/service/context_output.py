@@ -45,7 +45,7 @@ class ContextOutput:
     @property
     def queued_s(self) -> float:
         """Seconds of audio pushed to the output transport and not yet played."""
-        return self._playout.queued_s(self._service.get_clock().get_time())
+        return self._playout.queued_s()
 
     async def add_words(self, context_id: str, words: list[tuple[str, float]]) -> None:
         """Word timestamps (seconds on the context's audio timeline) for Pipecat to release

@@ -18,6 +18,8 @@ turn's start frames and words after that commit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..engine.model.config import FRAME_RATE
 
 NS = 1_000_000_000
@@ -27,31 +29,37 @@ longer than the transport's chunk: 40 ms by default) may come out after the next
 
 
 class Playout:
-    """The end of the audio pushed so far, on the pipeline's clock (nanoseconds)."""
+    """The end of the audio pushed so far, on the pipeline's clock (``now``: nanoseconds)."""
 
-    def __init__(self) -> None:
+    def __init__(self, now: Callable[[], int]) -> None:
+        self._now = now
         self._end = 0
 
-    def pushed(self, now: int, seconds: float) -> None:
-        """``seconds`` of audio were pushed at ``now``: they play after what is queued."""
-        self._end = max(self._end, now) + round(seconds * NS)
+    def pushed(self, seconds: float) -> None:
+        """``seconds`` of audio were pushed now: they play after what is queued."""
+        self._end = max(self._end, self._now()) + round(seconds * NS)
 
-    def next_start(self, now: int) -> int:
-        """When audio pushed at ``now`` starts playing."""
-        return max(self._end, now)
+    def next_start(self) -> int:
+        """When audio pushed now starts playing."""
+        return max(self._end, self._now())
 
-    def queued_s(self, now: int) -> float:
-        """Seconds of pushed audio not yet played at ``now``."""
-        return max(0, self._end - now) / NS
+    def queued_s(self) -> float:
+        """Seconds of pushed audio not yet played."""
+        return max(0, self._end - self._now()) / NS
 
-    def turn_start(self, now: int, last_word: int) -> int | None:
+    def turn_start(self, last_word: int) -> int | None:
         """The time to give the next turn's start frames and words, when the commit of the turn
         before it (timed at ``last_word`` + 1) may come out after the audio before them has
         played; None when it comes out before (``last_word`` 0: no word was timed)."""
-        start = self.next_start(now)
+        start = self.next_start()
         if not last_word or last_word + 1 <= start - LAST_FRAME_NS:
             return None
         return max(last_word + 1, start) + 1
+
+    def words_start(self, last_word: int) -> int:
+        """When the next turn's words start: after the commit of the turn before it where its
+        start frames wait for that (``turn_start``), else when its audio starts playing."""
+        return self.turn_start(last_word) or self.next_start()
 
     def interrupted(self) -> None:
         """The transport dropped the audio it had queued."""

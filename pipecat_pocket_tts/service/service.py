@@ -143,7 +143,8 @@ class PocketTTSService(TTSServiceHooks):
                 "model; with server_url the server's own options decide: drop them here"
             )
         defaults = initial_settings(language, settings)
-        self._playout = Playout()  # words are timed from when their audio plays
+        # Words are timed from when their audio plays, on the pipeline's clock (read when used).
+        self._playout = Playout(lambda: self.get_clock().get_time())
         self._output = ContextOutput(self, self._playout)  # reads the service only when used
         self._loader = EngineLoader(
             LoadSettings(options, warmup and server_url is None, server_url, api_key, freeze_gc),
@@ -282,25 +283,21 @@ class PocketTTSService(TTSServiceHooks):
         at the end of its audio (``Playout.turn_start``)."""
         if direction == FrameDirection.DOWNSTREAM and isinstance(frame, OutputAudioRawFrame):
             seconds = len(frame.audio) / (2 * frame.num_channels * frame.sample_rate)
-            self._playout.pushed(self.get_clock().get_time(), seconds)
+            self._playout.pushed(seconds)
         elif (
             direction == FrameDirection.DOWNSTREAM
             and isinstance(frame, _TURN_FRAMES)
             and frame.pts is None
             and not getattr(frame, "skip_tts", False)  # TTSStartedFrame has none
         ):  # an end frame without a time: its reply timed no word; it follows the start
-            frame.pts = self._turn_start()
+            frame.pts = self._playout.turn_start(last_word_pts(self))
         await super().push_frame(frame, direction)
-
-    def _turn_start(self) -> int | None:
-        return self._playout.turn_start(self.get_clock().get_time(), last_word_pts(self))
 
     async def start_word_timestamps(self) -> None:
         """Time the playing context's words from when its first audio plays: after all the
         audio pushed before it (a greeting, an earlier reply), not when it is pushed; and
         after its start frames when they wait for the commit of the turn before it."""
-        start = self._turn_start() or self._playout.next_start(self.get_clock().get_time())
-        await start_word_timestamps_at(self, start)
+        await start_word_timestamps_at(self, self._playout.words_start(last_word_pts(self)))
 
     async def on_aggregated_text(
         self, src_frame: AggregatedTextFrame, context_id: str | None = None
