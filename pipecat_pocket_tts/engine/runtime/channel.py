@@ -9,7 +9,7 @@ import contextlib
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 END: Any = object()  # end of the frame stream
@@ -31,7 +31,7 @@ class _Waiter(Generic[Item]):
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[None]
     at_least: int = 1
-    wakes_early: Callable[[Item], bool] | None = field(default=None)
+    wakes_early: Callable[[Item], bool] | None = None
 
     def woken_by(self, item: Item, queued: int) -> bool:
         return queued >= self.at_least or (self.wakes_early is not None and self.wakes_early(item))
@@ -91,12 +91,8 @@ class FrameChannel(Generic[Item]):
 
     async def aget(self) -> Item:
         """Like ``get`` without blocking the running event loop."""
-        while True:
-            with self._cond:
-                if self._items or self._closed:
-                    return self._take()
-                waiter = self._wait()
-            await self._until(waiter)
+        batch = await self.aget_batch(1)
+        return batch[0] if batch else END
 
     async def aget_batch(
         self,
@@ -124,32 +120,19 @@ class FrameChannel(Generic[Item]):
                     return []
                 if ready:
                     return [items.popleft() for _ in range(min(limit, len(items)))]
-                waiter = self._wait(at_least, wakes_early)
+                waiter = _Waiter(loop, loop.create_future(), at_least, wakes_early)
+                self._waiters.append(waiter)
             timer = None
             if deadline is not None and not due:
                 timer = loop.call_at(deadline, _resolve, waiter.future)
             try:
-                await self._until(waiter)
+                await waiter.future
             finally:
                 if timer is not None:
                     timer.cancel()
-
-    def _wait(
-        self, at_least: int = 1, wakes_early: Callable[[Item], bool] | None = None
-    ) -> _Waiter[Item]:
-        """A waiter for the running loop (called under the lock)."""
-        loop = asyncio.get_running_loop()
-        waiter = _Waiter(loop, loop.create_future(), at_least, wakes_early)
-        self._waiters.append(waiter)
-        return waiter
-
-    async def _until(self, waiter: _Waiter[Item]) -> None:
-        try:
-            await waiter.future
-        finally:
-            with self._cond:
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
+                with self._cond:
+                    if waiter in self._waiters:
+                        self._waiters.remove(waiter)
 
     def _take(self) -> Item:
         if self._items:

@@ -6,14 +6,16 @@ import asyncio
 import threading
 
 import pytest
+from polling import poll_until
 
 from pipecat_pocket_tts.engine.runtime.channel import FrameChannel
 
 
 async def _waiting(channel: FrameChannel, task: asyncio.Task) -> None:
     """Until ``task`` waits on ``channel`` (its waiter is registered)."""
-    while not channel._waiters and not task.done():
-        await asyncio.sleep(0)
+    await poll_until(
+        lambda: bool(channel._waiters) or task.done(), what="the consumer's wait", interval=0
+    )
 
 
 async def test_a_batch_waits_for_at_least_that_many_items():
