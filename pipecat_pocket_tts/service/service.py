@@ -58,9 +58,10 @@ from .pipecat_internals import (
 from .playout import Playout
 from .resampler import StreamResampler
 from .settings import UTTERANCE_SETTINGS, PocketTTSSettings, initial_settings, session_options
+from .speech_stream import Turn, TurnOptions
 from .text_gate import TextGate
 from .text_units import STREAMED_UNIT_CHARS, UNIT_CHARS, split_units
-from .turns import Turn, TurnOptions, Turns
+from .turns import Turns
 from .unspoken import UnspokenContexts
 from .updates import check_update
 

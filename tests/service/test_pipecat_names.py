@@ -25,6 +25,7 @@ INTERNALS = "service/pipecat_internals.py"
 SERVICE_MODULES = (
     "service/service.py",
     "service/turns.py",
+    "service/speech_stream.py",
     "service/context_output.py",
     "service/handover.py",
     "service/playout.py",

@@ -50,7 +50,7 @@ from pipecat_pocket_tts.engine.errors import (
 )
 from pipecat_pocket_tts.engine.text.chunking import TextChunk
 from pipecat_pocket_tts.engine.text.prepare import TextStream
-from pipecat_pocket_tts.service.turns import OFF_LOOP_CHARS
+from pipecat_pocket_tts.service.speech_stream import OFF_LOOP_CHARS
 
 START = 30.0
 MODES = [TextAggregationMode.SENTENCE, TextAggregationMode.TOKEN]

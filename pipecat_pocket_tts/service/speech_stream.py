@@ -1,0 +1,426 @@
+"""A speech stream of ``PocketTTSService``: which audio context each engine frame goes to.
+
+A *turn* is one Pipecat audio context (an LLM reply or a ``TTSSpeakFrame``); a *speech stream*
+(``SpeechStream``) is one engine session with its consumer task and resampler. Turns of
+interruptible speech share the main stream; an uninterruptible turn gets a private stream, so
+cancelling the main one never cuts it. Everything that must follow a turn's audio rides in the
+session's output as a marker (``Session.mark``), so it comes out after the audio queued before
+it:
+
+- a frame Pipecat appends to the context (``TTSTextFrame``, a sentence's announcement): marked
+  at once (SENTENCE aggregation: its text was enqueued just before) or, in TOKEN aggregation
+  while the session's text stream still holds unfinished text, held by the turn and marked
+  right after the next chunk is queued (the one that completes or continues that text); held
+  frames are dropped when that queueing fails, so unspoken text is never pushed;
+- the end of a turn: the turn's text is flushed into the session, then marked;
+- a pause: after each queueing, so the resampler is flushed when the session runs dry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from pipecat.frames.frames import Frame, TTSTextFrame
+from pipecat.utils.types import is_given
+
+from ..engine.model.config import SAMPLE_RATE
+from ..engine.runtime.channel import Marker
+from ..engine.utterance import UtteranceOptions
+from .handover import handover
+
+if TYPE_CHECKING:
+    from ..engine import Session
+    from ..engine.synthesis import AudioFrame
+    from ..server.client import RemoteSession
+    from .context_output import ContextOutput
+    from .resampler import StreamResampler
+    from .settings import PocketTTSSettings
+
+
+@dataclass(frozen=True)
+class TurnOptions:
+    """The service's settings at the time a turn's text is handed over."""
+
+    utterance: UtteranceOptions  # voice, temperature, normalize, lexicon (no seed)
+    seed: int | None  # the seed setting (None: random), applied when its version changes
+    seed_version: int  # bumped by every seed update
+
+    @classmethod
+    def of(cls, settings: PocketTTSSettings, seed_version: int) -> TurnOptions:
+        """The options of the service's current settings."""
+        return cls(
+            utterance=UtteranceOptions(
+                voice=settings.voice,
+                temperature=settings.temperature,
+                normalize=bool(settings.normalize),
+                lexicon=settings.lexicon or None,
+            ),
+            seed=settings.seed if is_given(settings.seed) else None,
+            seed_version=seed_version,
+        )
+
+    def with_seed(self, seed: int | None) -> UtteranceOptions:
+        """The utterance options, restarting the generator from ``seed`` (None: no restart)."""
+        return self.utterance if seed is None else replace(self.utterance, seed=seed)
+
+
+@dataclass(eq=False)
+class Turn:
+    """One audio context while its speech is synthesized."""
+
+    context_id: str
+    stream: SpeechStream
+    streamed: bool  # TOKEN aggregation: text goes through Session.feed
+    closed: bool = False
+    failed_text: bool = False  # SENTENCE: the last enqueue raised; its text frame goes
+    held: list[Frame] = field(default_factory=list)  # TOKEN: waiting for their chunk
+    audio_start: float | None = None  # session-clock seconds where its audio begins
+    ending: bool = False  # its end is marked: the context closes when the marker comes out
+
+    def close(self) -> None:
+        self.closed = True
+        self.held.clear()
+
+
+@dataclass(frozen=True, eq=False)
+class _Release:
+    turn: Turn
+    frame: Frame
+
+
+@dataclass(frozen=True, eq=False)
+class _TurnEnd:
+    turn: Turn
+
+
+_PAUSE = object()  # marked after each queueing: the audio pauses there if nothing follows
+
+
+def _is_marker(item: object) -> bool:
+    """Wakes the consumer at once (called on the engine's thread)."""
+    return isinstance(item, Marker)
+
+
+OFF_LOOP_CHARS = 2000
+"""Text longer than this goes to the session from a worker thread: preparing it (normalize,
+chunk, tokenize: about 2.5 ms of CPU per 1,000 characters) would hold the event loop. Pipecat
+awaits each ``run_tts`` before the next, so the order of text and markers is kept."""
+
+
+async def _off_loop_if_long(text: str, call: Callable[[], Any]) -> Any:
+    return await asyncio.to_thread(call) if len(text) > OFF_LOOP_CHARS else call()
+
+
+class SpeechStream:
+    """One engine session the service speaks through: the task that consumes its output, its
+    resampler and its turns (the engine's own ``runtime.streams.Stream`` is the session's place
+    on the scheduler)."""
+
+    def __init__(
+        self,
+        session: Session | RemoteSession,
+        resampler: StreamResampler,
+        output: ContextOutput,
+        *,
+        private: bool,
+        seed_version: int,
+        on_closed: Callable[[SpeechStream, list[Turn]], None],
+    ) -> None:
+        self.session = session
+        self.private = private  # owned by one uninterruptible turn
+        self.retired = False  # takes no new turns; closed once its turns are
+        self.closed = False
+        self._resampler = resampler
+        self._output = output
+        self._seed_version = seed_version  # the seed version this session's generator follows
+        self._on_closed = on_closed
+        self._turns: list[Turn] = []  # open turns on this stream
+        self._owners: dict[int, Turn] = {}  # utterance index → turn, until its last frame
+        self._audio_turn: Turn | None = None  # the turn whose audio the resampler holds
+        self._feeding: Turn | None = None  # the turn whose text the session's text stream holds
+        self._clock = 0.0  # session-clock seconds of the frames that came out
+        self._consumer = output.create_task(self._consume(), name="pocket_tts_consumer")
+        self._keepalive: asyncio.Task | None = None  # runs while the engine owes a turn audio
+
+    @property
+    def busy(self) -> bool:
+        """True while it has open turns or utterances whose audio has not come out."""
+        return bool(self._turns or self._owners)
+
+    def add(self, turn: Turn) -> None:
+        self._turns.append(turn)
+
+    # -- text in ----------------------------------------------------------------------
+    async def enqueue(self, turn: Turn, text: str, options: TurnOptions) -> None:
+        """Queue a whole sentence of ``turn`` (SENTENCE aggregation)."""
+        if turn.closed or self.closed or not text.strip():
+            return
+        seed = self._reseed(options)
+        try:
+            index = await _off_loop_if_long(
+                text,
+                lambda: self.session.enqueue(text, options.with_seed(seed)),
+            )
+        except Exception:
+            if turn.closed or self.closed:
+                return  # interrupted while a long text was planned off the loop
+            turn.failed_text = True
+            raise
+        if turn.closed or self.closed:
+            return
+        turn.failed_text = False
+        if index is not None:  # None: nothing speakable after normalization (the seed waits)
+            self._queued(turn, [index], options)
+
+    async def feed(self, turn: Turn, text: str, options: TurnOptions) -> None:
+        """Add a token of ``turn`` to the session's text stream (TOKEN aggregation)."""
+        if turn.closed or self.closed:
+            return
+        if self._feeding is not None and self._feeding is not turn:
+            self.flush(self._feeding, options)  # another turn's text ends where this begins
+        self._feeding = turn
+        seed = self._reseed(options)
+
+        def feed() -> list[int]:
+            return self.session.feed(text, options.with_seed(seed))
+
+        try:
+            indices = await _off_loop_if_long(text, feed)
+        except Exception:
+            if turn.closed or self.closed:
+                return  # interrupted while a long text was planned off the loop
+            turn.held.clear()  # the chunk their text waited for was never made
+            raise
+        if not (turn.closed or self.closed):
+            self._release_queued(turn, indices, options)
+
+    def flush(self, turn: Turn, options: TurnOptions) -> None:
+        """``turn``'s streamed text is complete: queue what the text stream holds of it."""
+        if self._feeding is not turn or self.closed:
+            return
+        self._feeding = None
+        self._queue_text(
+            turn,
+            lambda seed: self.session.flush(options.with_seed(seed)),
+            options,
+        )
+
+    def _queue_text(
+        self, turn: Turn, queue: Callable[[int | None], list[int]], options: TurnOptions
+    ) -> None:
+        try:
+            indices = queue(self._reseed(options))
+        except Exception:
+            turn.held.clear()  # the chunk their text waited for was never made
+            raise
+        self._release_queued(turn, indices, options)
+
+    def _release_queued(self, turn: Turn, indices: list[int], options: TurnOptions) -> None:
+        """Record newly queued utterances; frames held for them follow their audio."""
+        self._queued(turn, indices, options)
+        if indices:
+            held, turn.held = turn.held, []
+            for frame in held:
+                self.session.mark(_Release(turn, frame))
+
+    def _reseed(self, options: TurnOptions) -> int | None:
+        """A seed for the next utterance when the seed setting changed since the last one."""
+        if self._seed_version == options.seed_version:
+            return None
+        return secrets.randbits(64) if options.seed is None else options.seed
+
+    def _queued(self, turn: Turn, indices: list[int], options: TurnOptions) -> None:
+        if not indices:
+            return
+        self._seed_version = options.seed_version
+        for index in indices:
+            self._owners[index] = turn
+        self.session.mark(_PAUSE)
+        self._keep_owed_contexts_alive()
+
+    # -- frames of the context ---------------------------------------------------------
+    def follow_audio(self, turn: Turn, frame: Frame) -> None:
+        """Let ``frame`` of ``turn``'s context out after the audio of the text handed over."""
+        if turn.closed or self.closed:
+            return
+        if isinstance(frame, TTSTextFrame) and turn.failed_text:
+            turn.failed_text = False  # the utterance that ends this text failed
+            return
+        if turn.streamed and self._feeding is turn and self.session.holds_fed_text:
+            turn.held.append(frame)
+        else:
+            self.session.mark(_Release(turn, frame))
+
+    def end_turn(self, turn: Turn, options: TurnOptions) -> None:
+        """No more text for ``turn``: its context ends after the last of its audio."""
+        if turn.closed or self.closed:
+            return
+        try:
+            self.flush(turn, options)
+        finally:
+            self.session.mark(_TurnEnd(turn))
+            turn.ending = True
+            self._keep_owed_contexts_alive()
+
+    # -- keeping contexts alive -----------------------------------------------------------
+    def _owed_turns(self) -> list[Turn]:
+        """Open turns the engine still owes output: queued utterances, or their end marker."""
+        owed = [*self._owners.values(), *(t for t in self._turns if t.ending)]
+        return [turn for turn in dict.fromkeys(owed) if not turn.closed]
+
+    def _keep_owed_contexts_alive(self) -> None:
+        if self._keepalive is None and not self.closed:
+            self._keepalive = self._output.create_task(
+                self._keep_alive(), name="pocket_tts_keepalive"
+            )
+
+    async def _keep_alive(self) -> None:
+        """Pipecat ends an audio context that gets nothing for a few seconds, and counts one
+        that ended without audio as silent (three in a row write the service off). While the
+        engine still owes a turn output (a wait for a scheduler slot or a server, a slow first
+        frame on a busy machine), its context is kept alive, so the reply is not lost."""
+        while owed := self._owed_turns():
+            for turn in owed:
+                self._output.keep_alive(turn.context_id)
+            await asyncio.sleep(self._output.keepalive_interval)
+        self._keepalive = None
+
+    # -- output ------------------------------------------------------------------------
+    async def _consume(self) -> None:
+        try:
+            after_marker = True
+            while True:
+                wait = handover(self._output.queued_s, after_marker=after_marker)
+                items = await self.session.next_batch(
+                    wait.limit, at_least=wait.at_least, wakes_early=_is_marker, within=wait.within
+                )
+                if not items:
+                    break
+                after_marker = await self._on_items(items)
+                # A backlog (the loop was busy) is handed over a batch per loop slice: the
+                # session's channel hands queued items over without suspending.
+                await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            await self._output.report_failure(e)
+            await self.close(end_turns=True)
+
+    async def _on_items(self, items: list[AudioFrame | Marker]) -> bool:
+        """Frames and markers in order, each run of frames handed over at once; True if the
+        last item was a marker."""
+        frames: list[AudioFrame] = []
+        for item in items:
+            if isinstance(item, Marker):
+                await self._on_audio(frames)
+                frames = []
+                await self._on_marker(item.payload)
+            else:
+                frames.append(item)
+        await self._on_audio(frames)
+        return not frames
+
+    async def _on_audio(self, frames: list[AudioFrame]) -> None:
+        """Engine frames (24 kHz) → resampled audio in their turns' contexts, one audio frame
+        per run of frames of the same turn."""
+        run: list[AudioFrame] = []
+        run_turn: Turn | None = None
+        for frame in frames:
+            turn = self._owners.get(frame.utterance_index)
+            if frame.is_last_in_utterance:
+                self._owners.pop(frame.utterance_index, None)
+            start, self._clock = self._clock, self._clock + frame.samples.shape[0] / SAMPLE_RATE
+            if turn is None or turn.closed:
+                continue
+            if turn.audio_start is None:
+                turn.audio_start = start
+            if turn is not run_turn:
+                await self._play(run_turn, run)
+                run, run_turn = [], turn
+            run.append(frame)
+        await self._play(run_turn, run)
+
+    async def _play(self, turn: Turn | None, frames: list[AudioFrame]) -> None:
+        """Frames of ``turn`` → one audio frame and their words in its context."""
+        if turn is None or turn.closed or not frames:
+            return
+        if self._audio_turn is not turn:
+            await self._flush_resampler()  # the previous turn's audio ends here
+            self._audio_turn = turn
+        samples = [frame.samples for frame in frames]
+        audio = samples[0] if len(samples) == 1 else np.concatenate(samples)
+        await self._output.append_audio(turn.context_id, self._resampler.process(audio))
+        # Times on the context's timeline: the resampled audio stays aligned with the
+        # engine's (the filter only delays delivery), so a word at t of the turn's engine
+        # audio is heard t after the context's first audio.
+        start = turn.audio_start or 0.0
+        words = [(w.text, w.session_start - start) for frame in frames for w in frame.words]
+        await self._output.add_words(turn.context_id, words)
+
+    async def _on_marker(self, payload: Any) -> None:
+        if not self._owners:  # nothing queued after this point: the audio pauses here
+            await self._flush_resampler()
+        if isinstance(payload, _Release):
+            if not payload.turn.closed:
+                await self._output.append_frame(payload.turn.context_id, payload.frame)
+        elif isinstance(payload, _TurnEnd):
+            await self._close_turn(payload.turn)
+
+    async def _flush_resampler(self) -> None:
+        """Emit the audio the resampler holds into the turn it belongs to."""
+        turn, self._audio_turn = self._audio_turn, None
+        tail = self._resampler.flush()
+        if turn is not None and not turn.closed:
+            await self._output.append_audio(turn.context_id, tail)
+
+    async def _close_turn(self, turn: Turn) -> None:
+        if turn.closed:
+            return
+        if self._audio_turn is turn:
+            await self._flush_resampler()
+        turn.close()
+        self._turns.remove(turn)
+        self._on_closed(self, [turn])
+        await self._output.end_context(turn.context_id)
+        if (self.retired or self.private) and not self._turns:
+            await self.close()
+
+    # -- life --------------------------------------------------------------------------
+    def retire(self) -> None:
+        """Take no new turns; close once the open ones have ended."""
+        self.retired = True
+        if not self._turns:
+            self._output.create_task(self.close(), name="pocket_tts_close")
+
+    async def close(self, *, end_turns: bool = False) -> None:
+        """Cancel the session now (returns once its worker stopped) and the consumer task.
+
+        Open turns are dropped (interruption, cancel, stop); with ``end_turns`` (the session
+        failed) their contexts are ended too, so the pipeline moves on.
+        """
+        if self.closed:
+            return
+        self.closed = True
+        turns, self._turns = self._turns, []
+        for turn in turns:
+            turn.close()
+        self._owners.clear()
+        self._audio_turn = None
+        self._feeding = None
+        self._resampler.reset()
+        self._on_closed(self, turns)
+        await self.session.acancel()
+        for task in (self._consumer, self._keepalive):
+            if task is not None and task is not asyncio.current_task() and not task.done():
+                await self._output.cancel_task(task)
+        if end_turns:
+            for turn in turns:
+                await self._output.end_context(turn.context_id)
+
+
+__all__ = ["OFF_LOOP_CHARS", "SpeechStream", "Turn", "TurnOptions"]
