@@ -420,6 +420,12 @@ class PocketTTS:
             key, lambda: self.backend.flow_state_from_voice(make_voice().kv)
         )
 
+    @property
+    def kernels(self) -> dict[str, str]:
+        """Which kernels the loaded backend runs, by part ("flow_lm", "mimi"), as the load log
+        says them; empty for a backend that does not say (CoreML)."""
+        return dict(getattr(self.backend, "kernels", {}))
+
     def __repr__(self) -> str:
         precision = self.backend.precision
         shown = "" if precision is None else f", precision={precision!r}"

@@ -34,6 +34,7 @@ from .mimi import Mimi, MimiDecoderState
 from .safetensors_file import drop_resident_pages
 from .sampler import Sampler
 from .weights import check_weights, has_voice_cloning, load_checkpoint
+from .wide_units import choose_units, describe_units
 
 logger = logging.getLogger(__name__)
 
@@ -51,14 +52,19 @@ class NumpyBackend(Backend):
         *,
         sampler_steps: int = 1,
         precision: str = "fp32",
+        mimi_units: str | None = None,
     ) -> None:
         """``weights``: upstream state-dict keys → arrays (checked against ``config``).
 
         ``precision``: "fp32", "bf16" or "int8" for the FlowLM attention and feed-forward
         linears (the rest stays fp32); narrow ones need numba (``PrecisionUnavailableError``).
+        ``mimi_units``: what Mimi's decoder runs on, "auto" (None: the environment's
+        ``POCKET_TTS_MIMI_UNITS``, else "auto": "bf16" with a narrow ``precision`` on a CPU
+        with AVX512_BF16), "fp32" or "bf16" (``wide_units.py``).
         """
         check_precision(precision)
         compiled.optional()  # the kernels imported and compiled (or read from the cache) here
+        units = choose_units(mimi_units, precision)
         check_weights(weights, config)
         # float32 arrays pass through uncopied (memory-mapped weights stay mapped)
         weights = {
@@ -68,15 +74,19 @@ class NumpyBackend(Backend):
         self.config = config
         self.precision = precision
         self.flow_lm = FlowLM(config, weights, precision=precision)
+        self.kernels = {
+            "flow_lm": f"{precision}: {how_linears_run(precision)}",
+            "mimi": describe_units(units),
+        }
         logger.info(
-            "numpy backend for %s: FlowLM transformer linears in %s: %s; everything else fp32",
+            "numpy backend for %s: FlowLM transformer linears in %s; %s",
             config.name,
-            precision,
-            how_linears_run(precision),
+            self.kernels["flow_lm"],
+            self.kernels["mimi"],
         )
         self.sampler = Sampler(config, weights, steps=sampler_steps)
         mimi_weights = {k[len("mimi.") :]: v for k, v in weights.items() if k.startswith("mimi.")}
-        self.mimi = Mimi(config.mimi, mimi_weights)
+        self.mimi = Mimi(config.mimi, mimi_weights, units=units)
         self._emb_std = np.asarray(weights["flow_lm.emb_std"], np.float32)
         self._emb_mean = np.asarray(weights["flow_lm.emb_mean"], np.float32)
         speaker_proj = weights.get("flow_lm.speaker_proj_weight")
@@ -99,12 +109,19 @@ class NumpyBackend(Backend):
         *,
         sampler_steps: int = 1,
         precision: str = "fp32",
+        mimi_units: str | None = None,
     ) -> NumpyBackend:
         """Load ``model.safetensors`` (fp32 memory-mapped, bf16 widened) for ``config``; with
         a narrow ``precision`` the FlowLM linears are narrowed as they are read."""
         compiled.optional()  # first: a first compile says so before the weights are read
         weights = load_checkpoint(weights_path, config, precision=precision)
-        backend = cls(config, weights, sampler_steps=sampler_steps, precision=precision)
+        backend = cls(
+            config,
+            weights,
+            sampler_steps=sampler_steps,
+            precision=precision,
+            mimi_units=mimi_units,
+        )
         drop_resident_pages(weights.values())  # what the model reads again comes back
         return backend
 

@@ -31,6 +31,7 @@ from .layers import apply_rope, gelu_tanh, layer_norm, rope_tables
 from .linears import Linear, make_linear
 from .seanet import SEANet, ShapeRecorder, fetch_weight
 from .streaming_conv import StreamingConv1d, StreamingConvTranspose1d
+from .wide_units import use_bf16
 
 LAYER_NORM_EPS = 1e-5
 DECODE_GROUP = 4
@@ -225,8 +226,12 @@ class MimiDecoderState:
 class Mimi:
     """Mimi decoder (streaming, one latent frame per call) and encoder (whole clips)."""
 
-    def __init__(self, config: MimiConfig, weights: dict[str, np.ndarray]) -> None:
-        """``weights``: Mimi tensors in upstream names without the ``mimi.`` prefix."""
+    def __init__(
+        self, config: MimiConfig, weights: dict[str, np.ndarray], units: str = "fp32"
+    ) -> None:
+        """``weights``: Mimi tensors in upstream names without the ``mimi.`` prefix;
+        ``units``: what the decoder runs on, "fp32" or "bf16" (``wide_units``: check it
+        with ``choose_units`` first)."""
         self.config = config
         self.frame_size = config.frame_size
         encoder_seanet, decoder_seanet = config.seanet, config.decoder_seanet
@@ -266,6 +271,9 @@ class Mimi:
             config.decoder_transformer, weights, "decoder_transformer"
         )
         self.decoder = SEANet(decoder_seanet, weights, "decoder", decoder=True)
+        self.units = units
+        if units == "bf16":
+            use_bf16(self.decoder_transformer, self.decoder)
 
         # Encoder side (voice cloning); absent or zeroed in packs without cloning. Built here
         # to check it, then dropped: its converted arrays (~24 MB at full size) are built again

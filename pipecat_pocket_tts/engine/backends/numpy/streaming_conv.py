@@ -26,6 +26,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from . import compiled
+from .wide_units import bf16_window_product, fits_bf16
 
 TAPS_MIN_FRAMES = 64  # from this many output frames, per-tap matmuls beat im2col
 
@@ -115,6 +116,24 @@ class StreamingConv1d:
             weight.astype(np.float32).transpose(2, 1, 0).reshape(kernel * c_in, c_out)
         )
         self.bias = None if bias is None else bias.astype(np.float32)
+        self.bf16: np.ndarray | None = None  # packed for bfloat16 dot products (``use_bf16``)
+
+    def use_bf16(self) -> bool:
+        """Run this conv on bfloat16 dot products (``wide_units``) if its weight packs for
+        them (dilation 1, an even window, a multiple of 32 outputs); whether it does."""
+        if self.dilation != 1 or not fits_bf16(*self.matrix.shape):
+            return False
+        from .bf16_kernels import pack_bf16_columns
+
+        self.bf16 = pack_bf16_columns(self.matrix)
+        return True
+
+    def _bf16_product(self, padded: np.ndarray, n_out: int) -> np.ndarray:
+        """padded [B, L, C_in] → [B, n_out, C_out] on bfloat16 dot products."""
+        assert self.bf16 is not None
+        return bf16_window_product(
+            padded, n_out, self.stride, self.kernel_size, self.bf16, self.bias
+        )
 
     @cached_property
     def _packed(self) -> np.ndarray | None:
@@ -205,6 +224,8 @@ class StreamingConv1d:
         else:
             next_histories = histories
         n_out = t // self.stride
+        if self.bf16 is not None:
+            return self._bf16_product(padded, n_out), next_histories
         if self._runs_packed:
             return self._packed_product(padded, n_out), next_histories
         if n_out >= TAPS_MIN_FRAMES:  # long inputs: little to share, per-stream taps
@@ -226,6 +247,8 @@ class StreamingConv1d:
 
     def _apply(self, padded: np.ndarray, n_out: int) -> np.ndarray:
         """padded [n_out·stride + history, C_in] (C-contiguous) → [n_out, C_out]."""
+        if self.bf16 is not None:
+            return self._bf16_product(padded[None], n_out)[0]
         if self._runs_packed:
             return self._packed_product(padded[None], n_out)[0]
         c_in, kernel, stride, dilation = (
@@ -297,6 +320,17 @@ class StreamingConvTranspose1d:
                 blocks[::-1].reshape(self.blocks * c_in, stride * self.out_channels)
             )
         self.bias = None if bias is None else bias.astype(np.float32)
+        self.bf16: np.ndarray | None = None  # packed for bfloat16 dot products (``use_bf16``)
+
+    def use_bf16(self) -> bool:
+        """Run this transposed conv on bfloat16 dot products (``wide_units``) if it is dense
+        and its stacked blocks pack for them; whether it does."""
+        if self.depthwise or not fits_bf16(*self.stacked_blocks.shape):
+            return False
+        from .bf16_kernels import pack_bf16_columns
+
+        self.bf16 = pack_bf16_columns(self.stacked_blocks)
+        return True
 
     @property
     def weight_size(self) -> int:
@@ -340,13 +374,20 @@ class StreamingConvTranspose1d:
         else:
             padded[:, pad : t + pad] = x
         windows = t + pad
-        seq, row, item = padded.strides
-        columns = as_strided(
-            padded, shape=(batch, windows, blocks * c_in), strides=(seq, row, item), writeable=False
-        )
-        out = (columns.reshape(batch * windows, blocks * c_in) @ self.stacked_blocks).reshape(
-            batch, windows * s, c_out
-        )
+        if self.bf16 is not None:
+            out = bf16_window_product(padded, windows, 1, blocks, self.bf16, None)
+            out = out.reshape(batch, windows * s, c_out)
+        else:
+            seq, row, item = padded.strides
+            columns = as_strided(
+                padded,
+                shape=(batch, windows, blocks * c_in),
+                strides=(seq, row, item),
+                writeable=False,
+            )
+            out = (columns.reshape(batch * windows, blocks * c_in) @ self.stacked_blocks).reshape(
+                batch, windows * s, c_out
+            )
         y = out[:, : t * s]
         next_partials = list(out[:, t * s : t * s + carried].copy())  # a view per stream
         if carried:

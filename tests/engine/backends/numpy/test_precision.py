@@ -8,7 +8,7 @@ from precision_stages import STAGES, recorded_errors, stage_errors
 from reference_fixtures import FAMILIES, snr_db
 
 from pipecat_pocket_tts.engine import PocketTTS, PrecisionUnavailableError
-from pipecat_pocket_tts.engine.backends.numpy import flowlm, linears, narrow_cache
+from pipecat_pocket_tts.engine.backends.numpy import flowlm, linears, narrow_cache, wide_units
 from pipecat_pocket_tts.engine.backends.numpy.flowlm import KVCache
 from pipecat_pocket_tts.engine.backends.numpy.kernels import WIDEN_FROM_ROWS
 from pipecat_pocket_tts.engine.backends.numpy.linears import (
@@ -38,9 +38,11 @@ SYNTHESIS_SNR_DB = {
 
 @pytest.fixture(scope="module", autouse=True)
 def _private_narrow_cache(tmp_path_factory):
-    """Cached narrow copies go to a temporary folder, not the user's cache."""
+    """Cached narrow copies go to a temporary folder, not the user's cache; Mimi stays fp32
+    (these tests measure the FlowLM's precision; ``test_wide_units.py`` Mimi's units)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(narrow_cache.CACHE_ENV, str(tmp_path_factory.mktemp("narrow_cache")))
+        patch.setenv(wide_units.UNITS_ENV, "fp32")
         yield
 
 
@@ -428,4 +430,4 @@ def test_the_load_log_says_how_the_linears_run(packs, caplog, precision):
     line = next(
         r.getMessage() for r in caplog.records if "FlowLM transformer linears" in r.getMessage()
     )
-    assert f"in {precision}: " in line and expected in line and "everything else fp32" in line
+    assert f"in {precision}: " in line and expected in line and "Mimi decoder: " in line

@@ -1,0 +1,234 @@
+"""bfloat16 dot products on AVX512_BF16 (numba): Mimi's convolutions and linears, two
+products an instruction lane.
+
+``vdpbf16ps`` multiplies 32 pairs of bfloat16 and adds each pair's two products into one of 16
+float32 lanes: twice the multiply-adds of a float32 FMA of the same width (on AMD Zen 4, whose
+512-bit units are two 256-bit halves, twice the multiply-adds a cycle of the float32 kernels).
+The sums stay float32; only the operands are rounded to bfloat16 (8 bits of mantissa).
+
+``bf16_window_matmul`` is ``window_kernels.window_matmul`` on those units: windows of a
+time-major input (each window K bfloat16 in a row of memory: a conv's taps, a transposed
+conv's blocks, or a plain row of a linear's input) times a weight packed once at load, four
+windows by 32 output columns a tile, 8 accumulators of 16 floats in registers. The input is
+rounded to bfloat16 on its way into the padded buffer the windows read (``to_bf16``,
+``elu_to_bf16``, rounding to nearest even), so the streaming state (histories, partials,
+the attention cache) stays float32.
+
+The instruction is LLVM's ``llvm.x86.avx512bf16.dpbf16ps.512`` (llvmlite spells no bfloat
+type: ``_BFloat`` writes it); the callers compile and run it only where ``BF16_DOT`` (numba
+compiles for a CPU with ``avx512bf16``). ``tests/engine/backends/numpy/test_wide_units.py``
+reads the instruction back from the compiled assembly.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from llvmlite import binding, ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
+
+from .kernel_base import bits_of_float32, jit, jit_nan_safe
+from .layer_kernels import _exp_minus_one
+
+BF16_ROWS = 4
+"""Windows (output rows) a tile computes together."""
+BF16_LANES = 16
+"""float32 lanes of one accumulator (a 512-bit register)."""
+BF16_COLUMN_BLOCK = 2 * BF16_LANES
+"""Output columns a tile computes together; packed weights are cut in blocks this wide."""
+BF16_CACHED_WEIGHT_BYTES = 256 * 1024
+"""As ``window_kernels.CACHED_WEIGHT_BYTES``: larger packed weights are walked block by block
+over every stream."""
+
+
+def host_has_bf16_dot() -> bool:
+    """Whether numba compiles for a CPU with AVX512_BF16 (its ``NUMBA_CPU_NAME`` /
+    ``_FEATURES`` override the host, as for ``matmul_kernels.AVX2``)."""
+    features = numba.config.CPU_FEATURES
+    if features is not None:
+        return "+avx512bf16" in features.split(",")
+    if numba.config.CPU_NAME not in (None, "host"):
+        return False
+    host = binding.get_host_cpu_features()
+    return bool(host.get("avx512bf16", False) and host.get("avx512f", False))
+
+
+BF16_DOT = host_has_bf16_dot()
+"""Whether this process can run ``bf16_window_matmul``."""
+
+
+def pack_bf16_columns(matrix: np.ndarray) -> np.ndarray:
+    """matrix [K, N] float32 (K even, N a multiple of 32) → packed [N / 32, K / 2, 32] uint32:
+    lane c of pair p holds bfloat16(matrix[2p, c]) in its low half and matrix[2p + 1, c] in
+    its high half (``vdpbf16ps``'s pairs), rounded to nearest even."""
+    k, n = matrix.shape
+    if k % 2 or n % BF16_COLUMN_BLOCK:
+        raise ValueError(f"a [{k}, {n}] weight does not pack in bfloat16 pairs of 32 columns")
+    narrow = np.empty(k * n, np.uint16)
+    to_bf16(np.ascontiguousarray(matrix, np.float32).reshape(-1), narrow)
+    bits = narrow.reshape(k, n).astype(np.uint32)
+    pairs = bits[0::2] | (bits[1::2] << np.uint32(16))  # [K/2, N]
+    blocks = pairs.reshape(k // 2, n // BF16_COLUMN_BLOCK, BF16_COLUMN_BLOCK).transpose(1, 0, 2)
+    return np.ascontiguousarray(blocks)
+
+
+@jit_nan_safe
+def _bf16_bits(value):  # pragma: no cover - compiled
+    """float32 → its bfloat16 bit pattern (uint16), nearest even; NaN → 0x7FC0 (as
+    ``linears.to_bfloat16_bits``)."""
+    bits = np.int64(bits_of_float32(value)) & np.int64(0xFFFFFFFF)
+    rounded = (bits + np.int64(0x7FFF) + ((bits >> np.int64(16)) & np.int64(1))) >> 16
+    return np.uint16(np.int64(0x7FC0) if value != value else rounded & np.int64(0xFFFF))
+
+
+@jit_nan_safe
+def to_bf16(x, out):  # pragma: no cover - compiled
+    """x [n] f32 → out [n] uint16 bfloat16 bits (both contiguous), nearest even."""
+    for i in range(x.shape[0]):
+        out[i] = _bf16_bits(x[i])
+
+
+@jit_nan_safe
+def elu_to_bf16(x, out):  # pragma: no cover - compiled
+    """ELU (alpha 1, as ``layer_kernels.elu_flat``) of x [n] f32 → out [n] bfloat16 bits."""
+    for i in range(x.shape[0]):
+        v = x[i]
+        y = _exp_minus_one(max(min(v, np.float32(0.0)), np.float32(-87.0)))
+        y = v if v > np.float32(0.0) else y
+        out[i] = _bf16_bits(v if v != v else y)
+
+
+class _BFloat(ir.Type):
+    """LLVM's ``bfloat`` (llvmlite has no such type): the intrinsic's operand element."""
+
+    def _to_string(self) -> str:
+        return "bfloat"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _BFloat)
+
+    def __hash__(self) -> int:
+        return hash("bfloat")
+
+
+@intrinsic
+def _bf16_tile(typingctx, windows, packed, out, seq, row, block):  # pragma: no cover - compiled
+    """out[seq, row : row + 4, 32·block : 32·block + 32] += windows[seq, row : row + 4, :] ·
+    packed[block] (windows [B, R, K] uint16 bfloat16 bits, any strides, each window's K
+    elements one run of memory; packed [blocks, K/2, 32] uint32; out [B, R, N] f32)."""
+    fits = (
+        all(isinstance(a, types.Array) and a.ndim == 3 for a in (windows, packed, out))
+        and windows.dtype == types.uint16
+        and packed.dtype == types.uint32
+        and out.dtype == types.float32
+    )
+    if not fits:
+        return None
+    signature = types.none(windows, packed, out, seq, row, block)
+
+    def codegen(context, builder, sig, args):
+        x_arr, w_arr, o_arr = (
+            context.make_array(sig.args[i])(context, builder, args[i]) for i in range(3)
+        )
+        seq_, row_, block_ = args[3], args[4], args[5]
+        i8, i32, f32 = ir.IntType(8), ir.IntType(32), ir.FloatType()
+        fvec, ivec = ir.VectorType(f32, BF16_LANES), ir.VectorType(i32, BF16_LANES)
+        intp = context.get_value_type(types.intp)
+        bvec = ir.VectorType(_BFloat(), 2 * BF16_LANES)
+        dot = cgutils.get_or_insert_function(
+            builder.module,
+            ir.FunctionType(fvec, [fvec, bvec, bvec]),
+            "llvm.x86.avx512bf16.dpbf16ps.512",
+        )
+
+        def const(value: int) -> ir.Constant:
+            return ir.Constant(intp, value)
+
+        def byte_pointer(array) -> ir.Value:
+            return builder.bitcast(array.data, i8.as_pointer())
+
+        x_strides = cgutils.unpack_tuple(builder, x_arr.strides, 3)
+        w_strides = cgutils.unpack_tuple(builder, w_arr.strides, 3)
+        o_strides = cgutils.unpack_tuple(builder, o_arr.strides, 3)
+        pair_count = cgutils.unpack_tuple(builder, w_arr.shape, 3)[1]
+        pair_stride = builder.mul(x_strides[2], const(2))
+        x_seq = builder.gep(byte_pointer(x_arr), [builder.mul(seq_, x_strides[0])])
+        x_rows = [
+            builder.gep(x_seq, [builder.mul(builder.add(row_, const(r)), x_strides[1])])
+            for r in range(BF16_ROWS)
+        ]
+        w_block = builder.gep(byte_pointer(w_arr), [builder.mul(block_, w_strides[0])])
+        o_seq = builder.gep(byte_pointer(o_arr), [builder.mul(seq_, o_strides[0])])
+        column = builder.mul(block_, const(4 * BF16_COLUMN_BLOCK))
+        o_vectors = []
+        for r in range(BF16_ROWS):
+            start = builder.add(builder.mul(builder.add(row_, const(r)), o_strides[1]), column)
+            o_row = builder.gep(o_seq, [start])
+            o_vectors += [
+                builder.bitcast(builder.gep(o_row, [const(4 * BF16_LANES * v)]), fvec.as_pointer())
+                for v in range(2)
+            ]
+        sums = [cgutils.alloca_once_value(builder, builder.load(p, align=4)) for p in o_vectors]
+        lanes = ir.Constant(ir.VectorType(i32, BF16_LANES), None)  # lane 0 everywhere
+        with cgutils.for_range(builder, pair_count) as loop:
+            p = loop.index
+            w_p = builder.gep(w_block, [builder.mul(p, w_strides[1])])
+            weights = [
+                builder.load(
+                    builder.bitcast(
+                        builder.gep(w_p, [const(4 * BF16_LANES * v)]), ivec.as_pointer()
+                    ),
+                    align=4,
+                )
+                for v in range(2)
+            ]
+            for r, x_row in enumerate(x_rows):
+                x_at = builder.gep(x_row, [builder.mul(p, pair_stride)])
+                pair = builder.load(builder.bitcast(x_at, i32.as_pointer()), align=2)
+                value = builder.insert_element(ir.Constant(ivec, None), pair, i32(0))
+                splat = builder.shuffle_vector(value, ir.Constant(ivec, None), lanes)
+                for v, weight in enumerate(weights):
+                    acc = sums[r * 2 + v]
+                    pairs = [builder.bitcast(splat, bvec), builder.bitcast(weight, bvec)]
+                    total = builder.call(dot, [builder.load(acc), *pairs])
+                    builder.store(total, acc)
+        for acc, pointer in zip(sums, o_vectors, strict=True):
+            builder.store(builder.load(acc), pointer, align=4)
+        return context.get_dummy_value()
+
+    return signature, codegen
+
+
+@jit
+def bf16_window_matmul(windows, packed, out):  # pragma: no cover - compiled
+    """out [B, R, N] += windows [B, R, K] · W, windows bfloat16 bits (uint16; may be a strided
+    view whose rows overlap), W [K, N] packed by ``pack_bf16_columns`` into [N / 32, K / 2, 32]
+    uint32; R a multiple of ``BF16_ROWS``; out holds the bias (or zeros) on entry."""
+    batch, rows = windows.shape[0], windows.shape[1]
+    blocks = packed.shape[0]
+    if packed.size * 4 > BF16_CACHED_WEIGHT_BYTES:
+        for b in range(blocks):  # large weights: each block read once a call
+            for s in range(batch):
+                for r in range(0, rows, BF16_ROWS):
+                    _bf16_tile(windows, packed, out, s, r, b)
+    else:
+        for s in range(batch):  # small weights: each stream's windows read once a call
+            for b in range(blocks):
+                for r in range(0, rows, BF16_ROWS):
+                    _bf16_tile(windows, packed, out, s, r, b)
+
+
+def warm_up() -> None:
+    """Compile (or load from the disk cache) the bfloat16 kernels now, at model load."""
+    x = np.zeros(2 * BF16_COLUMN_BLOCK, np.float32)
+    bits = np.empty(x.size, np.uint16)
+    to_bf16(x, bits)
+    elu_to_bf16(x, bits)
+    packed = pack_bf16_columns(np.zeros((2, BF16_COLUMN_BLOCK), np.float32))
+    narrow = np.zeros((1, BF16_ROWS + 1, 2), np.uint16)
+    out = np.zeros((1, BF16_ROWS, BF16_COLUMN_BLOCK), np.float32)
+    seq, row, item = narrow.strides
+    windows = np.lib.stride_tricks.as_strided(narrow, (1, BF16_ROWS, 2), (seq, row, item))
+    for view in (windows, narrow[:, :BF16_ROWS]):  # overlapping windows, and plain rows
+        bf16_window_matmul(view, packed, out)
