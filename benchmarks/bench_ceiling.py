@@ -10,10 +10,15 @@ as fast as frames come, so the pool never waits for a listener. Printed per N:
   the FlowLM step, the sampler, the Mimi decode and the prefills): the rest is the
   scheduler, the sessions and the readers.
 
-Usage:
+The first line names the CPU's vector flags and the kernels the load chose
+(``PocketTTS.kernels``). ``--against OLD_CHECKOUT`` runs this checkout and an older one
+(e.g. ``git worktree add /tmp/base <commit>``) in fresh child processes, alternated
+``--repeats`` times, each child the old or new tree's own ``bench_ceiling.py``, and prints every
+run and, per N, the median of new / old (ratios of runs taken side by side: the machine may be
+shared; the load average is printed with each run). Usage:
 
     python benchmarks/bench_ceiling.py [--sizes 4,8,12] [--precision int8] [--threads 2]
-        [--work /tmp/bench_capacity]
+        [--work /tmp/bench_capacity] [--against /tmp/base --repeats 3]
 """
 
 from __future__ import annotations
@@ -43,7 +48,63 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--precision", default="int8", choices=("fp32", "bf16", "int8"))
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="pool threads")
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench_capacity"))
+    parser.add_argument("--against", type=Path, help="an older checkout to alternate with")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each tree (--against)")
     return parser.parse_args()
+
+
+VECTOR_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16")
+
+
+def cpu_line() -> str:
+    """The CPU's model and which of ``VECTOR_FLAGS`` it reports (Linux /proc/cpuinfo)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "CPU: unknown (no /proc/cpuinfo)"
+    fields = dict(line.split(":", 1) for line in text.splitlines()[:40] if ":" in line)
+    flags = set(fields.get("flags\t\t", fields.get("flags", "")).split())
+    model = fields.get("model name\t", "?").strip()
+    shown = " ".join(flag for flag in VECTOR_FLAGS if flag in flags)
+    return f"CPU: {model}, {os.cpu_count()} cores; flags: {shown}"
+
+
+def against(args: argparse.Namespace) -> None:
+    """Alternate the old checkout and this one, ``args.repeats`` child runs each."""
+    import statistics
+    import subprocess
+
+    trees = {"old": args.against.resolve(), "new": Path(__file__).resolve().parents[1]}
+    rows: dict[tuple[str, int], list[float]] = defaultdict(list)
+    print(cpu_line(), flush=True)
+    for repeat in range(args.repeats):
+        for label, tree in trees.items():
+            command = [
+                sys.executable,
+                str(tree / "benchmarks" / "bench_ceiling.py"),
+                f"--sizes={args.sizes}",
+                f"--precision={args.precision}",
+                f"--threads={args.threads}",
+                f"--work={args.work}",
+            ]
+            env = {**os.environ, "PYTHONPATH": str(tree)}
+            load = os.getloadavg()[0]
+            out = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+            for line in out.stdout.splitlines():
+                parts = line.split()
+                if len(parts) == 4 and parts[0].isdigit():
+                    rows[(label, int(parts[0]))].append(float(parts[1]))
+                    print(f"run {repeat} {label:3s} (load {load:.1f}): {line.strip()}", flush=True)
+                elif line.startswith("kernels"):
+                    print(f"run {repeat} {label:3s}: {line}", flush=True)
+    print(f"{'N':>4}{'old streams':>13}{'new streams':>13}{'new / old':>11}  (medians)")
+    for n in (int(size) for size in args.sizes.split(",")):
+        old, new = rows[("old", n)], rows[("new", n)]
+        ratios = [b / a for a, b in zip(old, new, strict=False)]
+        print(
+            f"{n:>4}{statistics.median(old):>13.1f}{statistics.median(new):>13.1f}"
+            f"{statistics.median(ratios):>10.2f}x  (runs: {', '.join(f'{r:.2f}' for r in ratios)})"
+        )
 
 
 class StageClock:
@@ -105,6 +166,9 @@ def run(tts: PocketTTS, clock: StageClock, n: int) -> dict:
 
 def main() -> None:
     args = parse_args()
+    if args.against is not None:
+        against(args)
+        return
     pack, _ = build_files(args.work)
     tts = PocketTTS.load(
         "english",
@@ -118,6 +182,8 @@ def main() -> None:
         pass
     clock = StageClock(tts.backend)
     frame_seconds = 1.0 / tts.config.mimi.frame_rate
+    print(cpu_line())
+    print(f"kernels: {getattr(tts, 'kernels', {}) or 'as this checkout had them'}")
     print(f"english, {args.precision}, {args.threads} pool threads, streams read flat out")
     print(f"{'N':>4}{'real-time streams':>19}{'CPU ms/frame':>14}{'in stages':>11}")
     for n in (int(size) for size in args.sizes.split(",")):

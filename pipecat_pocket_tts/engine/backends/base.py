@@ -7,9 +7,10 @@ The synthesizer drives these stages and never asks which backend runs:
 Weights live in the backend and are shared by every session; all per-sequence state lives in
 ``FlowState`` / ``MimiState`` objects, so many sessions run on one loaded model and a voice
 state is copied cheaply for every chunk. Shapes are given per call, without a batch axis,
-except in the batched stages (``step_batch``, ``sample_batch``, ``decode_batch``): one call for
-B independent sequences, which a backend may run on stacked inputs (each weight read once for
-the batch). Their defaults loop over the single-sequence stages, so every backend has them.
+except in the batched stages (``step_batch``, ``sample_batch``, ``decode_batch``,
+``decode_frames``): one call for B independent sequences (``decode_frames``: K frames of each),
+which a backend may run on stacked inputs (each weight read once for the batch). Their
+defaults loop over the single-sequence stages, so every backend has them.
 """
 
 from __future__ import annotations
@@ -274,6 +275,18 @@ class Backend(ABC):
         if len(states) != len(latents):
             raise ValueError(f"{len(states)} states but {len(latents)} latents")
         return _stacked([self.decode(s, latent) for s, latent in zip(states, latents, strict=True)])
+
+    def decode_frames(self, states: Sequence[MimiState], latents: np.ndarray) -> np.ndarray:
+        """K frames of each of B streams (a frame block): latents [B, K, latent_dim] → samples
+        [B, K, frame_size], as K ``decode_batch`` calls in order (this default makes them; a
+        backend may run the block in one pass: the same samples up to float rounding)."""
+        latents = np.asarray(latents, dtype=np.float32)
+        if latents.ndim != 3 or len(latents) != len(states):
+            raise ValueError(f"{len(states)} states but latents of shape {latents.shape}")
+        frames = [self.decode_batch(states, latents[:, k]) for k in range(latents.shape[1])]
+        if not frames:
+            return np.zeros((len(states), 0, 0), dtype=np.float32)
+        return np.stack(frames, axis=1)
 
     @abstractmethod
     def encode(self, audio: np.ndarray) -> np.ndarray:

@@ -236,6 +236,11 @@ class NumpyBackend(Backend):
         latents = np.asarray(latents, dtype=np.float32)
         return self.mimi.decode_batch(states, latents * self._emb_std + self._emb_mean)
 
+    def decode_frames(self, states: Sequence[MimiDecoderState], latents: np.ndarray) -> np.ndarray:
+        """Normalized latents [B, K, latent_dim] → [B, K, frame_size] samples, one call."""
+        latents = np.asarray(latents, dtype=np.float32)
+        return self.mimi.decode_frames(states, latents * self._emb_std + self._emb_mean)
+
     def encode(self, audio: np.ndarray) -> np.ndarray:
         """24 kHz mono audio [n] → voice conditioning [T, d_model] (encoder + speaker proj)."""
         reason = self.capabilities.cloning_unavailable_reason

@@ -63,6 +63,22 @@ class AttentionCache:
             self.keys.copy(), self.values.copy(), self.slot_positions.copy(), self.position
         )
 
+    def grow(self, slots: int) -> None:
+        """Widen the ring to ``slots`` entries (a call of more positions than it was made
+        for: a block of frames), each kept entry moved to its position's slot in the new ring."""
+        old = self.slot_positions.shape[0]
+        if slots <= old:
+            return
+        keys = np.zeros((*self.keys.shape[:2], slots, self.keys.shape[3]), np.float32)
+        values = np.zeros_like(keys)
+        positions = np.full(slots, -1, dtype=np.int64)
+        kept = np.flatnonzero(self.slot_positions >= 0)
+        moved = self.slot_positions[kept] % slots
+        keys[:, :, moved] = self.keys[:, :, kept]
+        values[:, :, moved] = self.values[:, :, kept]
+        positions[moved] = self.slot_positions[kept]
+        self.keys, self.values, self.slot_positions = keys, values, positions
+
 
 @dataclass(frozen=True)
 class _TransformerLayer:
@@ -99,6 +115,7 @@ class MimiTransformer:
             if d == self.input_dim
             else fetch_weight(weights, f"{prefix}.input_proj.weight", (d, self.input_dim))
         )
+        self.attention_kernel = None  # ``bf16_kernels`` when attention runs ``attend_ring``
         self.output_proj = (
             None
             if d == self.output_dim
@@ -148,6 +165,8 @@ class MimiTransformer:
         """
         batch, t = x.shape[0], x.shape[1]
         d, h, dh = self.d_model, self.num_heads, self.head_dim
+        for cache in caches:  # a block of frames: more positions than the ring was made for
+            cache.grow(self.context - 1 + t)
         views = [self._positions(cache, t) for cache in caches]
         cos = np.concatenate([view[1] for view in views])  # [B·T, Dh/2]
         sin = np.concatenate([view[2] for view in views])
@@ -166,6 +185,12 @@ class MimiTransformer:
             q = q.reshape(batch, t, h, dh).transpose(0, 2, 1, 3)  # [B, H, T, Dh]
             k = qk[:, h:].reshape(batch, t, h, dh).transpose(0, 2, 1, 3)
             v = qkv[:, 2 * d :].reshape(batch, t, h, dh).transpose(0, 2, 1, 3)
+            if self.attention_kernel is not None:
+                self._attend_ring(index, q, k, v, caches, views, attended)
+                rows = rows + layer.out_proj(attended.reshape(batch * t, d))
+                hidden = gelu_tanh(layer.linear1(layer_norm(rows, *layer.norm2, LAYER_NORM_EPS)))
+                rows += layer.linear2(hidden)
+                continue
             for b, (cache, view) in enumerate(zip(caches, views, strict=True)):
                 keys, values, ring = cache.keys[index], cache.values[index], view[0]
                 keys[:, ring] = k[b]  # [H, slots, Dh]
@@ -185,6 +210,21 @@ class MimiTransformer:
         if self.output_proj is not None:
             rows = rows @ self.output_proj.T
         return rows.reshape(batch, t, -1)
+
+    def _attend_ring(self, index, q, k, v, caches, views, attended) -> None:
+        """Layer ``index``'s attention by ``attend_ring`` (each query's visible positions in
+        order): q, k, v [B, H, T, Dh] → attended [B, T, H, Dh]; fills each cache's ring."""
+        kernels = self.attention_kernel
+        scratch = np.empty(self.context, np.float32)
+        queries = np.ascontiguousarray(q.transpose(0, 2, 1, 3))  # [B, T, H, Dh]
+        for b, (cache, view) in enumerate(zip(caches, views, strict=True)):
+            keys, values, ring = cache.keys[index], cache.values[index], view[0]
+            keys[:, ring] = k[b]
+            values[:, ring] = v[b]
+            positions = cache.slot_positions[ring]
+            kernels.attend_ring(
+                queries[b], keys, values, positions, self.context, scratch, attended[b]
+            )
 
     def _positions(
         self, cache: AttentionCache, t: int
@@ -325,20 +365,35 @@ class Mimi:
         """``decode`` for B streams: denormalized latents [B, latent_dim] → audio [B,
         frame_size]; every stage runs once on the stacked streams."""
         latents = np.asarray(latents, dtype=np.float32)
-        batch = len(states)
-        if latents.shape != (batch, self.latent_dim):
+        if latents.ndim != 2:
             raise ValueError(
-                f"Mimi decode_batch takes latents [{batch}, {self.latent_dim}], got {latents.shape}"
+                f"Mimi decode_batch takes latents [B, latent_dim], got {latents.shape}"
             )
-        x = (latents @ self.latent_projection.T)[:, None, :]  # [B, 1, outer_dim]
+        return self.decode_frames(states, latents[:, None])[:, 0]
+
+    def decode_frames(self, states: Sequence[MimiDecoderState], latents: np.ndarray) -> np.ndarray:
+        """K frames of each of B streams in one call: denormalized latents [B, K, latent_dim] →
+        audio [B, K, frame_size], each stream's frames in order. The same samples as K calls of
+        ``decode_batch`` up to float rounding (the same windows and taps; only the attention's
+        and BLAS's sums over longer rows may round differently)."""
+        latents = np.asarray(latents, dtype=np.float32)
+        batch = len(states)
+        if latents.ndim != 3 or latents.shape[0] != batch or latents.shape[2] != self.latent_dim:
+            raise ValueError(
+                f"Mimi decode_frames takes latents [{batch}, K, {self.latent_dim}], "
+                f"got {latents.shape}"
+            )
+        frames = latents.shape[1]
+        # one product per frame, as a frame alone runs it (the same sums in a block)
+        x = (latents[:, :, None, :] @ self.latent_projection.T)[:, :, 0]  # [B, K, outer_dim]
         if self.upsample is not None:
             x, partials = self.upsample.call_batch(x, [s.upsample_partial for s in states])
             for state, partial in zip(states, partials, strict=True):
                 state.upsample_partial = partial
         x = self.decoder_transformer.call_batch(x, [s.attention for s in states])
         seanet = [s.seanet for s in states]
-        audio = self.decoder.call_batch(x, seanet, DECODE_GROUP)  # [B, frame_size, 1]
-        return audio.reshape(batch, -1)
+        audio = self.decoder.call_batch(x, seanet, DECODE_GROUP)  # [B, K·frame_size, 1]
+        return audio.reshape(batch, frames, self.frame_size)
 
     # -- encoder ------------------------------------------------------------------------------
 

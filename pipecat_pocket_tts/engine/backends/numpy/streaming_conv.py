@@ -320,6 +320,8 @@ class StreamingConvTranspose1d:
                 blocks[::-1].reshape(self.blocks * c_in, stride * self.out_channels)
             )
         self.bias = None if bias is None else bias.astype(np.float32)
+        # the bias of a whole output block [stride · C_out] (dense: one matmul row's columns)
+        self._block_bias = None if bias is None else np.tile(self.bias, stride)
         self.bf16: np.ndarray | None = None  # packed for bfloat16 dot products (``use_bf16``)
 
     def use_bf16(self) -> bool:
@@ -340,61 +342,55 @@ class StreamingConvTranspose1d:
         return int(self.stacked_blocks.size)
 
     def initial_partial(self) -> np.ndarray:
-        """Empty overlap buffer [K - stride, C_out] for a fresh stream."""
+        """The carried state of a fresh stream, zeros: dense, the last ``blocks - 1`` input
+        frames [blocks - 1, C_in]; depthwise, the overlap [K - stride, C_out]."""
+        if not self.depthwise:
+            return np.zeros((self.blocks - 1, self.in_channels), dtype=np.float32)
         return np.zeros((self.carried, self.out_channels), dtype=np.float32)
 
     def __call__(self, x: np.ndarray, partial: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """x [T, C_in], partial [K - stride, C_out] → (y [T·stride, C_out], next partial)."""
+        """x [T, C_in], carried state (``initial_partial``) → (y [T·stride, C_out], next)."""
         y, (next_partial,) = self.call_batch(x[None], [partial])
         return y[0], next_partial
 
     def call_batch(
         self, x: np.ndarray, partials: list[np.ndarray], activate: bool = False
     ) -> tuple[np.ndarray, list[np.ndarray]]:
-        """``__call__`` for B streams: x [B, T, C_in], one partial each → (y [B, T·stride,
-        C_out], next partials). ``activate`` transposes ELU(x) instead of x.
+        """``__call__`` for B streams: x [B, T, C_in], one carried state each → (y [B,
+        T·stride, C_out], next states). ``activate`` transposes ELU(x) instead of x.
 
-        Dense weights: one matmul over all streams. Each stream's input is padded with
-        ``blocks - 1`` zero frames on both sides; window i of ``blocks`` frames gives output
-        block i (i < T: this call's frames, before the partial is added) or a block of the
-        next partial (i ≥ T: what this call's last frames add to the next call's).
+        Dense weights: one matmul over all streams. The carried state is the last
+        ``blocks - 1`` input frames (not the overlapping outputs): window i of ``blocks``
+        frames, the state before this call's frames, gives output block i whole, so a block of
+        frames sums every output as the frames one by one do (the same rounding).
+        Depthwise: the ``K - stride`` overlapping output frames (elementwise, exact either way).
         """
         batch, t = x.shape[0], x.shape[1]
         s, c_out, blocks, carried = self.stride, self.out_channels, self.blocks, self.carried
-        if t * s < carried:
+        if self.depthwise and t * s < carried:
             raise ValueError(f"ConvTranspose1d needs at least {carried} output frames")
         if self.depthwise:
             return self._depthwise_batch(elu(x) if activate else x, partials)
         c_in, pad = self.in_channels, blocks - 1
-        padded = np.empty((batch, t + 2 * pad, c_in), dtype=np.float32)
-        padded[:, :pad] = 0.0
-        padded[:, t + pad :] = 0.0
+        padded = np.empty((batch, t + pad, c_in), dtype=np.float32)
+        if pad:
+            padded[:, :pad] = np.stack(partials)
         if activate:
-            elu(x, out=padded[:, pad : t + pad])
+            elu(x, out=padded[:, pad:])
         else:
-            padded[:, pad : t + pad] = x
-        windows = t + pad
+            padded[:, pad:] = x
+        next_histories = list(padded[:, t:].copy())  # one block; a view per stream
         if self.bf16 is not None:
-            out = bf16_window_product(padded, windows, 1, blocks, self.bf16, None)
-            out = out.reshape(batch, windows * s, c_out)
+            out = bf16_window_product(padded, t, 1, blocks, self.bf16, self._block_bias)
         else:
             seq, row, item = padded.strides
             columns = as_strided(
-                padded,
-                shape=(batch, windows, blocks * c_in),
-                strides=(seq, row, item),
-                writeable=False,
+                padded, shape=(batch, t, blocks * c_in), strides=(seq, row, item), writeable=False
             )
-            out = (columns.reshape(batch * windows, blocks * c_in) @ self.stacked_blocks).reshape(
-                batch, windows * s, c_out
-            )
-        y = out[:, : t * s]
-        next_partials = list(out[:, t * s : t * s + carried].copy())  # a view per stream
-        if carried:
-            y[:, :carried] += np.stack(partials)
-        if self.bias is not None:
-            y += self.bias
-        return y, next_partials
+            out = columns.reshape(batch * t, blocks * c_in) @ self.stacked_blocks
+            if self._block_bias is not None:
+                out += self._block_bias
+        return out.reshape(batch, t * s, c_out), next_histories
 
     def _depthwise_batch(
         self, x: np.ndarray, partials: list[np.ndarray]

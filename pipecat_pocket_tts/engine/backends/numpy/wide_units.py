@@ -97,6 +97,7 @@ def use_bf16(
     bfloat16 dot products (those whose weights pack for them)."""
     from .streaming_conv import StreamingConvTranspose1d
 
+    transformer.attention_kernel = bf16_kernels()  # the same sums in a block as frame by frame
     for layer in transformer.layers:
         for name in ("in_proj", "out_proj", "linear1", "linear2"):
             linear = getattr(layer, name)
