@@ -29,6 +29,7 @@ def random_weights(
     seed: int = 0,
     eos_logit: float = 0.0,
     with_cloning: bool = True,
+    prefix: str = "",
 ) -> dict[str, np.ndarray]:
     """Random float32 weights for every key of ``expected_shapes(config)``.
 
@@ -36,12 +37,12 @@ def random_weights(
     residual-branch outputs shrunk by depth, norms near identity, positive ``emb_std``.
     Each tensor has its own generator (seeded by ``seed`` and the key), so adding keys never
     changes the others. ``with_cloning=False`` leaves out the encoder-side weights, like the
-    ungated hub checkpoints.
+    ungated hub checkpoints. ``prefix``: only the keys that start with it (e.g. "mimi.").
     """
     flow_layers = config.flow_lm.transformer.num_layers
     out: dict[str, np.ndarray] = {}
     for key, shape in expected_shapes(config).items():
-        if not with_cloning and is_cloning_key(key):
+        if (not with_cloning and is_cloning_key(key)) or not key.startswith(prefix):
             continue
         rng = np.random.default_rng([seed, zlib.crc32(key.encode())])
         out[key] = _init_tensor(key, shape, rng, flow_layers=flow_layers, eos_logit=eos_logit)

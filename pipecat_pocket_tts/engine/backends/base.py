@@ -96,13 +96,16 @@ class BackendCapabilities:
     prompt the backend's encoder takes (None: bounded only by the FlowLM capacity).
     ``sampler_steps``: LSD steps each ``sample`` runs. ``attention_probe``: whether ``step``
     takes ``probe=AttentionProbe(...)`` and returns those attention logits (word timestamps
-    from the model; without it they are estimated).
+    from the model; without it they are estimated). ``frame_blocks``: whether
+    ``decode_frames`` runs a block of frames in one pass with the same samples, bit for bit,
+    as frame by frame (the scheduler then decodes streams far ahead in blocks).
     """
 
     cloning_unavailable_reason: str | None
     max_voice_frames: int | None
     sampler_steps: int
     attention_probe: bool = False
+    frame_blocks: bool = False
 
     @property
     def voice_cloning(self) -> bool:

@@ -305,7 +305,12 @@ class Scheduler:
                 return
             candidates, due_outputs, failed = start_next_runs(self._slots.active)
             choice = choose_tick(
-                candidates, self._clock(), self.threads, self.max_lead, self._costs
+                candidates,
+                self._clock(),
+                self.threads,
+                self.max_lead,
+                self._costs,
+                blocks=getattr(self.backend.capabilities, "frame_blocks", False),
             )
             for stream in choice.streams:
                 stream.busy = True  # until the tick ends (cancel waits for it)

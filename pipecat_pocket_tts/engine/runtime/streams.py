@@ -271,6 +271,23 @@ class Stream:
         assert isinstance(head, _PendingDecode)
         return head.latent
 
+    @property
+    def pending_frames(self) -> int:
+        """Frames sampled and waiting for their decode, before any notice (a frame block's
+        most frames)."""
+        count = 0
+        for item in self.decodes:
+            if not isinstance(item, _PendingDecode):
+                break
+            count += 1
+        return count
+
+    def next_decodes(self, frames: int) -> np.ndarray:
+        """The latents [frames, latent_dim] of the next ``frames`` frames to decode."""
+        items = [self.decodes[i] for i in range(frames)]
+        assert all(isinstance(item, _PendingDecode) for item in items)
+        return np.stack([item.latent for item in items])  # type: ignore[union-attr]
+
     def decoded(self, samples: np.ndarray, now: float) -> AudioFrame:
         """The next frame's samples [frame_size] are decoded → its AudioFrame."""
         pending = self.decodes.popleft()

@@ -37,6 +37,12 @@ PREFILL_TOKENS_PER_TICK = 32
 """Prefill tokens, over all streams, one busy tick takes on."""
 PREFILL_SLACK_SECONDS = 0.4
 """Lead every speaking stream has when a new utterance's whole prefill may go in one tick."""
+BLOCK_FRAMES = 4
+"""Most frames of one stream a decode call takes (a frame block, on backends with
+``capabilities.frame_blocks``)."""
+BLOCK_LEAD_SECONDS = 0.4
+"""Lead from which a stream's decode may wait a tick to grow into a block: below it (and for
+an utterance's first frame) every sampled frame is decoded at once."""
 
 
 def start_next_runs(
@@ -69,6 +75,7 @@ class TickChoice:
     stepping: list[Stream]
     decoding: list[Stream]
     prefills: list[tuple[Stream, int]]  # (stream, prefill tokens this tick)
+    frames: dict[Stream, int]  # frames each decoding stream decodes (a block when above 1)
     first_frames: list[tuple[Stream, int]]  # starting streams: last prefill and first frame
     step_parts: list[list[Stream]]  # one FlowLM step task each
     decode_parts: list[list[Stream]]  # one Mimi decode task each, largest first
@@ -88,17 +95,28 @@ class TickChoice:
 
 
 def choose_tick(
-    candidates: list[Stream], now: float, threads: int, max_lead: float, costs: StageCosts
+    candidates: list[Stream],
+    now: float,
+    threads: int,
+    max_lead: float,
+    costs: StageCosts,
+    blocks: bool = False,
 ) -> TickChoice:
     """The work of one tick for ``candidates`` (streams with work, their next chunk run set up).
 
     First frames first, then the stream nearest to running dry; a stream more than
-    ``max_lead`` ahead sits out while another is behind.
+    ``max_lead`` ahead sits out while another is behind. ``blocks`` (a backend whose
+    ``decode_frames`` is exact in one pass): a stream far enough ahead lets its sampled frames
+    gather into a block before their decode (``_block_frames``).
     """
     leads = {stream: stream.lead(now) for stream in candidates}
     ordered = sorted(candidates, key=lambda s: (s.started, leads[s]))
     allowed = _may_compute(ordered, leads, max_lead)
-    decoding = [s for s in allowed if s.wants_decode]
+    tick = costs.tick_seconds(len(candidates), threads)
+    frames = {
+        s: _block_frames(s, leads[s], tick) if blocks else 1 for s in allowed if s.wants_decode
+    }
+    decoding = [s for s in allowed if frames.get(s)]
     stepping = _stepping(allowed)
     prefills = _prefills([s for s in allowed if s.wants_prefill], stepping, leads)
     first_frames = _first_frames(
@@ -106,17 +124,42 @@ def choose_tick(
     )
     prefills = [item for item in prefills if item not in first_frames]
     step_parts = _split(stepping, _step_groups(threads, bool(decoding or prefills)))
-    decode_parts = _decode_parts(decoding, first_frames, step_parts, prefills, threads, costs)
-    full = not prefills and not first_frames and set(stepping) == set(decoding)
+    frames = {s: frames[s] for s in decoding}
+    decode_parts = _decode_parts(
+        decoding, frames, first_frames, step_parts, prefills, threads, costs
+    )
+    full = (
+        not prefills
+        and not first_frames
+        and set(stepping) == set(decoding)
+        and all(count == 1 for count in frames.values())
+    )
     return TickChoice(
         stepping=stepping,
         decoding=decoding,
         prefills=prefills,
+        frames=frames,
         first_frames=first_frames,
         step_parts=step_parts,
         decode_parts=decode_parts,
         full_streams=len(stepping) if stepping and full else 0,
     )
+
+
+def _block_frames(stream: Stream, lead: float, tick: float) -> int:
+    """Frames ``stream`` decodes this tick (0: its sampled frames wait to grow a block).
+
+    An utterance's first frames, a stream whose lead is under ``BLOCK_LEAD_SECONDS``, and one
+    that samples no more frames for now, decode what they have (up to ``BLOCK_FRAMES``). A
+    stream further ahead waits until it has as many frames as its lead beyond that allows,
+    one a tick of ``tick`` seconds (the estimate of this tick's length), at most
+    ``BLOCK_FRAMES``."""
+    pending = stream.pending_frames
+    whole = min(pending, BLOCK_FRAMES)
+    if not stream.started or lead < BLOCK_LEAD_SECONDS or not stream.wants_step:
+        return whole
+    wanted = min(BLOCK_FRAMES, 1 + int((lead - BLOCK_LEAD_SECONDS) / max(tick, 1e-3)))
+    return whole if pending >= wanted else 0
 
 
 def _may_compute(
@@ -181,13 +224,15 @@ def _step_groups(threads: int, other_work: bool) -> int:
 
 def _decode_parts(
     decoding: list[Stream],
+    frames: dict[Stream, int],
     first_frames: list[tuple[Stream, int]],
     step_parts: list[list[Stream]],
     prefills: list[tuple[Stream, int]],
     threads: int,
     costs: StageCosts,
 ) -> list[list[Stream]]:
-    """The decodes cut so every thread finishes at about the same time (``tick_costs``)."""
+    """The decodes cut so every thread finishes at about the same time (``tick_costs``;
+    a decode is priced per frame, so a stream's share counts its block's frames)."""
     first_frame = 2 * costs.step(1) + costs.decode_per_stream
     loads = thread_loads(
         [costs.prefill_per_token * tokens + first_frame for _, tokens in first_frames]
@@ -195,8 +240,9 @@ def _decode_parts(
         + [costs.prefill_per_token * tokens for _, tokens in prefills],
         threads,
     )
-    shares = sorted(decode_shares(loads, len(decoding), costs.decode_per_stream), reverse=True)
-    return _cut(decoding, [share for share in shares if share])
+    total = sum(frames[s] for s in decoding)
+    shares = sorted(decode_shares(loads, total, costs.decode_per_stream), reverse=True)
+    return _cut_frames(decoding, frames, [share for share in shares if share])
 
 
 class TickPlan:
@@ -218,6 +264,7 @@ class TickPlan:
         self.first_frames = choice.first_frames
         self.step_parts = choice.step_parts
         self.decode_parts = choice.decode_parts
+        self.frames = choice.frames
         self.streams = choice.streams
         self.full_streams = choice.full_streams
         self._first_applied: set[Stream] = set()
@@ -237,8 +284,12 @@ class TickPlan:
             key = f"prefill-{stream.name}"
             tasks.append(self._task(key, ("prefill", tokens), self._prefill, run, piece))
         for i, part in enumerate(self.decode_parts):  # largest first: the idlest thread's
-            latents = np.stack([s.next_decode() for s in part])
-            work = ("decode", len(part))
+            counts = [self.frames[s] for s in part]
+            latents = [
+                s.next_decodes(count) if count > 1 else s.next_decode()[None]
+                for s, count in zip(part, counts, strict=True)
+            ]
+            work = ("decode", sum(counts))
             mimi = [s.mimi for s in part]
             tasks.append(self._task(f"decode{i}", work, self._decode, mimi, latents))
         # First in line: a thread takes each at once. Beside other work, each also samples
@@ -348,8 +399,25 @@ class TickPlan:
                 results.append(exc)
         return results
 
-    def _decode(self, states: list[Any], latents: np.ndarray) -> np.ndarray:
-        return self._backend.decode_batch(states, latents)
+    def _decode(self, states: list[Any], latents: list[np.ndarray]) -> list[np.ndarray]:
+        """Each stream's frames (latents [frames, latent_dim] each) → samples [frames,
+        frame_size] each: one ``decode_batch`` for the streams of one frame, one
+        ``decode_frames`` per block size for the others."""
+        out: list[Any] = [None] * len(states)
+        sizes: dict[int, list[int]] = {}
+        for i, block in enumerate(latents):
+            sizes.setdefault(len(block), []).append(i)
+        backend = self._backend
+        for size, members in sizes.items():
+            group = [states[i] for i in members]
+            if size == 1:
+                samples = backend.decode_batch(group, np.stack([latents[i][0] for i in members]))
+                samples = samples[:, None]
+            else:
+                samples = backend.decode_frames(group, np.stack([latents[i] for i in members]))
+            for row, i in enumerate(members):
+                out[i] = samples[row]
+        return out
 
     def _prefill(self, run: ChunkRun, piece: np.ndarray) -> None:
         self._backend.prefill(run.prefill_state(), piece)
@@ -387,11 +455,11 @@ class TickPlan:
                     failed[stream] = result
                 elif not stream.stopped:
                     try:
-                        frame = stream.decoded(result[j], now)
+                        frames = [stream.decoded(samples, now) for samples in result[j]]
                     except Exception as exc:
                         failed[stream] = exc
                         continue
-                    out.setdefault(stream, []).append(frame)
+                    out.setdefault(stream, []).extend(frames)
                     out[stream] += stream.due_notices()
         for stream, _ in self.first_frames:
             key = f"first-{stream.name}"
@@ -430,6 +498,27 @@ def _cut(streams: list[Stream], sizes: list[int]) -> list[list[Stream]]:
     for size in sizes:
         parts.append(streams[start : start + size])
         start += size
+    return parts
+
+
+def _cut_frames(
+    streams: list[Stream], frames: dict[Stream, int], shares: list[int]
+) -> list[list[Stream]]:
+    """Streams cut into consecutive parts holding about ``shares`` frames each (summing to
+    their frames): a part closes once it holds its share; the last takes the rest."""
+    if all(frames[s] == 1 for s in streams):
+        return _cut(streams, shares)
+    parts: list[list[Stream]] = []
+    current: list[Stream] = []
+    held = 0
+    for stream in streams:
+        current.append(stream)
+        held += frames[stream]
+        if len(parts) < len(shares) - 1 and held >= shares[len(parts)]:
+            parts.append(current)
+            current, held = [], 0
+    if current:
+        parts.append(current)
     return parts
 
 

@@ -31,7 +31,7 @@ from .layers import apply_rope, gelu_tanh, layer_norm, rope_tables
 from .linears import Linear, make_linear
 from .seanet import SEANet, ShapeRecorder, fetch_weight
 from .streaming_conv import StreamingConv1d, StreamingConvTranspose1d
-from .wide_units import use_bf16
+from .wide_units import blocks_exact, use_bf16
 
 LAYER_NORM_EPS = 1e-5
 DECODE_GROUP = 4
@@ -314,6 +314,8 @@ class Mimi:
         self.units = units
         if units == "bf16":
             use_bf16(self.decoder_transformer, self.decoder)
+        #: whether ``decode_frames`` gives the same samples bit for bit as frame by frame
+        self.blocks_exact = blocks_exact(self.decoder_transformer, self.decoder)
 
         # Encoder side (voice cloning); absent or zeroed in packs without cloning. Built here
         # to check it, then dropped: its converted arrays (~24 MB at full size) are built again

@@ -44,6 +44,36 @@ def _pack(matrix: np.ndarray) -> np.ndarray | None:
     return kernels.pack_columns(matrix)
 
 
+def window_product(
+    padded: np.ndarray,
+    rows: int,
+    step: int,
+    width: int,
+    packed: np.ndarray,
+    bias: np.ndarray | None,
+) -> np.ndarray:
+    """padded [B, L, C] float32 (C-contiguous) → [B, rows, N] by ``window_matmul``: row r of
+    stream b is the window of ``width`` frames of padded[b] from frame r·step (one run of
+    memory, read where it lies), times the weight ``packed`` (``pack_columns`` of a [width·C,
+    N] matrix), plus ``bias`` [N]. Each row's sums are its own (the same in any batch). The
+    kernel takes windows four at a time: when the last ones would run past padded, a copy
+    extended with zero frames is used (never at Mimi's frame sizes)."""
+    kernels = compiled.resolve(_kernels)
+    tiles = -(-rows // kernels.WINDOW_ROWS) * kernels.WINDOW_ROWS
+    length = (tiles - 1) * step + width
+    batch, _, channels = padded.shape
+    if padded.shape[1] < length:
+        extended = np.zeros((batch, length, channels), np.float32)
+        extended[:, : padded.shape[1]] = padded
+        padded = extended
+    seq, row, item = padded.strides
+    windows = as_strided(padded, (batch, tiles, width * channels), (seq, row * step, item))
+    out = np.empty((batch, tiles, packed.shape[0] * packed.shape[2]), np.float32)
+    out[:] = 0.0 if bias is None else bias
+    kernels.window_matmul(windows, packed, out)
+    return out if tiles == rows else out[:, :rows]
+
+
 def elu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """ELU (alpha 1) of float32 x, written into ``out`` when given (same shape; may be x).
 
@@ -116,24 +146,6 @@ class StreamingConv1d:
             weight.astype(np.float32).transpose(2, 1, 0).reshape(kernel * c_in, c_out)
         )
         self.bias = None if bias is None else bias.astype(np.float32)
-        self.bf16: np.ndarray | None = None  # packed for bfloat16 dot products (``use_bf16``)
-
-    def use_bf16(self) -> bool:
-        """Run this conv on bfloat16 dot products (``wide_units``) if its weight packs for
-        them (dilation 1, an even window, a multiple of 32 outputs); whether it does."""
-        if self.dilation != 1 or not fits_bf16(*self.matrix.shape):
-            return False
-        from .bf16_kernels import pack_bf16_columns
-
-        self.bf16 = pack_bf16_columns(self.matrix)
-        return True
-
-    def _bf16_product(self, padded: np.ndarray, n_out: int) -> np.ndarray:
-        """padded [B, L, C_in] → [B, n_out, C_out] on bfloat16 dot products."""
-        assert self.bf16 is not None
-        return bf16_window_product(
-            padded, n_out, self.stride, self.kernel_size, self.bf16, self.bias
-        )
 
     @cached_property
     def _packed(self) -> np.ndarray | None:
@@ -154,23 +166,8 @@ class StreamingConv1d:
 
     def _packed_product(self, padded: np.ndarray, n_out: int) -> np.ndarray:
         """padded [B, L, C_in] (C-contiguous, L ≥ history + n_out·stride) → [B, n_out, C_out]
-        by ``window_matmul``, whose row r is the window ``padded[b, r·stride :]`` of K·C_in
-        floats. The kernel takes windows four at a time: when the last ones would run past
-        padded, a copy extended with zero frames is used (never at Mimi's frame sizes)."""
-        kernels = compiled.resolve(_kernels)
-        rows = -(-n_out // kernels.WINDOW_ROWS) * kernels.WINDOW_ROWS
-        length = self.history + rows * self.stride
-        if padded.shape[1] < length:
-            extended = np.zeros((padded.shape[0], length, self.in_channels), np.float32)
-            extended[:, : padded.shape[1]] = padded
-            padded = extended
-        seq, row, item = padded.strides
-        width = self.kernel_size * self.in_channels
-        windows = as_strided(padded, (padded.shape[0], rows, width), (seq, row * self.stride, item))
-        out = np.empty((padded.shape[0], rows, self.out_channels), np.float32)
-        out[:] = 0.0 if self.bias is None else self.bias
-        kernels.window_matmul(windows, self._packed, out)
-        return out if rows == n_out else out[:, :n_out]
+        by ``window_matmul`` (``window_product``)."""
+        return window_product(padded, n_out, self.stride, self.kernel_size, self._packed, self.bias)
 
     def initial_history(self) -> np.ndarray:
         """Zero left context [history, C_in] for a fresh stream."""
@@ -224,8 +221,6 @@ class StreamingConv1d:
         else:
             next_histories = histories
         n_out = t // self.stride
-        if self.bf16 is not None:
-            return self._bf16_product(padded, n_out), next_histories
         if self._runs_packed:
             return self._packed_product(padded, n_out), next_histories
         if n_out >= TAPS_MIN_FRAMES:  # long inputs: little to share, per-stream taps
@@ -247,8 +242,6 @@ class StreamingConv1d:
 
     def _apply(self, padded: np.ndarray, n_out: int) -> np.ndarray:
         """padded [n_out·stride + history, C_in] (C-contiguous) → [n_out, C_out]."""
-        if self.bf16 is not None:
-            return self._bf16_product(padded[None], n_out)[0]
         if self._runs_packed:
             return self._packed_product(padded[None], n_out)[0]
         c_in, kernel, stride, dilation = (
@@ -323,6 +316,16 @@ class StreamingConvTranspose1d:
         # the bias of a whole output block [stride · C_out] (dense: one matmul row's columns)
         self._block_bias = None if bias is None else np.tile(self.bias, stride)
         self.bf16: np.ndarray | None = None  # packed for bfloat16 dot products (``use_bf16``)
+        self.packed: np.ndarray | None = None  # packed for ``window_matmul`` (``use_windows``)
+
+    def use_windows(self) -> bool:
+        """Run this dense transposed conv on the float32 window kernel instead of BLAS (each
+        output row summed alone: a block of frames sums as its frames one by one) if the
+        kernels are there and its stacked blocks pack for them; whether it does."""
+        if self.depthwise or self.bf16 is not None:
+            return self.bf16 is not None
+        self.packed = _pack(self.stacked_blocks)
+        return self.packed is not None
 
     def use_bf16(self) -> bool:
         """Run this transposed conv on bfloat16 dot products (``wide_units``) if it is dense
@@ -382,6 +385,8 @@ class StreamingConvTranspose1d:
         next_histories = list(padded[:, t:].copy())  # one block; a view per stream
         if self.bf16 is not None:
             out = bf16_window_product(padded, t, 1, blocks, self.bf16, self._block_bias)
+        elif self.packed is not None and compiled.resolve(_kernels) is not None:
+            out = window_product(padded, t, 1, blocks, self.packed, self._block_bias)
         else:
             seq, row, item = padded.strides
             columns = as_strided(

@@ -2,10 +2,10 @@
 
 - ``"fp32"``: today's kernels (float32 window products, BLAS): any CPU, the fallback.
 - ``"bf16"``: bfloat16 dot products (``vdpbf16ps``, AVX512_BF16; ``bf16_kernels.py``) for
-  the decoder transformer's linears and the SEANet layers ``BF16_LAYERS`` names, whose inputs
-  and weights are rounded to bfloat16 while sums, biases, residuals and the streaming state
-  stay float32. The other layers stay float32: rounding every layer cost ~44 dB SNR against
-  fp32 on the full-size random pack, these ~47 dB (``test_wide_units.py``).
+  the decoder transformer's linears and two of SEANet's transposed convs (``use_bf16``),
+  whose inputs and weights are rounded to bfloat16 while sums, biases, residuals and the
+  streaming state stay float32. The other layers stay float32: rounding every layer cost
+  ~44 dB SNR against fp32 on the full-size random pack, these ≥ 46 dB (``test_wide_units.py``).
 
 ``choose_units(requested, precision)``: the units a load runs — ``requested`` (the
 ``mimi_units`` argument), else the ``POCKET_TTS_MIMI_UNITS`` environment variable, else
@@ -84,17 +84,18 @@ def describe_units(units: str) -> str:
     return "Mimi decoder: float32 (window kernels and BLAS)"
 
 
-BF16_SEANET = ("transposed", "first")
-"""The SEANet decoder layers bfloat16 runs: its dense transposed convs and its first conv (the
-largest weights; each alone costs ~52-54 dB SNR on the full-size random pack, a residual
-conv ~55, so the residual and last convs stay float32)."""
+def use_bf16(transformer: MimiTransformer, decoder: SEANet) -> None:
+    """Put a Mimi decoder's transformer linears (those whose weights pack for it) and its
+    dense transposed convs but the first on bfloat16 dot products; the first transposed conv
+    runs the float32 window kernel (as every conv does), so each row of every layer sums alone
+    (``blocks_exact``).
 
-
-def use_bf16(
-    transformer: MimiTransformer, decoder: SEANet, seanet: tuple[str, ...] = BF16_SEANET
-) -> None:
-    """Put a Mimi decoder's transformer linears and the SEANet layers ``seanet`` names on
-    bfloat16 dot products (those whose weights pack for them)."""
+    Measured on the full-size random pack against fp32 frame by frame (a stretch of zero
+    latents after loud ones, the quietest these weights give; random latents in brackets):
+    the transformer alone 48.2 dB (63.6), with these two transposed convs 46.2 (~50), with all
+    three 45.3 (48.0), with the first conv too 44.5 (46.6), every conv 44.3 (random): the
+    residual, first and last convs stay float32.
+    """
     from .streaming_conv import StreamingConvTranspose1d
 
     transformer.attention_kernel = bf16_kernels()  # the same sums in a block as frame by frame
@@ -103,15 +104,40 @@ def use_bf16(
             linear = getattr(layer, name)
             if fits_bf16(linear.shape[1], linear.shape[0]):
                 object.__setattr__(layer, name, Bf16DotLinear(linear.dense()))
-    convs = decoder.convs()
-    for index, conv in enumerate(convs):
-        transposed = isinstance(conv, StreamingConvTranspose1d)
-        if (
-            ("transposed" in seanet and transposed)
-            or ("first" in seanet and index == 0)
-            or ("residual" in seanet and not transposed and 0 < index < len(convs) - 1)
-        ):
-            conv.use_bf16()
+    transposed = [
+        conv
+        for conv in decoder.convs()
+        if isinstance(conv, StreamingConvTranspose1d) and not conv.depthwise
+    ]
+    for index, conv in enumerate(transposed):
+        if index == 0 or not conv.use_bf16():
+            conv.use_windows()
+
+
+def blocks_exact(transformer: MimiTransformer, decoder: SEANet) -> bool:
+    """Whether a block of frames decodes bit for bit as its frames one by one: attention by
+    ``attend_ring``, every transformer linear on the bfloat16 kernel and every dense
+    transposed conv on it or the float32 window kernel (each row summed alone; BLAS's sums
+    may follow the matrix's height)."""
+    from .streaming_conv import StreamingConvTranspose1d
+
+    linears = [
+        getattr(layer, name)
+        for layer in transformer.layers
+        for name in ("in_proj", "out_proj", "linear1", "linear2")
+    ]
+    transposed = [
+        conv
+        for conv in decoder.convs()
+        if isinstance(conv, StreamingConvTranspose1d) and not conv.depthwise
+    ]
+    return (
+        transformer.attention_kernel is not None
+        and transformer.input_proj is None
+        and transformer.output_proj is None
+        and all(isinstance(linear, Bf16DotLinear) for linear in linears)
+        and all(conv.bf16 is not None or conv.packed is not None for conv in transposed)
+    )
 
 
 def fits_bf16(depth: int, columns: int) -> bool:
