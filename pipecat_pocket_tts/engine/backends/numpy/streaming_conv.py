@@ -26,7 +26,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from . import compiled
-from .wide_units import bf16_window_product, fits_bf16
+from .wide_units import bf16_kernels
 
 TAPS_MIN_FRAMES = 64  # from this many output frames, per-tap matmuls beat im2col
 
@@ -51,26 +51,40 @@ def window_product(
     width: int,
     packed: np.ndarray,
     bias: np.ndarray | None,
+    narrow: bool = False,
 ) -> np.ndarray:
-    """padded [B, L, C] float32 (C-contiguous) → [B, rows, N] by ``window_matmul``: row r of
-    stream b is the window of ``width`` frames of padded[b] from frame r·step (one run of
-    memory, read where it lies), times the weight ``packed`` (``pack_columns`` of a [width·C,
-    N] matrix), plus ``bias`` [N]. Each row's sums are its own (the same in any batch). The
-    kernel takes windows four at a time: when the last ones would run past padded, a copy
-    extended with zero frames is used (never at Mimi's frame sizes)."""
-    kernels = compiled.resolve(_kernels)
-    tiles = -(-rows // kernels.WINDOW_ROWS) * kernels.WINDOW_ROWS
-    length = (tiles - 1) * step + width
-    batch, _, channels = padded.shape
-    if padded.shape[1] < length:
-        extended = np.zeros((batch, length, channels), np.float32)
-        extended[:, : padded.shape[1]] = padded
-        padded = extended
-    seq, row, item = padded.strides
-    windows = as_strided(padded, (batch, tiles, width * channels), (seq, row * step, item))
+    """padded [B, L, C] float32 → [B, rows, N]: row r of stream b is the window of ``width``
+    frames of padded[b] from frame r·step (one run of memory, read where it lies) times a
+    packed weight, plus ``bias`` [N]; each row's sums are its own (the same in any batch).
+
+    ``narrow``: ``bf16_kernels.bf16_window_matmul`` on padded rounded once to bfloat16 and
+    ``packed`` from ``pack_bf16_columns``; else ``window_matmul`` with ``pack_columns``. The
+    kernels take windows four at a time: rows past the input's end read zero frames (a copy
+    extended with them, never at Mimi's frame sizes) and are dropped."""
+    kernels = bf16_kernels() if narrow else compiled.resolve(_kernels)
+    assert kernels is not None
+    tile = kernels.BF16_ROWS if narrow else kernels.WINDOW_ROWS
+    tiles = -(-rows // tile) * tile
+    batch, length, channels = padded.shape
+    needed = max(length, (tiles - 1) * step + width)
+    if narrow:
+        source = np.zeros((batch, needed, channels), np.uint16)
+        for b in range(batch):
+            flat = np.ascontiguousarray(padded[b]).reshape(-1)
+            kernels.to_bf16(flat, source[b, :length].reshape(-1))
+    elif needed > length:
+        source = np.zeros((batch, needed, channels), np.float32)
+        source[:, :length] = padded
+    else:
+        source = padded
+    seq, row, item = source.strides
+    windows = as_strided(source, (batch, tiles, width * channels), (seq, row * step, item))
     out = np.empty((batch, tiles, packed.shape[0] * packed.shape[2]), np.float32)
     out[:] = 0.0 if bias is None else bias
-    kernels.window_matmul(windows, packed, out)
+    if narrow:
+        kernels.bf16_window_matmul(windows, packed, out)
+    else:
+        kernels.window_matmul(windows, packed, out)
     return out if tiles == rows else out[:, :rows]
 
 
@@ -330,9 +344,11 @@ class StreamingConvTranspose1d:
     def use_bf16(self) -> bool:
         """Run this transposed conv on bfloat16 dot products (``wide_units``) if it is dense
         and its stacked blocks pack for them; whether it does."""
+        from .bf16_kernels import pack_bf16_columns
+        from .wide_units import fits_bf16
+
         if self.depthwise or not fits_bf16(*self.stacked_blocks.shape):
             return False
-        from .bf16_kernels import pack_bf16_columns
 
         self.bf16 = pack_bf16_columns(self.stacked_blocks)
         return True
@@ -384,7 +400,7 @@ class StreamingConvTranspose1d:
             padded[:, pad:] = x
         next_histories = list(padded[:, t:].copy())  # one block; a view per stream
         if self.bf16 is not None:
-            out = bf16_window_product(padded, t, 1, blocks, self.bf16, self._block_bias)
+            out = window_product(padded, t, 1, blocks, self.bf16, self._block_bias, narrow=True)
         elif self.packed is not None and compiled.resolve(_kernels) is not None:
             out = window_product(padded, t, 1, blocks, self.packed, self._block_bias)
         else:

@@ -23,7 +23,6 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from ...errors import LoadOptionError
 from . import compiled
@@ -147,40 +146,6 @@ def fits_bf16(depth: int, columns: int) -> bool:
     return depth % 2 == 0 and columns % BF16_COLUMN_BLOCK == 0
 
 
-def bf16_window_product(
-    padded: np.ndarray,
-    rows: int,
-    step: int,
-    width: int,
-    packed: np.ndarray,
-    bias: np.ndarray | None,
-) -> np.ndarray:
-    """padded [B, L, C] float32 → [B, rows, N]: row r of stream b is the window of ``width``
-    frames of padded[b] from frame r·step, times the weight ``packed`` (``pack_bf16_columns``
-    of a [width·C, N] matrix), plus ``bias`` [N]. The windows are read in bfloat16 (padded
-    rounded once, nearest even); rows past the input's end (up to the kernel's tile of four)
-    read zero frames and are dropped."""
-    kernels = bf16_kernels()
-    assert kernels is not None
-    batch, length, channels = padded.shape
-    tiles = -(-rows // kernels.BF16_ROWS) * kernels.BF16_ROWS
-    needed = (tiles - 1) * step + width
-    narrow = np.zeros((batch, max(length, needed), channels), np.uint16)
-    if length == narrow.shape[1] and padded.flags.c_contiguous:
-        kernels.to_bf16(padded.reshape(-1), narrow.reshape(-1))
-    else:
-        for b in range(batch):
-            kernels.to_bf16(
-                np.ascontiguousarray(padded[b]).reshape(-1), narrow[b, :length].reshape(-1)
-            )
-    seq, row, item = narrow.strides
-    windows = as_strided(narrow, (batch, tiles, width * channels), (seq, row * step, item))
-    out = np.empty((batch, tiles, packed.shape[0] * packed.shape[2]), np.float32)
-    out[:] = 0.0 if bias is None else bias
-    kernels.bf16_window_matmul(windows, packed, out)
-    return out if tiles == rows else out[:, :rows]
-
-
 class Bf16DotLinear(Linear):
     """A float32 weight run by bfloat16 dot products: x [n, in] → [n, out], x and the weight
     rounded to bfloat16, sums in float32 (Mimi's transformer under ``"bf16"`` units)."""
@@ -195,8 +160,10 @@ class Bf16DotLinear(Linear):
         self.packed = pack_bf16_columns(np.ascontiguousarray(weight.T))
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
+        from .streaming_conv import window_product
+
         x = np.ascontiguousarray(x, np.float32)
-        return bf16_window_product(x[None], x.shape[0], 1, 1, self.packed, None)[0]
+        return window_product(x[None], x.shape[0], 1, 1, self.packed, None, narrow=True)[0]
 
     @property
     def nbytes(self) -> int:

@@ -20,6 +20,7 @@ from pipecat_pocket_tts.engine.backends.numpy import bf16_kernels, wide_units
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
 from pipecat_pocket_tts.engine.backends.numpy.linears import from_bfloat16_bits, to_bfloat16_bits
 from pipecat_pocket_tts.engine.backends.numpy.mimi import Mimi
+from pipecat_pocket_tts.engine.backends.numpy.streaming_conv import window_product
 from pipecat_pocket_tts.engine.errors import LoadOptionError
 from pipecat_pocket_tts.engine.model.config import get_config
 
@@ -94,9 +95,8 @@ def test_the_kernel_sums_bfloat16_products_in_float32(rows, depth, columns):
     rng = np.random.default_rng(rows)
     x = rng.standard_normal((rows, depth)).astype(np.float32)
     weight = rng.standard_normal((depth, columns)).astype(np.float32)
-    out = wide_units.bf16_window_product(
-        x[None], rows, 1, 1, bf16_kernels.pack_bf16_columns(weight), None
-    )[0]
+    packed = bf16_kernels.pack_bf16_columns(weight)
+    out = window_product(x[None], rows, 1, 1, packed, None, narrow=True)[0]
     rounded_x = from_bfloat16_bits(to_bfloat16_bits(x)).reshape(x.shape)
     rounded_w = from_bfloat16_bits(to_bfloat16_bits(weight)).reshape(weight.shape)
     expected = rounded_x.astype(np.float64) @ rounded_w.astype(np.float64)
