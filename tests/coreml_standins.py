@@ -41,6 +41,7 @@ from pipecat_pocket_tts.engine.backends.coreml.contracts import TensorSpec, mimi
 from pipecat_pocket_tts.engine.backends.coreml.files import FLOWLM_MODELS, stage_folders
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
 from pipecat_pocket_tts.engine.backends.numpy.flowlm import KVCache
+from pipecat_pocket_tts.engine.backends.numpy.streaming_conv import StreamingConvTranspose1d
 from pipecat_pocket_tts.engine.text.tokenizer import Tokenizer
 from pipecat_pocket_tts.engine.tts import PocketTTS
 from pipecat_pocket_tts.engine.voices.voice import Voice
@@ -269,6 +270,9 @@ class MimiBridge:
     def __init__(self, backend: NumpyBackend) -> None:
         self.backend = backend
         self.mimi = backend.mimi
+        for conv in self.mimi.decoder.convs():  # CoreML's state: the overlapping outputs
+            if isinstance(conv, StreamingConvTranspose1d) and not conv.depthwise:
+                conv.carry_outputs = True
         self.layout = mimi_state_layout(backend.config)
         self.shapes = {s.name: s.shape for s in self.layout}
         fresh = self.mimi.new_state()

@@ -668,3 +668,77 @@ def test_first_frame_tasks_draw_the_noise_of_the_stream_alone(engine_tts, max_fr
         scheduler.close()
     assert len(collector.frames) == len(reference) == len(jobs) * max_frames
     assert snr_db(np.concatenate(reference), collector.audio()) >= MIN_SNR_DB
+
+
+# -- frame blocks ------------------------------------------------------------------------------
+class BlockSpy:
+    """The backend, recording every ``decode_frames`` block size; ``blocks`` False makes it
+    say it has no exact blocks (the scheduler then decodes frame by frame)."""
+
+    def __init__(self, backend, blocks: bool = True) -> None:
+        self._backend = backend
+        self.blocks: list[int] = []
+        self.capabilities = replace(
+            backend.capabilities, frame_blocks=blocks and backend.capabilities.frame_blocks
+        )
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+    def decode_frames(self, states, latents):
+        self.blocks.append(latents.shape[1])
+        return self._backend.decode_frames(states, latents)
+
+
+@pytest.fixture(scope="module")
+def blocks_tts(tmp_path_factory):
+    """A tiny never-EOS pack wide enough that its Mimi decodes frame blocks exactly (bf16
+    units: AVX512_BF16), loaded at int8 (whose default Mimi units are the widest)."""
+    from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
+    from pipecat_pocket_tts.engine.backends.numpy import wide_units
+
+    if wide_units.bf16_kernels() is None:
+        pytest.skip("no AVX512_BF16 here: Mimi runs fp32, whose blocks are not bit for bit")
+    config = tiny_config_dict("standard")
+    config["mimi"]["seanet"]["n_filters"] = 8  # transposed convs wide enough to pack
+    folder = tmp_path_factory.mktemp("blocks_pack") / "english"
+    pack = build_pack(folder, config, voices=("alba",), eos_logit=-30.0)
+    tts = PocketTTS.load("english", backend="numpy", model_dir=pack, precision="int8")
+    assert tts.backend.capabilities.frame_blocks
+    return tts
+
+
+def _spoken(tts, spy, texts, seed):
+    scheduler = Scheduler(spy, threads=2, clock=FrozenClock())  # every frame adds to the lead
+    try:
+        _stream, out = start(scheduler, tts, texts, seed=seed)
+        assert out.ended.wait(WAIT) and not out.errors
+    finally:
+        scheduler.close()
+    return out.frames
+
+
+def test_a_stream_far_ahead_decodes_in_blocks_with_the_same_audio(blocks_tts):
+    texts = ["A long text that goes on for a while.", "And then a second one."]
+    blocked = BlockSpy(blocks_tts.backend)
+    frames = _spoken(blocks_tts, blocked, texts, seed=4)
+    assert blocked.blocks and max(blocked.blocks) > 1  # blocks ran, several frames each
+    one_by_one = BlockSpy(blocks_tts.backend, blocks=False)
+    reference = _spoken(blocks_tts, one_by_one, texts, seed=4)
+    assert not one_by_one.blocks
+    assert_same_audio(frames, reference)
+    np.testing.assert_array_equal(  # bit for bit
+        np.concatenate([f.samples for f in frames]), np.concatenate([f.samples for f in reference])
+    )
+    assert [frame.frame_index for frame in frames if frame.chunk_index == 0][:3] == [0, 1, 2]
+
+
+def test_a_stream_without_lead_never_waits_for_a_block(blocks_tts):
+    spy = BlockSpy(blocks_tts.backend)
+    scheduler = Scheduler(spy, threads=2, clock=StepClock())  # never ahead
+    try:
+        _, out = start(scheduler, blocks_tts, ["A long text that goes on for a while."], seed=1)
+        assert out.ended.wait(WAIT) and not out.errors
+    finally:
+        scheduler.close()
+    assert not spy.blocks

@@ -331,6 +331,10 @@ class StreamingConvTranspose1d:
         self._block_bias = None if bias is None else np.tile(self.bias, stride)
         self.bf16: np.ndarray | None = None  # packed for bfloat16 dot products (``use_bf16``)
         self.packed: np.ndarray | None = None  # packed for ``window_matmul`` (``use_windows``)
+        #: Dense: carry the overlapping output frames [K - stride, C_out] (the layout of
+        #: CoreML's exported Mimi state) instead of the last input frames; a block of frames
+        #: then sums its overlaps in another order than frame by frame.
+        self.carry_outputs = False
 
     def use_windows(self) -> bool:
         """Run this dense transposed conv on the float32 window kernel instead of BLAS (each
@@ -363,7 +367,7 @@ class StreamingConvTranspose1d:
     def initial_partial(self) -> np.ndarray:
         """The carried state of a fresh stream, zeros: dense, the last ``blocks - 1`` input
         frames [blocks - 1, C_in]; depthwise, the overlap [K - stride, C_out]."""
-        if not self.depthwise:
+        if not (self.depthwise or self.carry_outputs):
             return np.zeros((self.blocks - 1, self.in_channels), dtype=np.float32)
         return np.zeros((self.carried, self.out_channels), dtype=np.float32)
 
@@ -386,10 +390,12 @@ class StreamingConvTranspose1d:
         """
         batch, t = x.shape[0], x.shape[1]
         s, c_out, blocks, carried = self.stride, self.out_channels, self.blocks, self.carried
-        if self.depthwise and t * s < carried:
+        if (self.depthwise or self.carry_outputs) and t * s < carried:
             raise ValueError(f"ConvTranspose1d needs at least {carried} output frames")
         if self.depthwise:
             return self._depthwise_batch(elu(x) if activate else x, partials)
+        if self.carry_outputs:
+            return self._overlap_batch(elu(x) if activate else x, partials)
         c_in, pad = self.in_channels, blocks - 1
         padded = np.empty((batch, t + pad, c_in), dtype=np.float32)
         if pad:
@@ -412,6 +418,33 @@ class StreamingConvTranspose1d:
             if self._block_bias is not None:
                 out += self._block_bias
         return out.reshape(batch, t * s, c_out), next_histories
+
+    def _overlap_batch(
+        self, x: np.ndarray, partials: list[np.ndarray]
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Dense weights carrying the overlapping outputs (``carry_outputs``): each stream's
+        input padded with ``blocks - 1`` zero frames on both sides, window i gives output block
+        i (i < T, before the partial is added) or a block of the next partial (i ≥ T)."""
+        batch, t = x.shape[0], x.shape[1]
+        s, c_out, blocks, carried = self.stride, self.out_channels, self.blocks, self.carried
+        c_in, pad = self.in_channels, blocks - 1
+        padded = np.zeros((batch, t + 2 * pad, c_in), dtype=np.float32)
+        padded[:, pad : t + pad] = x
+        windows = t + pad
+        seq, row, item = padded.strides
+        columns = as_strided(
+            padded, shape=(batch, windows, blocks * c_in), strides=(seq, row, item), writeable=False
+        )
+        out = (columns.reshape(batch * windows, blocks * c_in) @ self.stacked_blocks).reshape(
+            batch, windows * s, c_out
+        )
+        y = out[:, : t * s]
+        next_partials = list(out[:, t * s : t * s + carried].copy())  # a view per stream
+        if carried:
+            y[:, :carried] += np.stack(partials)
+        if self.bias is not None:
+            y += self.bias
+        return y, next_partials
 
     def _depthwise_batch(
         self, x: np.ndarray, partials: list[np.ndarray]
