@@ -76,6 +76,7 @@ def against(args: argparse.Namespace) -> None:
 
     trees = {"old": args.against.resolve(), "new": Path(__file__).resolve().parents[1]}
     rows: dict[tuple[str, int], list[float]] = defaultdict(list)
+    cpu: dict[tuple[str, int], list[float]] = defaultdict(list)
     print(cpu_line(), flush=True)
     for repeat in range(args.repeats):
         for label, tree in trees.items():
@@ -94,16 +95,35 @@ def against(args: argparse.Namespace) -> None:
                 parts = line.split()
                 if len(parts) == 4 and parts[0].isdigit():
                     rows[(label, int(parts[0]))].append(float(parts[1]))
+                    cpu[(label, int(parts[0]))].append(float(parts[2]))
                     print(f"run {repeat} {label:3s} (load {load:.1f}): {line.strip()}", flush=True)
                 elif line.startswith("kernels"):
                     print(f"run {repeat} {label:3s}: {line}", flush=True)
-    print(f"{'N':>4}{'old streams':>13}{'new streams':>13}{'new / old':>11}  (medians)")
+    # Wall-clock streams follow the machine's other load; CPU ms per frame much less: the
+    # streams the cores could carry at that cost is cores x 80 ms / (CPU ms per frame).
+    frame_ms = 80.0
+    print(
+        f"{'N':>4}{'streams old':>12}{'new':>7}{'new/old':>9}"
+        f"{'CPU ms/frame old':>18}{'new':>7}{'old/new':>9}{'CPU streams old':>17}{'new':>7}"
+        "  (medians; per-run ratios of neighbouring runs)"
+    )
     for n in (int(size) for size in args.sizes.split(",")):
         old, new = rows[("old", n)], rows[("new", n)]
-        ratios = [b / a for a, b in zip(old, new, strict=False)]
+        wall = [b / a for a, b in zip(old, new, strict=False)]
+        old_cpu, new_cpu = cpu[("old", n)], cpu[("new", n)]
+        saved = [a / b for a, b in zip(old_cpu, new_cpu, strict=False)]
+        cores = args.threads
         print(
-            f"{n:>4}{statistics.median(old):>13.1f}{statistics.median(new):>13.1f}"
-            f"{statistics.median(ratios):>10.2f}x  (runs: {', '.join(f'{r:.2f}' for r in ratios)})"
+            f"{n:>4}{statistics.median(old):>12.1f}{statistics.median(new):>7.1f}"
+            f"{statistics.median(wall):>8.2f}x"
+            f"{statistics.median(old_cpu):>18.2f}{statistics.median(new_cpu):>7.2f}"
+            f"{statistics.median(saved):>8.2f}x"
+            f"{cores * frame_ms / statistics.median(old_cpu):>17.1f}"
+            f"{cores * frame_ms / statistics.median(new_cpu):>7.1f}"
+        )
+        print(
+            f"      wall ratios {', '.join(f'{r:.2f}' for r in wall)}; "
+            f"CPU ratios {', '.join(f'{r:.2f}' for r in saved)}"
         )
 
 

@@ -99,8 +99,8 @@ class NumpyBackend(Backend):
             max_voice_frames=None,
             sampler_steps=sampler_steps,
             attention_probe=True,
-            # bit for bit only on bf16 units (window kernels and ``attend_ring`` throughout);
-            # fp32's BLAS and NumPy attention sum a block in another order (~123 dB)
+            # bit for bit where every layer sums each row alone (bf16 units); fp32's BLAS
+            # linears sum a block in another order (~123 dB)
             frame_blocks=self.mimi.blocks_exact,
         )
 

@@ -29,7 +29,7 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from .kernel_base import bits_of_float32, jit, jit_nan_safe
-from .layer_kernels import _exp, _exp_minus_one
+from .layer_kernels import _exp_minus_one
 
 BF16_ROWS = 4
 """Windows (output rows) a tile computes together."""
@@ -219,42 +219,6 @@ def bf16_window_matmul(windows, packed, out):  # pragma: no cover - compiled
                     _bf16_tile(windows, packed, out, s, r, b)
 
 
-@jit_nan_safe
-def attend_ring(q, keys, values, positions, context, scores, out):  # pragma: no cover - compiled
-    """Causal windowed attention of queries q [T, H, Dh] (scaled) at absolute ``positions``
-    [T] over a ring of keys and values [H, slots, Dh] (position p in slot p % slots), each
-    query seeing positions max(0, p - context + 1) … p, summed in position order: the same
-    sums whatever the ring's size or how many queries a call holds (a frame block decodes as
-    its frames one by one). scores [context] f32 is scratch; out [T, H, Dh]."""
-    steps, heads, width = q.shape
-    slots = keys.shape[1]
-    for t in range(steps):
-        last = positions[t]
-        first = max(last - context + 1, 0)
-        for h in range(heads):
-            top = np.float32(-np.inf)
-            for p in range(first, last + 1):
-                slot = p % slots
-                dot = np.float32(0.0)
-                for i in range(width):
-                    dot += q[t, h, i] * keys[h, slot, i]
-                scores[p - first] = dot
-                top = max(top, dot)
-            total = np.float32(0.0)
-            for p in range(last + 1 - first):
-                weight = _exp(max(scores[p] - top, np.float32(-87.0)))
-                scores[p] = weight
-                total += weight
-            inv_total = np.float32(1.0) / total
-            for i in range(width):
-                out[t, h, i] = np.float32(0.0)
-            for p in range(first, last + 1):
-                weight = scores[p - first] * inv_total
-                slot = p % slots
-                for i in range(width):
-                    out[t, h, i] += weight * values[h, slot, i]
-
-
 def warm_up() -> None:
     """Compile (or load from the disk cache) the bfloat16 kernels now, at model load."""
     x = np.zeros(2 * BF16_COLUMN_BLOCK, np.float32)
@@ -268,7 +232,3 @@ def warm_up() -> None:
     windows = np.lib.stride_tricks.as_strided(narrow, (1, BF16_ROWS, 2), (seq, row, item))
     for view in (windows, narrow[:, :BF16_ROWS]):  # overlapping windows, and plain rows
         bf16_window_matmul(view, packed, out)
-    ring = np.zeros((1, 4, 8), np.float32)
-    queries = np.zeros((1, 1, 8), np.float32)
-    positions = np.zeros(1, np.int64)
-    attend_ring(queries, ring, ring, positions, 2, np.empty(2, np.float32), queries.copy())

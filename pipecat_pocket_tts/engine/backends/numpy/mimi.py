@@ -63,22 +63,6 @@ class AttentionCache:
             self.keys.copy(), self.values.copy(), self.slot_positions.copy(), self.position
         )
 
-    def grow(self, slots: int) -> None:
-        """Widen the ring to ``slots`` entries (a call of more positions than it was made
-        for: a block of frames), each kept entry moved to its position's slot in the new ring."""
-        old = self.slot_positions.shape[0]
-        if slots <= old:
-            return
-        keys = np.zeros((*self.keys.shape[:2], slots, self.keys.shape[3]), np.float32)
-        values = np.zeros_like(keys)
-        positions = np.full(slots, -1, dtype=np.int64)
-        kept = np.flatnonzero(self.slot_positions >= 0)
-        moved = self.slot_positions[kept] % slots
-        keys[:, :, moved] = self.keys[:, :, kept]
-        values[:, :, moved] = self.values[:, :, kept]
-        positions[moved] = self.slot_positions[kept]
-        self.keys, self.values, self.slot_positions = keys, values, positions
-
 
 @dataclass(frozen=True)
 class _TransformerLayer:
@@ -115,7 +99,6 @@ class MimiTransformer:
             if d == self.input_dim
             else fetch_weight(weights, f"{prefix}.input_proj.weight", (d, self.input_dim))
         )
-        self.attention_kernel = None  # ``bf16_kernels`` when attention runs ``attend_ring``
         self.output_proj = (
             None
             if d == self.output_dim
@@ -157,26 +140,35 @@ class MimiTransformer:
         """x [T, input_dim] at positions cache.position … +T-1 → [T, output_dim]; fills cache."""
         return self.call_batch(x[None], [cache])[0]
 
-    def call_batch(self, x: np.ndarray, caches: Sequence[AttentionCache]) -> np.ndarray:
+    def call_batch(
+        self, x: np.ndarray, caches: Sequence[AttentionCache], chunk: int | None = None
+    ) -> np.ndarray:
         """``__call__`` for B streams: x [B, T, input_dim], one cache each → [B, T, output_dim].
 
         The linears, RoPE and softmax run on all B·T rows at once; each stream's keys and
         values go into its own ring and its queries attend over them (two matmuls a stream).
+        ``chunk`` (a divisor of T: a frame's positions, for a block of frames): the attention
+        runs a chunk at a time, each chunk's keys written and its queries answered before the
+        next's, on the same ring and shapes as calls of one chunk each (the same sums).
         """
         batch, t = x.shape[0], x.shape[1]
+        chunk = t if chunk is None else chunk
+        if t % chunk:
+            raise ValueError(f"{t} positions are not whole chunks of {chunk}")
         d, h, dh = self.d_model, self.num_heads, self.head_dim
-        for cache in caches:  # a block of frames: more positions than the ring was made for
-            cache.grow(self.context - 1 + t)
-        views = [self._positions(cache, t) for cache in caches]
-        cos = np.concatenate([view[1] for view in views])  # [B·T, Dh/2]
-        sin = np.concatenate([view[2] for view in views])
-        masks = np.stack([view[3] for view in views])[:, None]  # [B, 1, T, slots]
-        slots = masks.shape[-1]
+        pieces = range(0, t, chunk)
+        views = [[self._positions(cache, chunk, start) for start in pieces] for cache in caches]
+        cos = np.concatenate([view[1] for stream in views for view in stream])  # [B·T, Dh/2]
+        sin = np.concatenate([view[2] for stream in views for view in stream])
+        masks = [  # per chunk: [B, 1, chunk, slots]
+            np.stack([stream[i][3] for stream in views])[:, None] for i in range(len(pieces))
+        ]
+        slots = masks[0].shape[-1]
         rows = x.reshape(batch * t, x.shape[2])
         if self.input_proj is not None:
             rows = rows @ self.input_proj.T
         scale = np.float32(1.0 / np.sqrt(dh))
-        scores = np.empty((batch, h, t, slots), dtype=np.float32)
+        scores = np.empty((batch, h, chunk, slots), dtype=np.float32)
         attended = np.empty((batch, t, h, dh), dtype=np.float32)
         for index, layer in enumerate(self.layers):
             qkv = layer.in_proj(layer_norm(rows, *layer.norm1, LAYER_NORM_EPS))  # [B·T, 3D]
@@ -185,23 +177,20 @@ class MimiTransformer:
             q = q.reshape(batch, t, h, dh).transpose(0, 2, 1, 3)  # [B, H, T, Dh]
             k = qk[:, h:].reshape(batch, t, h, dh).transpose(0, 2, 1, 3)
             v = qkv[:, 2 * d :].reshape(batch, t, h, dh).transpose(0, 2, 1, 3)
-            if self.attention_kernel is not None:
-                self._attend_ring(index, q, k, v, caches, views, attended)
-                rows = rows + layer.out_proj(attended.reshape(batch * t, d))
-                hidden = gelu_tanh(layer.linear1(layer_norm(rows, *layer.norm2, LAYER_NORM_EPS)))
-                rows += layer.linear2(hidden)
-                continue
-            for b, (cache, view) in enumerate(zip(caches, views, strict=True)):
-                keys, values, ring = cache.keys[index], cache.values[index], view[0]
-                keys[:, ring] = k[b]  # [H, slots, Dh]
-                values[:, ring] = v[b]
-                np.matmul(q[b], keys.transpose(0, 2, 1), out=scores[b])  # [H, T, slots]
-            scores += masks
-            scores -= scores.max(axis=-1, keepdims=True)
-            np.exp(scores, out=scores)
-            scores /= scores.sum(axis=-1, keepdims=True)
-            for b, cache in enumerate(caches):
-                np.matmul(scores[b], cache.values[index], out=attended[b].transpose(1, 0, 2))
+            for i, start in enumerate(pieces):
+                span = slice(start, start + chunk)
+                for b, (cache, stream) in enumerate(zip(caches, views, strict=True)):
+                    keys, values, ring = cache.keys[index], cache.values[index], stream[i][0]
+                    keys[:, ring] = k[b, :, span]  # [H, slots, Dh]
+                    values[:, ring] = v[b, :, span]
+                    np.matmul(q[b, :, span], keys.transpose(0, 2, 1), out=scores[b])
+                scores += masks[i]
+                scores -= scores.max(axis=-1, keepdims=True)
+                np.exp(scores, out=scores)
+                scores /= scores.sum(axis=-1, keepdims=True)
+                for b, cache in enumerate(caches):
+                    out = attended[b, span].transpose(1, 0, 2)
+                    np.matmul(scores[b], cache.values[index], out=out)
             rows = rows + layer.out_proj(attended.reshape(batch * t, d))
             hidden = gelu_tanh(layer.linear1(layer_norm(rows, *layer.norm2, LAYER_NORM_EPS)))
             rows += layer.linear2(hidden)
@@ -211,30 +200,15 @@ class MimiTransformer:
             rows = rows @ self.output_proj.T
         return rows.reshape(batch, t, -1)
 
-    def _attend_ring(self, index, q, k, v, caches, views, attended) -> None:
-        """Layer ``index``'s attention by ``attend_ring`` (each query's visible positions in
-        order): q, k, v [B, H, T, Dh] → attended [B, T, H, Dh]; fills each cache's ring."""
-        kernels = self.attention_kernel
-        scratch = np.empty(self.context, np.float32)
-        queries = np.ascontiguousarray(q.transpose(0, 2, 1, 3))  # [B, T, H, Dh]
-        for b, (cache, view) in enumerate(zip(caches, views, strict=True)):
-            keys, values, ring = cache.keys[index], cache.values[index], view[0]
-            keys[:, ring] = k[b]
-            values[:, ring] = v[b]
-            positions = cache.slot_positions[ring]
-            kernels.attend_ring(
-                queries[b], keys, values, positions, self.context, scratch, attended[b]
-            )
-
     def _positions(
-        self, cache: AttentionCache, t: int
+        self, cache: AttentionCache, t: int, offset: int = 0
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Ring slots [T], RoPE cos/sin [T, Dh/2] and mask [T, slots] of a cache's next T
-        positions (marks the slots as holding them)."""
+        """Ring slots [T], RoPE cos/sin [T, Dh/2] and mask [T, slots] of the T positions from
+        ``offset`` past the cache's next one (marks the slots as holding them)."""
         slots = cache.slot_positions.shape[0]
         if t > slots - (self.context - 1):
             raise ValueError(f"{t} steps in one call exceed the attention cache")
-        positions = cache.position + np.arange(t)
+        positions = cache.position + offset + np.arange(t)
         cos, sin = rope_tables(positions, self.head_dim, self.max_period)
         ring = positions % slots
         cache.slot_positions[ring] = positions
@@ -376,8 +350,9 @@ class Mimi:
     def decode_frames(self, states: Sequence[MimiDecoderState], latents: np.ndarray) -> np.ndarray:
         """K frames of each of B streams in one call: denormalized latents [B, K, latent_dim] →
         audio [B, K, frame_size], each stream's frames in order. The same samples as K calls of
-        ``decode_batch`` up to float rounding (the same windows and taps; only the attention's
-        and BLAS's sums over longer rows may round differently)."""
+        ``decode_batch`` up to float rounding: the same windows and taps, the attention a frame
+        at a time on the same ring; only BLAS's sums over taller matrices may round
+        differently (``blocks_exact``: none on this model's units)."""
         latents = np.asarray(latents, dtype=np.float32)
         batch = len(states)
         if latents.ndim != 3 or latents.shape[0] != batch or latents.shape[2] != self.latent_dim:
@@ -392,7 +367,9 @@ class Mimi:
             x, partials = self.upsample.call_batch(x, [s.upsample_partial for s in states])
             for state, partial in zip(states, partials, strict=True):
                 state.upsample_partial = partial
-        x = self.decoder_transformer.call_batch(x, [s.attention for s in states])
+        x = self.decoder_transformer.call_batch(
+            x, [s.attention for s in states], chunk=self.resample_stride
+        )
         seanet = [s.seanet for s in states]
         audio = self.decoder.call_batch(x, seanet, DECODE_GROUP)  # [B, K·frame_size, 1]
         return audio.reshape(batch, frames, self.frame_size)

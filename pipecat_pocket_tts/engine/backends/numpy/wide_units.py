@@ -78,7 +78,7 @@ def describe_units(units: str) -> str:
     if units == "bf16":
         return (
             "Mimi decoder: bfloat16 dot products (AVX512_BF16 vdpbf16ps) in the transformer "
-            "and the large SEANet layers, float32 elsewhere"
+            "and two SEANet transposed convs, float32 elsewhere; frame blocks bit for bit"
         )
     return "Mimi decoder: float32 (window kernels and BLAS)"
 
@@ -97,7 +97,6 @@ def use_bf16(transformer: MimiTransformer, decoder: SEANet) -> None:
     """
     from .streaming_conv import StreamingConvTranspose1d
 
-    transformer.attention_kernel = bf16_kernels()  # the same sums in a block as frame by frame
     for layer in transformer.layers:
         for name in ("in_proj", "out_proj", "linear1", "linear2"):
             linear = getattr(layer, name)
@@ -114,10 +113,10 @@ def use_bf16(transformer: MimiTransformer, decoder: SEANet) -> None:
 
 
 def blocks_exact(transformer: MimiTransformer, decoder: SEANet) -> bool:
-    """Whether a block of frames decodes bit for bit as its frames one by one: attention by
-    ``attend_ring``, every transformer linear on the bfloat16 kernel and every dense
-    transposed conv on it or the float32 window kernel (each row summed alone; BLAS's sums
-    may follow the matrix's height)."""
+    """Whether a block of frames decodes bit for bit as its frames one by one: every
+    transformer linear on the bfloat16 kernel and every dense transposed conv on it or the
+    float32 window kernel (each row summed alone; BLAS's sums may follow the matrix's
+    height). The attention runs frame by frame in a block (``MimiTransformer.call_batch``)."""
     from .streaming_conv import StreamingConvTranspose1d
 
     linears = [
@@ -131,8 +130,7 @@ def blocks_exact(transformer: MimiTransformer, decoder: SEANet) -> bool:
         if isinstance(conv, StreamingConvTranspose1d) and not conv.depthwise
     ]
     return (
-        transformer.attention_kernel is not None
-        and transformer.input_proj is None
+        transformer.input_proj is None
         and transformer.output_proj is None
         and all(isinstance(linear, Bf16DotLinear) for linear in linears)
         and all(conv.bf16 is not None or conv.packed is not None for conv in transposed)
