@@ -39,7 +39,16 @@ from full_size_pack import build_files
 from pipecat_pocket_tts.engine import PocketTTS
 
 TEXT = "Hello there, how are you doing today?"
-STAGES = ("prefill", "step", "sample", "decode", "step_batch", "sample_batch", "decode_batch")
+STAGES = (
+    "prefill",
+    "step",
+    "sample",
+    "decode",
+    "step_batch",
+    "sample_batch",
+    "decode_batch",
+    "decode_frames",
+)
 
 
 def parse_args() -> argparse.Namespace:
