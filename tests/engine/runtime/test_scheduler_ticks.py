@@ -171,3 +171,39 @@ def test_a_stream_far_ahead_neither_steps_nor_decodes_while_another_is_behind():
     behind.ahead = 1.2  # nobody behind: both go on
     plan = _plan([ahead, behind])
     assert {s.name for part in plan.decode_parts for s in part} == {"ahead", "behind"}
+
+
+def test_decode_parts_are_cut_by_frames_when_streams_decode_blocks():
+    from pipecat_pocket_tts.engine.runtime.ticks import _cut_frames
+
+    streams = [_Stream(f"s{i}") for i in range(4)]
+    frames = dict(zip(streams, (4, 1, 1, 2), strict=True))
+    parts = _cut_frames(streams, frames, [4, 4])  # type: ignore[arg-type]
+    assert [[s.name for s in part] for part in parts] == [["s0"], ["s1", "s2", "s3"]]
+    ones = dict.fromkeys(streams, 1)
+    assert [len(p) for p in _cut_frames(streams, ones, [3, 1])] == [3, 1]  # type: ignore[arg-type]
+
+
+@dataclass(eq=False)
+class _Ahead(_Stream):
+    pending: int = 1
+
+    @property
+    def pending_frames(self) -> int:
+        return self.pending
+
+
+def test_a_block_waits_only_for_a_stream_with_lead_and_frames_to_come():
+    from pipecat_pocket_tts.engine.runtime.ticks import BLOCK_FRAMES, _block_frames
+
+    tick = 0.05
+    behind = _Ahead("behind", started=True, wants_step=True, pending=1)
+    assert _block_frames(behind, 0.1, tick) == 1  # near its deadline: at once
+    starting = _Ahead("starting", wants_step=True, pending=1)
+    assert _block_frames(starting, 2.0, tick) == 1  # a first frame: at once
+    ahead = _Ahead("ahead", started=True, wants_step=True, pending=1)
+    assert _block_frames(ahead, 2.0, tick) == 0  # far ahead, frames still coming: waits
+    ahead.pending = BLOCK_FRAMES
+    assert _block_frames(ahead, 2.0, tick) == BLOCK_FRAMES
+    done = _Ahead("done", started=True, wants_step=False, pending=2)
+    assert _block_frames(done, 2.0, tick) == 2  # no more frames to wait for
