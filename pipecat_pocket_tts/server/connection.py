@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from starlette.websockets import WebSocket
 
+from .. import wire as p
 from ..engine import (
     AdmissionWait,
     AudioFrame,
@@ -34,7 +35,6 @@ from ..engine import (
     Session,
     UnknownVoiceError,
 )
-from . import protocol as p
 from .encodings import FrameEncoder, check_format
 from .metrics import ServerMetrics, StreamPacer
 from .security import Limits

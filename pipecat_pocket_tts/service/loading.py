@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 from loguru import logger
 from pipecat.utils.types import is_given
 
+from ..client import RemoteTTS
 from ..engine.errors import PocketTTSError, ServerUnavailableError, UnknownLanguageError
 from ..engine.model.languages import pack_name
 from ..engine.model.options import LoadOptions
-from ..server.client import RemoteTTS
 from .collector import freeze_heap_once
 
 if TYPE_CHECKING:

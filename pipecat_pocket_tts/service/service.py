@@ -68,8 +68,8 @@ from .updates import check_update
 if TYPE_CHECKING:
     from pipecat.frames.frames import CancelFrame
 
+    from ..client import RemoteTTS
     from ..engine import PocketTTS
-    from ..server.client import RemoteTTS
 
 SETUP_LOAD_BUDGET_S = 15.0
 """How long ``setup`` waits for the model before letting the pipeline start (Pipecat gives up

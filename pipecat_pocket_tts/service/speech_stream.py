@@ -34,9 +34,9 @@ from ..engine.utterance import UtteranceOptions
 from .handover import handover
 
 if TYPE_CHECKING:
+    from ..client import RemoteSession
     from ..engine import Session
     from ..engine.synthesis import AudioFrame
-    from ..server.client import RemoteSession
     from .context_output import ContextOutput
     from .resampler import StreamResampler
     from .settings import PocketTTSSettings

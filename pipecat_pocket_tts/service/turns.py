@@ -13,8 +13,8 @@ from .admission import admission_reporter
 from .speech_stream import SpeechStream, Turn
 
 if TYPE_CHECKING:
+    from ..client import RemoteTTS
     from ..engine import PocketTTS
-    from ..server.client import RemoteTTS
     from .context_output import ContextOutput
     from .resampler import StreamResampler
 

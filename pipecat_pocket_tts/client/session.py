@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .. import wire as p
 from ..engine import (
     AdmissionWait,
     AudioFrame,
@@ -36,7 +37,6 @@ from ..engine import (
 )
 from ..engine.errors import InvalidSettingError
 from ..engine.runtime.channel import ChannelOutput, FrameChannel
-from . import protocol as p
 
 REPLY_TIMEOUT_S = 10.0
 """How long a request the server answers (start, voice check, cancel) waits for its answer."""

@@ -46,6 +46,7 @@ the URL's query string is never read (URLs land in logs).
 from __future__ import annotations
 
 import json
+import logging
 import struct
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, ClassVar
@@ -396,11 +397,44 @@ def unpack_audio(data: bytes) -> tuple[AudioHeader, bytes]:
     return header, data[4 + length :]
 
 
+# -- the handshake's secrets -------------------------------------------------------
+SECRET_HEADERS = frozenset({"authorization", "sec-websocket-protocol", "cookie"})
+"""Handshake headers that may carry the key: their values never reach a log."""
+# The loggers the websockets library writes handshake headers to at DEBUG: uvicorn's (the
+# server's handshakes) and the library's own client logger (RemoteTTS's).
+_HANDSHAKE_LOGGERS = ("uvicorn.error", "websockets.server", "websockets.client")
+
+
+class HiddenHeaders(logging.Filter):
+    """Masks the values of ``SECRET_HEADERS`` in the websocket library's handshake debug lines
+    (``< authorization: Bearer KEY``), on the server's and on the client's side."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if (
+            isinstance(args, tuple)
+            and len(args) == 2
+            and record.msg in ("< %s: %s", "> %s: %s")
+            and str(args[0]).lower() in SECRET_HEADERS
+        ):
+            record.args = (args[0], "<hidden>")
+        return True
+
+
+def hide_secret_headers() -> None:
+    """Install ``HiddenHeaders`` on the loggers that see handshake headers (once)."""
+    for name in _HANDSHAKE_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, HiddenHeaders) for f in logger.filters):
+            logger.addFilter(HiddenHeaders())
+
+
 __all__ = [
     "ENCODINGS",
     "KEY_SUBPROTOCOL_PREFIX",
     "MULAW_RATE",
     "PATH",
+    "SECRET_HEADERS",
     "SUBPROTOCOL",
     "Admitted",
     "AudioHeader",
@@ -414,6 +448,7 @@ __all__ = [
     "Error",
     "ErrorCode",
     "Flush",
+    "HiddenHeaders",
     "Mark",
     "MarkerReached",
     "ProtocolError",
@@ -428,6 +463,7 @@ __all__ = [
     "decode_client",
     "decode_server",
     "encode",
+    "hide_secret_headers",
     "pack_audio",
     "unpack_audio",
 ]

@@ -1,11 +1,11 @@
 """The client of the TTS server: ``RemoteTTS``, used as a local ``PocketTTS`` is, and its
-sessions (``RemoteSession``, in ``remote_session``), used as its ``Session`` is.
+sessions (``RemoteSession``, in ``session``), used as its ``Session`` is.
 
 ``PocketTTSService(server_url=...)`` speaks through these with the very code it runs on an
 in-process engine: ``session()``, ``enqueue`` / ``feed`` / ``flush`` / ``mark`` / ``acancel``,
 and async iteration of ``AudioFrame`` (with its words) and ``Marker``. No Pipecat here.
 
-The websocket is a ``ServerLink`` (``client_link``): a thread of its own that reconnects with
+The websocket is a ``ServerLink`` (``link``): a thread of its own that reconnects with
 backoff whenever the connection is lost. ``RemoteTTS`` routes what it receives to its sessions.
 Losing the connection ends every open session with ``ServerUnavailableError``; opening a session
 while the server is unreachable raises it.
@@ -21,15 +21,15 @@ from typing import Any
 
 import numpy as np
 
+from .. import wire as p
 from ..engine import (
     SAMPLE_RATE,
     AdmissionWait,
     ServerUnavailableError,
     UtteranceOptions,
 )
-from . import protocol as p
-from .client_link import BACKOFF_S, CONNECT_TIMEOUT_S, ServerLink
-from .remote_session import REPLY_TIMEOUT_S, RemoteSession, error_of, voice_name
+from .link import BACKOFF_S, CONNECT_TIMEOUT_S, ServerLink
+from .session import REPLY_TIMEOUT_S, RemoteSession, error_of, voice_name
 
 logger = logging.getLogger(__name__)
 
