@@ -13,12 +13,15 @@ client → server::
     text    context, utterance, text, complete (True: one whole utterance, as Session.enqueue;
             False: streamed, as Session.feed), per-utterance overrides
     flush   context, utterance: the streamed text is complete (Session.flush)
-    mark    context, id: a marker after the audio of the text sent before it (Session.mark;
-            while fed text is held unfinished, after the chunk it becomes, or dropped if a
-            flush queues none)
+    mark    context, id: a marker after the audio of the text sent before it (Session.mark:
+            while fed text is held unfinished, after the chunk it becomes, or dropped if it
+            becomes none)
     end     context: no more text; ``done`` follows the last audio
     cancel  context: stop now; ``cancelled`` acknowledges, nothing of it follows
     voice   id, voice: can the server's pack speak with this voice? (``voice_checked``)
+    check_text  id, text, complete, normalize, lexicon, text_language: does the text say
+            anything on the server's pack? (``text_checked``: the engine's has_speech, or with
+            complete false its speech probe: has the text so far released a chunk?)
 
 server → client::
 
@@ -31,6 +34,7 @@ server → client::
     cancelled      context
     error          context (or None: the connection), code, message
     voice_checked  id, error_code, message (None: usable)
+    text_checked   id, speech, error_code, message
 
 ``utterance`` numbers are the client's: every ``text`` and ``flush`` names the utterance its
 audio belongs to, and every engine utterance it queues is reported under it.
@@ -144,6 +148,7 @@ class Mark:
     type: ClassVar[str] = "mark"
     context: str
     id: int
+    after_fed_text: bool = True  # False: after what is queued now (Session.mark)
 
 
 @dataclass(frozen=True)
@@ -163,6 +168,20 @@ class CheckVoice:
     type: ClassVar[str] = "voice"
     id: int
     voice: str | None
+
+
+@dataclass(frozen=True)
+class CheckText:
+    """Does ``text`` say anything on the server's pack (``SpeechEngine.has_speech``; with
+    ``complete`` False, ``speech_probe``: has the text so far released a chunk)?"""
+
+    type: ClassVar[str] = "check_text"
+    id: int
+    text: str
+    complete: bool = True
+    normalize: bool = True
+    lexicon: dict[str, str] | None = None
+    text_language: str | None = None
 
 
 # -- server → client ----------------------------------------------------------------------
@@ -234,7 +253,16 @@ class VoiceChecked:
     message: str | None = None
 
 
-ClientMessage = Start | Text | Flush | Mark | End | Cancel | CheckVoice
+@dataclass(frozen=True)
+class TextChecked:
+    type: ClassVar[str] = "text_checked"
+    id: int
+    speech: bool = False
+    error_code: str | None = None
+    message: str | None = None
+
+
+ClientMessage = Start | Text | Flush | Mark | End | Cancel | CheckVoice | CheckText
 ServerMessage = (
     Ready
     | Started
@@ -245,10 +273,11 @@ ServerMessage = (
     | Cancelled
     | Error
     | VoiceChecked
+    | TextChecked
 )
 
 CLIENT_MESSAGES: dict[str, type] = {
-    cls.type: cls for cls in (Start, Text, Flush, Mark, End, Cancel, CheckVoice)
+    cls.type: cls for cls in (Start, Text, Flush, Mark, End, Cancel, CheckVoice, CheckText)
 }
 SERVER_MESSAGES: dict[str, type] = {
     cls.type: cls
@@ -262,6 +291,7 @@ SERVER_MESSAGES: dict[str, type] = {
         Cancelled,
         Error,
         VoiceChecked,
+        TextChecked,
     )
 }
 
@@ -440,6 +470,7 @@ __all__ = [
     "AudioHeader",
     "Cancel",
     "Cancelled",
+    "CheckText",
     "CheckVoice",
     "ClientMessage",
     "CloseCode",
@@ -457,6 +488,7 @@ __all__ = [
     "Start",
     "Started",
     "Text",
+    "TextChecked",
     "UtteranceEnd",
     "VoiceChecked",
     "WordTime",

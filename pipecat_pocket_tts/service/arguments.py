@@ -22,6 +22,7 @@ from pipecat.services.tts_service import TTSService
 from ..engine.backends import concrete_options, resolve_backend_name
 from ..engine.errors import LoadOptionError
 from ..engine.model.options import LoadOptions
+from .loading import LoadSettings
 
 _SETTING = "a setting here: settings=PocketTTSService.Settings({name}=...)"
 
@@ -113,9 +114,33 @@ def check_extra_arguments(kwargs: Mapping[str, Any], known: Iterable[str] = ()) 
         raise TypeError(f"{message}: {advice}" if advice else message)
 
 
+def service_load_settings(
+    load: LoadOptions | None,
+    kwargs: dict[str, Any],
+    *,
+    known: Iterable[str],
+    warmup: bool,
+    server_url: str | None,
+    api_key: str | None,
+    freeze_gc: bool,
+) -> LoadSettings:
+    """The constructor's loading arguments checked and taken out of ``kwargs`` (what is left
+    is Pipecat's): load options given whole or as keywords, ``quantize``, unknown keywords
+    refused, and no load options beside a ``server_url`` (the server's own decide)."""
+    options = take_quantize(take_load_options(load, kwargs), kwargs)
+    check_extra_arguments(kwargs, known=known)
+    if server_url is not None and options != LoadOptions():
+        raise TypeError(
+            "load options (backend, precision, threads...) choose how this process loads a "
+            "model; with server_url the server's own options decide: drop them here"
+        )
+    return LoadSettings(options, warmup, server_url, api_key, freeze_gc)
+
+
 __all__ = [
     "FOREIGN_ARGUMENTS",
     "check_extra_arguments",
     "pipecat_arguments",
+    "service_load_settings",
     "take_quantize",
 ]

@@ -38,10 +38,11 @@ from ..engine.errors import PocketTTSError, ServerUnavailableError
 from ..engine.model.config import SAMPLE_RATE
 from ..engine.model.languages import text_variant
 from ..engine.model.options import LoadOptions
-from .arguments import check_extra_arguments, take_load_options, take_quantize
+from ..engine.tts import WARMUP_FRAMES, WARMUP_TEXT
+from .arguments import service_load_settings
 from .context_output import ContextOutput
 from .languages import language_to_pack, pack_default_voice, pack_iso_code
-from .loading import WARMUP_FRAMES, WARMUP_TEXT, EngineLoader, LoadSettings
+from .loading import EngineLoader
 from .pipecat_internals import (
     TTSServiceHooks,
     bound_text_units,
@@ -58,18 +59,19 @@ from .pipecat_internals import (
 from .playout import Playout
 from .resampler import StreamResampler
 from .settings import UTTERANCE_SETTINGS, PocketTTSSettings, initial_settings, session_options
+from .speech_checks import SpeechChecks, text_settings
 from .speech_stream import Turn, TurnOptions
 from .text_gate import TextGate
-from .text_units import STREAMED_UNIT_CHARS, UNIT_CHARS, split_units
+from .text_units import unit_frames
 from .turns import Turns
 from .unspoken import UnspokenContexts
 from .updates import check_update
+from .voice_choice import VoiceChoice
 
 if TYPE_CHECKING:
     from pipecat.frames.frames import CancelFrame
 
-    from ..client import RemoteTTS
-    from ..engine import PocketTTS
+    from ..engine.contract import SpeechEngine
 
 SETUP_LOAD_BUDGET_S = 15.0
 """How long ``setup`` waits for the model before letting the pipeline start (Pipecat gives up
@@ -108,49 +110,29 @@ class PocketTTSService(TTSServiceHooks):
         freeze_gc: bool = True,
         **kwargs: Any,
     ) -> None:
-        """Create the service; the model loads in ``setup`` (never in the constructor).
+        """Create the service; the model loads in ``setup``, never here.
 
-        Args:
-            language: A Pipecat ``Language`` (regional variants by base code) or a pack name;
-                defaults to English. ``settings.language`` wins when both are given.
-            load: How packs load (``LoadOptions``); its fields may also be given as keywords:
-                ``backend`` ("numpy", "coreml", "auto"), ``model_dir`` (a pack folder, or one
-                subfolder per pack named after it; nothing is downloaded), ``revision``,
-                ``token``, ``sampler_steps``, ``precision`` ("fp32", "bf16", "int8"),
-                ``threads`` and ``max_streams`` (the model's scheduler)...
-            settings: Voice, temperature, seed, normalize, lexicon (see ``Settings``).
-            text_aggregation_mode: SENTENCE (default) or TOKEN: LLM tokens go to the session's
-                text stream (``Session.feed``), which cuts and prepares as the batch path.
-            warmup: Run a short synthesis in ``setup`` so the first turn is fast.
-            resampler_quality: soxr quality of the output resampler (QQ, LQ, MQ, HQ, VHQ).
-            server_url: ``ws://host:port`` of a TTS server (``python -m pipecat_pocket_tts
-                serve``) to speak with instead of loading a model in this process; every
-                behaviour is the same. The server's pack must be ``language``'s; voices are
-                the server's names; ``load`` options are the server's own.
-            api_key: The server's API key (sent as a bearer token).
-            freeze_gc: Once the first model of this process has loaded, ``gc.freeze()`` what
-                is alive then (the libraries, the model), so Python's full garbage
-                collections, which stall every event loop and model thread, skip it
-                (``service/collector.py``). False leaves the collector alone.
-            **kwargs: Other ``TTSService`` arguments (``sample_rate``, ``text_transforms``...);
-                any other keyword (``temp``, ``quantize``, a typo) is a ``TypeError`` saying
-                what to use.
+        Every argument and ``Settings`` field, with its default, range and cost, is in the
+        README's options table. ``load``'s fields may be given as keywords (``backend``,
+        ``model_dir``, ``precision``, ``threads``, ``max_streams``...); ``server_url`` speaks
+        with a TTS server's model instead of loading one here (same behaviour; its voices by
+        name). Other keywords are Pipecat's ``TTSService`` arguments; any other (``temp``,
+        ``quantize``, a typo) is a ``TypeError`` saying what to use.
         """
-        options = take_quantize(take_load_options(load, kwargs), kwargs)  # checked now
-        check_extra_arguments(kwargs, known=inspect.signature(PocketTTSService).parameters)
-        if server_url is not None and options != LoadOptions():
-            raise TypeError(
-                "load options (backend, precision, threads...) choose how this process loads a "
-                "model; with server_url the server's own options decide: drop them here"
-            )
+        loading = service_load_settings(
+            load,
+            kwargs,
+            known=inspect.signature(PocketTTSService).parameters,
+            warmup=warmup,
+            server_url=server_url,
+            api_key=api_key,
+            freeze_gc=freeze_gc,
+        )
         defaults = initial_settings(language, settings)
         # Words are timed from when their audio plays, on the pipeline's clock (read when used).
         self._playout = Playout(lambda: self.get_clock().get_time())
         self._output = ContextOutput(self, self._playout)  # reads the service only when used
-        self._loader = EngineLoader(
-            LoadSettings(options, warmup and server_url is None, server_url, api_key, freeze_gc),
-            self._output,
-        )
+        self._loader = EngineLoader(loading, self._output)
         #: A regional variant for the text normalizer ("pt-BR"), or None for the pack's own.
         self._text_language = text_variant(defaults.language)
         defaults.language = defaults.model = self._loader.pack_for(defaults.language)
@@ -165,14 +147,16 @@ class PocketTTSService(TTSServiceHooks):
         )
         bound_text_units(self)  # the units Pipecat's word tracking sees stay short
         self._set_sentence_language(self.pack)
-        self._gate = TextGate(self._has_speech)  # after the user's transforms
-        gate = self._gate.token if streams_tokens(self) else self._gate.sentence
-        self.add_text_transformer(gate, "*")
-        #: The voice setting follows the pack's default voice (reported by its name, from
-        #: the language's record now and from the pack once loaded).
-        self._default_voice = defaults.voice is None
-        if self._default_voice:
-            stored_settings(self).voice = pack_default_voice(self.pack)
+        checks = SpeechChecks(
+            lambda: self._loader.engine, lambda: text_settings(self.settings, self._text_language)
+        )
+        self._gate = TextGate(checks.has_speech, checks.new_probe, streamed=streams_tokens(self))
+        self.add_text_transformer(self._gate.check, "*")  # after the user's transforms
+        self._voice = VoiceChoice(
+            lambda: self.settings.voice, self._store_voice, follows_default=defaults.voice is None
+        )
+        if self._voice.follows_default:
+            self._store_voice(pack_default_voice(self.pack))
         self._turns = Turns(
             self._output,
             lambda: StreamResampler(SAMPLE_RATE, self.sample_rate, quality=resampler_quality),
@@ -197,7 +181,7 @@ class PocketTTSService(TTSServiceHooks):
         return language_to_pack(language)
 
     @property
-    def engine(self) -> PocketTTS | RemoteTTS | None:
+    def engine(self) -> SpeechEngine | None:
         """The loaded engine (None before setup or after cleanup)."""
         return self._loader.engine
 
@@ -215,10 +199,10 @@ class PocketTTSService(TTSServiceHooks):
         """Start loading (and warming up) the pack, off the event loop; wait a while for it."""
         await super().setup(setup)
         self._load_error = await self._loader.load_at_setup(
-            self.pack, self._chosen_voice(), SETUP_LOAD_BUDGET_S
+            self.pack, self._voice.chosen(), SETUP_LOAD_BUDGET_S
         )
         if self._loader.engine is not None:
-            self._name_default_voice(self._loader.engine)
+            self._voice.name_default(self._loader.engine)
 
     async def start(self, frame: StartFrame) -> None:
         """Start the service; report a pack that failed to load."""
@@ -229,11 +213,9 @@ class PocketTTSService(TTSServiceHooks):
             permanent = not isinstance(error, ServerUnavailableError)
             await self._refuse(error, f"could not load pack {self.pack!r}", permanent)
         engine = self._loader.engine
-        if engine is not None and not self._default_voice:  # the constructor's voice, now
-            error = await self._loader.voice_error(engine, self.settings.voice)
+        if engine is not None:  # the constructor's voice, now
+            error = await self._voice.check(engine, self._loader.voice_error)
             if error is not None:
-                self._default_voice = True
-                self._name_default_voice(engine)
                 about = f"voice unusable, speaking with {self.settings.voice!r} instead"
                 await self._refuse(error, about)
 
@@ -264,9 +246,10 @@ class PocketTTSService(TTSServiceHooks):
         if isinstance(frame, InterruptionFrame):
             self._playout.interrupted()
             await self._turns.interrupt()
-        if self._gate.observe(frame):
-            await self.process_frame(LLMFullResponseEndFrame(), direction)
-        await super().process_frame(frame, direction)
+        for item in await self._gate.admit(frame):  # TOKEN: a reply's tokens held until spoken
+            if self._gate.observe(item):
+                await self.process_frame(LLMFullResponseEndFrame(), direction)
+            await super().process_frame(item, direction)
 
     async def on_text_while_unusable(self, text: str, context_id: str) -> None:
         """A service with no model to speak with says so once per turn, where Pipecat warns
@@ -305,18 +288,11 @@ class PocketTTSService(TTSServiceHooks):
     ) -> None:
         """Pipecat's, one bounded unit at a time for a long text (a ``TTSSpeakFrame``, a
         burst of tokens): Pipecat's word tracking costs grow with the unit."""
-        text = src_frame.text
-        limit = STREAMED_UNIT_CHARS if streams_tokens(self) else UNIT_CHARS
-        if (
-            len(text) < limit
-            or src_frame.raw_text not in (None, text)
-            or src_frame.text_type in skipped_text_types(self)
-        ):
+        units = unit_frames(src_frame, streams_tokens(self), skipped_text_types(self))
+        if units is None:
             return await super().on_aggregated_text(src_frame, context_id)
         context_id = context_id or self.create_context_id()
-        for unit in split_units(text, limit):
-            frame = AggregatedTextFrame(unit, src_frame.text_type, raw_text=unit)
-            frame.interruptible = src_frame.interruptible
+        for frame in units:
             await super().on_aggregated_text(frame, context_id)
             await asyncio.sleep(0)  # one unit per loop slice: the loop serves others between
 
@@ -397,17 +373,14 @@ class PocketTTSService(TTSServiceHooks):
 
     async def _open_turn(self, context_id: str) -> Turn:
         """Bind a new audio context to a stream (the main one, or a private one)."""
-        ready = await self._loader.ready(context_id, self.pack, self._chosen_voice())
+        ready = await self._loader.ready(context_id, self.pack, self._voice.chosen())
         if ready.switch_error is not None:
             await self._refuse(ready.switch_error, f"could not load pack {self.pack!r}")
             stored_settings(self).language = stored_settings(self).model = ready.engine.language
         if ready.switched:  # later turns open sessions on the new pack, with a voice it has
-            if not self._default_voice and await self._loader.voice_error(
-                ready.engine, self.settings.voice
-            ):
-                self._default_voice = True
+            await self._voice.check(ready.engine, self._loader.voice_error)
             self._turns.retire_main()
-        self._name_default_voice(ready.engine)
+        self._voice.name_default(ready.engine)
         return await self._turns.open(
             context_id,
             ready.engine,
@@ -417,19 +390,8 @@ class PocketTTSService(TTSServiceHooks):
             seed_version=self._seed_version,
         )
 
-    def _chosen_voice(self) -> Any:
-        """The voice the user chose (None: the pack's default)."""
-        return None if self._default_voice else self.settings.voice
-
-    def _name_default_voice(self, engine: PocketTTS | RemoteTTS) -> None:
-        if self._default_voice:
-            stored_settings(self).voice = engine.default_voice
-
-    async def _has_speech(self, text: str) -> bool:
-        settings = self.settings
-        return await self._loader.has_speech(
-            text, settings.normalize, settings.lexicon, self._text_language
-        )
+    def _store_voice(self, voice: Any) -> None:
+        stored_settings(self).voice = voice
 
     def _turn_options(self) -> TurnOptions:  # settings as of now
         return TurnOptions.of(self.settings, self._seed_version)
@@ -445,11 +407,11 @@ class PocketTTSService(TTSServiceHooks):
             self._turns.retire_main()  # the next turn's session reads the new variant
         changed = await super().on_settings_update(update.delta)
         if "voice" in changed:
-            self._default_voice = update.follows_default_voice
+            self._voice.follows_default = update.follows_default_voice
         if update.pack is not None:  # Pipecat gave its splitters the pack name: mend it
             self._set_sentence_language(self.pack)
         if "language" in changed or "model" in changed:
-            self._loader.request_switch(self.pack, self._chosen_voice())
+            self._loader.request_switch(self.pack, self._voice.chosen())
         if "seed" in changed:
             self._seed_version += 1  # each stream restarts its generator at its next utterance
         known = UTTERANCE_SETTINGS | {"language", "model"}  # the rest is unknown here

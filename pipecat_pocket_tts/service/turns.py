@@ -13,8 +13,7 @@ from .admission import admission_reporter
 from .speech_stream import SpeechStream, Turn
 
 if TYPE_CHECKING:
-    from ..client import RemoteTTS
-    from ..engine import PocketTTS
+    from ..engine.contract import SpeechEngine
     from .context_output import ContextOutput
     from .resampler import StreamResampler
 
@@ -37,7 +36,7 @@ class Turns:
     async def open(
         self,
         context_id: str,
-        engine: PocketTTS | RemoteTTS,
+        engine: SpeechEngine,
         *,
         private: bool,
         streamed: bool,
