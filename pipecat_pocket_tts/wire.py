@@ -19,9 +19,11 @@ client → server::
     end     context: no more text; ``done`` follows the last audio
     cancel  context: stop now; ``cancelled`` acknowledges, nothing of it follows
     voice   id, voice: can the server's pack speak with this voice? (``voice_checked``)
-    check_text  id, text, complete, normalize, lexicon, text_language: does the text say
-            anything on the server's pack? (``text_checked``: the engine's has_speech, or with
-            complete false its speech probe: has the text so far released a chunk?)
+    check_text  id, text, complete, normalize, lexicon, text_language, probe: does the text
+            say anything on the server's pack? (``text_checked``: the engine's has_speech; with
+            a ``probe`` number, the next fragment of a streamed text, pushed to that probe
+            (its first message opens it, ``complete`` flushes and closes it): has the text so
+            far released a chunk?)
 
 server → client::
 
@@ -182,6 +184,7 @@ class CheckText:
     normalize: bool = True
     lexicon: dict[str, str] | None = None
     text_language: str | None = None
+    probe: int | None = None  # a streamed text's probe (its fragments, one message each)
 
 
 # -- server → client ----------------------------------------------------------------------

@@ -177,16 +177,23 @@ class RemoteTTS:
         language: str | None,
         normalize: bool,
         lexicon: Mapping[str, str] | None,
+        probe: int | None = None,
     ) -> bool:
-        """The server's answer to ``check_text``: its ``has_speech`` (``complete``) or its
-        speech probe over ``text`` (blocks: call it off an event loop)."""
+        """The server's answer to ``check_text``: its ``has_speech`` of ``text``, or with a
+        ``probe`` number the next fragment of that probe's streamed text (``complete``: its
+        end). Blocks: call it off an event loop."""
         words = None if lexicon is None else dict(lexicon)
         result = self._ask(
-            lambda ask_id: p.CheckText(ask_id, text, complete, normalize, words, language)
+            lambda ask_id: p.CheckText(
+                ask_id, text, complete, normalize, words, language, probe=probe
+            )
         )
         if result.error_code is not None:
             raise error_of(p.Error(None, result.error_code, result.message or ""))
         return result.speech
+
+    def new_probe_id(self) -> int:
+        return next(self._ids)
 
     def _ask(self, question: Callable[[int], p.ClientMessage]) -> Any:
         """Send the question made for a new id; the server's answer to it."""
@@ -250,7 +257,7 @@ class RemoteTTS:
 
 
 class _ServerProbe:
-    """``SpeechProbe`` asked of the server: the text so far, until it says speech."""
+    """``SpeechProbe`` kept on the server: each fragment is sent once, until it says speech."""
 
     def __init__(
         self,
@@ -261,7 +268,7 @@ class _ServerProbe:
     ) -> None:
         self._remote = remote
         self._language, self._normalize, self._lexicon = language, normalize, lexicon
-        self._text = ""
+        self._id = remote.new_probe_id()
         self._speaks = False
 
     def push(self, text: str) -> bool:
@@ -271,10 +278,9 @@ class _ServerProbe:
         return self._ask("", complete=True)
 
     def _ask(self, text: str, *, complete: bool) -> bool:
-        self._text += text
-        if not self._speaks and self._text:
+        if not self._speaks:
             self._speaks = self._remote.check_text(
-                self._text, complete, self._language, self._normalize, self._lexicon
+                text, complete, self._language, self._normalize, self._lexicon, probe=self._id
             )
         return self._speaks
 

@@ -20,6 +20,7 @@ import logging
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,7 @@ from ..engine import (
     Session,
     UnknownVoiceError,
 )
-from ..engine.contract import OFF_LOOP_CHARS
+from ..engine.contract import OFF_LOOP_CHARS, SpeechProbe
 from .encodings import FrameEncoder, check_format
 from .metrics import ServerMetrics, StreamPacer
 from .security import Limits
@@ -44,6 +45,7 @@ from .voices import ServerVoices
 logger = logging.getLogger(__name__)
 
 _ENDED_REMEMBERED = 1024  # ended context ids whose late messages are ignored, not refused
+_PROBES_KEPT = 16  # streamed texts being checked on one connection (the oldest is forgotten)
 
 
 @dataclass(frozen=True)
@@ -149,6 +151,7 @@ class Connection:
         self._ended: OrderedDict[str, None] = OrderedDict()
         self._outbox = Outbox(websocket)
         self._text_chars = 0
+        self._probes: OrderedDict[int, SpeechProbe] = OrderedDict()  # by the client's number
 
     async def run(self) -> None:
         """Serve the connection until the client leaves or breaks a rule."""
@@ -341,20 +344,25 @@ class Connection:
 
     async def _check_text(self, request: p.CheckText) -> None:
         """Answer whether the text says anything, as the engine's own check (long text off
-        the loop; the plan is kept for the ``text`` that follows)."""
+        the loop; a plan is kept for the ``text`` that follows). A probe's fragments go to
+        the probe the connection keeps for it, so a streamed text is read once."""
         tts = self._tts
         try:
             self._count_connection_text(request.text)
-
-            def check() -> bool:
-                options = {"normalize": request.normalize, "lexicon": request.lexicon}
-                if request.complete:
-                    return tts.has_speech(request.text, request.text_language, **options)
-                probe = tts.speech_probe(request.text_language, **options)
-                return probe.push(request.text)
-
+            options = {"normalize": request.normalize, "lexicon": request.lexicon}
+            if request.probe is None:
+                check = partial(tts.has_speech, request.text, request.text_language, **options)
+            else:
+                probe = self._probes.pop(request.probe, None)
+                if probe is None:
+                    probe = tts.speech_probe(request.text_language, **options)
+                check = probe.flush if request.complete else partial(probe.push, request.text)
             long = len(request.text) > OFF_LOOP_CHARS
             speech = await asyncio.to_thread(check) if long else check()
+            if request.probe is not None and not (speech or request.complete):
+                self._probes[request.probe] = probe  # the text goes on
+                while len(self._probes) > _PROBES_KEPT:
+                    self._probes.popitem(last=False)
         except PocketTTSError as e:
             answer = p.TextChecked(request.id, error_code=p.ErrorCode.BAD_REQUEST, message=str(e))
         else:

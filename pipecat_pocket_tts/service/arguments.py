@@ -14,6 +14,7 @@ import dataclasses
 import difflib
 import inspect
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from functools import cache
 from typing import Any
 
@@ -115,26 +116,19 @@ def check_extra_arguments(kwargs: Mapping[str, Any], known: Iterable[str] = ()) 
 
 
 def service_load_settings(
-    load: LoadOptions | None,
-    kwargs: dict[str, Any],
-    *,
-    known: Iterable[str],
-    warmup: bool,
-    server_url: str | None,
-    api_key: str | None,
-    freeze_gc: bool,
+    load: LoadOptions | None, kwargs: dict[str, Any], known: Iterable[str], given: LoadSettings
 ) -> LoadSettings:
-    """The constructor's loading arguments checked and taken out of ``kwargs`` (what is left
-    is Pipecat's): load options given whole or as keywords, ``quantize``, unknown keywords
+    """``given`` with the constructor's load options, checked and taken out of ``kwargs``
+    (what is left is Pipecat's): given whole or as keywords, ``quantize``, unknown keywords
     refused, and no load options beside a ``server_url`` (the server's own decide)."""
     options = take_quantize(take_load_options(load, kwargs), kwargs)
     check_extra_arguments(kwargs, known=known)
-    if server_url is not None and options != LoadOptions():
+    if given.server_url is not None and options != LoadOptions():
         raise TypeError(
             "load options (backend, precision, threads...) choose how this process loads a "
             "model; with server_url the server's own options decide: drop them here"
         )
-    return LoadSettings(options, warmup, server_url, api_key, freeze_gc)
+    return replace(given, load_options=options)
 
 
 __all__ = [

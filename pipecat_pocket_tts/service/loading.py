@@ -32,6 +32,13 @@ if TYPE_CHECKING:
 
     from ..engine import PocketTTS
     from .context_output import ContextOutput
+    from .voice_choice import VoiceChoice
+
+
+SETUP_LOAD_BUDGET_S = 15.0
+"""How long ``setup`` waits for the model before letting the pipeline start (Pipecat gives up
+on a setup after 20 s). A load still running then finishes in the background; the first turn
+waits for it, its audio context kept alive."""
 
 
 @dataclass(frozen=True)
@@ -102,8 +109,37 @@ class EngineLoader:
         logger.info(f"PocketTTS: loading pack {pack!r} in the background")
         self._switch_task = self._contexts.create_task(self._load(pack, voice), "pocket_tts_switch")
 
-    async def ready(self, context_id: str, pack: str, voice: Any) -> TurnEngine:
-        """The engine for a new turn: waits for a load still running, switches packs."""
+    async def report_at_start(
+        self, pack: str, load_error: Exception | None, voice: VoiceChoice
+    ) -> None:
+        """At the pipeline's start: a failed load (permanent: no model to speak with, but a
+        server may come back), then whether the loaded pack can use the chosen voice."""
+        if load_error is not None:
+            permanent = not isinstance(load_error, ServerUnavailableError)
+            about = f"could not load pack {pack!r}"
+            await self._contexts.refuse(load_error, about, permanent)
+        if self._engine is not None:
+            await self._check_voice(self._engine, voice)
+
+    async def _check_voice(self, engine: SpeechEngine, voice: VoiceChoice) -> None:
+        error = await voice.check(engine, self.voice_error)
+        if error is not None:
+            about = f"voice unusable, speaking with {engine.default_voice!r} instead"
+            await self._contexts.refuse(error, about)
+
+    async def ready(self, context_id: str, pack: str, voice: VoiceChoice) -> TurnEngine:
+        """The engine for a new turn: waits for a load still running, switches packs (a
+        failed switch is reported and the pack in use kept; after a switch the chosen voice
+        is checked on the new pack); the voice setting names the pack's default voice."""
+        turn_engine = await self._ready(context_id, pack, voice.chosen())
+        if turn_engine.switch_error is not None:
+            await self._contexts.refuse(turn_engine.switch_error, f"could not load pack {pack!r}")
+        if turn_engine.switched:
+            await self._check_voice(turn_engine.engine, voice)
+        voice.name_default(turn_engine.engine)
+        return turn_engine
+
+    async def _ready(self, context_id: str, pack: str, voice: Any) -> TurnEngine:
         switched = False
         switch_error: Exception | None = None
         task = self._switch_task
@@ -241,4 +277,10 @@ def load_shared_engine(pack: str, options: LoadOptions) -> PocketTTS:
     return PocketTTS.load_shared(pack, options=options)
 
 
-__all__ = ["EngineLoader", "LoadSettings", "TurnEngine", "load_shared_engine"]
+__all__ = [
+    "SETUP_LOAD_BUDGET_S",
+    "EngineLoader",
+    "LoadSettings",
+    "TurnEngine",
+    "load_shared_engine",
+]
