@@ -23,9 +23,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .errors import SessionClosedError
+from .frames import AudioFrame, GenerationSettings
+from .planner import TextPlanner, TimedText
 from .runtime.channel import ChannelOutput, FrameChannel, Marker
 from .runtime.scheduler import AdmissionWait, Scheduler, SessionLink
-from .synthesis import AudioFrame, GenerationSettings, TextPlanner, TimedText
 from .timing.heads import Heads
 from .timing.word_timing import SessionWords
 from .utterance import UtteranceOptions, UtteranceRun

@@ -35,7 +35,7 @@ from .handover import handover
 
 if TYPE_CHECKING:
     from ..engine import Session
-    from ..engine.synthesis import AudioFrame
+    from ..engine.frames import AudioFrame
     from ..server.client import RemoteSession
     from .context_output import ContextOutput
     from .resampler import StreamResampler
