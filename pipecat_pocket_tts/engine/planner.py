@@ -3,7 +3,10 @@
 - ``TextPlanner``: normalize, filter, chunk, prepare, tokenize (≤ 50 tokens a chunk), whole
   (``plan``) or as fragments arrive (``stream``);
 - ``TimedText``: the caller's words of one text, mapped onto its chunks' units (word
-  timestamps); ``ChunkTiming``: one chunk's share, which builds each frame's ``FrameWords``.
+  timestamps); ``ChunkTiming``: one chunk's share, which builds each frame's ``FrameWords``;
+- ``PreparedUtterance`` (``TextPlanner.prepare``: a whole text in one call) and ``FedText``
+  (``TextPlanner.fed_text``: fragments): what a session submits to the runtime, the chunks
+  with their ``TimedText``.
 
 Every synthesis path (``synthesize``, ``stream``, sessions) plans its text here.
 """
@@ -100,6 +103,43 @@ class ChunkTiming:
         )
 
 
+@dataclass(frozen=True, eq=False)
+class PreparedUtterance:
+    """A whole text ready for the runtime: its chunks and, word timestamps on, its caller
+    words mapped onto them."""
+
+    chunks: list[PreparedChunk]  # [] when nothing is left to say
+    timed: TimedText | None = None
+
+
+class FedText:
+    """Text arriving in fragments (``Session.feed``) → prepared chunks, as ``plan`` would cut
+    the whole, with its caller words (``timed``, word timestamps on) kept in step."""
+
+    def __init__(self, stream: TextStream, timed: TimedText | None) -> None:
+        self._stream = stream
+        self.timed = timed
+
+    @property
+    def pending_text(self) -> str:
+        """The text given but not released in a chunk yet."""
+        return self._stream.pending_text
+
+    def push(self, text: str) -> list[PreparedChunk]:
+        """More text → the chunks it makes certain."""
+        chunks = self._stream.push(text)
+        if self.timed is not None:
+            self.timed.add(text, chunks, final=False)
+        return chunks
+
+    def flush(self) -> list[PreparedChunk]:
+        """The text is complete → the chunks still held."""
+        chunks = self._stream.flush()
+        if self.timed is not None:
+            self.timed.add("", chunks, final=True)
+        return chunks
+
+
 class TextPlanner:
     """An utterance's text → prepared chunks: normalize, filter, chunk, prepare, tokenize."""
 
@@ -146,6 +186,23 @@ class TextPlanner:
         if normalize:
             text = normalize_text(text, self.text_language, lexicon=lexicon)
         return self.preparer.split(text, continues_sentence=continues_sentence)
+
+    def prepare(
+        self,
+        text: str,
+        *,
+        normalize: bool = True,
+        lexicon: Mapping[str, str] | None = None,
+        timestamps: bool = False,
+    ) -> PreparedUtterance:
+        """``text`` → what a session submits as one utterance: ``plan``'s chunks and, with
+        ``timestamps``, its ``TimedText``."""
+        chunks = self.plan(text, normalize=normalize, lexicon=lexicon)
+        if not (chunks and timestamps):
+            return PreparedUtterance(chunks)
+        timed = self.timed_text(normalize, lexicon)
+        timed.add(text, chunks, final=True)
+        return PreparedUtterance(chunks, timed)
 
     def has_speech(
         self, text: str, *, normalize: bool = True, lexicon: Mapping[str, str] | None = None
@@ -211,5 +268,16 @@ class TextPlanner:
             self.preparer, lambda text: normalize_text(text, language, lexicon=lexicon)
         )
 
+    def fed_text(
+        self,
+        *,
+        normalize: bool = True,
+        lexicon: Mapping[str, str] | None = None,
+        timestamps: bool = False,
+    ) -> FedText:
+        """``prepare`` for text arriving in fragments (``Session.feed``)."""
+        timed = self.timed_text(normalize, lexicon) if timestamps else None
+        return FedText(self.stream(normalize=normalize, lexicon=lexicon), timed)
 
-__all__ = ["ChunkTiming", "TextPlanner", "TimedText"]
+
+__all__ = ["ChunkTiming", "FedText", "PreparedUtterance", "TextPlanner", "TimedText"]
