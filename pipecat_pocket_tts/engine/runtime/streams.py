@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..frames import AudioFrame, GenerationSettings, LatentFrame
+from ..model.config import FRAME_SECONDS
 from ..timing.word_timing import WordTimes
 from .generation import ChunkEnd, FadeIn, attention_probe, draw_noise, frame_limit
 
@@ -31,9 +32,6 @@ if TYPE_CHECKING:
     from ..timing.heads import Heads
     from ..timing.word_timing import FrameWords, SessionWords
     from ..utterance import UtteranceRun
-
-FRAME_SECONDS = 0.08
-"""Audio duration of one frame (1920 samples at 24 kHz)."""
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
