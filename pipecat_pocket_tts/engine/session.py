@@ -23,16 +23,17 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .errors import SessionClosedError
+from .frames import AudioFrame, GenerationSettings
+from .planner import FedText, TextPlanner, TimedText
 from .runtime.channel import ChannelOutput, FrameChannel, Marker
 from .runtime.scheduler import AdmissionWait, Scheduler, SessionLink
-from .synthesis import AudioFrame, GenerationSettings, TextPlanner, TimedText
 from .timing.heads import Heads
 from .timing.word_timing import SessionWords
 from .utterance import UtteranceOptions, UtteranceRun
 
 if TYPE_CHECKING:
     from .backends.base import FlowState
-    from .text.prepare import PreparedChunk, TextStream
+    from .text.prepare import PreparedChunk
 
 _session_ids = itertools.count()
 
@@ -81,7 +82,7 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         self._failure: BaseException | None = None
         self._enqueued = 0
         self._feed_lock = threading.Lock()
-        self._feed_stream: TextStream | None = None
+        self._feed_stream: FedText | None = None
         self._timestamps = timestamps  # frames carry the caller's words (AudioFrame.words)
         self._heads = timestamp_heads  # None: word times are estimated
         self._feed_timed: TimedText | None = None
@@ -112,13 +113,12 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         options = UtteranceOptions.build(options, **keywords).over(self._defaults)
         run = self._run(options)
-        chunks = self._planner.plan(text, normalize=options.normalize, lexicon=options.lexicon)
-        if not chunks:
+        utterance = self._planner.prepare(
+            text, normalize=options.normalize, lexicon=options.lexicon, timestamps=self._timestamps
+        )
+        if not utterance.chunks:
             return None
-        timed = self._timed_text(options)
-        if timed is not None:
-            timed.add(text, chunks, final=True)
-        return self._submit(chunks, run, timed)
+        return self._submit(utterance.chunks, run, utterance.timed)
 
     def feed(
         self, text: str, options: UtteranceOptions | None = None, **keywords: Any
@@ -139,17 +139,17 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         run = self._run(options)
         with self._feed_lock:
             if self._feed_stream is None:
-                self._feed_stream = self._planner.stream(
-                    normalize=options.normalize, lexicon=options.lexicon
+                self._feed_stream = self._planner.fed_text(
+                    normalize=options.normalize,
+                    lexicon=options.lexicon,
+                    timestamps=self._timestamps,
                 )
-                self._feed_timed = self._timed_text(options)
+                self._feed_timed = self._feed_stream.timed
             try:
                 chunks = self._feed_stream.push(text)
             except BaseException:
                 self._held.clear()  # the chunk their text waited for is never made
                 raise
-            if self._feed_timed is not None:
-                self._feed_timed.add(text, chunks, final=False)
             return self._submit_fed(chunks, run)
 
     def flush(self, options: UtteranceOptions | None = None, **keywords: Any) -> list[int]:
@@ -163,8 +163,6 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         with self._feed_lock:
             stream, self._feed_stream = self._feed_stream, None
             chunks = stream.flush() if stream is not None else []
-            if self._feed_timed is not None:
-                self._feed_timed.add("", chunks, final=True)
             indices = self._submit_fed(chunks, run)
             self._held.clear()  # the fed text is all queued: what still waits followed none
             self._feed_timed = None
@@ -296,12 +294,6 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         await self.acancel()
 
     # -- helpers ------------------------------------------------------------------------
-    def _timed_text(self, options: UtteranceOptions) -> TimedText | None:
-        """A text's caller words for word timestamps (None when they are off)."""
-        if not self._timestamps:
-            return None
-        return self._planner.timed_text(bool(options.normalize), options.lexicon)
-
     def _check_open(self) -> None:
         if self._closed:
             state = "cancelled" if self._cancelled else "finished"

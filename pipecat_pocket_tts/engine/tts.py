@@ -26,14 +26,15 @@ from . import output_file
 from .backends.base import Backend, FlowState
 from .contract import EngineCapabilities, SpeechProbe
 from .errors import EmptyTextError, PocketTTSError, SessionClosedError, UnknownVoiceError
+from .frames import AudioFrame
 from .loading import SharedModels, load_parts, resolve_load
 from .model.config import SAMPLE_RATE, ModelConfig
 from .model.options import LoadOptions
 from .model.packs import PackFiles
+from .planner import TextPlanner
 from .runtime.lazy_scheduler import LazyScheduler
 from .runtime.scheduler import AdmissionWait, Scheduler
 from .session import Session
-from .synthesis import AudioFrame, TextPlanner
 from .text.prepare import TextPreparer
 from .text.tokenizer import Tokenizer
 from .timing.heads import Heads, heads_fit, heads_for
