@@ -464,7 +464,7 @@ class PocketTTS:
     def kernels(self) -> dict[str, str]:
         """Which kernels the loaded backend runs, by part ("flow_lm", "mimi"), as the load log
         says them; empty for a backend that does not say (CoreML)."""
-        return dict(getattr(self.backend, "kernels", {}))
+        return self.backend.kernels
 
     def __repr__(self) -> str:
         precision = self.backend.precision

@@ -177,6 +177,12 @@ class Backend(ABC):
         """What this loaded backend can do (cloning and why not, voice limits, sampler steps)."""
 
     @property
+    def kernels(self) -> dict[str, str]:
+        """Which kernels run each part of the model, as the load log says them (NumPy:
+        "flow_lm", "mimi"); empty for a backend that does not say."""
+        return {}
+
+    @property
     def has_voice_cloning(self) -> bool:
         """Whether ``encode`` works (``capabilities.voice_cloning``)."""
         return self.capabilities.voice_cloning

@@ -311,7 +311,7 @@ class Scheduler:
                 self.threads,
                 self.max_lead,
                 self._costs,
-                blocks=getattr(self.backend.capabilities, "frame_blocks", False),
+                blocks=self.backend.capabilities.frame_blocks,
             )
             for stream in choice.streams:
                 stream.busy = True  # until the tick ends (cancel waits for it)

@@ -74,15 +74,15 @@ class NumpyBackend(Backend):
         self.config = config
         self.precision = precision
         self.flow_lm = FlowLM(config, weights, precision=precision)
-        self.kernels = {
+        self._kernels = {
             "flow_lm": f"{precision}: {how_linears_run(precision)}",
             "mimi": describe_units(units),
         }
         logger.info(
             "numpy backend for %s: FlowLM transformer linears in %s; %s",
             config.name,
-            self.kernels["flow_lm"],
-            self.kernels["mimi"],
+            self._kernels["flow_lm"],
+            self._kernels["mimi"],
         )
         self.sampler = Sampler(config, weights, steps=sampler_steps)
         mimi_weights = {k[len("mimi.") :]: v for k, v in weights.items() if k.startswith("mimi.")}
@@ -166,6 +166,10 @@ class NumpyBackend(Backend):
     @property
     def capabilities(self) -> BackendCapabilities:
         return self._capabilities
+
+    @property
+    def kernels(self) -> dict[str, str]:
+        return dict(self._kernels)
 
     # -- FlowLM -------------------------------------------------------------------------
     def embed_text(self, token_ids: np.ndarray) -> np.ndarray:

@@ -31,6 +31,7 @@ import numpy as np
 from ...model.options import NUMPY_PRECISIONS
 from . import compiled
 from .layers import linear_rows
+from .streaming_conv import window_product
 
 PRECISIONS = NUMPY_PRECISIONS
 Shape: TypeAlias = tuple[int, ...]
@@ -215,6 +216,34 @@ class Int8Linear(Linear):
 
     def arrays(self) -> dict[str, np.ndarray]:
         return {"codes": self.codes, "scales": self.scales}
+
+
+class Bf16DotLinear(Linear):
+    """A float32 weight run by bfloat16 dot products: x [n, in] → [n, out], x and the weight
+    rounded to bfloat16, sums in float32 (Mimi's transformer under ``"bf16"`` units)."""
+
+    precision = "bf16-dot"
+
+    def __init__(self, weight: np.ndarray) -> None:
+        super().__init__(weight.shape)
+        from .bf16_kernels import pack_bf16_columns
+
+        self.weight = weight
+        self.packed = pack_bf16_columns(np.ascontiguousarray(weight.T))
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        x = np.ascontiguousarray(x, np.float32)
+        return window_product(x[None], x.shape[0], 1, 1, self.packed, None, narrow=True)[0]
+
+    @property
+    def nbytes(self) -> int:
+        return self.weight.nbytes + self.packed.nbytes
+
+    def dense_rows(self, start: int, stop: int) -> np.ndarray:
+        return self.weight[start:stop]
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {"weight": self.weight}
 
 
 def make_linear(weight: np.ndarray | Linear, precision: str = "fp32") -> Linear:
