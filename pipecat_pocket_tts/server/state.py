@@ -11,7 +11,7 @@ from .errors import RequestError
 from .metrics import ServerMetrics
 from .security import KeyCheck, Limits
 from .voice_urls import VoiceUrls
-from .voices import OPENAI_VOICES, ServerVoices
+from .voices import ServerVoices
 
 WARMUP_TEXT = "Hello."
 
@@ -24,6 +24,7 @@ class ServerConfig:
     options: LoadOptions = field(default_factory=LoadOptions)
     voices_dir: Path | None = None
     voice_aliases: dict[str, str] | None = None  # None: OpenAI's names → the default voice
+    default_voice: str | Path | None = None  # a name, or a voice file (None: the pack's)
     api_key: str | None = None
     limits: Limits = field(default_factory=Limits)
     cors_origins: tuple[str, ...] = ()
@@ -55,10 +56,9 @@ class ServerState:
         """Load and warm up the pack (a worker thread)."""
         config = self.config
         tts = PocketTTS.load(config.language, options=config.options)
-        aliases = config.voice_aliases
-        if aliases is None:
-            aliases = dict.fromkeys(OPENAI_VOICES, tts.default_voice) if tts.default_voice else {}
-        voices = ServerVoices(tts, config.voices_dir, aliases)
+        voices = ServerVoices(tts, config.voices_dir, config.voice_aliases, config.default_voice)
+        if voices.default is not None:
+            tts.voice_state(voices.resolve(None))  # checked (a recording cloned) before serving
         if config.warmup:
             tts.synthesize(WARMUP_TEXT, max_frames=2, seed=0)
         self.voices = voices
