@@ -58,7 +58,8 @@ def create_app(config: ServerConfig) -> Starlette:
                 result = handler(state, request)
                 return await result if isinstance(result, Awaitable) else result
             except (RequestError, PocketTTSError, ValueError) as e:
-                return error_response(status_of(e), str(e), param=getattr(e, "param", None))
+                message = state.public(str(e))
+                return error_response(status_of(e), message, param=getattr(e, "param", None))
 
         return endpoint
 

@@ -239,7 +239,8 @@ def health(state: ServerState) -> Response:
 def ready(state: ServerState) -> Response:
     """200 when a new call would start at once; 503 while loading or sessions wait."""
     if state.tts is None:
-        reason = "loading" if state.load_error is None else f"load failed: {state.load_error}"
+        error = state.load_error
+        reason = "loading" if error is None else state.public(f"load failed: {error}")
         return JSONResponse({"ready": False, "reason": reason}, status_code=503)
     stats = state.tts.scheduler.stats()
     if stats.waiting:

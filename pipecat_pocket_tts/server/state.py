@@ -52,6 +52,22 @@ class ServerState:
             raise RequestError(503, "the model is still loading; retry when /ready says so")
         return self.tts
 
+    def public(self, message: str) -> str:
+        """An error's ``message`` as a client may read it: no path of this machine's files."""
+        if self.tts is not None:
+            message = self.voices.hide_paths(message)
+        config = self.config
+        default = config.default_voice if isinstance(config.default_voice, Path) else None
+        for path, label in (
+            (config.voices_dir, "<voices-dir>"),
+            (config.options.model_dir, "<model-dir>"),
+            (default, "<default-voice>"),
+        ):
+            if path is not None:
+                message = message.replace(str(Path(path).resolve()), label)
+                message = message.replace(str(path), label)
+        return message
+
     def load(self) -> None:
         """Load and warm up the pack (a worker thread)."""
         config = self.config

@@ -83,6 +83,12 @@ class ServerVoices:
                     f"its voices: {', '.join(self.names) or 'none'}"
                 )
 
+    def hide_paths(self, message: str) -> str:
+        """``message`` with each voice file's path cut to its file name (clients see no path)."""
+        for path in self._files.values():
+            message = message.replace(str(path), path.name)
+        return message
+
     @property
     def names(self) -> list[str]:
         return sorted(self._pack | set(self._files))

@@ -112,6 +112,24 @@ def test_refusals_name_the_field_and_no_server_path(server: ServerProcess) -> No
             )
 
 
+def test_a_broken_voice_file_is_refused_without_its_path(
+    engine_pack_dir: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "broken.safetensors").write_text("not a voice state")
+    server = ServerProcess(engine_pack_dir, "--voices-dir", str(tmp_path)).start()
+    try:
+        with httpx.Client(base_url=server.http_url, timeout=60) as client:
+            body = {"model": "tts-1", "voice": "broken", "input": "Hi.", "response_format": "pcm"}
+            speech = client.post("/v1/audio/speech", json=body)
+            form = client.post("/tts", data={"text": "Hi.", "voice_url": "broken"})
+        for refused in (speech, form):
+            assert refused.status_code == 400  # VoiceFileError, a ValueError
+            message = refused.json()["error"]["message"]
+            assert "broken.safetensors" in message and str(tmp_path) not in message
+    finally:
+        server.stop()
+
+
 def test_the_page_speaks_through_tts(server: ServerProcess) -> None:
     status, body = server.get("/")
     page = body.decode()
