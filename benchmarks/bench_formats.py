@@ -14,7 +14,7 @@ server's capacity with mp3 against pcm.
    (the capacity of a core with mp3 output against pcm).
 
     python benchmarks/bench_formats.py [--rounds 5] [--streams 2] [--work /tmp/bench_formats]
-        [--parts encoders,server]
+        [--parts encoders,latency,capacity]
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
@@ -129,7 +130,7 @@ def start_server(pack: Path, port: int) -> subprocess.Popen[str]:
     raise RuntimeError("the server stopped before it was ready")
 
 
-async def one_request(client, response_format: str) -> tuple[float, int]:  # type: ignore[no-untyped-def]
+async def one_request(client: httpx.AsyncClient, response_format: str) -> tuple[float, int]:
     """(seconds to the first body byte, body bytes)."""
     body = {"model": "tts-1", "voice": "alloy", "input": TEXT, "response_format": response_format}
     start = time.perf_counter()
@@ -144,16 +145,15 @@ async def one_request(client, response_format: str) -> tuple[float, int]:  # typ
     return first or 0.0, size
 
 
-def frames_sent(client_sync, url: str) -> float:  # type: ignore[no-untyped-def]
-    for line in client_sync.get(url + "/metrics").text.splitlines():
+def frames_sent(client: httpx.Client, url: str) -> float:
+    """Frames the server has sent (its metric)."""
+    for line in client.get(url + "/metrics").text.splitlines():
         if line.startswith("pocket_tts_frames_total "):
             return float(line.split()[1])
     return 0.0
 
 
-async def bench_server(work: Path, rounds: int, streams: int) -> None:
-    import httpx
-
+async def bench_server(work: Path, rounds: int, streams: int, parts: list[str]) -> None:
     pack = build_pack(work)
     port = _free_port()
     server = start_server(pack, port)
@@ -161,37 +161,51 @@ async def bench_server(work: Path, rounds: int, streams: int) -> None:
     try:
         async with httpx.AsyncClient(base_url=url, timeout=600) as client:
             await one_request(client, "pcm")  # warm up
-            first: dict[str, list[float]] = {name: [] for name in FORMATS}
-            names = list(FORMATS)
-            for r in range(rounds):
-                for name in names if r % 2 == 0 else names[::-1]:
-                    first[name].append((await one_request(client, name))[0])
-            print(f"\n## Server: first body byte of a lone request (median of {rounds})\n")
-            print("| format | first byte ms | against pcm |")
-            print("|---|---:|---:|")
-            pcm = statistics.median(first["pcm"])
-            for name in names:
-                ms = statistics.median(first[name])
-                print(f"| {name} | {ms * 1000:.0f} | {ms / pcm:.2f} |")
-            cost: dict[str, list[float]] = {"mp3": [], "pcm": []}
-            with httpx.Client() as sync:
-                for r in range(rounds):
-                    for name in ("mp3", "pcm") if r % 2 == 0 else ("pcm", "mp3"):
-                        cpu = cpu_seconds(server.pid)
-                        frames = frames_sent(sync, url)
-                        await asyncio.gather(*(one_request(client, name) for _ in range(streams)))
-                        audio = (frames_sent(sync, url) - frames) * FRAME / SAMPLE_RATE
-                        cost[name].append((cpu_seconds(server.pid) - cpu) / audio)
-            mp3 = statistics.median(cost["mp3"])
-            pcm_cost = statistics.median(cost["pcm"])
-            print(f"\n## Server: {streams} concurrent streams, median of {rounds} rounds\n")
-            print("| format | server CPU s per audio s |")
-            print("|---|---:|")
-            print(f"| pcm | {pcm_cost:.3f} |\n| mp3 | {mp3:.3f} |")
-            print(f"\ncapacity with mp3 / with pcm (streams per core): {pcm_cost / mp3:.3f}")
+            if "latency" in parts:
+                await first_bytes(client, rounds)
+            if "capacity" in parts:
+                await capacity(client, server.pid, url, rounds, streams)
     finally:
         server.terminate()
         server.wait(timeout=60)
+
+
+async def first_bytes(client: httpx.AsyncClient, rounds: int) -> None:
+    """Lone requests, the six formats alternated."""
+    first: dict[str, list[float]] = {name: [] for name in FORMATS}
+    names = list(FORMATS)
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else names[::-1]:
+            first[name].append((await one_request(client, name))[0])
+    print(f"\n## Server: first body byte of a lone request (median of {rounds})\n")
+    print("| format | first byte ms | against pcm |")
+    print("|---|---:|---:|")
+    pcm = statistics.median(first["pcm"])
+    for name in names:
+        ms = statistics.median(first[name])
+        print(f"| {name} | {ms * 1000:.0f} | {ms / pcm:.2f} |")
+
+
+async def capacity(
+    client: httpx.AsyncClient, pid: int, url: str, rounds: int, streams: int
+) -> None:
+    """Rounds of concurrent requests, mp3 and pcm alternated: server CPU per audio second."""
+    cost: dict[str, list[float]] = {"mp3": [], "pcm": []}
+    with httpx.Client() as sync:
+        for r in range(rounds):
+            for name in ("mp3", "pcm") if r % 2 == 0 else ("pcm", "mp3"):
+                cpu = cpu_seconds(pid)
+                frames = frames_sent(sync, url)
+                await asyncio.gather(*(one_request(client, name) for _ in range(streams)))
+                audio = (frames_sent(sync, url) - frames) * FRAME / SAMPLE_RATE
+                cost[name].append((cpu_seconds(pid) - cpu) / audio)
+    mp3 = statistics.median(cost["mp3"])
+    pcm_cost = statistics.median(cost["pcm"])
+    print(f"\n## Server: {streams} concurrent streams, median of {rounds} rounds\n")
+    print("| format | server CPU s per audio s |")
+    print("|---|---:|")
+    print(f"| pcm | {pcm_cost:.3f} |\n| mp3 | {mp3:.3f} |")
+    print(f"\ncapacity with mp3 / with pcm (streams per core): {pcm_cost / mp3:.3f}")
 
 
 def _free_port() -> int:
@@ -207,7 +221,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--streams", type=int, default=2)
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench_formats"))
-    parser.add_argument("--parts", default="encoders,server")
+    parser.add_argument("--parts", default="encoders,latency,capacity")
     args = parser.parse_args(argv)
     parts = args.parts.split(",")
     flags = Path("/proc/cpuinfo").read_text().split("flags", 1)[1].split("\n", 1)[0]
@@ -215,8 +229,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"CPU: {os.cpu_count()} cores, flags {' '.join(simd)}; PyAV {_av_version()}")
     if "encoders" in parts:
         bench_encoders(args.rounds)
-    if "server" in parts:
-        asyncio.run(bench_server(args.work, args.rounds, args.streams))
+    if "latency" in parts or "capacity" in parts:
+        asyncio.run(bench_server(args.work, args.rounds, args.streams, parts))
 
 
 def _av_version() -> str:
