@@ -54,9 +54,9 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 
 async def speak(
-    state: ServerState, text: str, voice: Any, encoder: StreamEncoder, *, sse: bool = False
+    state: ServerState, text: str, voice: Any, response_format: str, *, sse: bool = False
 ) -> AsyncIterator[bytes]:
-    """The audio of ``text`` through ``encoder`` (as ``speech.audio`` events with ``sse``).
+    """The audio of ``text`` in ``response_format`` (as ``speech.audio`` events with ``sse``).
 
     Yields each frame's bytes as they are made, and at least once: a text with nothing to say
     is the format's empty stream.
@@ -66,7 +66,9 @@ async def speak(
     state.metrics.streams.inc()
     pacer = state.metrics.pacer()
     frames = 0
+    encoder: StreamEncoder | None = None
     try:
+        encoder = await asyncio.to_thread(open_encoder, response_format)
         await asyncio.to_thread(session.enqueue, text)
         session.finish()
         pacer.text()
@@ -86,7 +88,8 @@ async def speak(
         else:
             yield data
     finally:
-        encoder.close()
+        if encoder is not None:
+            encoder.close()
         state.metrics.streams.dec()
         await session.acancel()  # the client left early: compute stops
 
@@ -118,8 +121,9 @@ async def openai_speech(state: ServerState, request: Request) -> Response:
     _refuse_speed(fields.get("speed"))  # the one line the speech-controls work replaces
     state.require_model()
     voice = state.voices.resolve(speech.voice)
-    encoder = await asyncio.to_thread(open_encoder, speech.response_format)
-    stream = await _started(speak(state, speech.input, voice, encoder, sse=speech.sse))
+    stream = await _started(
+        speak(state, speech.input, voice, speech.response_format, sse=speech.sse)
+    )
     media_type = "text/event-stream" if speech.sse else FORMATS[speech.response_format].media_type
     return StreamingResponse(stream, media_type=media_type)
 
@@ -168,7 +172,7 @@ async def upstream_tts(state: ServerState, request: Request) -> Response:
             voice = state.voices.resolve(None)
     finally:
         await form.close()
-    stream = await _started(speak(state, text, voice, open_encoder("wav")))
+    stream = await _started(speak(state, text, voice, "wav"))
     return StreamingResponse(stream, media_type="audio/wav")
 
 
