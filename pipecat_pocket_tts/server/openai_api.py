@@ -40,7 +40,7 @@ class FieldError(RequestError):
 
 _TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error"}
 _CODES = {401: "invalid_api_key", 404: "not_found", 405: "method_not_allowed", 413: "too_large",
-          503: "model_loading"}  # fmt: skip
+          503: "service_unavailable"}  # fmt: skip
 
 
 def error_response(
