@@ -20,14 +20,14 @@ from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
+from .. import wire as p
 from ..engine import PocketTTSError
+from ..wire import hide_secret_headers
 from . import http, openai_api
-from . import protocol as p
 from .connection import Connection
 from .cors import ApiCors
 from .http import error_response, status_of
 from .page import page
-from .security import hide_secret_headers
 from .state import RequestError, ServerConfig, ServerState
 
 logger = logging.getLogger(__name__)

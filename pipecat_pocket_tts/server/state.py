@@ -13,8 +13,6 @@ from .security import KeyCheck, Limits
 from .voice_urls import VoiceUrls
 from .voices import ServerVoices
 
-WARMUP_TEXT = "Hello."
-
 
 @dataclass(frozen=True)
 class ServerConfig:
@@ -73,10 +71,11 @@ class ServerState:
         config = self.config
         tts = PocketTTS.load(config.language, options=config.options)
         voices = ServerVoices(tts, config.voices_dir, config.voice_aliases, config.default_voice)
-        if voices.default is not None:
-            tts.voice_state(voices.resolve(None))  # checked (a recording cloned) before serving
+        default = voices.resolve(None)
+        if default is not None:
+            tts.voice_state(default)  # checked (a recording cloned) before serving
         if config.warmup:
-            tts.synthesize(WARMUP_TEXT, max_frames=2, seed=0)
+            tts.warm_up(default)
         self.voices = voices
         self.tts = tts
 
