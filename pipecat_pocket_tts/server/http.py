@@ -120,12 +120,20 @@ async def openai_speech(state: ServerState, request: Request) -> Response:
     speech = SpeechRequest.parse(fields, state.limits.max_http_text)
     _refuse_speed(fields.get("speed"))  # the one line the speech-controls work replaces
     state.require_model()
-    voice = state.voices.resolve(speech.voice)
+    voice = _resolve(state, speech.voice, "voice")
     stream = await _started(
         speak(state, speech.input, voice, speech.response_format, sse=speech.sse)
     )
     media_type = "text/event-stream" if speech.sse else FORMATS[speech.response_format].media_type
     return StreamingResponse(stream, media_type=media_type)
+
+
+def _resolve(state: ServerState, name: str | None, field: str) -> Any:
+    """The voice a request's field names (a 400 naming the field when there is none such)."""
+    try:
+        return state.voices.resolve(name)
+    except UnknownVoiceError as e:
+        raise FieldError(400, str(e), field) from None
 
 
 def _refuse_speed(speed: Any) -> None:
@@ -167,7 +175,7 @@ async def upstream_tts(state: ServerState, request: Request) -> Response:
                     "voice_url takes a voice name of this server (GET /v1/voices) or a URL",
                     "voice_url",
                 )
-            voice = state.voices.resolve(voice_url)
+            voice = _resolve(state, voice_url, "voice_url")
         else:
             voice = state.voices.resolve(None)
     finally:

@@ -184,6 +184,7 @@ def openai_error(response: httpx.Response) -> dict:
         ({"voice": ["alloy"]}, "voice"),
         ({"voice": {"name": "alloy"}}, "voice"),
         ({"voice": {"id": 3}}, "voice"),
+        ({"voice": "nobody"}, "voice"),
         ({"response_format": ["mp3"]}, "response_format"),
         ({"response_format": {"mp3": 1}}, "response_format"),
         ({"response_format": "ogg"}, "response_format"),
