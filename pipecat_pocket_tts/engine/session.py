@@ -22,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from .errors import SessionClosedError
 from .frames import AudioFrame, GenerationSettings
 from .planner import FedText, TextPlanner, TimedText
 from .runtime.channel import ChannelOutput, FrameChannel, Marker
@@ -294,16 +293,6 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         await self.acancel()
 
     # -- helpers ------------------------------------------------------------------------
-    def _check_open(self) -> None:
-        if self._closed:
-            state = "cancelled" if self._cancelled else "finished"
-            if self._failure is not None and not self._cancelled:
-                state = f"stopped by an error ({type(self._failure).__name__}: {self._failure})"
-            raise SessionClosedError(
-                f"this session was {state}: no more text can be enqueued. "
-                "Start a new session with tts.session()."
-            )
-
     def _failed(self, error: BaseException) -> None:
         with self._lock:
             self._closed = True  # a failed session takes no more text
