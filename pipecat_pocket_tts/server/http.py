@@ -66,32 +66,66 @@ async def speak(
     state.metrics.streams.inc()
     pacer = state.metrics.pacer()
     frames = 0
-    encoder: StreamEncoder | None = None
+    coder = _Coder()
     try:
-        encoder = await asyncio.to_thread(open_encoder, response_format)
+        await coder.open(response_format)
         await asyncio.to_thread(session.enqueue, text)
         session.finish()
         pacer.text()
         async for frame in session:
             pacer.frame()
             frames += 1
-            if encoder.compresses:
-                data = await asyncio.to_thread(encoder.encode, frame.samples)
-            else:
-                data = encoder.encode(frame.samples)
+            data = await coder.encode(frame.samples)
             if data:
                 yield sse_delta(data) if sse else data
         pacer.finish()
-        data = await asyncio.to_thread(encoder.finish)
+        data = await coder.finish()
         if sse:
             yield (sse_delta(data) if data else b"") + sse_done(frames)
         else:
             yield data
     finally:
-        if encoder is not None:
-            encoder.close()
+        coder.close()
         state.metrics.streams.dec()
         await session.acancel()  # the client left early: compute stops
+
+
+class _Coder:
+    """A response's encoder, a compressing one called on a worker thread, one call at a time;
+    a call in flight when the response ends (the client left) finishes before the encoder is
+    closed, never beside it."""
+
+    def __init__(self) -> None:
+        self._encoder: StreamEncoder | None = None
+        self._running: asyncio.Future[Any] | None = None
+
+    async def open(self, response_format: str) -> None:
+        await self._call(self._open, response_format)
+
+    def _open(self, response_format: str) -> None:  # on the worker thread
+        self._encoder = open_encoder(response_format)
+
+    async def encode(self, samples: np.ndarray) -> bytes:
+        assert self._encoder is not None
+        if not self._encoder.compresses:
+            return self._encoder.encode(samples)
+        return await self._call(self._encoder.encode, samples)
+
+    async def finish(self) -> bytes:
+        assert self._encoder is not None
+        return await self._call(self._encoder.finish)
+
+    def close(self) -> None:
+        """Close the encoder now, or once the call in flight returns."""
+        running = self._running
+        if running is not None and not running.done():
+            running.add_done_callback(lambda _: self.close())
+        elif self._encoder is not None:
+            self._encoder.close()
+
+    async def _call(self, function: Any, *args: Any) -> Any:
+        self._running = asyncio.ensure_future(asyncio.to_thread(function, *args))
+        return await asyncio.shield(self._running)
 
 
 async def _started(stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:

@@ -116,6 +116,24 @@ async def test_first_bytes_come_while_it_still_speaks(
     )
 
 
+async def test_clients_leaving_mid_encode_leave_the_server_serving(
+    endless_server: ServerProcess,
+) -> None:
+    """A client that leaves while a frame is being encoded on a worker thread: the encoder is
+    closed after that call returns, never beside it (which crashed the process)."""
+    async with httpx.AsyncClient(base_url=endless_server.http_url, timeout=60) as client:
+        for i in range(16):
+            response_format = ("mp3", "opus", "aac", "flac")[i % 4]
+            body = {"model": "tts-1", "voice": "alloy", "input": "On and on. " * 40}
+            body["response_format"] = response_format
+            async with client.stream("POST", "/v1/audio/speech", json=body) as response:
+                assert await anext(response.aiter_bytes())
+        assert (await client.get("/health")).status_code == 200
+    await poll_until(
+        lambda: endless_server.metric("pocket_tts_streams") == 0, what="the streams to end"
+    )
+
+
 def test_sse_events_carry_the_audio(server: ServerProcess) -> None:
     client = OpenAI(api_key="x", base_url=f"{server.http_url}/v1")
     with client.audio.speech.with_streaming_response.create(
