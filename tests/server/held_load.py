@@ -5,12 +5,15 @@ server while the model loads. Nothing else differs."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 from pipecat_pocket_tts.__main__ import main
 from pipecat_pocket_tts.server.state import ServerState
 
 
-def held(load, fifo: str):  # type: ignore[no-untyped-def]
+def held(load: Callable[[ServerState], None], fifo: str) -> Callable[[ServerState], None]:
+    """``load``, first waiting for a line on ``fifo``."""
+
     def held_load(self: ServerState) -> None:
         with open(fifo) as pipe:  # blocks until the test opens the pipe, then reads a line
             pipe.readline()
