@@ -2,15 +2,16 @@
 
 ``TimeScaler`` stretches or compresses one stretch of 24 kHz audio by ``1/speed`` without
 resampling: 26.7 ms Hann windows are laid every 13.3 ms on the output, each copied from the
-input around ``speed`` times that position, shifted by up to ±6.7 ms to where it best continues the
-previous window (waveform-similarity overlap-add). Pitch and spectrum stay; only time changes.
+input around ``speed`` times that position, shifted by up to ±6.7 ms to where it best
+continues the previous window (waveform-similarity overlap-add). Pitch and spectrum stay; only
+time changes.
 
 It is fed as the audio comes (``push``: any number of samples) and gives back what is final at
 once; ``flush`` ends the stretch with exactly ``round(n / speed)`` samples out in all. What it
-holds back is bounded: after any push, the output covers all but less than one 80 ms frame of
-the input (``LOOKAHEAD`` + one output hop of input: at most 1760 of 1920 samples, at speed 4). An input time ``t`` is heard at ``t / speed`` of the output (± the
-tolerance), which is how word times are scaled. Speed 1 is never run through it (callers pass
-the audio as is, bit for bit).
+holds back is bounded: after any push the output covers all but less than one 80 ms frame of
+the input (at most 1760 of 1920 samples, at speed 4). An input time ``t`` is heard at
+``t / speed`` of the output (± the tolerance), which is how word times are scaled. Speed 1 is
+never run through it (callers pass the audio as is, bit for bit).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from .checks import check_speed
 
 WINDOW = 640  # samples: 26.7 ms at 24 kHz (two periods of an 75 Hz voice)
 HOP = WINDOW // 2  # output hop: 13.3 ms (Hann windows at half overlap sum to one)
-TOLERANCE = 160  # ±6.7 ms (half the period of a 75 Hz voice): how far a window may move to fit its neighbour
+TOLERANCE = 160  # ±6.7 ms a window may move to fit its neighbour (half a 75 Hz period)
 LOOKAHEAD = HOP + TOLERANCE  # input samples past a window's nominal centre it may need
 
 

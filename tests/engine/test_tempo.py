@@ -70,7 +70,7 @@ def test_flush_resets_for_the_next_stretch() -> None:
 
 @pytest.mark.parametrize("value", [0.2, 4.5, float("nan"), float("inf"), -1.0])
 def test_speed_out_of_range_is_refused(value: float) -> None:
-    with pytest.raises(InvalidSettingError, match="speed must be between 0.25 and 4"):
+    with pytest.raises(InvalidSettingError, match=r"speed must be between 0\.25 and 4"):
         check_speed(value)
 
 
