@@ -122,6 +122,11 @@ class BreakStream:
     def __init__(self) -> None:
         self._held = ""
 
+    @property
+    def holds_text(self) -> bool:
+        """True while it holds back the start of a possible tag."""
+        return bool(self._held)
+
     def push(self, fragment: str) -> list[Piece]:
         text = self._held + fragment
         cut = _open_tag_start(text)
