@@ -30,6 +30,7 @@ from pipecat.utils.types import is_given
 
 from ..engine.model.config import SAMPLE_RATE
 from ..engine.runtime.channel import Marker
+from ..engine.text.speechless import speaks
 from ..engine.utterance import UtteranceOptions
 from .handover import handover
 
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
 class TurnOptions:
     """The service's settings at the time a turn's text is handed over."""
 
-    utterance: UtteranceOptions  # voice, temperature, normalize, lexicon (no seed)
+    utterance: UtteranceOptions  # voice, temperature, normalize, lexicon, speed (no seed)
     seed: int | None  # the seed setting (None: random), applied when its version changes
     seed_version: int  # bumped by every seed update
 
@@ -59,6 +60,7 @@ class TurnOptions:
                 temperature=settings.temperature,
                 normalize=bool(settings.normalize),
                 lexicon=settings.lexicon or None,
+                speed=settings.speed if is_given(settings.speed) else None,
             ),
             seed=settings.seed if is_given(settings.seed) else None,
             seed_version=seed_version,
@@ -79,12 +81,14 @@ class Turn:
     closed: bool = False
     failed_text: bool = False  # SENTENCE: the last enqueue raised; its text frame goes
     held: list[Frame] = field(default_factory=list)  # TOKEN: waiting for their chunk
+    short: str = ""  # SENTENCE: a sentence of one or two words, waiting for the next one
     audio_start: float | None = None  # session-clock seconds where its audio begins
     ending: bool = False  # its end is marked: the context closes when the marker comes out
 
     def close(self) -> None:
         self.closed = True
         self.held.clear()
+        self.short = ""
 
 
 @dataclass(frozen=True, eq=False)
@@ -104,6 +108,20 @@ _PAUSE = object()  # marked after each queueing: the audio pauses there if nothi
 def _is_marker(item: object) -> bool:
     """Wakes the consumer at once (called on the engine's thread)."""
     return isinstance(item, Marker)
+
+
+SHORT_SENTENCE_WORDS = 2
+"""A sentence of at most this many words is not spoken alone when its turn goes on: upstream
+pocket-tts #313 measured french_24l garbling ~40% of 1-2 word utterances against ~2% from three
+words up (and #174: spanish_24l, a two-word sentence); its workaround is gluing a short chunk
+to the next. It waits for the turn's next sentence and is said with it (at the turn's end it
+is said alone: upstream found no prefix that helps). Cost: its first audio waits for the next
+sentence from the LLM."""
+
+
+def is_short(text: str) -> bool:
+    """At most ``SHORT_SENTENCE_WORDS`` words with a letter or digit (``Oui.``, ``D'accord.``)."""
+    return 0 < sum(1 for word in text.split() if speaks(word)) <= SHORT_SENTENCE_WORDS
 
 
 OFF_LOOP_CHARS = 2000
@@ -157,8 +175,14 @@ class SpeechStream:
 
     # -- text in ----------------------------------------------------------------------
     async def enqueue(self, turn: Turn, text: str, options: TurnOptions) -> None:
-        """Queue a whole sentence of ``turn`` (SENTENCE aggregation)."""
+        """Queue a whole sentence of ``turn`` (SENTENCE aggregation); a short one waits to be
+        said with the next (``SHORT_SENTENCE_WORDS``)."""
         if turn.closed or self.closed or not text.strip():
+            return
+        if turn.short:
+            text, turn.short = f"{turn.short} {text.lstrip()}", ""
+        if is_short(text):
+            turn.short = text  # said with the next sentence, or alone at the turn's end
             return
         seed = self._reseed(options)
         try:
@@ -175,7 +199,7 @@ class SpeechStream:
             return
         turn.failed_text = False
         if index is not None:  # None: nothing speakable after normalization (the seed waits)
-            self._queued(turn, [index], options)
+            self._release_queued(turn, [index], options)
 
     async def feed(self, turn: Turn, text: str, options: TurnOptions) -> None:
         """Add a token of ``turn`` to the session's text stream (TOKEN aggregation)."""
@@ -251,8 +275,8 @@ class SpeechStream:
         if isinstance(frame, TTSTextFrame) and turn.failed_text:
             turn.failed_text = False  # the utterance that ends this text failed
             return
-        if turn.streamed and self._feeding is turn and self.session.holds_fed_text:
-            turn.held.append(frame)
+        if turn.short or (turn.streamed and self._feeding is turn and self.session.holds_fed_text):
+            turn.held.append(frame)  # its text is not queued yet
         else:
             self.session.mark(_Release(turn, frame))
 
@@ -261,6 +285,13 @@ class SpeechStream:
         if turn.closed or self.closed:
             return
         try:
+            if turn.short:  # the turn's last sentence is short: said alone
+                short, turn.short = turn.short, ""
+                self._queue_text(
+                    turn,
+                    lambda seed: _listed(self.session.enqueue(short, options.with_seed(seed))),
+                    options,
+                )
             self.flush(turn, options)
         finally:
             self.session.mark(_TurnEnd(turn))
@@ -423,4 +454,8 @@ class SpeechStream:
                 await self._output.end_context(turn.context_id)
 
 
-__all__ = ["OFF_LOOP_CHARS", "SpeechStream", "Turn", "TurnOptions"]
+def _listed(index: int | None) -> list[int]:
+    return [] if index is None else [index]
+
+
+__all__ = ["OFF_LOOP_CHARS", "SHORT_SENTENCE_WORDS", "SpeechStream", "Turn", "TurnOptions"]
