@@ -5,8 +5,8 @@ channel's ``put``/``close``), on the scheduler's thread, in output order. For an
 with a ``Shape`` (a speed other than 1, or ``<break/>`` pauses) it
 
 - runs the frames' samples through a ``TimeScaler`` (pitch kept; frames come out shorter or
-  longer, less than one frame held back; a frame whose audio is all held is not emitted, its
-  words ride with the next one);
+  longer, less than one frame held back; a frame whose audio is all held is not emitted);
+  a word never comes before the frame its audio starts in, as at speed 1 (it waits);
 - puts silent frames (≤ 1920 samples each) where the pauses are: before the first frame of a
   chunk (``before``) and after the utterance's last frame (``after``); the scaler is flushed
   at each pause, so the speech before it is whole;
@@ -34,6 +34,8 @@ from .timing.word_timing import Word, WordStart
 
 if TYPE_CHECKING:
     from .runtime.channel import FrameChannel
+
+_EPSILON = 1e-9  # seconds: a word starting where a frame's audio ends goes with the next
 
 
 @dataclass(frozen=True)
@@ -116,8 +118,15 @@ class OutputShaper:
         starts = self._held[0] + tuple(self._word_start(w) for w in frame.words)
         words = self._held[1] + tuple(self._word(w) for w in frame.completed_words)
         self._held = ((), ())
+        if not last:  # a word whose audio is not out yet waits for the frame that has it
+            heard = (self._out + samples.shape[0] - self._utterance_out) / SAMPLE_RATE
+            self._held = (
+                tuple(w for w in starts if w.start >= heard - _EPSILON),
+                tuple(w for w in words if w.start >= heard - _EPSILON),
+            )
+            starts = tuple(w for w in starts if w.start < heard - _EPSILON)
+            words = tuple(w for w in words if w.start < heard - _EPSILON)
         if samples.shape[0] == 0 and not last:
-            self._held = (starts, words)  # nothing heard yet: the words ride with the next
             return put
         pause = self._shape.after if last else 0.0
         speech = replace(
@@ -133,26 +142,36 @@ class OutputShaper:
         return put
 
     def _pause(self, frame: AudioFrame, seconds: float) -> bool:
-        """A pause before ``frame``: the scaler's rest, then silence; a new segment starts."""
-        put = True
+        """A pause before ``frame``: the scaler's rest, then silence; a new segment starts.
+        Words held for audio not out yet go with the first of these frames."""
+        fillers = []
         if self._scaler is not None:
             tail = self._scaler.flush()
             if tail.shape[0]:
-                put = self._emit(_filler(frame, tail))
-        put = self._silence(frame, seconds, last=False) and put
+                fillers.append(_filler(frame, tail))
+        fillers += self._silence_frames(frame, seconds, last=False)
+        if fillers:
+            starts, words = self._held
+            fillers[0] = replace(fillers[0], words=starts, completed_words=words)
+            self._held = ((), ())
+        put = all([self._emit(filler) for filler in fillers])
         self._segments.append((self._utterance_in, self._out - self._utterance_out))
         return put
 
     def _silence(self, frame: AudioFrame, seconds: float, *, last: bool) -> bool:
+        return all([self._emit(f) for f in self._silence_frames(frame, seconds, last=last)])
+
+    def _silence_frames(self, frame: AudioFrame, seconds: float, *, last: bool) -> list[AudioFrame]:
         """``seconds`` of silence in frames of at most FRAME_SIZE samples."""
         total = round(seconds * SAMPLE_RATE)
-        put = True
-        for start in range(0, total, FRAME_SIZE):
-            size = min(FRAME_SIZE, total - start)
-            end = start + size >= total
-            silent = _filler(frame, np.zeros(size, np.float32), last=last and end)
-            put = self._emit(silent) and put
-        return put
+        return [
+            _filler(
+                frame,
+                np.zeros(min(FRAME_SIZE, total - start), np.float32),
+                last=last and start + FRAME_SIZE >= total,
+            )
+            for start in range(0, total, FRAME_SIZE)
+        ]
 
     def _emit(self, frame: AudioFrame) -> bool:
         self._out += frame.samples.shape[0]

@@ -26,6 +26,7 @@ import numpy as np
 from starlette.websockets import WebSocket
 
 from ..engine import (
+    SAMPLE_RATE,
     AdmissionWait,
     AudioFrame,
     Marker,
@@ -253,6 +254,7 @@ class Connection:
                 lexicon=request.lexicon,
                 text_language=request.text_language,
                 timestamps=request.timestamps,
+                speed=request.speed,
                 on_admission_wait=self._admission_observer(request.context),
             )
         except (PocketTTSError, TypeError) as e:
@@ -273,6 +275,7 @@ class Connection:
             "temperature": request.temperature,
             "eos_threshold": request.eos_threshold,
             "seed": request.seed,
+            "speed": request.speed,
         }
         if isinstance(request, p.Flush):
             indices = session.flush(**overrides)
@@ -415,7 +418,7 @@ class Connection:
         )
         samples = context.encoder.encode(frame.samples)
         self._outbox.put(p.pack_audio(header, samples), context, audio=True)
-        context.pacer.frame()
+        context.pacer.frame(frame.samples.shape[0] / SAMPLE_RATE)  # shorter at speed
         return utterance
 
     # -- endings ----------------------------------------------------------------------

@@ -25,6 +25,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ..engine import SAMPLE_RATE, PocketTTSError, UnknownVoiceError
 from ..engine.audio import read_wav, to_pcm16
+from ..engine.checks import check_speed
 from .state import RequestError, ServerState
 
 FORMATS = {"pcm": "audio/pcm", "wav": "audio/wav"}
@@ -59,10 +60,13 @@ async def read_body(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
-async def speak(state: ServerState, text: str, voice: Any, wav: bool) -> AsyncIterator[bytes]:
-    """The audio of ``text`` as 16-bit PCM at 24 kHz (after a WAV header with ``wav``)."""
+async def speak(
+    state: ServerState, text: str, voice: Any, wav: bool, speed: float | None = None
+) -> AsyncIterator[bytes]:
+    """The audio of ``text`` as 16-bit PCM at 24 kHz (after a WAV header with ``wav``), at
+    ``speed`` (None: 1.0)."""
     tts = state.require_model()
-    session = await asyncio.to_thread(tts.session, voice=voice)
+    session = await asyncio.to_thread(tts.session, voice=voice, speed=speed)
     state.metrics.streams.inc()
     pacer = state.metrics.pacer()
     try:
@@ -72,7 +76,7 @@ async def speak(state: ServerState, text: str, voice: Any, wav: bool) -> AsyncIt
         if wav:
             yield streaming_wav_header(SAMPLE_RATE)
         async for frame in session:
-            pacer.frame()
+            pacer.frame(frame.samples.shape[0] / SAMPLE_RATE)
             yield to_pcm16(frame.samples).tobytes()
         pacer.finish()
     finally:
@@ -115,14 +119,22 @@ async def openai_speech(state: ServerState, request: Request) -> Response:
         raise RequestError(
             400, f"response_format {response_format!r} is not served; use pcm or wav"
         )
-    speed = fields.get("speed")
-    if speed not in (None, 1, 1.0):
-        raise RequestError(400, "speed is not adjustable on this server (only 1.0)")
+    speed = _speed(fields.get("speed"))
     if fields.get("instructions"):
         raise RequestError(400, "instructions are not supported by PocketTTS")
     voice = state.voices.resolve(fields.get("voice"))
-    stream = await _started(speak(state, text, voice, response_format == "wav"))
+    stream = await _started(speak(state, text, voice, response_format == "wav", speed))
     return StreamingResponse(stream, media_type=FORMATS[response_format])
+
+
+def _speed(value: Any) -> float | None:
+    """OpenAI's ``speed`` (0.25-4.0, pitch kept), or a 400 saying the range."""
+    if value is None:
+        return None
+    try:
+        return check_speed(value)
+    except PocketTTSError as e:
+        raise RequestError(400, str(e)) from None
 
 
 async def upstream_tts(state: ServerState, request: Request) -> Response:

@@ -119,6 +119,7 @@ class RemoteSession(ChannelOutput["AudioFrame | Marker"]):
             temperature=utterance.temperature,
             eos_threshold=utterance.eos_threshold,
             seed=utterance.seed,
+            speed=utterance.speed,
         )
         self._remote.send(flush)
         return [flush.utterance]
@@ -183,6 +184,7 @@ class RemoteSession(ChannelOutput["AudioFrame | Marker"]):
             seed=options.seed,
             normalize=options.normalize,
             lexicon=None if options.lexicon is None else dict(options.lexicon),
+            speed=options.speed,
         )
         self._remote.send(message)
         return message.utterance
