@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from audio_checks import centroid, silent_run
 
 from pipecat_pocket_tts.engine import PocketTTS
 from pipecat_pocket_tts.engine.errors import BreakTagError, InvalidSettingError
@@ -12,23 +13,6 @@ from pipecat_pocket_tts.engine.tempo import TOLERANCE, TimeScaler
 
 TEXT = "Hello there, how are you today? I am fine."
 BROKEN = 'Hello there. <break time="800ms"/> And now more.'
-
-
-def centroid(audio: np.ndarray) -> float:
-    """Spectral centroid (Hz): resampling by ``speed`` would move it by that factor."""
-    magnitude = np.abs(np.fft.rfft(audio))
-    return float(
-        (magnitude * np.fft.rfftfreq(audio.shape[0], 1 / SAMPLE_RATE)).sum() / magnitude.sum()
-    )
-
-
-def silent_run(audio: np.ndarray) -> int:
-    """The longest run of exact zeros (samples)."""
-    best = run = 0
-    for zero in audio == 0:
-        run = run + 1 if zero else 0
-        best = max(best, run)
-    return best
 
 
 def assert_words_ride_with_their_audio(frames) -> None:

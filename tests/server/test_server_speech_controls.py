@@ -8,6 +8,7 @@ import asyncio
 import httpx
 import numpy as np
 import pytest
+from audio_checks import centroid, silent_run
 from openai import AsyncOpenAI
 from server_process import ServerProcess
 from test_server_protocol import audio_of, open_client, until
@@ -16,19 +17,6 @@ from pipecat_pocket_tts.server import protocol as p
 from pipecat_pocket_tts.server.client import RemoteTTS
 
 TEXT = "One two three four five six."
-
-
-def centroid(audio: np.ndarray) -> float:
-    magnitude = np.abs(np.fft.rfft(audio))
-    return float((magnitude * np.fft.rfftfreq(audio.shape[0], 1 / 24000)).sum() / magnitude.sum())
-
-
-def silent_run(audio: np.ndarray) -> int:
-    best = run = 0
-    for zero in audio == 0:
-        run = run + 1 if zero else 0
-        best = max(best, run)
-    return best
 
 
 async def openai_pcm(server: ServerProcess, **fields) -> np.ndarray:

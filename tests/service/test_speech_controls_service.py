@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from audio_checks import centroid, silent_run
 from pipecat.frames.frames import TTSSpeakFrame, TTSUpdateSettingsFrame
 from pipecat.services.tts_service import TextAggregationMode
 from test_service_timestamps import _content, pack, run_pipeline, tokens
@@ -24,19 +25,6 @@ SENTENCE = TextAggregationMode.SENTENCE
 
 def pcm(tap) -> np.ndarray:
     return np.frombuffer(bytes(tap.audio), dtype=np.int16).astype(np.float32) / 32768
-
-
-def silent_run(audio: np.ndarray) -> int:
-    best = run = 0
-    for zero in audio == 0:
-        run = run + 1 if zero else 0
-        best = max(best, run)
-    return best
-
-
-def centroid(audio: np.ndarray, rate: int) -> float:
-    magnitude = np.abs(np.fft.rfft(audio))
-    return float((magnitude * np.fft.rfftfreq(audio.shape[0], 1 / rate)).sum() / magnitude.sum())
 
 
 @pytest.fixture
