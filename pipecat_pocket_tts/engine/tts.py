@@ -23,7 +23,7 @@ import numpy as np
 from . import audio as audio_ops
 from . import output_file
 from .backends.base import Backend, FlowState
-from .errors import EmptyTextError, SessionClosedError, UnknownVoiceError
+from .errors import BreakTagError, EmptyTextError, SessionClosedError, UnknownVoiceError
 from .loading import SharedModels, load_parts, resolve_load
 from .model.config import SAMPLE_RATE, ModelConfig
 from .model.options import LoadOptions
@@ -32,6 +32,7 @@ from .runtime.lazy_scheduler import LazyScheduler
 from .runtime.scheduler import AdmissionWait, Scheduler
 from .session import Session
 from .synthesis import AudioFrame, TextPlanner
+from .text.breaks import has_breaks, strip_breaks
 from .text.prepare import TextPreparer
 from .text.tokenizer import Tokenizer
 from .timing.heads import Heads, heads_fit, heads_for
@@ -191,7 +192,9 @@ class PocketTTS:
         lexicon: Mapping[str, str] | None = None,
     ) -> bool:
         """Whether ``text`` gives this pack anything to say (``TextPlanner.has_speech``);
-        ``language``: a regional variant of the pack's language to normalize as ("pt-BR")."""
+        ``language``: a regional variant of the pack's language to normalize as ("pt-BR").
+        ``<break/>`` tags are not speech (a malformed one: True, so enqueue names the error)."""
+        text = _without_breaks(text)
         return self._planner.with_text_language(language).has_speech(
             text, normalize=normalize, lexicon=lexicon
         )
@@ -443,6 +446,16 @@ def _check_max_frames(value: int | None) -> int | None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"max_frames must be an integer ≥ 1 (frames per chunk), got {value!r}")
     return value
+
+
+def _without_breaks(text: str) -> str:
+    """``text`` less its break tags; as it is when one cannot be read."""
+    if not has_breaks(text):
+        return text
+    try:
+        return strip_breaks(text)
+    except BreakTagError:
+        return text
 
 
 def _preview(text: object) -> str:

@@ -198,3 +198,9 @@ def test_a_bad_break_is_refused_and_nothing_is_queued(tts: PocketTTS, tag: str):
             session.enqueue(f"Hello {tag} there.")
         assert session.pending == 0
         assert session.enqueue("Hello.") == 0
+
+
+def test_a_break_alone_is_not_speech(tts: PocketTTS):
+    assert not tts.has_speech('<break time="1s"/>')
+    assert tts.has_speech('Hi <break time="1s"/>')
+    assert tts.has_speech('<break time="-1s"/>')  # enqueue will name what is wrong
