@@ -249,8 +249,10 @@ class PocketTTS:
         """A session: ``enqueue`` text, iterate frames; one voice, RNG and Mimi state.
 
         ``options`` (``UtteranceOptions``, or its fields as keywords: ``voice``,
-        ``temperature``, ``eos_threshold``, ``seed``, ``normalize``, ``lexicon``) are the
-        session's defaults for every utterance; ``seed`` seeds its random generator.
+        ``temperature``, ``eos_threshold``, ``seed``, ``normalize``, ``lexicon``, ``speed``) are
+        the session's defaults for every utterance; ``seed`` seeds its random generator.
+        ``speed`` (0.25-4.0) time-scales the audio, pitch kept: frames then hold more or fewer
+        than 1920 samples; ``<break time="500ms"/>`` in a text is a pause of that length.
         ``max_frames`` bounds the frames of each chunk; ``text_language`` makes the normalizer
         read the text as a regional variant of the pack's language (``"pt-BR"`` on the
         portuguese pack). ``timestamps``: each frame carries the caller's words that start in
