@@ -4,10 +4,11 @@ first audio it delays, each against the model run side by side in one process.
 1. CPU: ``TimeScaler`` (engine/tempo.py) fed the model's own audio in 80 ms frames, at each
    speed; CPU seconds per second of audio out, and as a share of what synthesizing that audio
    cost the model (measured here too, same pack, same threads).
-2. First audio: ``session.enqueue`` → the first frame with samples, at speed 1 and at each
-   other speed, alternated run by run (A/B/C, ``--repeats`` rounds); medians and their ratios
-   to speed 1. The scaler holds back under one 80 ms frame of input: at 4x the first frame's
-   audio is all held, so the first audio is the second engine frame.
+2. First audio added: how many engine frames the scaler takes before its first sample (0, or
+   1 at 4x where the first frame's audio is all held) times the model's CPU per frame, plus
+   the CPU of the push that gives the first samples; then, on the wall clock,
+   ``session.enqueue`` → the first frame with samples at speed 1 and at each other speed,
+   alternated run by run (``--repeats`` rounds), medians and their ratios to speed 1.
 
     python benchmarks/bench_speed.py                # full-size random english pack (built once)
     python benchmarks/bench_speed.py --tiny         # the tests' tiny pack (quick check)
@@ -82,6 +83,25 @@ def scaling_cpu(audio: np.ndarray, speed: float, rounds: int) -> float:
     return (time.process_time() - start) / (out / SAMPLE_RATE)
 
 
+def held_frames(speed: float) -> tuple[int, float]:
+    """Engine frames the scaler takes before its first sample out, and the CPU (seconds) of
+    the push that gives it (median of 200)."""
+    audio = np.sin(np.arange(FRAME_SIZE * 3) * 0.05).astype(np.float32)
+    frames = 0
+    scaler = TimeScaler(speed)
+    while not scaler.push(audio[frames * FRAME_SIZE : (frames + 1) * FRAME_SIZE]).shape[0]:
+        frames += 1
+    costs = []
+    for _ in range(200):
+        scaler = TimeScaler(speed)
+        for i in range(frames):
+            scaler.push(audio[i * FRAME_SIZE : (i + 1) * FRAME_SIZE])
+        start = time.process_time()
+        scaler.push(audio[frames * FRAME_SIZE : (frames + 1) * FRAME_SIZE])
+        costs.append(time.process_time() - start)
+    return frames, statistics.median(costs)
+
+
 def first_audio(tts: PocketTTS, speed: float) -> float:
     """Seconds from enqueue to the first frame with samples (a warm session)."""
     with tts.session(seed=1) as session:
@@ -116,12 +136,24 @@ def main() -> None:
         cost = scaling_cpu(audio, speed, rounds)
         print(f"{speed:>6} {cost * 1000:>24.2f} {cost / model_cpu:>19.1%}")
 
+    frame_cpu = model_cpu * FRAME_SIZE / SAMPLE_RATE
+    print(f"\nfirst audio added by the scaler (model: {frame_cpu * 1000:.1f} ms CPU a frame):")
+    print(f"{'speed':>6} {'frames held':>12} {'push CPU ms':>12} {'added ms':>9} {'in frames':>10}")
+    for speed in SPEEDS:
+        held, push = held_frames(speed)
+        added = held * frame_cpu + push
+        print(
+            f"{speed:>6} {held:>12} {push * 1000:>12.3f} {added * 1000:>9.1f} "
+            f"{added / frame_cpu:>10.2f}"
+        )
+
     times: dict[float, list[float]] = {speed: [] for speed in (1.0, *SPEEDS)}
     for _ in range(args.repeats):
         for speed in times:  # alternated: each round runs every speed once
             times[speed].append(first_audio(tts, speed))
     base = statistics.median(times[1.0])
-    print(f"\nfirst audio, warm session, median of {args.repeats} (alternated):")
+    print(f"\nfirst audio on the wall clock, warm session, median of {args.repeats} (alternated;")
+    print("on a shared machine the spread of the model's own time is far larger than the above):")
     print(f"{'speed':>6} {'ms':>8} {'ratio to 1.0':>13} {'added ms':>9}")
     for speed, values in times.items():
         median = statistics.median(values)
