@@ -50,10 +50,11 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
     (none if ``mark`` is never called). ``cancel()`` (or ``await acancel()``) stops within one
     frame. Use it as a (async) context manager to cancel on exit.
 
-    Order: a marker comes out after every frame of the utterances queued before ``mark()``
-    was called, before any frame of later ones; it is dropped on cancel. Text fed but still
-    held by the text stream (an unfinished sentence) is not queued yet, so a marker placed
-    after ``feed`` does not wait for it: ``flush()`` first to place a marker after all of it.
+    Order: a marker comes out after every frame of the text given before ``mark()`` was
+    called, before any frame of later text; it is dropped on cancel. Text fed but still held
+    by the text stream (an unfinished sentence) is waited for: the marker is held until the
+    chunk that text becomes is queued (the next ``feed`` or ``flush`` that queues one), and
+    dropped if the text becomes none (a ``flush`` that queues nothing, a ``feed`` that fails).
     """
 
     def __init__(
@@ -93,6 +94,7 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         self._timestamps = timestamps  # frames carry the caller's words (AudioFrame.words)
         self._heads = timestamp_heads  # None: word times are estimated
         self._feed_timed: TimedText | None = None
+        self._held: list[Marker] = []  # markers waiting for the fed text's next chunk
         # The session's word clock, fed every frame in output order by its link.
         words = SessionWords(planner.config.mimi.frame_rate) if timestamps else None
         # The link refers back to the session only weakly, so a session dropped without
@@ -185,7 +187,11 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
                 self._feed_breaks = BreakStream()
                 self._feed_form = (bool(options.normalize), options.lexicon)
                 self._feed_timed = self._timed_text(options)
-            return self._feed_pieces(self._feed_breaks.push(text), run)
+            try:
+                return self._feed_pieces(self._feed_breaks.push(text), run)
+            except BaseException:
+                self._held.clear()  # the chunk their text waited for is never made
+                raise
 
     def _feed_pieces(self, pieces: list[Piece], run: UtteranceRun) -> list[int]:
         """Fed text between breaks into the text stream, each break a cut and a pause."""
@@ -196,12 +202,12 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
                 self._feed_stream = None  # the text goes on in a new stream
                 if self._feed_timed is not None:
                     self._feed_timed.add(" ", chunks, final=False)
-                indices += self._submit_each(chunks, run, after=piece.seconds)
+                indices += self._submit_fed(chunks, run, after=piece.seconds)
             else:
                 chunks = self._fed_stream().push(piece)
                 if self._feed_timed is not None:
                     self._feed_timed.add(piece, chunks, final=False)
-                indices += self._submit_each(chunks, run)
+                indices += self._submit_fed(chunks, run)
             if indices:
                 run = replace(run, restart_seed=None)  # the generator restarts once
         return indices
@@ -229,29 +235,34 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
             chunks = stream.flush() if stream is not None else []
             if self._feed_timed is not None:
                 self._feed_timed.add("", chunks, final=True)
-            indices += self._submit_each(chunks, run)
+            indices += self._submit_fed(chunks, run)
+            self._held.clear()  # the fed text is all queued: what still waits followed none
             self._feed_timed = None
             return indices
 
-    @property
-    def holds_fed_text(self) -> bool:
+    def _holds_fed_text(self) -> bool:
         """True while text given to ``feed`` waits in the text stream (not queued yet)."""
         stream, breaks = self._feed_stream, self._feed_breaks
         return (stream is not None and bool(stream.pending_text.strip())) or (
             breaks is not None and breaks.holds_text
         )
 
-    def mark(self, payload: Any) -> None:
-        """Put ``Marker(payload)`` in the output after the audio of everything queued so far.
+    def mark(self, payload: Any, *, after_fed_text: bool = True) -> None:
+        """Put ``Marker(payload)`` in the output after the audio of the text given so far.
 
-        Thread-safe; a marker with nothing queued before it comes out at once (it needs no
-        compute, so it never waits for a slot of the scheduler). Dropped by ``cancel()``.
-        Raises ``SessionClosedError`` after ``finish()`` or ``cancel()``.
+        While fed text waits in the text stream, the marker waits for the chunk it becomes
+        (see the class docstring); ``after_fed_text=False`` places it after what is queued
+        now instead. Thread-safe; a marker with nothing queued before it comes out at once (it
+        needs no compute, so it never waits for a slot of the scheduler). Dropped by
+        ``cancel()``. Raises ``SessionClosedError`` after ``finish()`` or ``cancel()``.
         """
         marker = Marker(payload)
-        with self._lock:
+        with self._feed_lock, self._lock:
             self._check_open()
-            self._link.notice(marker)
+            if after_fed_text and self._holds_fed_text():
+                self._held.append(marker)
+            else:
+                self._link.notice(marker)
 
     def _run(self, options: UtteranceOptions) -> UtteranceRun:
         """Checked options (defaults filled in) resolved, before any text is taken."""
@@ -267,11 +278,11 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         )
         return UtteranceRun(voice_state, settings, options.seed, options.speed or 1.0)
 
-    def _submit_each(
+    def _submit_fed(
         self, chunks: list[PreparedChunk], run: UtteranceRun, *, after: float = 0.0
     ) -> list[int]:
-        """Each chunk as an utterance of its own; ``after``: a pause after the last (or before
-        the next utterance when there is none)."""
+        """Queue fed chunks, one utterance each; markers held for them follow. ``after``: a
+        pause after the last (or before the next utterance when there is none)."""
         indices = []
         for i, chunk in enumerate(chunks):
             pause = after if i == len(chunks) - 1 else 0.0
@@ -282,6 +293,11 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         if not chunks and after:
             with self._lock:
                 self._pause += after
+        if indices:
+            held, self._held = self._held, []
+            with self._lock:
+                for marker in held:
+                    self._link.notice(marker)
         return indices
 
     def _submit(
@@ -310,7 +326,7 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
 
         Text fed but not flushed is flushed first.
         """
-        if self._feed_stream is not None and not self._closed:
+        if (self._feed_breaks is not None or self._feed_stream is not None) and not self._closed:
             self.flush()
         with self._lock:
             if self._closed:

@@ -27,6 +27,7 @@ from .checks import check_lexicon
 from .errors import UnknownLanguageError
 from .model.config import FRAME_SIZE, SAMPLE_RATE
 from .text.normalize import language_code, normalize_text
+from .text.plan_cache import PlanCache, plan_key
 from .text.prepare import PreparedChunk, TextPreparer, TextStream
 from .timing.heads import Heads
 from .timing.word_timing import FrameWords, Word, WordLedger, WordStart
@@ -254,6 +255,22 @@ class ChunkTiming:
         )
 
 
+class StreamProbe:
+    """``SpeechProbe`` of a text stream: speech once the stream releases a chunk."""
+
+    def __init__(self, stream: TextStream) -> None:
+        self._stream = stream
+        self._speaks = False
+
+    def push(self, text: str) -> bool:
+        self._speaks = self._speaks or bool(self._stream.push(text))
+        return self._speaks
+
+    def flush(self) -> bool:
+        self._speaks = self._speaks or bool(self._stream.flush())
+        return self._speaks
+
+
 class TextPlanner:
     """An utterance's text → prepared chunks: normalize, filter, chunk, prepare, tokenize."""
 
@@ -265,6 +282,7 @@ class TextPlanner:
         #: What the normalizer reads the text as: the pack's language unless a variant of it
         #: is asked for ("pt-BR" on the portuguese pack).
         self.text_language = language_code(text_language or config.name)
+        self._plans = PlanCache()  # shared by the copies of other text languages
 
     def with_text_language(self, text_language: str | None) -> TextPlanner:
         """This planner, normalizing as ``text_language`` (shares the tokenizer and preparer)."""
@@ -297,6 +315,18 @@ class TextPlanner:
         ``continues_sentence``: ``text`` goes on with a sentence begun by earlier text (a
         piece of a ``stream`` chunk marked mid-sentence): its first chunk is prepared so.
         """
+        key = plan_key(self.text_language, text, normalize, lexicon, continues_sentence)
+        return self._plans.get(
+            key, lambda: self._plan(text, normalize, lexicon, continues_sentence)
+        )
+
+    def _plan(
+        self,
+        text: str,
+        normalize: bool,
+        lexicon: Mapping[str, str] | None,
+        continues_sentence: bool,
+    ) -> list[PreparedChunk]:
         if normalize:
             text = normalize_text(text, self.text_language, lexicon=lexicon)
         return self.preparer.split(text, continues_sentence=continues_sentence)
@@ -304,13 +334,17 @@ class TextPlanner:
     def has_speech(
         self, text: str, *, normalize: bool = True, lexicon: Mapping[str, str] | None = None
     ) -> bool:
-        """Whether ``text`` gives the model anything to say once normalized and filtered
-        (False for "👍", "***" or a script the tokenizer cannot read). A Latin letter or digit
-        always does, so such text is not planned; other text is, in time that grows with its
-        length (plan long text off an event loop)."""
-        if any(c.isascii() and c.isalnum() for c in text):
-            return True
+        """Whether ``text`` gives the model anything to say: it is planned exactly as
+        ``enqueue`` plans it (False for "👍", "***", a code block or a script the tokenizer
+        cannot read). The plan is kept, so enqueueing the text next plans it once; the time
+        grows with the text's length (plan long text off an event loop)."""
         return bool(self.plan(text, normalize=normalize, lexicon=lexicon or None))
+
+    def speech_probe(
+        self, *, normalize: bool = True, lexicon: Mapping[str, str] | None = None
+    ) -> StreamProbe:
+        """A ``SpeechProbe`` (``contract``) over the text stream a session's ``feed`` would use."""
+        return StreamProbe(self.stream(normalize=normalize, lexicon=lexicon))
 
     def words(
         self, text: str, *, normalize: bool = True, lexicon: Mapping[str, str] | None = None

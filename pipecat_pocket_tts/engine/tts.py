@@ -12,6 +12,7 @@ live in the backend and are shared; voices are prefilled once per voice and copi
 
 from __future__ import annotations
 
+import logging
 import os
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -23,7 +24,14 @@ import numpy as np
 from . import audio as audio_ops
 from . import output_file
 from .backends.base import Backend, FlowState
-from .errors import BreakTagError, EmptyTextError, SessionClosedError, UnknownVoiceError
+from .contract import EngineCapabilities, SpeechProbe
+from .errors import (
+    BreakTagError,
+    EmptyTextError,
+    PocketTTSError,
+    SessionClosedError,
+    UnknownVoiceError,
+)
 from .loading import SharedModels, load_parts, resolve_load
 from .model.config import SAMPLE_RATE, ModelConfig
 from .model.options import LoadOptions
@@ -42,6 +50,12 @@ from .voices.cloning import AudioSource, clone_voice
 from .voices.source import VoiceSource, fetch_hub_voice, parse_voice
 from .voices.state_cache import VoiceStateCache
 from .voices.voice import WEIGHTS_METADATA_KEY, Voice
+
+logger = logging.getLogger(__name__)
+
+WARMUP_TEXT = "Hello."
+WARMUP_FRAMES = 2
+_IN_PROCESS = EngineCapabilities(in_process=True, voice_files=True, answers_locally=True)
 
 VoiceLike = str | os.PathLike[str] | Voice
 """A pack voice name, a voice-state or recording path, an ``hf://`` hub file, or a Voice."""
@@ -194,12 +208,46 @@ class PocketTTS:
         """Whether ``text`` gives this pack anything to say (``TextPlanner.has_speech``);
         ``language``: a regional variant of the pack's language to normalize as ("pt-BR").
         ``<break/>`` tags are not speech (a malformed one: True, so enqueue names the error)."""
-        text = _without_breaks(text)
+        try:
+            text = strip_breaks(text) if has_breaks(text) else text
+        except BreakTagError:
+            return True  # enqueue raises the error that names what is wrong
         return self._planner.with_text_language(language).has_speech(
             text, normalize=normalize, lexicon=lexicon
         )
 
+    def speech_probe(
+        self,
+        language: str | None = None,
+        *,
+        normalize: bool = True,
+        lexicon: Mapping[str, str] | None = None,
+    ) -> SpeechProbe:
+        """Streamed text in, True once it has released a chunk to speak: the text stream a
+        session's ``feed`` runs, without the session (``contract.SpeechProbe``)."""
+        planner = self._planner.with_text_language(language)
+        return planner.speech_probe(normalize=normalize, lexicon=lexicon)
+
+    def warm_up(self, voice: VoiceLike | None = None) -> None:
+        """Run every stage once and prefill ``voice``, so the first utterance pays no
+        first-call cost. A voice this pack cannot use is logged and the default voice warmed
+        instead (speaking with it reports the error); a failed warm-up is logged, not raised."""
+        try:
+            self.voice_state(voice)
+        except PocketTTSError as e:
+            logger.warning("PocketTTS warm-up: voice %r unusable: %s", voice, e)
+            voice = None
+        try:
+            self.synthesize(WARMUP_TEXT, voice=voice, max_frames=WARMUP_FRAMES, seed=0)
+        except PocketTTSError as e:
+            logger.warning("PocketTTS warm-up failed: %s", e)
+
     # -- facts --------------------------------------------------------------------------
+    @property
+    def capabilities(self) -> EngineCapabilities:
+        """In process: load options, warm-up and any voice file apply; checks run here."""
+        return _IN_PROCESS
+
     @property
     def language(self) -> str:
         """The model config name (e.g. 'english', 'french_24l')."""
@@ -450,19 +498,9 @@ def _check_max_frames(value: int | None) -> int | None:
     return value
 
 
-def _without_breaks(text: str) -> str:
-    """``text`` less its break tags; as it is when one cannot be read."""
-    if not has_breaks(text):
-        return text
-    try:
-        return strip_breaks(text)
-    except BreakTagError:
-        return text
-
-
 def _preview(text: object) -> str:
     shown = repr(text)
     return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
-__all__ = ["PocketTTS", "VoiceLike"]
+__all__ = ["WARMUP_FRAMES", "WARMUP_TEXT", "PocketTTS", "VoiceLike"]

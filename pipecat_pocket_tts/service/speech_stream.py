@@ -8,12 +8,12 @@ session's output as a marker (``Session.mark``), so it comes out after the audio
 it:
 
 - a frame Pipecat appends to the context (``TTSTextFrame``, a sentence's announcement): marked
-  at once (SENTENCE aggregation: its text was enqueued just before) or, in TOKEN aggregation
-  while the session's text stream still holds unfinished text, held by the turn and marked
-  right after the next chunk is queued (the one that completes or continues that text); held
-  frames are dropped when that queueing fails, so unspoken text is never pushed;
+  at once; the session holds it while its text stream holds unfinished fed text (TOKEN
+  aggregation), until the chunk that text becomes, and drops it if that text makes none, so
+  unspoken text is never pushed (the rule lives in the engine's session, ``Session.mark``);
 - the end of a turn: the turn's text is flushed into the session, then marked;
-- a pause: after each queueing, so the resampler is flushed when the session runs dry.
+- a pause: after each queueing (not waiting for held text), so the resampler is flushed
+  when the session runs dry.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import numpy as np
 from pipecat.frames.frames import Frame, TTSTextFrame
 from pipecat.utils.types import is_given
 
+from ..engine.contract import OFF_LOOP_CHARS
 from ..engine.model.config import SAMPLE_RATE
 from ..engine.runtime.channel import Marker
 from ..engine.text.speechless import speaks
@@ -35,9 +36,8 @@ from ..engine.utterance import UtteranceOptions
 from .handover import handover
 
 if TYPE_CHECKING:
-    from ..engine import Session
+    from ..engine.contract import SpeechSession
     from ..engine.synthesis import AudioFrame
-    from ..server.client import RemoteSession
     from .context_output import ContextOutput
     from .resampler import StreamResampler
     from .settings import PocketTTSSettings
@@ -80,15 +80,15 @@ class Turn:
     streamed: bool  # TOKEN aggregation: text goes through Session.feed
     closed: bool = False
     failed_text: bool = False  # SENTENCE: the last enqueue raised; its text frame goes
-    held: list[Frame] = field(default_factory=list)  # TOKEN: waiting for their chunk
     short: str = ""  # SENTENCE: a sentence of one or two words, waiting for the next one
+    short_frames: list[Frame] = field(default_factory=list)  # its frames, held with it
     audio_start: float | None = None  # session-clock seconds where its audio begins
     ending: bool = False  # its end is marked: the context closes when the marker comes out
 
     def close(self) -> None:
         self.closed = True
-        self.held.clear()
         self.short = ""
+        self.short_frames.clear()
 
 
 @dataclass(frozen=True, eq=False)
@@ -124,12 +124,6 @@ def is_short(text: str) -> bool:
     return 0 < sum(1 for word in text.split() if speaks(word)) <= SHORT_SENTENCE_WORDS
 
 
-OFF_LOOP_CHARS = 2000
-"""Text longer than this goes to the session from a worker thread: preparing it (normalize,
-chunk, tokenize: about 2.5 ms of CPU per 1,000 characters) would hold the event loop. Pipecat
-awaits each ``run_tts`` before the next, so the order of text and markers is kept."""
-
-
 async def _off_loop_if_long(text: str, call: Callable[[], Any]) -> Any:
     return await asyncio.to_thread(call) if len(text) > OFF_LOOP_CHARS else call()
 
@@ -141,7 +135,7 @@ class SpeechStream:
 
     def __init__(
         self,
-        session: Session | RemoteSession,
+        session: SpeechSession,
         resampler: StreamResampler,
         output: ContextOutput,
         *,
@@ -194,12 +188,14 @@ class SpeechStream:
             if turn.closed or self.closed:
                 return  # interrupted while a long text was planned off the loop
             turn.failed_text = True
+            turn.short_frames.clear()  # the short sentence went with it: never spoken
             raise
         if turn.closed or self.closed:
             return
         turn.failed_text = False
-        if index is not None:  # None: nothing speakable after normalization (the seed waits)
-            self._release_queued(turn, [index], options)
+        # None: nothing speakable after normalization (the seed waits)
+        self._queued(turn, _listed(index), options)
+        self._release_short(turn)
 
     async def feed(self, turn: Turn, text: str, options: TurnOptions) -> None:
         """Add a token of ``turn`` to the session's text stream (TOKEN aggregation)."""
@@ -218,39 +214,17 @@ class SpeechStream:
         except Exception:
             if turn.closed or self.closed:
                 return  # interrupted while a long text was planned off the loop
-            turn.held.clear()  # the chunk their text waited for was never made
             raise
         if not (turn.closed or self.closed):
-            self._release_queued(turn, indices, options)
+            self._queued(turn, indices, options)
 
     def flush(self, turn: Turn, options: TurnOptions) -> None:
         """``turn``'s streamed text is complete: queue what the text stream holds of it."""
         if self._feeding is not turn or self.closed:
             return
         self._feeding = None
-        self._queue_text(
-            turn,
-            lambda seed: self.session.flush(options.with_seed(seed)),
-            options,
-        )
-
-    def _queue_text(
-        self, turn: Turn, queue: Callable[[int | None], list[int]], options: TurnOptions
-    ) -> None:
-        try:
-            indices = queue(self._reseed(options))
-        except Exception:
-            turn.held.clear()  # the chunk their text waited for was never made
-            raise
-        self._release_queued(turn, indices, options)
-
-    def _release_queued(self, turn: Turn, indices: list[int], options: TurnOptions) -> None:
-        """Record newly queued utterances; frames held for them follow their audio."""
+        indices = self.session.flush(options.with_seed(self._reseed(options)))
         self._queued(turn, indices, options)
-        if indices:
-            held, turn.held = turn.held, []
-            for frame in held:
-                self.session.mark(_Release(turn, frame))
 
     def _reseed(self, options: TurnOptions) -> int | None:
         """A seed for the next utterance when the seed setting changed since the last one."""
@@ -264,8 +238,14 @@ class SpeechStream:
         self._seed_version = options.seed_version
         for index in indices:
             self._owners[index] = turn
-        self.session.mark(_PAUSE)
+        self.session.mark(_PAUSE, after_fed_text=False)
         self._keep_owed_contexts_alive()
+
+    def _release_short(self, turn: Turn) -> None:
+        """The frames held with a short sentence follow the audio now queued with it."""
+        frames, turn.short_frames = turn.short_frames, []
+        for frame in frames:
+            self.session.mark(_Release(turn, frame))
 
     # -- frames of the context ---------------------------------------------------------
     def follow_audio(self, turn: Turn, frame: Frame) -> None:
@@ -275,10 +255,10 @@ class SpeechStream:
         if isinstance(frame, TTSTextFrame) and turn.failed_text:
             turn.failed_text = False  # the utterance that ends this text failed
             return
-        if turn.short or (turn.streamed and self._feeding is turn and self.session.holds_fed_text):
-            turn.held.append(frame)  # its text is not queued yet
-        else:
-            self.session.mark(_Release(turn, frame))
+        if turn.short:  # its sentence waits to be said with the next one
+            turn.short_frames.append(frame)
+            return
+        self.session.mark(_Release(turn, frame))  # held by the session for unfinished text
 
     def end_turn(self, turn: Turn, options: TurnOptions) -> None:
         """No more text for ``turn``: its context ends after the last of its audio."""
@@ -287,11 +267,14 @@ class SpeechStream:
         try:
             if turn.short:  # the turn's last sentence is short: said alone
                 short, turn.short = turn.short, ""
-                self._queue_text(
-                    turn,
-                    lambda seed: _listed(self.session.enqueue(short, options.with_seed(seed))),
-                    options,
-                )
+                seed = self._reseed(options)
+                try:
+                    index = self.session.enqueue(short, options.with_seed(seed))
+                except Exception:
+                    turn.short_frames.clear()  # never spoken
+                    raise
+                self._queued(turn, _listed(index), options)
+                self._release_short(turn)
             self.flush(turn, options)
         finally:
             self.session.mark(_TurnEnd(turn))
@@ -458,4 +441,4 @@ def _listed(index: int | None) -> list[int]:
     return [] if index is None else [index]
 
 
-__all__ = ["OFF_LOOP_CHARS", "SHORT_SENTENCE_WORDS", "SpeechStream", "Turn", "TurnOptions"]
+__all__ = ["SHORT_SENTENCE_WORDS", "SpeechStream", "Turn", "TurnOptions", "is_short"]

@@ -176,7 +176,7 @@ async def test_load_options_with_a_server_are_refused() -> None:
 
 def test_frames_carry_their_words(server: ServerProcess) -> None:
     """The client's frames: 80 ms of float32 and the words, as the engine's."""
-    from pipecat_pocket_tts.server.client import RemoteTTS
+    from pipecat_pocket_tts.client import RemoteTTS
 
     remote = RemoteTTS(server.ws_url).connect()
     try:

@@ -13,8 +13,8 @@ from openai import AsyncOpenAI
 from server_process import ServerProcess
 from test_server_protocol import audio_of, open_client, until
 
-from pipecat_pocket_tts.server import protocol as p
-from pipecat_pocket_tts.server.client import RemoteTTS
+from pipecat_pocket_tts import wire as p
+from pipecat_pocket_tts.client.tts import RemoteTTS
 
 TEXT = "One two three four five six."
 

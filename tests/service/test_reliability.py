@@ -43,6 +43,7 @@ from pipecat.workers.runner import WorkerRunner
 from pipecat_pocket_tts import PocketTTSService
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine import PocketTTS, Session
+from pipecat_pocket_tts.engine.contract import OFF_LOOP_CHARS
 from pipecat_pocket_tts.engine.errors import (
     InvalidSettingError,
     LexiconError,
@@ -50,7 +51,6 @@ from pipecat_pocket_tts.engine.errors import (
 )
 from pipecat_pocket_tts.engine.text.chunking import TextChunk
 from pipecat_pocket_tts.engine.text.prepare import TextStream
-from pipecat_pocket_tts.service.speech_stream import OFF_LOOP_CHARS
 
 START = 30.0
 MODES = [TextAggregationMode.SENTENCE, TextAggregationMode.TOKEN]
