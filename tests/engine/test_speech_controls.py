@@ -204,3 +204,19 @@ def test_a_break_alone_is_not_speech(tts: PocketTTS):
     assert not tts.has_speech('<break time="1s"/>')
     assert tts.has_speech('Hi <break time="1s"/>')
     assert tts.has_speech('<break time="-1s"/>')  # enqueue will name what is wrong
+
+
+@pytest.mark.parametrize("speed", [0.5, 1.5, 4.0])
+def test_a_barge_in_at_speed_stops_within_a_frame(tts: PocketTTS, speed: float):
+    """The scaler runs on the frames' way out: stopping still leaves at most the tick in
+    flight, and no frame comes after ``cancel()``."""
+    session = tts.session(seed=1, speed=speed)
+    session.enqueue("A long sentence that would go on for many, many frames of audio. " * 3)
+    frames = iter(session)
+    for _ in range(3):
+        next(frames)
+    stopped_at = session.stop()
+    session.cancel()
+    assert session.compute_ticks - stopped_at <= 1
+    assert list(frames) == []
+    assert session.pending == 0 and session.is_cancelled
