@@ -29,7 +29,6 @@ from ..engine import (
     Marker,
     PocketTTSError,
     ServerUnavailableError,
-    SessionClosedError,
     UnknownVoiceError,
     UtteranceOptions,
     Word,
@@ -278,16 +277,6 @@ class RemoteSession(ChannelOutput["AudioFrame | Marker"]):
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.acancel()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            state = "cancelled" if self._cancelled else "finished"
-            if self._failure is not None:
-                state = f"stopped by an error ({self._failure})"
-            raise SessionClosedError(
-                f"this session was {state}: no more text can be enqueued. "
-                "Start a new session with tts.session()."
-            )
 
 
 def _resolve(future: concurrent.futures.Future[None]) -> None:

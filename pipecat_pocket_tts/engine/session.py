@@ -22,11 +22,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from .errors import SessionClosedError
+from .frames import AudioFrame, GenerationSettings
+from .planner import FedText, TextPlanner, TimedText
 from .runtime.channel import ChannelOutput, FrameChannel, Marker
 from .runtime.scheduler import AdmissionWait, Scheduler, SessionLink
 from .shaping import OutputShaper, Shape
-from .synthesis import AudioFrame, GenerationSettings, TextPlanner, TimedText
 from .text.breaks import Break, BreakStream, Piece, has_breaks, split_breaks
 from .timing.heads import Heads
 from .timing.word_timing import SessionWords
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from .backends.base import FlowState
-    from .text.prepare import PreparedChunk, TextStream
+    from .text.prepare import PreparedChunk
 
 _session_ids = itertools.count()
 
@@ -88,7 +88,7 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         self._failure: BaseException | None = None
         self._enqueued = 0
         self._feed_lock = threading.Lock()
-        self._feed_stream: TextStream | None = None
+        self._feed_stream: FedText | None = None
         self._feed_breaks: BreakStream | None = None  # the fed text's <break/> tags
         self._feed_form: tuple[bool, Mapping[str, str] | None] = (True, None)
         self._timestamps = timestamps  # frames carry the caller's words (AudioFrame.words)
@@ -124,14 +124,16 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         options = UtteranceOptions.build(options, **keywords).over(self._defaults)
         run = self._run(options)
-        timed = self._timed_text(options)
         if has_breaks(text):
-            chunks, shape = self._plan_pieces(split_breaks(text), options, timed)
+            chunks, timed, shape = self._plan_pieces(split_breaks(text), options)
         else:
-            chunks = self._planner.plan(text, normalize=options.normalize, lexicon=options.lexicon)
-            shape = Shape(run.speed)
-            if timed is not None:
-                timed.add(text, chunks, final=True)
+            utterance = self._planner.prepare(
+                text,
+                normalize=options.normalize,
+                lexicon=options.lexicon,
+                timestamps=self._timestamps,
+            )
+            chunks, timed, shape = utterance.chunks, utterance.timed, Shape(run.speed)
         if not chunks:
             with self._lock:
                 self._pause += shape.after
@@ -139,9 +141,12 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         return self._submit(chunks, run, timed, shape)
 
     def _plan_pieces(
-        self, pieces: list[Piece], options: UtteranceOptions, timed: TimedText | None
-    ) -> tuple[list[PreparedChunk], Shape]:
-        """A text's pieces between its breaks → its chunks and where its pauses fall."""
+        self, pieces: list[Piece], options: UtteranceOptions
+    ) -> tuple[list[PreparedChunk], TimedText | None, Shape]:
+        """A text's pieces between its breaks → its chunks, its words and where its pauses
+        fall (before the chunk after each, or after the last)."""
+        normalize, lexicon = bool(options.normalize), options.lexicon
+        timed = self._planner.timed_text(normalize, lexicon) if self._timestamps else None
         chunks: list[PreparedChunk] = []
         before: dict[int, float] = {}
         pause = 0.0
@@ -151,9 +156,7 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
                 if timed is not None:
                     timed.add(" ", [], final=False)  # the words on either side stay apart
                 continue
-            planned = self._planner.plan(
-                piece, normalize=options.normalize, lexicon=options.lexicon
-            )
+            planned = self._planner.plan(piece, normalize=normalize, lexicon=lexicon)
             if timed is not None:
                 timed.add(piece, planned, final=False)
             if planned and pause:
@@ -162,7 +165,7 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
             chunks += planned
         if timed is not None:
             timed.add("", [], final=True)
-        return chunks, Shape(options.speed or 1.0, before, pause)
+        return chunks, timed, Shape(options.speed or 1.0, before, pause)
 
     def feed(
         self, text: str, options: UtteranceOptions | None = None, **keywords: Any
@@ -175,7 +178,7 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         would prepare it. ``flush()`` ends the text. The options (as in ``enqueue``) apply to
         the utterances this call queues, ``seed`` to the first of them; ``normalize`` and
         ``lexicon`` to the text this call starts (ignored mid-text). A ``<break/>`` tag cuts
-        the text there (what came before is queued at once) and pauses.
+        the text there (what came before is queued at once, as if flushed) and pauses.
         """
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
@@ -186,7 +189,6 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
             if self._feed_breaks is None:
                 self._feed_breaks = BreakStream()
                 self._feed_form = (bool(options.normalize), options.lexicon)
-                self._feed_timed = self._timed_text(options)
             try:
                 return self._feed_pieces(self._feed_breaks.push(text), run)
             except BaseException:
@@ -198,24 +200,22 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         indices: list[int] = []
         for piece in pieces:
             if isinstance(piece, Break):
-                chunks = self._fed_stream().flush()
-                self._feed_stream = None  # the text goes on in a new stream
-                if self._feed_timed is not None:
-                    self._feed_timed.add(" ", chunks, final=False)
+                chunks = self._fed_text().flush()  # the text goes on in a new one
                 indices += self._submit_fed(chunks, run, after=piece.seconds)
+                self._feed_stream = None
             else:
-                chunks = self._fed_stream().push(piece)
-                if self._feed_timed is not None:
-                    self._feed_timed.add(piece, chunks, final=False)
-                indices += self._submit_fed(chunks, run)
+                indices += self._submit_fed(self._fed_text().push(piece), run)
             if indices:
                 run = replace(run, restart_seed=None)  # the generator restarts once
         return indices
 
-    def _fed_stream(self) -> TextStream:
+    def _fed_text(self) -> FedText:
         if self._feed_stream is None:
             normalize, lexicon = self._feed_form
-            self._feed_stream = self._planner.stream(normalize=normalize, lexicon=lexicon)
+            self._feed_stream = self._planner.fed_text(
+                normalize=normalize, lexicon=lexicon, timestamps=self._timestamps
+            )
+            self._feed_timed = self._feed_stream.timed
         return self._feed_stream
 
     def flush(self, options: UtteranceOptions | None = None, **keywords: Any) -> list[int]:
@@ -233,8 +233,6 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
                 run = replace(run, restart_seed=None)
             stream, self._feed_stream = self._feed_stream, None
             chunks = stream.flush() if stream is not None else []
-            if self._feed_timed is not None:
-                self._feed_timed.add("", chunks, final=True)
             indices += self._submit_fed(chunks, run)
             self._held.clear()  # the fed text is all queued: what still waits followed none
             self._feed_timed = None
@@ -286,9 +284,8 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         indices = []
         for i, chunk in enumerate(chunks):
             pause = after if i == len(chunks) - 1 else 0.0
-            indices.append(
-                self._submit([chunk], run, self._feed_timed, Shape(run.speed, after=pause))
-            )
+            shape = Shape(run.speed, after=pause)
+            indices.append(self._submit([chunk], run, self._feed_timed, shape))
             run = replace(run, restart_seed=None)  # the generator restarts once, at the first
         if not chunks and after:
             with self._lock:
@@ -387,22 +384,6 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         await self.acancel()
 
     # -- helpers ------------------------------------------------------------------------
-    def _timed_text(self, options: UtteranceOptions) -> TimedText | None:
-        """A text's caller words for word timestamps (None when they are off)."""
-        if not self._timestamps:
-            return None
-        return self._planner.timed_text(bool(options.normalize), options.lexicon)
-
-    def _check_open(self) -> None:
-        if self._closed:
-            state = "cancelled" if self._cancelled else "finished"
-            if self._failure is not None and not self._cancelled:
-                state = f"stopped by an error ({type(self._failure).__name__}: {self._failure})"
-            raise SessionClosedError(
-                f"this session was {state}: no more text can be enqueued. "
-                "Start a new session with tts.session()."
-            )
-
     def _failed(self, error: BaseException) -> None:
         with self._lock:
             self._closed = True  # a failed session takes no more text

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .frames import AudioFrame
 from .model.config import FRAME_SIZE, SAMPLE_RATE
-from .synthesis import AudioFrame
 from .tempo import TimeScaler
 from .timing.word_timing import Word, WordStart
 

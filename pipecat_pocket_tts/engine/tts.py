@@ -32,14 +32,15 @@ from .errors import (
     SessionClosedError,
     UnknownVoiceError,
 )
+from .frames import AudioFrame
 from .loading import SharedModels, load_parts, resolve_load
 from .model.config import SAMPLE_RATE, ModelConfig
 from .model.options import LoadOptions
 from .model.packs import PackFiles
+from .planner import TextPlanner
 from .runtime.lazy_scheduler import LazyScheduler
 from .runtime.scheduler import AdmissionWait, Scheduler
 from .session import Session
-from .synthesis import AudioFrame, TextPlanner
 from .text.breaks import has_breaks, strip_breaks
 from .text.prepare import TextPreparer
 from .text.tokenizer import Tokenizer

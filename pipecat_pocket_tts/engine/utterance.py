@@ -21,7 +21,7 @@ from .checks import (
     check_speed,
     check_temperature,
 )
-from .synthesis import GenerationSettings
+from .frames import GenerationSettings
 
 if TYPE_CHECKING:
     from .backends.base import FlowState

@@ -37,7 +37,7 @@ from .handover import handover
 
 if TYPE_CHECKING:
     from ..engine.contract import SpeechSession
-    from ..engine.synthesis import AudioFrame
+    from ..engine.frames import AudioFrame
     from .context_output import ContextOutput
     from .resampler import StreamResampler
     from .settings import PocketTTSSettings
