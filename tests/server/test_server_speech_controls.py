@@ -4,15 +4,19 @@ protocol's ``speed`` (start, text, flush) and ``<break/>`` tags, and the remote 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
 from audio_checks import centroid, silent_run
 from openai import AsyncOpenAI
+from pipecat.frames.frames import TTSAudioRawFrame, TTSSpeakFrame
+from pipecat.tests.utils import run_test
 from server_process import ServerProcess
 from test_server_protocol import audio_of, open_client, until
 
+from pipecat_pocket_tts import PocketTTSService
 from pipecat_pocket_tts import wire as p
 from pipecat_pocket_tts.client.tts import RemoteTTS
 
@@ -132,3 +136,24 @@ async def test_the_remote_client_sends_speed(endless_server: ServerProcess) -> N
 
     plain, fast = await asyncio.to_thread(speak, None), await asyncio.to_thread(speak, 1.5)
     assert fast / plain == pytest.approx(1 / 1.5, rel=0.10)
+
+
+async def test_the_service_through_the_server_speaks_at_its_speed_as_in_process(
+    server: ServerProcess, engine_pack_dir: Path
+) -> None:
+    """``PocketTTSService(server_url=...)`` with ``Settings(speed=1.5)``: the very samples the
+    in-process service makes, 1/1.5 of the audio at speed 1."""
+    frames = [TTSSpeakFrame("Good morning, how can I help you today?")]
+
+    async def audio(**where) -> bytes:
+        settings = PocketTTSService.Settings(seed=7, speed=where.pop("speed"))
+        down, _ = await run_test(
+            PocketTTSService(settings=settings, **where), frames_to_send=frames, start_timeout=60
+        )
+        return b"".join(f.audio for f in down if isinstance(f, TTSAudioRawFrame))
+
+    local = await audio(model_dir=engine_pack_dir, backend="numpy", speed=1.5)
+    remote = await audio(server_url=server.ws_url, speed=1.5)
+    plain = await audio(server_url=server.ws_url, speed=None)
+    assert remote == local
+    assert len(remote) / len(plain) == pytest.approx(1 / 1.5, rel=0.10)
