@@ -29,8 +29,10 @@ from pipecat.frames.frames import Frame, TTSTextFrame
 from pipecat.utils.types import is_given
 
 from ..engine.contract import OFF_LOOP_CHARS
+from ..engine.errors import BreakTagError
 from ..engine.model.config import SAMPLE_RATE
 from ..engine.runtime.channel import Marker
+from ..engine.text.breaks import has_breaks, strip_breaks
 from ..engine.text.speechless import speaks
 from ..engine.utterance import UtteranceOptions
 from .handover import handover
@@ -120,7 +122,12 @@ sentence from the LLM."""
 
 
 def is_short(text: str) -> bool:
-    """At most ``SHORT_SENTENCE_WORDS`` words with a letter or digit (``Oui.``, ``D'accord.``)."""
+    """At most ``SHORT_SENTENCE_WORDS`` words with a letter or digit (``Oui.``, ``D'accord.``);
+    ``<break/>`` tags are not words (a malformed one: not short, so its error comes at once)."""
+    try:
+        text = strip_breaks(text) if has_breaks(text) else text
+    except BreakTagError:
+        return False
     return 0 < sum(1 for word in text.split() if speaks(word)) <= SHORT_SENTENCE_WORDS
 
 

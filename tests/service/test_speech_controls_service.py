@@ -140,6 +140,9 @@ async def test_a_short_last_sentence_is_said_alone_at_the_turn_s_end(pack, enque
         ("Oh, yes!", True),
         ("Not so fast.", False),
         ("...", False),
+        ('Oui. <break time="1s"/>', True),
+        ('<break time="1s"/> Not so fast.', False),
+        ('Oui <break time="-1s"/>', False),
     ],
 )
 def test_what_counts_as_short(text, short):
