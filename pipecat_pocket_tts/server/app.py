@@ -25,7 +25,12 @@ from ..engine import PocketTTSError
 from . import http
 from . import protocol as p
 from .connection import Connection
+from .dialect import Dialect
+from .gradium import PATH as GRADIUM_PATH
+from .gradium import GradiumDialect
 from .http import error_response, status_of
+from .livekit import PATH as LIVEKIT_PATH
+from .livekit import LiveKitDialect
 from .security import hide_secret_headers
 from .state import RequestError, ServerConfig, ServerState
 
@@ -61,11 +66,16 @@ def create_app(config: ServerConfig) -> Starlette:
 
         return endpoint
 
-    async def stream(websocket: WebSocket) -> None:
-        await _serve_websocket(state, websocket)
+    def stream(dialect: Callable[[], Dialect]) -> Callable[[WebSocket], Awaitable[None]]:
+        async def endpoint(websocket: WebSocket) -> None:
+            await _serve_websocket(state, websocket, dialect())
+
+        return endpoint
 
     routes = [
-        WebSocketRoute(p.PATH, stream),
+        WebSocketRoute(p.PATH, stream(Dialect)),
+        WebSocketRoute(GRADIUM_PATH, stream(GradiumDialect)),
+        WebSocketRoute(LIVEKIT_PATH, stream(LiveKitDialect)),
         Route("/v1/audio/speech", guarded(http.openai_speech), methods=["POST"]),
         Route("/tts", guarded(http.upstream_tts), methods=["POST"]),
         Route("/v1/voices", guarded(http.voices), methods=["GET"]),
@@ -99,13 +109,16 @@ async def _load(state: ServerState) -> None:
         state.loaded.set()
 
 
-async def _serve_websocket(state: ServerState, websocket: WebSocket) -> None:
+async def _serve_websocket(state: ServerState, websocket: WebSocket, dialect: Dialect) -> None:
     metrics = state.metrics
     offers: list[str] = list(websocket.scope.get("subprotocols", []))
     await websocket.accept(subprotocol=p.SUBPROTOCOL if p.SUBPROTOCOL in offers else None)
     keys = state.keys
+    headers = websocket.headers
     if not (
-        keys.accepts(websocket.headers.get("authorization")) or keys.accepts_subprotocols(offers)
+        keys.accepts(headers.get("authorization"))
+        or keys.accepts_subprotocols(offers)
+        or keys.accepts_token(headers.get("x-api-key"))  # Gradium's clients
     ):
         await _refuse(state, websocket, p.CloseCode.UNAUTHORIZED, "missing or wrong API key")
         return
@@ -125,7 +138,7 @@ async def _serve_websocket(state: ServerState, websocket: WebSocket) -> None:
     state.connections += 1
     metrics.connections.inc()
     try:
-        await Connection(websocket, state.tts, state.voices, state.limits, metrics).run()
+        await Connection(websocket, state.tts, state.voices, state.limits, metrics, dialect).run()
     finally:
         state.connections -= 1
         metrics.connections.dec()

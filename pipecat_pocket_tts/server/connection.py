@@ -35,7 +35,7 @@ from ..engine import (
     UnknownVoiceError,
 )
 from . import protocol as p
-from .encodings import FrameEncoder, check_format
+from .dialect import CloseAfter, Dialect, Outgoing, Reply, SampleEncoder
 from .metrics import ServerMetrics, StreamPacer
 from .security import Limits
 from .voices import ServerVoices
@@ -70,7 +70,7 @@ class Context:
     """One client context: its session, encoder, pacing and the frames it has waiting."""
 
     def __init__(
-        self, context_id: str, session: Session, encoder: FrameEncoder, pacer: StreamPacer
+        self, context_id: str, session: Session, encoder: SampleEncoder, pacer: StreamPacer
     ):
         self.id = context_id
         self.session = session
@@ -89,13 +89,11 @@ class Outbox:
 
     def __init__(self, websocket: WebSocket) -> None:
         self._websocket = websocket
-        self._items: deque[tuple[str | bytes, Context | None, bool]] = deque()
+        self._items: deque[tuple[Outgoing, Context | None, bool]] = deque()
         self._ready = asyncio.Event()
         self._closed = False
 
-    def put(
-        self, data: str | bytes, context: Context | None = None, *, audio: bool = False
-    ) -> None:
+    def put(self, data: Outgoing, context: Context | None = None, *, audio: bool = False) -> None:
         if self._closed or (context is not None and context.dropped):
             return
         if audio and context is not None:
@@ -113,6 +111,18 @@ class Outbox:
         self._closed = True
         self._ready.set()
 
+    def close_after(self, code: int, reason: str, *, drop: bool = False) -> None:
+        """Close the websocket once what is queued went out (``drop``: every context's
+        queued output is forgotten first); nothing more is queued after this."""
+        if drop:
+            self._items = deque(item for item in self._items if item[1] is None)
+        self.put(CloseAfter(code, reason))
+        self.close()
+
+    @property
+    def empty(self) -> bool:
+        return not self._items
+
     async def run(self) -> None:
         while True:
             while not self._items:
@@ -126,6 +136,11 @@ class Outbox:
                     continue
                 if audio:
                     context.buffered -= 1
+            if isinstance(data, CloseAfter):
+                with contextlib.suppress(Exception):
+                    reason = data.reason.encode()[:120].decode(errors="ignore")
+                    await self._websocket.close(data.code, reason)
+                return
             if isinstance(data, bytes):
                 await self._websocket.send_bytes(data)
             else:
@@ -142,8 +157,10 @@ class Connection:
         voices: ServerVoices,
         limits: Limits,
         metrics: ServerMetrics,
+        dialect: Dialect | None = None,
     ) -> None:
         self._websocket = websocket
+        self._dialect = dialect or Dialect()
         self._tts = tts
         self._voices = voices
         self._limits = limits
@@ -157,7 +174,8 @@ class Connection:
         """Serve the connection until the client leaves or breaks a rule."""
         tts = self._tts
         ready = p.Ready(tts.language, self._voices.names, tts.default_voice, tts.sample_rate, 1920)
-        self._outbox.put(p.encode(ready))
+        for data in self._dialect.hello(ready):
+            self._outbox.put(data)
         sender = asyncio.create_task(self._outbox.run())
         try:
             await self._receive()
@@ -180,21 +198,27 @@ class Connection:
                 await self._close(p.CloseCode.TOO_BIG, "message too big")
                 return
             try:
-                request = p.decode_client(text)
-            except p.ProtocolError as e:
-                await self._close(e.code, str(e))
-                return
-            try:
-                await self._handle(request)
+                for request in self._dialect.decode(text):
+                    if isinstance(request, Reply):
+                        self._outbox.put(request.data)
+                    else:
+                        await self._handle(request)
             except p.ProtocolError as e:
                 await self._close(e.code, str(e))
                 return
 
     async def _close(self, code: int, reason: str) -> None:
         self._metrics.closes.labels(str(code)).inc()
-        self._outbox.close()
-        with contextlib.suppress(Exception):
-            await self._websocket.close(code, reason.encode()[:120].decode(errors="ignore"))
+        for data in self._dialect.farewell(code, reason):
+            self._outbox.put(data)
+        self._outbox.close_after(code, reason, drop=True)
+
+    def _say(self, message: p.ServerMessage, context: Context | None = None) -> None:
+        for data in self._dialect.encode(message):
+            if isinstance(data, CloseAfter):
+                self._outbox.close_after(data.code, data.reason)
+            else:
+                self._outbox.put(data, context)
 
     # -- requests ---------------------------------------------------------------------
     async def _handle(self, request: p.ClientMessage) -> None:
@@ -241,7 +265,7 @@ class Connection:
         self._ended.pop(request.context, None)
         metrics = self._metrics
         try:
-            check_format(request.encoding, request.sample_rate)
+            encoder = self._dialect.encoder(request)
             voice = self._voices.resolve(request.voice)
             session = await asyncio.to_thread(
                 self._tts.session,
@@ -259,10 +283,10 @@ class Connection:
             code = p.ErrorCode.UNKNOWN_VOICE if isinstance(e, UnknownVoiceError) else None
             self._error(request.context, code or p.ErrorCode.BAD_REQUEST, str(e))
             return
-        context = Context(request.context, session, FrameEncoder(request.encoding), metrics.pacer())
+        context = Context(request.context, session, encoder, metrics.pacer())
         self._contexts[context.id] = context
         metrics.streams.inc()
-        self._outbox.put(p.encode(p.Started(context.id)), context)
+        self._say(p.Started(context.id), context)
         context.reader = asyncio.create_task(self._read(context))
 
     async def _queue(self, context: Context, request: p.Text | p.Flush) -> None:
@@ -337,7 +361,7 @@ class Connection:
         self._outbox.drop(context)
         self._metrics.cancel_ticks.observe(await _halt(context.session))
         await self._stop_reader(context)
-        self._outbox.put(p.encode(p.Cancelled(context.id)))
+        self._say(p.Cancelled(context.id))
 
     async def _check_voice(self, request: p.CheckVoice) -> None:
         try:
@@ -348,7 +372,7 @@ class Connection:
             answer = p.VoiceChecked(request.id, code or p.ErrorCode.BAD_REQUEST, str(e))
         else:
             answer = p.VoiceChecked(request.id)
-        self._outbox.put(p.encode(answer))
+        self._say(answer)
 
     # -- output -----------------------------------------------------------------------
     async def _read(self, context: Context) -> None:
@@ -374,8 +398,8 @@ class Connection:
             tail = context.encoder.encode(np.zeros(0, np.float32), last=True)
             if tail:
                 header = p.AudioHeader(context.id, last_utterance, 0, 0, last=True)
-                self._outbox.put(p.pack_audio(header, tail), context, audio=True)
-            self._outbox.put(p.encode(p.Done(context.id)), context)
+                self._put_audio(context, header, tail)
+            self._say(p.Done(context.id), context)
             context.pacer.finish()
             self._forget(context)
         except asyncio.CancelledError:
@@ -386,11 +410,11 @@ class Connection:
 
     def _marker(self, context: Context, payload: Any) -> None:
         if isinstance(payload, _UtteranceEnd):
-            self._outbox.put(p.encode(p.UtteranceEnd(context.id, payload.utterance)), context)
+            self._say(p.UtteranceEnd(context.id, payload.utterance), context)
             if context.session.is_idle:
                 context.pacer.pause()
         elif isinstance(payload, _ClientMark):
-            self._outbox.put(p.encode(p.MarkerReached(context.id, payload.id)), context)
+            self._say(p.MarkerReached(context.id, payload.id), context)
 
     def _audio(self, context: Context, frame: AudioFrame) -> int:
         utterance = context.utterances.get(frame.utterance_index, -1)
@@ -413,15 +437,20 @@ class Connection:
                 for w in frame.completed_words
             ],
         )
-        samples = context.encoder.encode(frame.samples)
-        self._outbox.put(p.pack_audio(header, samples), context, audio=True)
+        self._put_audio(context, header, context.encoder.encode(frame.samples))
         context.pacer.frame()
         return utterance
+
+    def _put_audio(self, context: Context, header: p.AudioHeader, samples: bytes) -> None:
+        *before, audio = self._dialect.audio(header, samples)
+        for data in before:
+            self._outbox.put(data, context)
+        self._outbox.put(audio, context, audio=True)
 
     # -- endings ----------------------------------------------------------------------
     def _error(self, context_id: str | None, code: str, message: str) -> None:
         self._metrics.errors.labels(code).inc()
-        self._outbox.put(p.encode(p.Error(context_id, code, message)))
+        self._say(p.Error(context_id, code, message))
 
     async def _fail(self, context: Context, code: str, message: str) -> None:
         """End ``context`` now with an error (its queued frames are dropped)."""
@@ -451,7 +480,7 @@ class Connection:
     def _admission_observer(self, context_id: str) -> Callable[[AdmissionWait], None]:
         """A session's ``on_admission_wait`` (the scheduler's thread): metrics, and an
         ``admitted`` message to the client once it got a slot after a wait."""
-        metrics, outbox = self._metrics, self._outbox
+        metrics = self._metrics
         loop = asyncio.get_running_loop()
 
         def observe(event: AdmissionWait) -> None:
@@ -460,9 +489,9 @@ class Connection:
                 return
             metrics.streams_waiting.dec()
             metrics.admission_waits.observe(event.waited)
-            message = p.encode(p.Admitted(context_id, event.waited, event.active))
+            message = p.Admitted(context_id, event.waited, event.active)
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to tell
-                loop.call_soon_threadsafe(outbox.put, message)
+                loop.call_soon_threadsafe(self._say, message)
 
         return observe
 

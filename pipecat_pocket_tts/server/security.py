@@ -67,7 +67,7 @@ def check_bind(host: str, api_key: str | None) -> None:
         )
 
 
-SECRET_HEADERS = frozenset({"authorization", "sec-websocket-protocol", "cookie"})
+SECRET_HEADERS = frozenset({"authorization", "sec-websocket-protocol", "cookie", "x-api-key"})
 """Handshake headers that may carry the key: their values never reach a log."""
 # The loggers the websockets library writes handshake headers to at DEBUG: uvicorn's (the
 # server's handshakes) and the library's own client logger (RemoteTTS's).
@@ -115,6 +115,13 @@ class KeyCheck:
         scheme, _, token = (authorization or "").partition(" ")
         given = token.strip().encode() if scheme.lower() == "bearer" else b""
         return hmac.compare_digest(given, self._key)
+
+    def accepts_token(self, token: str | None) -> bool:
+        """Whether a bare token (Gradium's ``x-api-key`` header) is the key (always, with no
+        key); compared in constant time."""
+        if self._key is None:
+            return True
+        return hmac.compare_digest((token or "").strip().encode(), self._key)
 
     def accepts_subprotocols(self, offers: Sequence[str]) -> bool:
         """Whether a websocket's offered subprotocols carry the key as ``bearer.KEY``
