@@ -26,6 +26,7 @@ from . import http
 from . import protocol as p
 from .connection import Connection
 from .dialect import Dialect
+from .gate import Gate
 from .gradium import PATH as GRADIUM_PATH
 from .gradium import GradiumDialect
 from .http import error_response, status_of
@@ -93,6 +94,15 @@ def create_app(config: ServerConfig) -> Starlette:
                 allow_headers=["Authorization", "Content-Type"],
             )
         )
+    middleware.append(
+        Middleware(
+            Gate,
+            drain=state.drain,
+            metrics=state.metrics,
+            routes=routes,
+            idle_timeout=config.limits.idle_timeout,
+        )
+    )
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
     app.state.server = state
     return app
@@ -137,9 +147,12 @@ async def _serve_websocket(state: ServerState, websocket: WebSocket, dialect: Di
         return
     state.connections += 1
     metrics.connections.inc()
+    connection = Connection(websocket, state.tts, state.voices, state.limits, metrics, dialect)
+    state.drain.add(connection)
     try:
-        await Connection(websocket, state.tts, state.voices, state.limits, metrics, dialect).run()
+        await connection.run()
     finally:
+        state.drain.discard(connection)
         state.connections -= 1
         metrics.connections.dec()
 

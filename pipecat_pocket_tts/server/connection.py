@@ -45,6 +45,7 @@ logger = logging.getLogger(__name__)
 OFF_LOOP_CHARS = 2000
 """Text longer than this is prepared on a worker thread (the order of messages is kept)."""
 
+INTERNAL_ERROR = 1011  # the websocket close code of a server fault
 _ENDED_REMEMBERED = 1024  # ended context ids whose late messages are ignored, not refused
 
 
@@ -141,10 +142,16 @@ class Outbox:
                     reason = data.reason.encode()[:120].decode(errors="ignore")
                     await self._websocket.close(data.code, reason)
                 return
-            if isinstance(data, bytes):
-                await self._websocket.send_bytes(data)
-            else:
-                await self._websocket.send_text(data)
+            try:
+                if isinstance(data, bytes):
+                    await self._websocket.send_bytes(data)
+                else:
+                    await self._websocket.send_text(data)
+            except Exception as e:  # never a sender that died silently
+                logger.warning("closing a connection whose send failed: %s", e)
+                with contextlib.suppress(Exception):
+                    await self._websocket.close(INTERNAL_ERROR, "send failed")
+                return
 
 
 class Connection:
@@ -169,6 +176,7 @@ class Connection:
         self._ended: OrderedDict[str, None] = OrderedDict()
         self._outbox = Outbox(websocket)
         self._text_chars = 0
+        self._draining = False
 
     async def run(self) -> None:
         """Serve the connection until the client leaves or breaks a rule."""
@@ -185,9 +193,29 @@ class Connection:
             with contextlib.suppress(Exception):
                 await sender
 
+    def drain(self) -> None:
+        """The server is stopping: close (going away) once nothing is left to speak."""
+        self._draining = True
+        self._close_if_drained()
+
+    def abort(self, reason: str) -> None:
+        """Close now (going away), dropping what is left to send."""
+        self._outbox.close_after(p.CloseCode.GOING_AWAY, reason, drop=True)
+
+    def _close_if_drained(self) -> None:
+        if self._draining and all(c.session.is_idle for c in self._contexts.values()):
+            reason = "the server is shutting down: reconnect"
+            self._outbox.close_after(p.CloseCode.GOING_AWAY, reason)
+
     async def _receive(self) -> None:
+        idle = self._limits.idle_timeout
         while True:
-            message = await self._websocket.receive()
+            try:  # a connection with no context open says something within idle_timeout
+                waiting = self._websocket.receive()
+                message = await asyncio.wait_for(waiting, None if self._contexts else idle)
+            except TimeoutError:
+                await self._close(p.CloseCode.LIMIT, f"idle for {idle:g} s with no context open")
+                return
             if message["type"] == "websocket.disconnect":
                 return
             text = message.get("text")
@@ -203,6 +231,7 @@ class Connection:
                         self._outbox.put(request.data)
                     else:
                         await self._handle(request)
+                self._close_if_drained()
             except p.ProtocolError as e:
                 await self._close(e.code, str(e))
                 return
@@ -402,6 +431,7 @@ class Connection:
             self._say(p.Done(context.id), context)
             context.pacer.finish()
             self._forget(context)
+            self._close_if_drained()
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -413,6 +443,7 @@ class Connection:
             self._say(p.UtteranceEnd(context.id, payload.utterance), context)
             if context.session.is_idle:
                 context.pacer.pause()
+                self._close_if_drained()
         elif isinstance(payload, _ClientMark):
             self._say(p.MarkerReached(context.id, payload.id), context)
 
@@ -462,6 +493,7 @@ class Connection:
         if context.reader is not asyncio.current_task():
             await self._stop_reader(context)
         self._error(context.id, code, message)
+        self._close_if_drained()
 
     def _forget(self, context: Context) -> None:
         if self._contexts.pop(context.id, None) is not None:
