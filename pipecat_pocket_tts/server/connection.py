@@ -177,6 +177,7 @@ class Connection:
         self._outbox = Outbox(websocket)
         self._text_chars = 0
         self._draining = False
+        self._handling = False  # a request's handler is running (it may await)
 
     async def run(self) -> None:
         """Serve the connection until the client leaves or breaks a rule."""
@@ -203,7 +204,11 @@ class Connection:
         self._outbox.close_after(p.CloseCode.GOING_AWAY, reason, drop=True)
 
     def _close_if_drained(self) -> None:
-        if self._draining and all(c.session.is_idle for c in self._contexts.values()):
+        """Close (going away) when draining and nothing is left to speak; not while a
+        request's handler runs (a cancel awaits its tick before it acknowledges)."""
+        if self._handling or not self._draining:
+            return
+        if all(c.session.is_idle for c in self._contexts.values()):
             reason = "the server is shutting down: reconnect"
             self._outbox.close_after(p.CloseCode.GOING_AWAY, reason)
 
@@ -213,8 +218,9 @@ class Connection:
             try:  # a connection with no context open says something within idle_timeout
                 waiting = self._websocket.receive()
                 message = await asyncio.wait_for(waiting, None if self._contexts else idle)
-            except TimeoutError:
-                await self._close(p.CloseCode.LIMIT, f"idle for {idle:g} s with no context open")
+            except TimeoutError:  # a normal close: clients reconnect quietly when they need to
+                reason = f"idle for {idle:g} s with no context open"
+                await self._close(p.CloseCode.NORMAL, reason, farewell=False)
                 return
             if message["type"] == "websocket.disconnect":
                 return
@@ -229,16 +235,20 @@ class Connection:
                 for request in self._dialect.decode(text):
                     if isinstance(request, Reply):
                         self._outbox.put(request.data)
-                    else:
+                        continue
+                    self._handling = True
+                    try:
                         await self._handle(request)
+                    finally:
+                        self._handling = False
                 self._close_if_drained()
             except p.ProtocolError as e:
                 await self._close(e.code, str(e))
                 return
 
-    async def _close(self, code: int, reason: str) -> None:
+    async def _close(self, code: int, reason: str, *, farewell: bool = True) -> None:
         self._metrics.closes.labels(str(code)).inc()
-        for data in self._dialect.farewell(code, reason):
+        for data in self._dialect.farewell(code, reason) if farewell else []:
             self._outbox.put(data)
         self._outbox.close_after(code, reason, drop=True)
 

@@ -101,14 +101,17 @@ async def test_gradium_interruption_stops_the_reply(engine_endless_pack_dir: Pat
     assert not [f for f in upstream.frames if isinstance(f, ErrorFrame)]
 
 
-async def _until(ws: Any, kind: str, request: str | None) -> list[dict[str, Any]]:
-    messages = []
+async def _until(ws: Any, kind: str, *requests: str | None) -> list[dict[str, Any]]:
+    """Every message until one of type ``kind`` came for each of ``requests``."""
+    messages, waiting = [], set(requests)
     for _ in range(MAX_MESSAGES):
-        message = json.loads(await ws.recv())
+        message = json.loads(await asyncio.wait_for(ws.recv(), START_TIMEOUT_S))
         messages.append(message)
-        if message["type"] == kind and message.get("client_req_id") == request:
+        if message["type"] == kind:
+            waiting.discard(message.get("client_req_id"))
+        if not waiting:
             return messages
-    raise AssertionError(f"no {kind!r} for {request!r}")
+    raise AssertionError(f"no {kind!r} for {waiting}")
 
 
 async def test_multiplexed_requests_and_a_refused_setup(server: ServerProcess) -> None:
@@ -124,8 +127,7 @@ async def test_multiplexed_requests_and_a_refused_setup(server: ServerProcess) -
         await ws.send(json.dumps({"type": "text", "client_req_id": "b", "text": "Three."}))
         for name in ("a", "b"):
             await ws.send(json.dumps({"type": "end_of_stream", "client_req_id": name}))
-        messages = await _until(ws, "end_of_stream", "a")
-        messages += await _until(ws, "end_of_stream", "b")
+        messages = await _until(ws, "end_of_stream", "a", "b")  # in either order
         # The socket stays open (close_ws_on_eos false): a last request with the defaults.
         await ws.send(json.dumps({"type": "setup", "voice_id": "marius"}))
         await ws.send(json.dumps({"type": "text", "text": "Bye."}))
