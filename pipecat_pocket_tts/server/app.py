@@ -15,16 +15,17 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
+from .. import wire as p
 from ..engine import PocketTTSError
-from . import http
-from . import protocol as p
+from ..wire import hide_secret_headers
+from . import http, openai_api
 from .connection import Connection
+from .cors import ApiCors
 from .dialect import Dialect
 from .gate import Gate
 from .gradium import PATH as GRADIUM_PATH
@@ -32,7 +33,7 @@ from .gradium import GradiumDialect
 from .http import error_response, status_of
 from .livekit import PATH as LIVEKIT_PATH
 from .livekit import LiveKitDialect
-from .security import hide_secret_headers
+from .page import page
 from .state import RequestError, ServerConfig, ServerState
 
 logger = logging.getLogger(__name__)
@@ -63,7 +64,8 @@ def create_app(config: ServerConfig) -> Starlette:
                 result = handler(state, request)
                 return await result if isinstance(result, Awaitable) else result
             except (RequestError, PocketTTSError, ValueError) as e:
-                return error_response(status_of(e), str(e))
+                message = state.public(str(e))
+                return error_response(status_of(e), message, param=getattr(e, "param", None))
 
         return endpoint
 
@@ -80,20 +82,16 @@ def create_app(config: ServerConfig) -> Starlette:
         Route("/v1/audio/speech", guarded(http.openai_speech), methods=["POST"]),
         Route("/tts", guarded(http.upstream_tts), methods=["POST"]),
         Route("/v1/voices", guarded(http.voices), methods=["GET"]),
+        Route("/v1/audio/voices", guarded(http.kokoro_voices), methods=["GET"]),
+        Route("/v1/models", guarded(lambda s, r: openai_api.models(r)), methods=["GET"]),
+        Route("/", page, methods=["GET"]),
         Route("/health", guarded(lambda s, r: http.health(s), open_=True), methods=["GET"]),
         Route("/ready", guarded(lambda s, r: http.ready(s), open_=True), methods=["GET"]),
         Route("/metrics", guarded(lambda s, r: http.metrics(s)), methods=["GET"]),
     ]
     middleware = []
     if config.cors_origins:
-        middleware.append(
-            Middleware(
-                CORSMiddleware,
-                allow_origins=list(config.cors_origins),
-                allow_methods=["GET", "POST"],
-                allow_headers=["Authorization", "Content-Type"],
-            )
-        )
+        middleware.append(Middleware(ApiCors, origins=list(config.cors_origins)))
     middleware.append(
         Middleware(
             Gate,
@@ -103,7 +101,12 @@ def create_app(config: ServerConfig) -> Starlette:
             idle_timeout=config.limits.idle_timeout,
         )
     )
-    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    app = Starlette(
+        routes=routes,
+        middleware=middleware,
+        lifespan=lifespan,
+        exception_handlers=openai_api.EXCEPTION_HANDLERS,
+    )
     app.state.server = state
     return app
 

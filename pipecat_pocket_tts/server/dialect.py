@@ -2,7 +2,7 @@
 
 A ``Connection`` (connection.py) runs every route's contexts the same way, on the one model,
 scheduler and limits; a ``Dialect`` only translates. ``decode`` turns a client's text frame
-into our protocol's messages (``protocol.py``) or replies sent back at once; ``encode`` turns
+into our protocol's messages (``wire.py``) or replies sent back at once; ``encode`` turns
 our messages into what the route's clients read; ``audio`` does the same for a frame's
 samples; ``encoder`` says how a context's samples become bytes. ``NativeDialect`` is our own
 protocol, unchanged; ``gradium.py`` and ``livekit.py`` are the others.
@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from .. import wire as p
 from ..engine.errors import InvalidSettingError
-from . import protocol as p
 from .encodings import FrameEncoder, check_format
 
 T = TypeVar("T")
@@ -52,7 +52,7 @@ class SampleEncoder(Protocol):
 
 
 class Dialect:
-    """Our own protocol (``protocol.py``); the base of the others."""
+    """Our own protocol (``wire.py``); the base of the others."""
 
     route = "native"
 

@@ -34,7 +34,7 @@ import json
 from collections import OrderedDict
 from typing import Any
 
-from . import protocol as p
+from .. import wire as p
 from .dialect import CloseAfter, Dialect, Outgoing, Reply, check_setting, decode_json, id_problem
 from .dialect import text_problem as _text_problem
 from .rates import RateEncoder

@@ -31,7 +31,7 @@ import itertools
 import json
 from typing import Any
 
-from . import protocol as p
+from .. import wire as p
 from .dialect import Dialect, Outgoing, Reply, check_setting, decode_json, text_problem
 from .rates import RateEncoder
 

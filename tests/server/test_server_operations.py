@@ -21,7 +21,7 @@ from server_process import ServerProcess
 from test_server_protocol import audio_frames, open_client, until
 from websockets.asyncio.client import connect
 
-from pipecat_pocket_tts.server import protocol as p
+from pipecat_pocket_tts import wire as p
 from pipecat_pocket_tts.server.gradium import PATH as GRADIUM_PATH
 from pipecat_pocket_tts.server.livekit import PATH as LIVEKIT_PATH
 
