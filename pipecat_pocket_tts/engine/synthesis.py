@@ -316,18 +316,26 @@ class TextPlanner:
         self, text: str, *, normalize: bool = True, lexicon: Mapping[str, str] | None = None
     ) -> list[CallerWord]:
         """The caller's words of ``text``, each with the keys of its spoken form."""
-        return caller_words(text, self._spoken_form(normalize, lexicon))
+        return caller_words(
+            text,
+            self._spoken_form(normalize, lexicon),
+            spoken_mid_line=self._spoken_form(normalize, lexicon, continues_line=True),
+        )
 
     def word_stream(
         self, *, normalize: bool = True, lexicon: Mapping[str, str] | None = None
     ) -> CallerWordStream:
         """``words`` for text arriving in fragments (``Session.feed``)."""
-        return CallerWordStream(self._spoken_form(normalize, lexicon))
+        return CallerWordStream(
+            self._spoken_form(normalize, lexicon),
+            self._spoken_form(normalize, lexicon, continues_line=True),
+        )
 
     def _spoken_form(
-        self, normalize: bool, lexicon: Mapping[str, str] | None
+        self, normalize: bool, lexicon: Mapping[str, str] | None, *, continues_line: bool = False
     ) -> Callable[[str], str] | None:
-        """One word → its spoken form on its own (memoized per call site), or None."""
+        """One word → its spoken form on its own (memoized per call site), or None;
+        ``continues_line``: the word does not start a line."""
         if not normalize:
             return None
         language = self.text_language
@@ -336,7 +344,9 @@ class TextPlanner:
 
         def spoken(word: str) -> str:
             if word not in forms:
-                forms[word] = normalize_text(word, language, lexicon=lexicon)
+                forms[word] = normalize_text(
+                    word, language, lexicon=lexicon, continues_line=continues_line
+                )
             return forms[word]
 
         return spoken
@@ -362,7 +372,8 @@ class TextPlanner:
         language = self.text_language
         lexicon = check_lexicon(lexicon)
         return TextStream(
-            self.preparer, lambda text: normalize_text(text, language, lexicon=lexicon)
+            self.preparer,
+            lambda text, mid: normalize_text(text, language, lexicon=lexicon, continues_line=mid),
         )
 
 

@@ -43,12 +43,14 @@ class TextNormalizer:
         self._lexicon = Lexicon(lexicon) if lexicon else None
         self.lexicon: Mapping[str, str] = MappingProxyType(dict(lexicon or {}))
 
-    def __call__(self, text: str) -> str:
+    def __call__(self, text: str, *, continues_line: bool = False) -> str:
+        """``continues_line``: ``text`` starts inside a line that earlier text began (a
+        streamed sentence): a leading "1." or "#" there is text, not a list or heading mark."""
         if not isinstance(text, str):
             raise TypeError(f"text to normalize must be a str, not {type(text).__name__}")
         if not text:
             return text
-        return self._form(text, self._lexicon)
+        return self._form(text, self._lexicon, continues_line=continues_line)
 
     def __repr__(self) -> str:
         return f"TextNormalizer({self.language!r}, lexicon={len(self.lexicon)} entries)"
@@ -59,12 +61,19 @@ def _normalizer(language: str, lexicon_items: tuple[tuple[str, str], ...]) -> Te
     return TextNormalizer(language, lexicon=dict(lexicon_items))
 
 
-def normalize_text(text: str, language: object, *, lexicon: Mapping[str, str] | None = None) -> str:
-    """``text`` in spoken form for ``language`` (see the module docstring)."""
+def normalize_text(
+    text: str,
+    language: object,
+    *,
+    lexicon: Mapping[str, str] | None = None,
+    continues_line: bool = False,
+) -> str:
+    """``text`` in spoken form for ``language`` (see the module docstring); ``continues_line``:
+    ``text`` starts inside a line that earlier text began (``TextNormalizer.__call__``)."""
     code = language_code(language)
     try:
         items = tuple(sorted(lexicon.items())) if lexicon else ()
         normalizer = _normalizer(code, items)
     except (AttributeError, TypeError):  # not a mapping, or odd keys: validate uncached
         normalizer = TextNormalizer(code, lexicon=lexicon)
-    return normalizer(text)
+    return normalizer(text, continues_line=continues_line)

@@ -90,24 +90,44 @@ class CallerWord:
 
 
 def caller_words(
-    text: str, spoken: Callable[[str], str] | None = None, *, offset: int = 0
+    text: str,
+    spoken: Callable[[str], str] | None = None,
+    *,
+    offset: int = 0,
+    spoken_mid_line: Callable[[str], str] | None = None,
+    starts_line: bool = True,
 ) -> list[CallerWord]:
-    """The whitespace-separated words of ``text``; ``spoken`` turns one into its spoken form."""
+    """The whitespace-separated words of ``text``; ``spoken`` turns one into its spoken form,
+    ``spoken_mid_line`` (when given) one that does not start a line ("2." in "Step 1. 2." is
+    a number, at a line start a list marker); ``starts_line``: ``text`` begins a line."""
     words = []
     start = 0
+    at_line_start = starts_line
+    mid_line = spoken_mid_line or spoken
     for m in _SUB_OR_SPACE.finditer(text):
         if m[0][:1].isspace():
             if m.start() > start:
-                words.append(_caller_word(text[start : m.start()], start + offset, spoken))
+                raw = text[start : m.start()]
+                if at_line_start:  # with the blanks after it: "1. " there is a list marker
+                    blank = m[0].split("\n")[0]
+                    words.append(_caller_word(raw, start + offset, spoken, blank))
+                else:
+                    words.append(_caller_word(raw, start + offset, mid_line))
+                at_line_start = False
+            at_line_start = at_line_start or "\n" in m[0]
             start = m.end()
     if start < len(text):
-        words.append(_caller_word(text[start:], start + offset, spoken))
+        form = spoken if at_line_start else mid_line
+        words.append(_caller_word(text[start:], start + offset, form))
     return words
 
 
-def _caller_word(raw: str, begin: int, spoken: Callable[[str], str] | None) -> CallerWord:
+def _caller_word(
+    raw: str, begin: int, spoken: Callable[[str], str] | None, blank: str = ""
+) -> CallerWord:
+    """``blank``: the spaces after ``raw`` on its line, read with it by ``spoken``."""
     shown = sub_tag_written(raw)
-    keys = tuple(k for k in lexical_keys(spoken(raw) if spoken else shown) if k)
+    keys = tuple(k for k in lexical_keys(spoken(raw + blank) if spoken else shown) if k)
     spans = lexical_spans(shown)
     head = shown[: spans[0][0]] if spans else shown
     tail = shown[spans[-1][1] :] if spans else ""
@@ -130,10 +150,16 @@ class CallerWordStream:
 
     _OPEN_SUB = re.compile(r"<(?:s(?:ub?)?)?$|<sub\b(?:(?!</sub\s*>).){0,2600}$", re.I | re.S)
 
-    def __init__(self, spoken: Callable[[str], str] | None = None) -> None:
+    def __init__(
+        self,
+        spoken: Callable[[str], str] | None = None,
+        spoken_mid_line: Callable[[str], str] | None = None,
+    ) -> None:
         self._spoken = spoken
+        self._spoken_mid_line = spoken_mid_line
         self._pending = ""
         self._offset = 0  # caller-text offset of _pending
+        self._starts_line = True  # _pending begins a line
 
     def push(self, text: str) -> list[CallerWord]:
         self._pending += text
@@ -154,7 +180,16 @@ class CallerWordStream:
     def _take(self, cut: int) -> list[CallerWord]:
         if cut <= 0:
             return []
-        words = caller_words(self._pending[:cut], self._spoken, offset=self._offset)
+        taken = self._pending[:cut]
+        words = caller_words(
+            taken,
+            self._spoken,
+            offset=self._offset,
+            spoken_mid_line=self._spoken_mid_line,
+            starts_line=self._starts_line,
+        )
+        gap = taken[len(taken.rstrip()) :]
+        self._starts_line = "\n" in gap or (self._starts_line and not taken.strip())
         self._pending = self._pending[cut:]
         self._offset += cut
         return words

@@ -77,14 +77,29 @@ class Markdown:
     def __init__(self, month_starts: Callable[[str], bool]) -> None:
         self.month_starts = month_starts
 
-    def __call__(self, text: str) -> str:
+    def __call__(self, text: str, *, continues_line: bool = False) -> str:
+        """``continues_line``: ``text`` starts inside a line that earlier text began (a
+        streamed sentence), so its first line is no heading, list item, table row or fence."""
+        if continues_line:
+            first, newline, rest = text.partition("\n")
+            first = _inline(first) if _TRIGGER.search(first) else first
+            return first + newline + self(rest) if newline else first
         if not _TRIGGER.search(text):
             return text
         if "```" in text or "~~~" in text:
             text = _FENCED.sub("", text)
             text = _UNCLOSED_FENCE.sub("", text)
-        lines = [self._line(line) for line in text.split("\n")]
-        return "\n".join(line for line in lines if line is not None)
+        lines: list[str] = []
+        for raw in text.split("\n"):
+            line = self._line(raw)
+            if line is None:
+                continue
+            if lines and line != _inline(raw) and lines[-1].strip():
+                # A heading, list item or table row starts a block: the line before it ends
+                # its sentence (as when that line is read alone, streamed).
+                lines[-1] = _ensure_pause(lines[-1].rstrip())
+            lines.append(line)
+        return "\n".join(lines)
 
     def _line(self, line: str) -> str | None:
         if _TABLE_RULE.match(line) and "-" in line and ("|" in line or line.count("-") >= 3):

@@ -7,6 +7,7 @@ times, money and units before bare numbers) and bare numbers go last.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Callable
@@ -61,7 +62,10 @@ class SpokenForm:
             ("cardinals", Cardinals(lang)),
         ]
 
-    def __call__(self, text: str, lexicon: Lexicon | None = None) -> str:
+    def __call__(
+        self, text: str, lexicon: Lexicon | None = None, *, continues_line: bool = False
+    ) -> str:
+        """``continues_line``: ``text`` starts inside a line (see ``Markdown``)."""
         original = text
         text = strip_private_use(text)
         if _CONTROL.search(text):
@@ -71,6 +75,8 @@ class SpokenForm:
         if lexicon is not None:
             text = self._guard("lexicon", lambda t: lexicon.apply(t, protected), text)
         for name, rule in self.rules:
+            if continues_line and rule is self.markdown:
+                rule = functools.partial(self.markdown, continues_line=True)
             text = self._guard(name, rule, text)
         text = protected.restore(text)
         if text == original:

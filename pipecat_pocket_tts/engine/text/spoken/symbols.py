@@ -150,7 +150,7 @@ class Symbols:
 _TIDY: tuple[Rewrite, ...] = (
     (re.compile(r"\([ \t]*\)|\[[ \t]*\]"), ""),  # empty brackets
     (re.compile(r"[ \t]{2,}"), " "),  # runs of spaces
-    (re.compile(r"[ \t]+([,.](?!\d))"), r"\1"),  # space before a mark
+    (re.compile(r"(?<![.!?…])[ \t]+([,.](?!\d))"), r"\1"),  # space before a mark (not "1. ...")
     (re.compile(r"([,;:])(?:[ \t]*[,;:])+"), r"\1"),  # doubled marks
     (re.compile(r"[,;:][ \t]*([.!?])"), r"\1"),  # a comma, then the sentence end
     (re.compile(r"([.!?])[ \t]*,"), r"\1"),  # the sentence end, then a comma
