@@ -456,3 +456,47 @@ async def test_a_reply_after_a_greeting_whose_last_word_ends_its_audio_is_not_lo
     assert greeting[-1] == ("你好", pytest.approx(greeting_seconds))  # at the audio's end
     assert [f.text for f in tap.words] == [w for w, _ in greeting + reply]
     assert [_content(m).strip() for m in messages] == [UNSAID_END_GREETING, SHORT_REPLY]
+
+
+# Issue 43 item 3: a greeting whose audio outlasts its words by seconds, then a 32-word reply
+# of two sentences, in both aggregation modes, on a real-time output (virtual clock).
+REPLY_32 = (
+    "Sure, I can help with that today and tell you what I know about it. "
+    "Here is the first part of the answer, and then we can go on with the rest."
+)
+
+
+@pytest.mark.parametrize("mode", [TextAggregationMode.SENTENCE, TextAggregationMode.TOKEN])
+async def test_every_word_of_a_reply_behind_a_long_greeting_is_released_when_it_plays(pack, mode):
+    """Each reply word is released when the playback reaches its audio: counted from the end
+    of the greeting's audio, whatever the greeting's last word says."""
+    texts = {"greeting": TAILED_GREETING, "reply": REPLY_32, "heads": HEADS, "mode": mode}
+    greeting_seconds = (await run_greeting_and_reply(pack, **texts))[3]
+    run = await run_greeting_and_reply(pack, lag=greeting_seconds + 2.0, **texts)
+    _, tap, messages, greeting_seconds, greeting, reply = run
+    assert len(REPLY_32.split()) == 32
+    assert greeting_seconds - greeting[-1][1] > 2.0  # the audio outlasts the words
+    start = tap.first_audio_ns
+    reply_frames = tap.words[len(greeting) :]
+    assert [f.text for f in reply_frames] == [w for w, _ in reply]
+    for frame, (_, t) in zip(reply_frames, reply, strict=True):
+        heard = start + round((greeting_seconds + t) * 1e9)
+        assert frame.pts >= start + round(greeting_seconds * 1e9)  # never before the greeting ends
+        assert frame.pts == pytest.approx(heard, abs=1e3)
+    assert [_content(m).strip() for m in messages] == [TAILED_GREETING, REPLY_32]
+
+
+@pytest.mark.parametrize("mode", [TextAggregationMode.SENTENCE, TextAggregationMode.TOKEN])
+@pytest.mark.parametrize("into_reply", [0.05, 0.9, 2.5, 6.0])
+async def test_barge_ins_inside_a_reply_behind_a_long_greeting_keep_exactly_the_words_heard(
+    pack, mode, into_reply
+):
+    texts = {"greeting": TAILED_GREETING, "reply": REPLY_32, "heads": HEADS, "mode": mode}
+    greeting_seconds = (await run_greeting_and_reply(pack, **texts))[3]
+    pause = round(greeting_seconds + into_reply, 2)
+    run = await run_greeting_and_reply(pack, pause_at=pause, lag=greeting_seconds + 2.0, **texts)
+    output, _, messages, greeting_seconds, _, reply = run
+    heard = [w for w, t in reply if greeting_seconds + t <= output.interrupted_at]
+    assert [_content(m).strip() for m in messages[:1]] == [TAILED_GREETING]
+    kept = _content(messages[1]).split() if len(messages) > 1 else []
+    assert kept == heard
