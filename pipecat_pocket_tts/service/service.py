@@ -284,7 +284,9 @@ class PocketTTSService(TTSServiceHooks):
         at the end of its audio (``Playout.turn_start``)."""
         if direction == FrameDirection.DOWNSTREAM and isinstance(frame, OutputAudioRawFrame):
             seconds = len(frame.audio) / (2 * frame.num_channels * frame.sample_rate)
-            self._playout.pushed(seconds)
+            context_id = getattr(frame, "context_id", None)  # an uninterruptible greeting's
+            interruptible = frame.interruptible and is_interruptible(self, context_id)  # plays on
+            self._playout.pushed(seconds, interruptible=interruptible)
         elif (
             direction == FrameDirection.DOWNSTREAM
             and isinstance(frame, _TURN_FRAMES)
