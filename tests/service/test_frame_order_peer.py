@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from frame_recorder import EVENT_TIMEOUT_S, Recorder
 from pipecat.frames.frames import (
     ControlFrame,
     DataFrame,
@@ -29,13 +30,11 @@ from pipecat.frames.frames import (
 )
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
-from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.workers.runner import WorkerRunner
 from polling import poll_until
 
 from pipecat_pocket_tts import PocketTTSService
 
-EVENT_TIMEOUT_S = 120.0  # a failure bound only: the test waits on events
 LONG_REPLY = "This reply goes on for a long while and keeps the voice busy. " * 12
 
 
@@ -51,27 +50,6 @@ class KeptFrame(ControlFrame):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.interruptible = False
-
-
-class Recorder(FrameProcessor):
-    """Records the frames that pass downstream, and wakes waiters at each."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.frames: list[Frame] = []
-        self.changed = asyncio.Event()
-
-    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
-        await super().process_frame(frame, direction)
-        if direction == FrameDirection.DOWNSTREAM:
-            self.frames.append(frame)
-            self.changed.set()
-        await self.push_frame(frame, direction)
-
-    async def wait_for(self, test) -> None:
-        while not any(test(f) for f in self.frames):
-            self.changed.clear()
-            await asyncio.wait_for(self.changed.wait(), EVENT_TIMEOUT_S)
 
 
 @pytest.mark.parametrize("kept", [False, True], ids=["regular", "with an uninterruptible"])
