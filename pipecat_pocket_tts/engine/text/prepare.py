@@ -34,6 +34,7 @@ from .chunking import (
     TextChunk,
     complete_word_ends,
     ensure_terminal_punctuation,
+    starts_block_line,
 )
 from .tokenizer import Tokenizer
 
@@ -246,6 +247,7 @@ class TextStream:
         self._raw = ""  # raw text of the open sentence not passed on yet (normalize only)
         self._passed_words = 0  # normalized words of ``_raw`` already passed on
         self._mid_line = False  # ``_raw`` starts inside a line that passed text began
+        self._block_line = False  # ... a list item, heading or table row (see certain_end)
 
     @property
     def pending_text(self) -> str:
@@ -260,10 +262,12 @@ class TextStream:
         """The stream has ended: return the remaining chunks and start afresh."""
         out: list[TextChunk] = []
         if self._normalize is not None and self._raw.strip():
+            out += self._pass_block_line_end(len(self._raw))
+        if self._normalize is not None and self._raw.strip():
             out += self._pass_rest(_spoken_words(self._spoken(self._raw)))
         self._raw = ""
         self._passed_words = 0
-        self._mid_line = False
+        self._mid_line = self._block_line = False
         return self._preparer.prepare_chunks(out + self._chunks.flush())
 
     def _push(self, text: str) -> list[TextChunk]:
@@ -274,11 +278,31 @@ class TextStream:
         if not starts_word and not _HAS_BLANK.search(text):
             return []  # the last word grew: no sentence end or complete word is new
         out: list[TextChunk] = []
-        cut = self._preparer.chunker.certain_end(self._raw)
+        cut = self._preparer.chunker.certain_end(
+            self._raw, raw=True, starts_line=not self._mid_line, in_block_line=self._block_line
+        )
+        if cut:
+            before = len(self._raw)
+            out += self._pass_block_line_end(cut)
+            cut -= before - len(self._raw)
         if cut:
             out += self._pass_sentences(self._raw[:cut])
             self._cut_raw(cut)
         return out + self._pass_open_sentence()
+
+    def _pass_block_line_end(self, limit: int) -> list[TextChunk]:
+        """Pass on ``_raw`` up to the line break that ends the list item, heading or table
+        row it goes on with, if that break comes before ``limit``: Markdown ends such a line
+        with a stop, which normalizing the rest with the next line would not add."""
+        if not (self._mid_line and self._block_line):
+            return []
+        head = self._raw[:limit]
+        newline = head.find("\n")
+        if newline < 0 or not head[newline:].strip():
+            return []
+        out = self._pass_sentences(head[: newline + 1])
+        self._cut_raw(newline + 1)
+        return out
 
     def _spoken(self, raw: str) -> str:
         """``raw`` (a prefix of ``_raw``) normalized, read as continuing a line if it does."""
@@ -288,8 +312,12 @@ class TextStream:
     def _cut_raw(self, cut: int) -> None:
         """Drop the first ``cut`` characters of ``_raw`` (passed on)."""
         passed = self._raw[:cut]
-        gap = passed[len(passed.rstrip()) :]
-        self._mid_line = "\n" not in gap if passed.strip() else self._mid_line
+        if passed.strip():
+            body = passed.rstrip()
+            line_start = body.rfind("\n") + 1
+            if line_start or not self._mid_line:  # the last line of ``passed`` starts in it
+                self._block_line = starts_block_line(body[line_start:])
+            self._mid_line = "\n" not in passed[len(body) :]
         self._raw = self._raw[cut:]
 
     def _clean(self, text: str, final: bool) -> str:

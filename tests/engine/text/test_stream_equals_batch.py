@@ -121,7 +121,7 @@ def _language_text(language: str) -> st.SearchStrategy[str]:
         st.sampled_from(abbreviations).map(lambda a: a.capitalize() + "."),
         st.sampled_from(["…", "...", "?", "!"]),
     )
-    sentence_end = st.sampled_from([". ", "! ", "? ", "… ", "... ", ".\n", "?\n", " … "])
+    sentence_end = st.sampled_from([". ", "! ", "? ", "… ", "... ", ".\n", "?\n", "\n", " … "])
     line_start = st.sampled_from(["", "", "1. ", "2) ", "- ", "* "])
     sentence = st.tuples(line_start, st.lists(token, min_size=1, max_size=6), sentence_end)
     return st.lists(sentence, min_size=1, max_size=5).map(_join_sentences)

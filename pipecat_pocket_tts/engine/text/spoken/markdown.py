@@ -50,6 +50,13 @@ def _ensure_pause(text: str) -> str:
     return text + "."
 
 
+def _block_line(text: str) -> str:
+    """A heading, list item or table row: a sentence of its own, so its first letter is a
+    capital (the line before it then ends its sentence, as the chunker reads line breaks)."""
+    text = _ensure_pause(text)
+    return text[:1].upper() + text[1:] if text[:1].islower() else text
+
+
 def _inline(line: str) -> str:
     if "&" in line:
         line = _ENTITY.sub(lambda m: html.unescape(m[0]), line)
@@ -80,16 +87,17 @@ class Markdown:
     def __call__(self, text: str, *, continues_line: bool = False) -> str:
         """``continues_line``: ``text`` starts inside a line that earlier text began (a
         streamed sentence), so its first line is no heading, list item, table row or fence."""
-        if continues_line:
-            first, newline, rest = text.partition("\n")
-            first = _inline(first) if _TRIGGER.search(first) else first
-            return first + newline + self(rest) if newline else first
         if not _TRIGGER.search(text):
             return text
+        lines: list[str] = []
+        if continues_line:
+            head, newline, text = text.partition("\n")
+            lines.append(_inline(head))
+            if not newline:
+                return lines[0]
         if "```" in text or "~~~" in text:
             text = _FENCED.sub("", text)
             text = _UNCLOSED_FENCE.sub("", text)
-        lines: list[str] = []
         for raw in text.split("\n"):
             line = self._line(raw)
             if line is None:
@@ -111,15 +119,15 @@ class Markdown:
             line = line[quote.end() :]
         m = _HEADING.match(line)
         if m:
-            return _ensure_pause(_inline(m[1]).strip())
+            return _block_line(_inline(m[1]).strip())
         m = _TABLE_ROW.match(line)
         if m:
             cells = [_inline(c).strip() for c in re.split(r"(?<!\\)\|", m[1])]
-            return _ensure_pause(", ".join(c for c in cells if c))
+            return _block_line(", ".join(c for c in cells if c))
         m = _BULLET.match(line)
         if m:
-            return _ensure_pause(_inline(m[1]).strip())
+            return _block_line(_inline(m[1]).strip())
         m = _NUMBERED.match(line)
         if m and not self.month_starts(m[1]):
-            return _ensure_pause(_inline(m[1]).strip())
+            return _block_line(_inline(m[1]).strip())
         return _inline(line)

@@ -2,7 +2,10 @@
 
 Order matters: what a rule rewrites is plain words for the rules after it, so the most
 specific shapes go first (addresses, phone numbers, scores, dates before ranges, ranges before
-times, money and units before bare numbers) and bare numbers go last.
+times, money and units before bare numbers) and bare numbers go last. Markdown reads the whole
+text (fences span lines); every other rule reads one line at a time, so a line's spoken form
+never depends on the next line ("Abs." at a line end, "der 3." before a list), the same
+whether the text is normalized at once or streamed.
 """
 
 from __future__ import annotations
@@ -75,9 +78,13 @@ class SpokenForm:
         if lexicon is not None:
             text = self._guard("lexicon", lambda t: lexicon.apply(t, protected), text)
         for name, rule in self.rules:
-            if continues_line and rule is self.markdown:
-                rule = functools.partial(self.markdown, continues_line=True)
-            text = self._guard(name, rule, text)
+            if rule is self.markdown:  # lines and blocks: the whole text
+                rule = functools.partial(self.markdown, continues_line=continues_line)
+                text = self._guard(name, rule, text)
+            elif "\n" in text:  # the others one line at a time, as a stream reads them
+                text = "\n".join(self._guard(name, rule, line) for line in text.split("\n"))
+            else:
+                text = self._guard(name, rule, text)
         text = protected.restore(text)
         if text == original:
             return original
