@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 from loguru import logger
 from pipecat.utils.types import is_given
 
+from ..client import RemoteTTS
+from ..engine.contract import SpeechEngine
 from ..engine.errors import PocketTTSError, ServerUnavailableError, UnknownLanguageError
 from ..engine.model.languages import pack_name
 from ..engine.model.options import LoadOptions
-from ..server.client import RemoteTTS
 from .collector import freeze_heap_once
 
 if TYPE_CHECKING:
@@ -31,10 +32,13 @@ if TYPE_CHECKING:
 
     from ..engine import PocketTTS
     from .context_output import ContextOutput
+    from .voice_choice import VoiceChoice
 
 
-WARMUP_TEXT = "Hello."
-WARMUP_FRAMES = 2
+SETUP_LOAD_BUDGET_S = 15.0
+"""How long ``setup`` waits for the model before letting the pipeline start (Pipecat gives up
+on a setup after 20 s). A load still running then finishes in the background; the first turn
+waits for it, its audio context kept alive."""
 
 
 @dataclass(frozen=True)
@@ -49,17 +53,12 @@ class LoadSettings:
 
 
 @dataclass(frozen=True)
-class Ready:
+class TurnEngine:
     """The engine a new turn speaks with, and what changed to get it."""
 
-    engine: PocketTTS | RemoteTTS
+    engine: SpeechEngine
     switched: bool = False  # a pack requested at runtime was adopted
     switch_error: Exception | None = None  # a requested pack failed; the engine is the old one
-
-
-SPEECH_CHECK_CHARS = 2000
-"""Longest text ``has_speech`` plans on the event loop (about 5 ms of CPU); longer text is
-planned on a worker thread."""
 
 
 class EngineLoader:
@@ -68,13 +67,13 @@ class EngineLoader:
     def __init__(self, settings: LoadSettings, contexts: ContextOutput) -> None:
         self.settings = settings
         self._contexts = contexts  # runs the load tasks, keeps a waiting turn's context alive
-        self._engine: PocketTTS | RemoteTTS | None = None
+        self._engine: SpeechEngine | None = None
         self._remote: RemoteTTS | None = None  # made at the first load (never in __init__)
         self._load_task: asyncio.Task | None = None  # the pack of the current settings
         self._switch_task: asyncio.Task | None = None  # a pack requested at runtime
 
     @property
-    def engine(self) -> PocketTTS | RemoteTTS | None:
+    def engine(self) -> SpeechEngine | None:
         return self._engine
 
     def pack_for(self, language: Language | str) -> str:
@@ -110,8 +109,37 @@ class EngineLoader:
         logger.info(f"PocketTTS: loading pack {pack!r} in the background")
         self._switch_task = self._contexts.create_task(self._load(pack, voice), "pocket_tts_switch")
 
-    async def ready(self, context_id: str, pack: str, voice: Any) -> Ready:
-        """The engine for a new turn: waits for a load still running, switches packs."""
+    async def report_at_start(
+        self, pack: str, load_error: Exception | None, voice: VoiceChoice
+    ) -> None:
+        """At the pipeline's start: a failed load (permanent: no model to speak with, but a
+        server may come back), then whether the loaded pack can use the chosen voice."""
+        if load_error is not None:
+            permanent = not isinstance(load_error, ServerUnavailableError)
+            about = f"could not load pack {pack!r}"
+            await self._contexts.refuse(load_error, about, permanent)
+        if self._engine is not None:
+            await self._check_voice(self._engine, voice)
+
+    async def _check_voice(self, engine: SpeechEngine, voice: VoiceChoice) -> None:
+        error = await voice.check(engine, self.voice_error)
+        if error is not None:
+            about = f"voice unusable, speaking with {engine.default_voice!r} instead"
+            await self._contexts.refuse(error, about)
+
+    async def ready(self, context_id: str, pack: str, voice: VoiceChoice) -> TurnEngine:
+        """The engine for a new turn: waits for a load still running, switches packs (a
+        failed switch is reported and the pack in use kept; after a switch the chosen voice
+        is checked on the new pack); the voice setting names the pack's default voice."""
+        turn_engine = await self._ready(context_id, pack, voice.chosen())
+        if turn_engine.switch_error is not None:
+            await self._contexts.refuse(turn_engine.switch_error, f"could not load pack {pack!r}")
+        if turn_engine.switched:
+            await self._check_voice(turn_engine.engine, voice)
+        voice.name_default(turn_engine.engine)
+        return turn_engine
+
+    async def _ready(self, context_id: str, pack: str, voice: Any) -> TurnEngine:
         switched = False
         switch_error: Exception | None = None
         task = self._switch_task
@@ -141,7 +169,7 @@ class EngineLoader:
             except Exception as e:
                 self._load_task = None  # the next turn tries again
                 raise PocketTTSError(f"could not load pack {pack!r}: {e}") from e
-        return Ready(self._engine, switched=switched, switch_error=switch_error)
+        return TurnEngine(self._engine, switched=switched, switch_error=switch_error)
 
     def requested_pack(self, model: Any, language: Any) -> str | None:
         """The pack a settings delta asks for (``model`` wins over ``language``), or None."""
@@ -149,21 +177,6 @@ class EngineLoader:
         if not is_given(requested) or requested is None:
             return None
         return self.pack_for(requested)
-
-    async def has_speech(self, text: str, normalize: Any, lexicon: Any, text_language: Any) -> bool:
-        """False when ``text`` says nothing once normalized and filtered ("👍", "***", a script
-        the pack cannot read), whatever its length: text longer than ``SPEECH_CHECK_CHARS`` is
-        checked off the event loop. True while no engine is loaded (the turn finds out)."""
-        engine = self._engine
-        if engine is None:
-            return True
-
-        def check() -> bool:
-            return engine.has_speech(
-                text, text_language, normalize=bool(normalize), lexicon=lexicon or None
-            )
-
-        return await asyncio.to_thread(check) if len(text) > SPEECH_CHECK_CHARS else check()
 
     async def checked_voice(self, voice: Any) -> tuple[Any, PocketTTSError | None]:
         """A voice setting as the loaded pack takes it (None: its default voice, by name),
@@ -174,7 +187,7 @@ class EngineLoader:
         voice = engine.default_voice if voice is None else voice
         return voice, await self.voice_error(engine, voice)
 
-    async def voice_error(self, engine: PocketTTS | RemoteTTS, voice: Any) -> PocketTTSError | None:
+    async def voice_error(self, engine: SpeechEngine, voice: Any) -> PocketTTSError | None:
         """Why ``engine`` cannot use ``voice`` (None: it can): the engine's own parser decides,
         off the loop (the voice is cached by it for the next utterance)."""
         try:
@@ -195,7 +208,7 @@ class EngineLoader:
         if remote is not None:
             await asyncio.to_thread(remote.close)
 
-    async def _wait_alive(self, context_id: str, task: asyncio.Task) -> PocketTTS | RemoteTTS:
+    async def _wait_alive(self, context_id: str, task: asyncio.Task) -> SpeechEngine:
         """Await a load while refreshing the context as often as a speech stream's, so
         Pipecat's no-audio timeout never fires, however short the service set it.
 
@@ -212,7 +225,7 @@ class EngineLoader:
             raise outcome
         return outcome
 
-    async def _load(self, pack: str, voice: Any) -> PocketTTS | RemoteTTS | Exception:
+    async def _load(self, pack: str, voice: Any) -> SpeechEngine | Exception:
         """Load and warm up ``pack``; returns the failure instead of raising it (Pipecat's task
         manager would swallow it)."""
         if self.settings.server_url is not None:
@@ -224,7 +237,7 @@ class EngineLoader:
         try:
             engine = await asyncio.to_thread(load_shared_engine, pack, options)
             if self.settings.warmup:
-                await asyncio.to_thread(warm_up_engine, engine, voice)
+                await asyncio.to_thread(engine.warm_up, voice)
         except Exception as e:
             return e
         if self.settings.freeze_gc:
@@ -264,26 +277,10 @@ def load_shared_engine(pack: str, options: LoadOptions) -> PocketTTS:
     return PocketTTS.load_shared(pack, options=options)
 
 
-def warm_up_engine(engine: PocketTTS, voice: Any = None) -> None:
-    """Run every stage once (and cache the voice) so the first turn pays no first-call cost."""
-    try:
-        engine.voice_state(voice)
-    except PocketTTSError as e:  # the turn reports it; warm up with the pack's default voice
-        logger.warning(f"PocketTTS warm-up: voice {voice!r} unusable: {e}")
-        voice = None
-        engine.voice_state(voice)
-    try:
-        engine.synthesize(WARMUP_TEXT, voice=voice, max_frames=WARMUP_FRAMES, seed=0)
-    except PocketTTSError as e:  # a warm-up problem must not keep the service from starting
-        logger.warning(f"PocketTTS warm-up failed: {e}")
-
-
 __all__ = [
-    "WARMUP_FRAMES",
-    "WARMUP_TEXT",
+    "SETUP_LOAD_BUDGET_S",
     "EngineLoader",
     "LoadSettings",
-    "Ready",
+    "TurnEngine",
     "load_shared_engine",
-    "warm_up_engine",
 ]

@@ -24,7 +24,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pipecat.frames.frames import (
+    Frame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    OutputAudioRawFrame,
+    TTSStartedFrame,
+)
+
 from ..engine.model.config import FRAME_RATE
+
+_TURN_FRAMES = (LLMFullResponseStartFrame, TTSStartedFrame, LLMFullResponseEndFrame)
 
 NS = 1_000_000_000
 LAST_FRAME_NS = round(NS / FRAME_RATE)
@@ -35,10 +45,32 @@ longer than the transport's chunk: 40 ms by default) may come out after the next
 class Playout:
     """The end of the audio pushed so far, on the pipeline's clock (``now``: nanoseconds)."""
 
-    def __init__(self, now: Callable[[], int]) -> None:
+    def __init__(
+        self, now: Callable[[], int], interruptible: Callable[[str | None], bool] = bool
+    ) -> None:
+        """``interruptible(context_id)``: whether an interruption drops that context's audio
+        (None: audio of no context)."""
         self._now = now
+        self._interruptible = interruptible
         self._end = 0
         self._kept: list[tuple[int, int]] = []  # [start, end) of uninterruptible audio queued
+
+    def note(self, frame: Frame, last_word: int) -> None:
+        """A frame the service pushes downstream: audio plays after what is queued; a turn's
+        start or end frame with no time (a reply that timed no word) is timed after the
+        commit of the turn before it where that may come out later (``turn_start``)."""
+        if isinstance(frame, OutputAudioRawFrame):
+            context_id = getattr(frame, "context_id", None)
+            self.pushed(
+                len(frame.audio) / (2 * frame.num_channels * frame.sample_rate),
+                interruptible=frame.interruptible and self._interruptible(context_id),
+            )
+        elif (
+            isinstance(frame, _TURN_FRAMES)
+            and frame.pts is None
+            and not getattr(frame, "skip_tts", False)  # TTSStartedFrame has none
+        ):
+            frame.pts = self.turn_start(last_word)
 
     def pushed(self, seconds: float, *, interruptible: bool = True) -> None:
         """``seconds`` of audio were pushed now: they play after what is queued.
