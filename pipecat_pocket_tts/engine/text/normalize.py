@@ -16,15 +16,22 @@ sentence-ending punctuation, and returns prose without digits, symbols or markdo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from types import MappingProxyType
 
 from .spoken.languages import SUPPORTED_LANGUAGES, language_code
-from .spoken.lexicon import Lexicon
+from .spoken.lexicon import Lexicon, sub_tag_written
 from .spoken.pipeline import spoken_form
 
-__all__ = ["SUPPORTED_LANGUAGES", "TextNormalizer", "language_code", "normalize_text"]
+__all__ = [
+    "SUPPORTED_LANGUAGES",
+    "TextNormalizer",
+    "WordForms",
+    "language_code",
+    "normalize_text",
+    "text_normalizer",
+]
 
 
 class TextNormalizer:
@@ -55,16 +62,43 @@ class TextNormalizer:
 
 
 @lru_cache(maxsize=64)
-def _normalizer(language: str, lexicon_items: tuple[tuple[str, str], ...]) -> TextNormalizer:
+def _normalizer(language: object, lexicon_items: tuple[tuple[str, str], ...]) -> TextNormalizer:
     return TextNormalizer(language, lexicon=dict(lexicon_items))
+
+
+def text_normalizer(language: object, lexicon: Mapping[str, str] | None = None) -> TextNormalizer:
+    """The shared ``TextNormalizer`` of ``language`` and ``lexicon`` (built once, cached by both
+    as given: a hit resolves no language; the lexicon is read now)."""
+    try:
+        items = tuple(sorted(lexicon.items())) if lexicon else ()
+        return _normalizer(language, items)
+    except (AttributeError, TypeError):  # not a mapping, odd keys, unhashable: validate uncached
+        return TextNormalizer(language, lexicon=lexicon)
 
 
 def normalize_text(text: str, language: object, *, lexicon: Mapping[str, str] | None = None) -> str:
     """``text`` in spoken form for ``language`` (see the module docstring)."""
-    code = language_code(language)
-    try:
-        items = tuple(sorted(lexicon.items())) if lexicon else ()
-        normalizer = _normalizer(code, items)
-    except (AttributeError, TypeError):  # not a mapping, or odd keys: validate uncached
-        normalizer = TextNormalizer(code, lexicon=lexicon)
-    return normalizer(text)
+    return text_normalizer(language, lexicon)(text)
+
+
+class WordForms:
+    """The caller's words (whitespace-free pieces of a text) → their (written, spoken) forms,
+    a batch in one call (word timestamps: ``timing.words.caller_words``).
+
+    *written* shows a ``<sub alias="…">written</sub>`` element as its written form; *spoken* is
+    the word normalized on its own by ``normalizer`` (its written form without one). Memoized
+    per instance: make one per text or text stream.
+    """
+
+    def __init__(self, normalizer: Callable[[str], str] | None = None) -> None:
+        self._normalizer = normalizer
+        self._forms: dict[str, tuple[str, str]] = {}
+
+    def __call__(self, words: Iterable[str]) -> list[tuple[str, str]]:
+        return [self._forms.get(word) or self._form(word) for word in words]
+
+    def _form(self, word: str) -> tuple[str, str]:
+        written = sub_tag_written(word)
+        spoken = self._normalizer(word) if self._normalizer else written
+        self._forms[word] = (written, spoken)
+        return written, spoken

@@ -6,7 +6,8 @@ This module keeps the link:
 
 - ``caller_words``: the caller's text → ``CallerWord``s (whitespace-separated; a
   ``<sub alias="…">written</sub>`` element is one word shown as its written form), each with the
-  *keys* of its spoken form (the lexical words of that word normalized on its own);
+  *keys* of its spoken form (the lexical words of that word normalized on its own; the forms
+  of all the words come in one call, ``text.normalize.WordForms``);
 - ``WordMapper``: the lexical words of each chunk, as the chunks come, → the caller word each
   belongs to. Keys are matched in order (``difflib``); unmatched spoken words between two matches
   go to the caller words between them (context-dependent spoken forms, e.g. years); caller words
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..text.spoken.lexicon import sub_tag_written
+from ..text.normalize import WordForms
 
 _CONTINUATIONS = frozenset("-‐‑'’")
 _FOLD = str.maketrans({"’": "'", "‐": "-", "‑": "-"})
@@ -90,24 +91,29 @@ class CallerWord:
 
 
 def caller_words(
-    text: str, spoken: Callable[[str], str] | None = None, *, offset: int = 0
+    text: str, spoken: Callable[[str], str] | WordForms | None = None, *, offset: int = 0
 ) -> list[CallerWord]:
-    """The whitespace-separated words of ``text``; ``spoken`` turns one into its spoken form."""
-    words = []
+    """The whitespace-separated words of ``text``; ``spoken`` turns one into its spoken form (a
+    ``WordForms`` gives the forms of all the words in one call)."""
+    pieces: list[tuple[str, int]] = []  # (the word as written, its begin in ``text``)
     start = 0
     for m in _SUB_OR_SPACE.finditer(text):
         if m[0][:1].isspace():
             if m.start() > start:
-                words.append(_caller_word(text[start : m.start()], start + offset, spoken))
+                pieces.append((text[start : m.start()], start))
             start = m.end()
     if start < len(text):
-        words.append(_caller_word(text[start:], start + offset, spoken))
-    return words
+        pieces.append((text[start:], start))
+    forms = spoken if isinstance(spoken, WordForms) else WordForms(spoken)
+    written_spoken = forms([raw for raw, _ in pieces])  # one call for all the words
+    return [
+        _caller_word(raw, begin + offset, shown, said)
+        for (raw, begin), (shown, said) in zip(pieces, written_spoken, strict=True)
+    ]
 
 
-def _caller_word(raw: str, begin: int, spoken: Callable[[str], str] | None) -> CallerWord:
-    shown = sub_tag_written(raw)
-    keys = tuple(k for k in lexical_keys(spoken(raw) if spoken else shown) if k)
+def _caller_word(raw: str, begin: int, shown: str, spoken: str) -> CallerWord:
+    keys = tuple(k for k in lexical_keys(spoken) if k)
     spans = lexical_spans(shown)
     head = shown[: spans[0][0]] if spans else shown
     tail = shown[spans[-1][1] :] if spans else ""
@@ -130,8 +136,8 @@ class CallerWordStream:
 
     _OPEN_SUB = re.compile(r"<(?:s(?:ub?)?)?$|<sub\b(?:(?!</sub\s*>).){0,2600}$", re.I | re.S)
 
-    def __init__(self, spoken: Callable[[str], str] | None = None) -> None:
-        self._spoken = spoken
+    def __init__(self, spoken: Callable[[str], str] | WordForms | None = None) -> None:
+        self._forms = spoken if isinstance(spoken, WordForms) else WordForms(spoken)
         self._pending = ""
         self._offset = 0  # caller-text offset of _pending
 
@@ -154,7 +160,7 @@ class CallerWordStream:
     def _take(self, cut: int) -> list[CallerWord]:
         if cut <= 0:
             return []
-        words = caller_words(self._pending[:cut], self._spoken, offset=self._offset)
+        words = caller_words(self._pending[:cut], self._forms, offset=self._offset)
         self._pending = self._pending[cut:]
         self._offset += cut
         return words
