@@ -150,11 +150,14 @@ class CallerWordStream:
         return self._take(len(self._pending))
 
     def _last_complete_end(self, text: str) -> int:
+        """The end of the last whitespace before an unclosed ``<sub`` and outside a closed
+        ``<sub>`` element (whose alias may hold spaces): where ``caller_words`` splits."""
         held = self._OPEN_SUB.search(text)
         limit = held.start() if held else len(text)
-        cut = limit
-        while cut > 0 and not text[cut - 1].isspace():
-            cut -= 1
+        cut = 0
+        for m in _SUB_OR_SPACE.finditer(text, 0, limit):
+            if m[0][:1].isspace():
+                cut = m.end()
         return cut
 
     def _take(self, cut: int) -> list[CallerWord]:
