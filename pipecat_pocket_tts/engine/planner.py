@@ -64,9 +64,7 @@ class TimedText:
 
     def add(self, text: str, chunks: list[PreparedChunk], *, final: bool) -> None:
         """More caller text and the chunks it released; ``final``: the text is complete."""
-        self._mapper.add(self._stream.push(text))
-        if final:
-            self._mapper.add(self._stream.flush())
+        self._mapper.add(self._stream.push(text, final=final))
         self._released += len(chunks)
         self._final = final
 
@@ -266,7 +264,7 @@ class TextPlanner:
         memoized per text), or as written without ``normalize``."""
         if not normalize:
             return WordForms()
-        return WordForms(text_normalizer(self.text_language, check_lexicon(lexicon)))
+        return WordForms.normalized(self.text_language, check_lexicon(lexicon))
 
     def timed_text(
         self, normalize: bool = True, lexicon: Mapping[str, str] | None = None

@@ -94,6 +94,11 @@ class WordForms:
         self._normalizer = normalizer
         self._forms: dict[str, tuple[str, str]] = {}
 
+    @classmethod
+    def normalized(cls, language: object, lexicon: Mapping[str, str] | None = None) -> WordForms:
+        """Forms spoken by ``text_normalizer(language, lexicon)``."""
+        return cls(text_normalizer(language, lexicon))
+
     def __call__(self, words: Iterable[str]) -> list[tuple[str, str]]:
         return [self._forms.get(word) or self._form(word) for word in words]
 

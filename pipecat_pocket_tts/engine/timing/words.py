@@ -141,9 +141,10 @@ class CallerWordStream:
         self._pending = ""
         self._offset = 0  # caller-text offset of _pending
 
-    def push(self, text: str) -> list[CallerWord]:
+    def push(self, text: str, *, final: bool = False) -> list[CallerWord]:
+        """``final``: the text is complete, its last words too (``flush`` in the same call)."""
         self._pending += text
-        cut = self._last_complete_end(self._pending)
+        cut = len(self._pending) if final else self._last_complete_end(self._pending)
         return self._take(cut)
 
     def flush(self) -> list[CallerWord]:
