@@ -91,24 +91,38 @@ class CallerWord:
 
 
 def caller_words(
-    text: str, spoken: Callable[[str], str] | WordForms | None = None, *, offset: int = 0
+    text: str,
+    spoken: Callable[[str], str] | WordForms | None = None,
+    *,
+    offset: int = 0,
+    spoken_mid_line: Callable[[str], str] | None = None,
+    starts_line: bool = True,
 ) -> list[CallerWord]:
-    """The whitespace-separated words of ``text``; ``spoken`` turns one into its spoken form (a
-    ``WordForms`` gives the forms of all the words in one call)."""
-    pieces: list[tuple[str, int]] = []  # (the word as written, its begin in ``text``)
+    """The whitespace-separated words of ``text``; ``spoken`` turns one into its spoken form,
+    ``spoken_mid_line`` (when given) one that does not start a line ("2." in "Step 1. 2." is
+    a number, at a line start a list marker); ``starts_line``: ``text`` begins a line. A
+    ``WordForms`` as ``spoken`` gives the forms of all the words in one call."""
+    pieces: list[tuple[int, tuple[str, str, bool]]] = []  # (begin, (raw, read, mid_line))
     start = 0
+    at_line_start = starts_line
     for m in _SUB_OR_SPACE.finditer(text):
         if m[0][:1].isspace():
             if m.start() > start:
-                pieces.append((text[start : m.start()], start))
+                raw = text[start : m.start()]
+                if at_line_start:  # with the blanks after it: "1. " there is a list marker
+                    pieces.append((start, (raw, raw + m[0].split("\n")[0], False)))
+                else:
+                    pieces.append((start, (raw, raw, True)))
+                at_line_start = False
+            at_line_start = at_line_start or "\n" in m[0]
             start = m.end()
     if start < len(text):
-        pieces.append((text[start:], start))
-    forms = spoken if isinstance(spoken, WordForms) else WordForms(spoken)
-    written_spoken = forms([raw for raw, _ in pieces])  # one call for all the words
+        pieces.append((start, (text[start:], text[start:], not at_line_start)))
+    forms = spoken if isinstance(spoken, WordForms) else WordForms(spoken, spoken_mid_line)
+    written_spoken = forms([word for _, word in pieces])  # one call for all the words
     return [
-        _caller_word(raw, begin + offset, shown, said)
-        for (raw, begin), (shown, said) in zip(pieces, written_spoken, strict=True)
+        _caller_word(word[0], begin + offset, shown, said)
+        for (begin, word), (shown, said) in zip(pieces, written_spoken, strict=True)
     ]
 
 
@@ -136,10 +150,17 @@ class CallerWordStream:
 
     _OPEN_SUB = re.compile(r"<(?:s(?:ub?)?)?$|<sub\b(?:(?!</sub\s*>).){0,2600}$", re.I | re.S)
 
-    def __init__(self, spoken: Callable[[str], str] | WordForms | None = None) -> None:
-        self._forms = spoken if isinstance(spoken, WordForms) else WordForms(spoken)
+    def __init__(
+        self,
+        spoken: Callable[[str], str] | WordForms | None = None,
+        spoken_mid_line: Callable[[str], str] | None = None,
+    ) -> None:
+        self._forms = (
+            spoken if isinstance(spoken, WordForms) else WordForms(spoken, spoken_mid_line)
+        )
         self._pending = ""
         self._offset = 0  # caller-text offset of _pending
+        self._starts_line = True  # _pending begins a line
 
     def push(self, text: str, *, final: bool = False) -> list[CallerWord]:
         """``final``: the text is complete, its last words too (``flush`` in the same call)."""
@@ -164,7 +185,10 @@ class CallerWordStream:
     def _take(self, cut: int) -> list[CallerWord]:
         if cut <= 0:
             return []
-        words = caller_words(self._pending[:cut], self._forms, offset=self._offset)
+        taken = self._pending[:cut]
+        words = caller_words(taken, self._forms, offset=self._offset, starts_line=self._starts_line)
+        gap = taken[len(taken.rstrip()) :]
+        self._starts_line = "\n" in gap or (self._starts_line and not taken.strip())
         self._pending = self._pending[cut:]
         self._offset += cut
         return words
