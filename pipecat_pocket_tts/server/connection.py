@@ -156,7 +156,9 @@ class Connection:
     async def run(self) -> None:
         """Serve the connection until the client leaves or breaks a rule."""
         tts = self._tts
-        ready = p.Ready(tts.language, self._voices.names, tts.default_voice, tts.sample_rate, 1920)
+        ready = p.Ready(
+            tts.language, self._voices.names, self._voices.default, tts.sample_rate, 1920
+        )
         self._outbox.put(p.encode(ready))
         sender = asyncio.create_task(self._outbox.run())
         try:
