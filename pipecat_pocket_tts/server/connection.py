@@ -28,6 +28,7 @@ from starlette.websockets import WebSocket
 
 from .. import wire as p
 from ..engine import (
+    SAMPLE_RATE,
     AdmissionWait,
     AudioFrame,
     Marker,
@@ -321,6 +322,7 @@ class Connection:
                 lexicon=request.lexicon,
                 text_language=request.text_language,
                 timestamps=request.timestamps,
+                speed=request.speed,
                 on_admission_wait=self._admission_observer(request.context),
             )
         except (PocketTTSError, TypeError) as e:
@@ -341,6 +343,7 @@ class Connection:
             "temperature": request.temperature,
             "eos_threshold": request.eos_threshold,
             "seed": request.seed,
+            "speed": request.speed,
         }
         if isinstance(request, p.Flush):
             indices = session.flush(**overrides)
@@ -500,7 +503,7 @@ class Connection:
             ],
         )
         self._put_audio(context, header, context.encoder.encode(frame.samples))
-        context.pacer.frame()
+        context.pacer.frame(frame.samples.shape[0] / SAMPLE_RATE)  # shorter at speed
         return utterance
 
     def _put_audio(self, context: Context, header: p.AudioHeader, samples: bytes) -> None:

@@ -26,8 +26,9 @@ import numpy as np
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from ..engine import PocketTTSError, UnknownVoiceError
+from ..engine import SAMPLE_RATE, PocketTTSError, UnknownVoiceError
 from ..engine.audio import read_wav
+from ..engine.checks import check_speed
 from .audio_formats import FORMATS, StreamEncoder, open_encoder, streaming_wav_header
 from .openai_api import (
     FieldError,
@@ -54,15 +55,22 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 
 async def speak(
-    state: ServerState, text: str, voice: Any, response_format: str, *, sse: bool = False
+    state: ServerState,
+    text: str,
+    voice: Any,
+    response_format: str,
+    *,
+    sse: bool = False,
+    speed: float | None = None,
 ) -> AsyncIterator[bytes]:
-    """The audio of ``text`` in ``response_format`` (as ``speech.audio`` events with ``sse``).
+    """The audio of ``text`` in ``response_format`` (as ``speech.audio`` events with ``sse``),
+    at ``speed`` (None: 1.0).
 
     Yields each frame's bytes as they are made, and at least once: a text with nothing to say
     is the format's empty stream.
     """
     tts = state.require_model()
-    session = await asyncio.to_thread(tts.session, voice=voice)
+    session = await asyncio.to_thread(tts.session, voice=voice, speed=speed)
     state.metrics.streams.inc()
     pacer = state.metrics.pacer()
     frames = 0
@@ -73,7 +81,7 @@ async def speak(
         session.finish()
         pacer.text()
         async for frame in session:
-            pacer.frame()
+            pacer.frame(frame.samples.shape[0] / SAMPLE_RATE)  # shorter or longer at speed
             frames += 1
             data = await coder.encode(frame.samples)
             if data:
@@ -152,11 +160,11 @@ async def openai_speech(state: ServerState, request: Request) -> Response:
     """``POST /v1/audio/speech``."""
     fields = parse_json_object(await read_body(request, state.limits.max_body_bytes))
     speech = SpeechRequest.parse(fields, state.limits.max_http_text)
-    _refuse_speed(fields.get("speed"))  # the one line the speech-controls work replaces
+    speed = _speed(fields.get("speed"))
     state.require_model()
     voice = _resolve(state, speech.voice, "voice")
     stream = await _started(
-        speak(state, speech.input, voice, speech.response_format, sse=speech.sse)
+        speak(state, speech.input, voice, speech.response_format, sse=speech.sse, speed=speed)
     )
     media_type = "text/event-stream" if speech.sse else FORMATS[speech.response_format].media_type
     return StreamingResponse(stream, media_type=media_type)
@@ -170,9 +178,14 @@ def _resolve(state: ServerState, name: str | None, field: str) -> Any:
         raise FieldError(400, str(e), field) from None
 
 
-def _refuse_speed(speed: Any) -> None:
-    if speed not in (None, 1, 1.0):
-        raise FieldError(400, "speed is not adjustable on this server (only 1.0)", "speed")
+def _speed(value: Any) -> float | None:
+    """OpenAI's ``speed`` (0.25-4.0, pitch kept), or a 400 naming the field and the range."""
+    if value is None:
+        return None
+    try:
+        return check_speed(value)
+    except PocketTTSError as e:
+        raise FieldError(400, str(e), "speed") from None
 
 
 async def upstream_tts(state: ServerState, request: Request) -> Response:
