@@ -1,8 +1,10 @@
 """The model of ``PocketTTSService``: loading the pack, warming it up, switching packs.
 
 ``EngineLoader`` owns the engine and the load tasks: the pack of the current settings, loaded
-at setup (a slow first download finishes in the background), and a pack requested at
-runtime, loaded in the background and adopted at the next turn. With a server URL the engine
+in the background from setup on (setup never waits for it: Pipecat's ``run_test`` gives a
+start one second; the first turn waits, its context kept alive; how the load ended goes to
+the service's hook once), and a pack requested at runtime, loaded in the background and
+adopted at the next turn. With a server URL the engine
 is a ``RemoteTTS`` (a TTS server's one model, used through the same interface): "loading" is
 connecting to it, and a pack is one the server serves. Loads go through the
 process-wide shared cache (services of one pack share the weights) and run off the event
@@ -14,13 +16,14 @@ loading API are all in ``load_shared_engine`` and ``EngineLoader.pack_for`` belo
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 from pipecat.utils.types import is_given
 
-from ..engine.errors import PocketTTSError, ServerUnavailableError, UnknownLanguageError
+from ..engine.errors import PocketTTSError, UnknownLanguageError
 from ..engine.model.languages import pack_name
 from ..engine.model.options import LoadOptions
 from ..server.client import RemoteTTS
@@ -57,6 +60,15 @@ class Ready:
     switch_error: Exception | None = None  # a requested pack failed; the engine is the old one
 
 
+LoadHook = Callable[["PocketTTS | RemoteTTS | Exception"], Awaitable[None]]
+"""Told how a load of the current settings ended (the engine, or why not), before any turn
+waiting for it goes on."""
+
+
+class LoadReported(PocketTTSError):
+    """The load a turn waited for failed; its failure was reported (once) when it happened."""
+
+
 SPEECH_CHECK_CHARS = 2000
 """Longest text ``has_speech`` plans on the event loop (about 5 ms of CPU); longer text is
 planned on a worker thread."""
@@ -65,9 +77,10 @@ planned on a worker thread."""
 class EngineLoader:
     """Loads packs off the event loop and hands the engine to new turns."""
 
-    def __init__(self, settings: LoadSettings, contexts: ContextOutput) -> None:
+    def __init__(self, settings: LoadSettings, contexts: ContextOutput, on_load: LoadHook) -> None:
         self.settings = settings
         self._contexts = contexts  # runs the load tasks, keeps a waiting turn's context alive
+        self._on_load = on_load
         self._engine: PocketTTS | RemoteTTS | None = None
         self._remote: RemoteTTS | None = None  # made at the first load (never in __init__)
         self._load_task: asyncio.Task | None = None  # the pack of the current settings
@@ -88,18 +101,17 @@ class EngineLoader:
         )
         return pack_name(language, custom=custom)
 
-    async def load_at_setup(self, pack: str, voice: Any, budget_s: float) -> Exception | None:
-        """Start loading ``pack``; wait up to ``budget_s``. The failure, if it already failed."""
-        self._load_task = self._contexts.create_task(self._load(pack, voice), "pocket_tts_load")
-        await asyncio.wait({self._load_task}, timeout=budget_s)
-        outcome = _outcome(self._load_task)
-        if isinstance(outcome, Exception):
-            if isinstance(outcome, ServerUnavailableError):
-                self._load_task = None  # the next turn connects again
-            return outcome
-        if outcome is not None:
-            self._engine = outcome
-        return None
+    def start_load(self, pack: str, voice: Any) -> None:
+        """Load ``pack`` in the background; the first turn waits for it (``ready``)."""
+        self._load_task = self._contexts.create_task(
+            self._load_and_report(pack, voice), "pocket_tts_load"
+        )
+
+    async def settled(self) -> None:
+        """Wait for the load of the current settings, if one is running (a graceful end)."""
+        task = self._load_task
+        if task is not None and not task.done():
+            await asyncio.wait({task})
 
     def request_switch(self, pack: str, voice: Any) -> None:
         """Load ``pack`` in the background; the next turn switches to it.
@@ -107,7 +119,7 @@ class EngineLoader:
         A previous request still loading is superseded, not cancelled (its thread could not be
         stopped anyway); the shared cache keeps what it loaded.
         """
-        logger.info(f"PocketTTS: loading pack {pack!r} in the background")
+        logger.debug(f"PocketTTS: loading pack {pack!r} in the background")
         self._switch_task = self._contexts.create_task(self._load(pack, voice), "pocket_tts_switch")
 
     async def ready(self, context_id: str, pack: str, voice: Any) -> Ready:
@@ -132,15 +144,13 @@ class EngineLoader:
                     self._engine = engine
                     self._load_task = None
         if self._engine is None:
-            if self._load_task is None:
-                self._load_task = self._contexts.create_task(
-                    self._load(pack, voice), "pocket_tts_load"
-                )
+            if self._load_task is None:  # the last one failed: the next turn tries again
+                self.start_load(pack, voice)
+            assert self._load_task is not None
             try:
                 self._engine = await self._wait_alive(context_id, self._load_task)
             except Exception as e:
-                self._load_task = None  # the next turn tries again
-                raise PocketTTSError(f"could not load pack {pack!r}: {e}") from e
+                raise LoadReported(f"could not load pack {pack!r}: {e}") from e
         return Ready(self._engine, switched=switched, switch_error=switch_error)
 
     def requested_pack(self, model: Any, language: Any) -> str | None:
@@ -153,7 +163,9 @@ class EngineLoader:
     async def has_speech(self, text: str, normalize: Any, lexicon: Any, text_language: Any) -> bool:
         """False when ``text`` says nothing once normalized and filtered ("👍", "***", a script
         the pack cannot read), whatever its length: text longer than ``SPEECH_CHECK_CHARS`` is
-        checked off the event loop. True while no engine is loaded (the turn finds out)."""
+        checked off the event loop. A load of the current settings still running is waited
+        for; True if none succeeded (the turn finds out)."""
+        await self.settled()
         engine = self._engine
         if engine is None:
             return True
@@ -167,7 +179,9 @@ class EngineLoader:
 
     async def checked_voice(self, voice: Any) -> tuple[Any, PocketTTSError | None]:
         """A voice setting as the loaded pack takes it (None: its default voice, by name),
-        and why the pack cannot use it (None: it can). Unchecked while nothing is loaded."""
+        and why the pack cannot use it (None: it can). A load of the current settings still
+        running is waited for; unchecked if it failed."""
+        await self.settled()
         engine = self._engine
         if engine is None:
             return voice, None
@@ -210,6 +224,18 @@ class EngineLoader:
             raise PocketTTSError("the model load was cancelled")
         if isinstance(outcome, Exception):
             raise outcome
+        return outcome
+
+    async def _load_and_report(self, pack: str, voice: Any) -> PocketTTS | RemoteTTS | Exception:
+        """The load of the current settings, its outcome told to the hook (before any turn
+        waiting for it goes on); a failed one is forgotten, for the next turn to try again."""
+        outcome = await self._load(pack, voice)
+        if isinstance(outcome, Exception):
+            if self._load_task is asyncio.current_task():
+                self._load_task = None
+        elif self._engine is None:
+            self._engine = outcome
+        await self._on_load(outcome)
         return outcome
 
     async def _load(self, pack: str, voice: Any) -> PocketTTS | RemoteTTS | Exception:
@@ -282,6 +308,8 @@ __all__ = [
     "WARMUP_FRAMES",
     "WARMUP_TEXT",
     "EngineLoader",
+    "LoadHook",
+    "LoadReported",
     "LoadSettings",
     "Ready",
     "load_shared_engine",

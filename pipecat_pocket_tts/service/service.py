@@ -41,7 +41,7 @@ from ..engine.model.options import LoadOptions
 from .arguments import check_extra_arguments, take_load_options, take_quantize
 from .context_output import ContextOutput
 from .languages import language_to_pack, pack_default_voice, pack_iso_code
-from .loading import WARMUP_FRAMES, WARMUP_TEXT, EngineLoader, LoadSettings
+from .loading import WARMUP_FRAMES, WARMUP_TEXT, EngineLoader, LoadReported, LoadSettings
 from .pipecat_internals import (
     TTSServiceHooks,
     bound_text_units,
@@ -71,11 +71,6 @@ if TYPE_CHECKING:
     from ..engine import PocketTTS
     from ..server.client import RemoteTTS
 
-SETUP_LOAD_BUDGET_S = 15.0
-"""How long ``setup`` waits for the model before letting the pipeline start (Pipecat gives up
-on a setup after 20 s). A load still running then finishes in the background; the first turn
-waits for it, its audio context kept alive."""
-
 __all__ = ["WARMUP_FRAMES", "WARMUP_TEXT", "PocketTTSService", "PocketTTSSettings"]
 
 _TURN_FRAMES = (LLMFullResponseStartFrame, TTSStartedFrame, LLMFullResponseEndFrame)
@@ -83,6 +78,9 @@ _TURN_FRAMES = (LLMFullResponseStartFrame, TTSStartedFrame, LLMFullResponseEndFr
 
 class PocketTTSService(TTSServiceHooks):
     """Kyutai PocketTTS on a local NumPy (or CoreML) engine, streaming and interruptible.
+
+    Event ``on_model_loaded(service)``: the model of the current settings is loaded and warmed
+    up (a turn from now on pays no load).
 
     Example::
 
@@ -108,7 +106,8 @@ class PocketTTSService(TTSServiceHooks):
         freeze_gc: bool = True,
         **kwargs: Any,
     ) -> None:
-        """Create the service; the model loads in ``setup`` (never in the constructor).
+        """Create the service; the model loads in the background from ``setup`` on (never in
+        the constructor; the first turn waits for it).
 
         Args:
             language: A Pipecat ``Language`` (regional variants by base code) or a pack name;
@@ -150,7 +149,9 @@ class PocketTTSService(TTSServiceHooks):
         self._loader = EngineLoader(
             LoadSettings(options, warmup and server_url is None, server_url, api_key, freeze_gc),
             self._output,
+            self._loaded,
         )
+        self._started = asyncio.Event()  # the load's outcome is reported once started
         #: A regional variant for the text normalizer ("pt-BR"), or None for the pack's own.
         self._text_language = text_variant(defaults.language)
         defaults.language = defaults.model = self._loader.pack_for(defaults.language)
@@ -163,6 +164,7 @@ class PocketTTSService(TTSServiceHooks):
             settings=defaults,
             **kwargs,
         )
+        self._register_event_handler("on_model_loaded")  # (service): ready to speak at once
         bound_text_units(self)  # the units Pipecat's word tracking sees stay short
         self._set_sentence_language(self.pack)
         self._gate = TextGate(self._has_speech)  # after the user's transforms
@@ -212,34 +214,41 @@ class PocketTTSService(TTSServiceHooks):
         return str(self.settings.language)
 
     async def setup(self, setup: FrameProcessorSetup) -> None:
-        """Start loading (and warming up) the pack, off the event loop; wait a while for it."""
+        """Start loading (and warming up) the pack in the background, off the event loop:
+        setup returns at once, within any start timeout; the first turn waits for the model."""
         await super().setup(setup)
-        self._load_error = await self._loader.load_at_setup(
-            self.pack, self._chosen_voice(), SETUP_LOAD_BUDGET_S
-        )
-        if self._loader.engine is not None:
-            self._name_default_voice(self._loader.engine)
+        self._loader.start_load(self.pack, self._chosen_voice())
 
     async def start(self, frame: StartFrame) -> None:
-        """Start the service; report a pack that failed to load."""
+        """Start the service (the load's outcome is reported from now on)."""
         await super().start(frame)
         self._stopped = False
-        error = self._load_error
-        if error is not None:  # permanent: no model to speak with (a server may come back)
-            permanent = not isinstance(error, ServerUnavailableError)
-            await self._refuse(error, f"could not load pack {self.pack!r}", permanent)
-        engine = self._loader.engine
-        if engine is not None and not self._default_voice:  # the constructor's voice, now
-            error = await self._loader.voice_error(engine, self.settings.voice)
+        self._started.set()
+
+    async def _loaded(self, outcome: PocketTTS | RemoteTTS | Exception) -> None:
+        """Report a pack that failed to load (one ErrorFrame; permanent: no model to speak
+        with, though a server may come back) or a constructor voice the pack cannot use."""
+        await self._started.wait()
+        if isinstance(outcome, Exception):
+            self._load_error = outcome
+            permanent = not isinstance(outcome, ServerUnavailableError)
+            await self._refuse(outcome, f"could not load pack {self.pack!r}", permanent)
+            return
+        self._load_error = None
+        if not self._default_voice:  # the constructor's voice, now
+            error = await self._loader.voice_error(outcome, self.settings.voice)
             if error is not None:
                 self._default_voice = True
-                self._name_default_voice(engine)
+                self._name_default_voice(outcome)
                 about = f"voice unusable, speaking with {self.settings.voice!r} instead"
                 await self._refuse(error, about)
+        self._name_default_voice(outcome)
+        await self._call_event_handler("on_model_loaded")
 
     async def stop(self, frame: EndFrame) -> None:
-        """Play everything queued, then release the sessions."""
+        """Play everything queued (a load still running included), then release the sessions."""
         await super().stop(frame)  # waits until every audio context has played
+        await self._loader.settled()
         await self._release()
 
     async def cancel(self, frame: CancelFrame) -> None:
@@ -337,6 +346,9 @@ class PocketTTSService(TTSServiceHooks):
             else:
                 await turn.stream.enqueue(turn, text, self._turn_options())
                 await self.start_tts_usage_metrics(text)
+            yield None
+        except LoadReported:  # its ErrorFrame went out when the load failed
+            self._unspoken.text_failed(context_id, word_sequencer(self))
             yield None
         except Exception as e:  # a PocketTTSError is the caller's; anything else is logged whole
             expected = isinstance(e, PocketTTSError)

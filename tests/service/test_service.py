@@ -53,7 +53,6 @@ from pipecat_pocket_tts.engine.synthesis import TextPlanner
 from pipecat_pocket_tts.engine.text.prepare import TextStream
 from pipecat_pocket_tts.service import context_output as output_module
 from pipecat_pocket_tts.service import loading as loading_module
-from pipecat_pocket_tts.service import service as service_module
 from pipecat_pocket_tts.service.service import WARMUP_FRAMES, WARMUP_TEXT
 
 SAMPLE_RATE = 24000
@@ -369,8 +368,8 @@ async def test_load_and_warm_up_run_off_the_event_loop_before_the_first_turn(
 async def test_slow_load_keeps_the_first_turn_alive(
     packs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A load that outlasts setup (a first download) finishes in the background; the first
-    turn waits for it without hitting the no-audio timeout, here 0.6 s instead of 3 s. The
+    """A load still running at the first turn (a first download) finishes in the background;
+    the first turn waits for it without hitting the no-audio timeout, here 0.6 s instead of 3 s. The
     waiting turn's context was kept alive every 1 s whatever the timeout, so Pipecat wrote it
     off ("completed with no audio"); it is kept alive as often as a speech stream's (a third
     of the timeout). The load is held until the context has been kept alive five times
@@ -392,7 +391,6 @@ async def test_slow_load_keeps_the_first_turn_alive(
 
     monkeypatch.setattr(loading_module, "load_shared_engine", held_load)
     monkeypatch.setattr(output_module, "refresh_audio_context", counting)
-    monkeypatch.setattr(service_module, "SETUP_LOAD_BUDGET_S", 0.0)
     tts = service(packs["english"], stop_frame_timeout_s=0.6)
 
     @tts.event_handler("on_error")
