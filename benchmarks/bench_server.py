@@ -328,8 +328,8 @@ def summarize(result: dict) -> str:
 def first_audio_pairs(pack: Path, runs: int) -> tuple[list[float], list[float]]:
     """Time to the first frame of a lone reply, through the server (its client's session) and
     in this process (a session on the same pack), alternating, each stream run to its end."""
+    from pipecat_pocket_tts.client import RemoteTTS
     from pipecat_pocket_tts.engine import PocketTTS
-    from pipecat_pocket_tts.server.client import RemoteTTS
 
     server = Server(pack)
     remote = RemoteTTS(server.url).connect()

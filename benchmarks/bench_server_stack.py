@@ -2,7 +2,7 @@
 
 Each candidate server runs in its own process on 127.0.0.1 (a free port) and answers every
 short text message with one 80 ms frame of 24 kHz PCM (3,840 bytes), as the TTS server does
-per frame. One websocket client (the ``websockets`` package, as ``server/client.py`` uses)
+per frame. One websocket client (the ``websockets`` package, as ``client/link.py`` uses)
 sends ``--messages`` requests one after the other; the script prints the round trip p50/p95
 and the server process's CPU per frame (from /proc), side by side in one run:
 

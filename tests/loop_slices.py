@@ -29,7 +29,7 @@ import pytest
 from pipecat.utils.context.aggregated_frame_sequencer import AggregatedFrameSequencer
 from pipecat.utils.text.simple_text_aggregator import SimpleTextAggregator
 
-from pipecat_pocket_tts.engine import synthesis
+from pipecat_pocket_tts.engine import planner
 from pipecat_pocket_tts.engine.text.chunking import Chunker
 from pipecat_pocket_tts.engine.text.tokenizer import Tokenizer
 
@@ -40,7 +40,7 @@ SEQUENCER_ENTRIES = ("register_spoken", "finalize", "process_word", "flush", "fo
 
 #: The engine's text stages whose cost grows with the text they are given (owner, name).
 TEXT_STAGES = (
-    (synthesis, "normalize_text"),
+    (planner, "normalize_text"),
     (Chunker, "certain_end"),
     (Tokenizer, "filter_unrepresentable"),
     (Tokenizer, "encode"),

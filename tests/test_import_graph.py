@@ -106,14 +106,44 @@ def test_the_package_has_no_import_circle():
     assert not found, "import circles:\n" + "\n".join(" -> ".join(c) for c in found)
 
 
-def test_the_engine_never_imports_the_pipecat_side():
+def imports_between(graph: dict[str, set[str]], wing: str, others: list[str]) -> dict:
+    """The modules of ``wing`` (a subpackage) that import any of the ``others``, with what."""
+    found = {}
+    for name, targets in graph.items():
+        if name == f"{PACKAGE}.{wing}" or name.startswith(f"{PACKAGE}.{wing}."):
+            bad = sorted(
+                t
+                for t in targets
+                for o in others
+                if t == f"{PACKAGE}.{o}" or t.startswith(f"{PACKAGE}.{o}.")
+            )
+            if bad:
+                found[name] = bad
+    return found
+
+
+def test_the_engine_imports_neither_the_service_nor_the_client_nor_the_server():
+    assert imports_between(import_graph(), "engine", ["service", "client", "server", "wire"]) == {}
+
+
+def test_the_service_never_imports_the_server():
+    """The Pipecat side speaks to any engine through the engine contract; the remote one is
+    the client's (``client/``), never the server's code."""
+    assert imports_between(import_graph(), "service", ["server"]) == {}
+
+
+def test_server_and_client_never_import_each_other_and_only_share_the_wire():
     graph = import_graph()
-    engine = [name for name in graph if name.startswith(f"{PACKAGE}.engine")]
-    upward = {
-        name: sorted(m for m in graph[name] if m.startswith(f"{PACKAGE}.service"))
-        for name in engine
+    assert imports_between(graph, "server", ["client", "service"]) == {}
+    assert imports_between(graph, "client", ["server", "service"]) == {}
+    assert imports_between(graph, "wire", ["server", "client", "service", "engine"]) == {}
+
+
+def test_the_wings_checks_find_an_import_across():
+    graph = {f"{PACKAGE}.service.x": {f"{PACKAGE}.server.app"}, f"{PACKAGE}.server.app": set()}
+    assert imports_between(graph, "service", ["server"]) == {
+        f"{PACKAGE}.service.x": [f"{PACKAGE}.server.app"]
     }
-    assert not {k: v for k, v in upward.items() if v}
 
 
 def test_the_circle_finder_finds_a_circle():

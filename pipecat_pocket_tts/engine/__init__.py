@@ -31,13 +31,13 @@ from .errors import (
     VoiceFileError,
     WeightsMismatchError,
 )
+from .frames import AudioFrame
 from .model.config import FRAME_SIZE, SAMPLE_RATE, get_config
 from .model.config_registry import config_names
 from .model.options import LoadOptions
 from .runtime.channel import Marker
 from .runtime.scheduler import AdmissionWait
 from .session import Session
-from .synthesis import AudioFrame
 from .timing.subtitles import write_timestamps
 from .timing.word_timing import Word, WordStart
 from .tts import PocketTTS, TimedAudio

@@ -167,13 +167,20 @@ def _decode_samples(data: bytes, tag: int, bits: int, channels: int, path: Path)
 
 
 def to_mono(samples: np.ndarray) -> np.ndarray:
-    """[n] or [n, channels] → [n] float32 (the mean of the channels)."""
+    """[n], [n, channels] or [channels, n] → [n] float32, the mean of the channels.
+
+    In 2-D input the shorter axis is the channel axis (a recording has more frames than
+    channels); other shapes raise ``CloneAudioError`` (a ``ValueError``).
+    """
     audio = np.asarray(samples, dtype=np.float32)
     if audio.ndim == 1:
         return audio
     if audio.ndim == 2:
-        return audio.mean(axis=1, dtype=np.float32)
-    raise ValueError(f"to_mono takes [n] or [n, channels], got shape {audio.shape}")
+        channel_axis = 1 if audio.shape[1] <= audio.shape[0] else 0
+        return audio.mean(axis=channel_axis, dtype=np.float32)
+    raise CloneAudioError(
+        f"audio samples must be [n], [n, channels] or [channels, n], got shape {audio.shape}"
+    )
 
 
 def resample(samples: np.ndarray, from_sr: int, to_sr: int) -> np.ndarray:

@@ -22,17 +22,17 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from .errors import SessionClosedError
+from .frames import AudioFrame, GenerationSettings
+from .planner import FedText, TextPlanner, TimedText
 from .runtime.channel import ChannelOutput, FrameChannel, Marker
 from .runtime.scheduler import AdmissionWait, Scheduler, SessionLink
-from .synthesis import AudioFrame, GenerationSettings, TextPlanner, TimedText
 from .timing.heads import Heads
 from .timing.word_timing import SessionWords
 from .utterance import UtteranceOptions, UtteranceRun
 
 if TYPE_CHECKING:
     from .backends.base import FlowState
-    from .text.prepare import PreparedChunk, TextStream
+    from .text.prepare import PreparedChunk
 
 _session_ids = itertools.count()
 
@@ -46,10 +46,11 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
     (none if ``mark`` is never called). ``cancel()`` (or ``await acancel()``) stops within one
     frame. Use it as a (async) context manager to cancel on exit.
 
-    Order: a marker comes out after every frame of the utterances queued before ``mark()``
-    was called, before any frame of later ones; it is dropped on cancel. Text fed but still
-    held by the text stream (an unfinished sentence) is not queued yet, so a marker placed
-    after ``feed`` does not wait for it: ``flush()`` first to place a marker after all of it.
+    Order: a marker comes out after every frame of the text given before ``mark()`` was
+    called, before any frame of later text; it is dropped on cancel. Text fed but still held
+    by the text stream (an unfinished sentence) is waited for: the marker is held until the
+    chunk that text becomes is queued (the next ``feed`` or ``flush`` that queues one), and
+    dropped if the text becomes none (a ``flush`` that queues nothing, a ``feed`` that fails).
     """
 
     def __init__(
@@ -80,10 +81,11 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         self._failure: BaseException | None = None
         self._enqueued = 0
         self._feed_lock = threading.Lock()
-        self._feed_stream: TextStream | None = None
+        self._feed_stream: FedText | None = None
         self._timestamps = timestamps  # frames carry the caller's words (AudioFrame.words)
         self._heads = timestamp_heads  # None: word times are estimated
         self._feed_timed: TimedText | None = None
+        self._held: list[Marker] = []  # markers waiting for the fed text's next chunk
         # The session's word clock, fed every frame in output order by its link.
         words = SessionWords(planner.config.mimi.frame_rate) if timestamps else None
         # The link refers back to the session only weakly, so a session dropped without
@@ -110,13 +112,12 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         options = UtteranceOptions.build(options, **keywords).over(self._defaults)
         run = self._run(options)
-        chunks = self._planner.plan(text, normalize=options.normalize, lexicon=options.lexicon)
-        if not chunks:
+        utterance = self._planner.prepare(
+            text, normalize=options.normalize, lexicon=options.lexicon, timestamps=self._timestamps
+        )
+        if not utterance.chunks:
             return None
-        timed = self._timed_text(options)
-        if timed is not None:
-            timed.add(text, chunks, final=True)
-        return self._submit(chunks, run, timed)
+        return self._submit(utterance.chunks, run, utterance.timed)
 
     def feed(
         self, text: str, options: UtteranceOptions | None = None, **keywords: Any
@@ -137,14 +138,18 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         run = self._run(options)
         with self._feed_lock:
             if self._feed_stream is None:
-                self._feed_stream = self._planner.stream(
-                    normalize=options.normalize, lexicon=options.lexicon
+                self._feed_stream = self._planner.fed_text(
+                    normalize=options.normalize,
+                    lexicon=options.lexicon,
+                    timestamps=self._timestamps,
                 )
-                self._feed_timed = self._timed_text(options)
-            chunks = self._feed_stream.push(text)
-            if self._feed_timed is not None:
-                self._feed_timed.add(text, chunks, final=False)
-            return self._submit_each(chunks, run)
+                self._feed_timed = self._feed_stream.timed
+            try:
+                chunks = self._feed_stream.push(text)
+            except BaseException:
+                self._held.clear()  # the chunk their text waited for is never made
+                raise
+            return self._submit_fed(chunks, run)
 
     def flush(self, options: UtteranceOptions | None = None, **keywords: Any) -> list[int]:
         """The fed text is complete: queue what the text stream holds; the new indices.
@@ -157,29 +162,32 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         with self._feed_lock:
             stream, self._feed_stream = self._feed_stream, None
             chunks = stream.flush() if stream is not None else []
-            if self._feed_timed is not None:
-                self._feed_timed.add("", chunks, final=True)
-            indices = self._submit_each(chunks, run)
+            indices = self._submit_fed(chunks, run)
+            self._held.clear()  # the fed text is all queued: what still waits followed none
             self._feed_timed = None
             return indices
 
-    @property
-    def holds_fed_text(self) -> bool:
+    def _holds_fed_text(self) -> bool:
         """True while text given to ``feed`` waits in the text stream (not queued yet)."""
         stream = self._feed_stream
         return stream is not None and bool(stream.pending_text.strip())
 
-    def mark(self, payload: Any) -> None:
-        """Put ``Marker(payload)`` in the output after the audio of everything queued so far.
+    def mark(self, payload: Any, *, after_fed_text: bool = True) -> None:
+        """Put ``Marker(payload)`` in the output after the audio of the text given so far.
 
-        Thread-safe; a marker with nothing queued before it comes out at once (it needs no
-        compute, so it never waits for a slot of the scheduler). Dropped by ``cancel()``.
-        Raises ``SessionClosedError`` after ``finish()`` or ``cancel()``.
+        While fed text waits in the text stream, the marker waits for the chunk it becomes
+        (see the class docstring); ``after_fed_text=False`` places it after what is queued
+        now instead. Thread-safe; a marker with nothing queued before it comes out at once (it
+        needs no compute, so it never waits for a slot of the scheduler). Dropped by
+        ``cancel()``. Raises ``SessionClosedError`` after ``finish()`` or ``cancel()``.
         """
         marker = Marker(payload)
-        with self._lock:
+        with self._feed_lock, self._lock:
             self._check_open()
-            self._link.notice(marker)
+            if after_fed_text and self._holds_fed_text():
+                self._held.append(marker)
+            else:
+                self._link.notice(marker)
 
     def _run(self, options: UtteranceOptions) -> UtteranceRun:
         """Checked options (defaults filled in) resolved, before any text is taken."""
@@ -195,11 +203,17 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         )
         return UtteranceRun(voice_state, settings, options.seed)
 
-    def _submit_each(self, chunks: list[PreparedChunk], run: UtteranceRun) -> list[int]:
+    def _submit_fed(self, chunks: list[PreparedChunk], run: UtteranceRun) -> list[int]:
+        """Queue fed chunks, one utterance each; markers held for them follow."""
         indices = []
         for chunk in chunks:
             indices.append(self._submit([chunk], run, self._feed_timed))
             run = replace(run, restart_seed=None)  # the generator restarts once, at the first
+        if indices:
+            held, self._held = self._held, []
+            with self._lock:
+                for marker in held:
+                    self._link.notice(marker)
         return indices
 
     def _submit(
@@ -279,22 +293,6 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         await self.acancel()
 
     # -- helpers ------------------------------------------------------------------------
-    def _timed_text(self, options: UtteranceOptions) -> TimedText | None:
-        """A text's caller words for word timestamps (None when they are off)."""
-        if not self._timestamps:
-            return None
-        return self._planner.timed_text(bool(options.normalize), options.lexicon)
-
-    def _check_open(self) -> None:
-        if self._closed:
-            state = "cancelled" if self._cancelled else "finished"
-            if self._failure is not None and not self._cancelled:
-                state = f"stopped by an error ({type(self._failure).__name__}: {self._failure})"
-            raise SessionClosedError(
-                f"this session was {state}: no more text can be enqueued. "
-                "Start a new session with tts.session()."
-            )
-
     def _failed(self, error: BaseException) -> None:
         with self._lock:
             self._closed = True  # a failed session takes no more text

@@ -12,6 +12,7 @@ live in the backend and are shared; voices are prefilled once per voice and copi
 
 from __future__ import annotations
 
+import logging
 import os
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -23,15 +24,17 @@ import numpy as np
 from . import audio as audio_ops
 from . import output_file
 from .backends.base import Backend, FlowState
-from .errors import EmptyTextError, SessionClosedError, UnknownVoiceError
+from .contract import EngineCapabilities, SpeechProbe
+from .errors import EmptyTextError, PocketTTSError, SessionClosedError, UnknownVoiceError
+from .frames import AudioFrame
 from .loading import SharedModels, load_parts, resolve_load
 from .model.config import SAMPLE_RATE, ModelConfig
 from .model.options import LoadOptions
 from .model.packs import PackFiles
+from .planner import TextPlanner
 from .runtime.lazy_scheduler import LazyScheduler
 from .runtime.scheduler import AdmissionWait, Scheduler
 from .session import Session
-from .synthesis import AudioFrame, TextPlanner
 from .text.prepare import TextPreparer
 from .text.tokenizer import Tokenizer
 from .timing.heads import Heads, heads_fit, heads_for
@@ -41,6 +44,12 @@ from .voices.cloning import AudioSource, clone_voice
 from .voices.source import VoiceSource, fetch_hub_voice, parse_voice
 from .voices.state_cache import VoiceStateCache
 from .voices.voice import WEIGHTS_METADATA_KEY, Voice
+
+logger = logging.getLogger(__name__)
+
+WARMUP_TEXT = "Hello."
+WARMUP_FRAMES = 2
+_IN_PROCESS = EngineCapabilities(in_process=True, voice_files=True, answers_locally=True)
 
 VoiceLike = str | os.PathLike[str] | Voice
 """A pack voice name, a voice-state or recording path, an ``hf://`` hub file, or a Voice."""
@@ -196,7 +205,38 @@ class PocketTTS:
             text, normalize=normalize, lexicon=lexicon
         )
 
+    def speech_probe(
+        self,
+        language: str | None = None,
+        *,
+        normalize: bool = True,
+        lexicon: Mapping[str, str] | None = None,
+    ) -> SpeechProbe:
+        """Streamed text in, True once it has released a chunk to speak: the text stream a
+        session's ``feed`` runs, without the session (``contract.SpeechProbe``)."""
+        planner = self._planner.with_text_language(language)
+        return planner.speech_probe(normalize=normalize, lexicon=lexicon)
+
+    def warm_up(self, voice: VoiceLike | None = None) -> None:
+        """Run every stage once and prefill ``voice``, so the first utterance pays no
+        first-call cost. A voice this pack cannot use is logged and the default voice warmed
+        instead (speaking with it reports the error); a failed warm-up is logged, not raised."""
+        try:
+            self.voice_state(voice)
+        except PocketTTSError as e:
+            logger.warning("PocketTTS warm-up: voice %r unusable: %s", voice, e)
+            voice = None
+        try:
+            self.synthesize(WARMUP_TEXT, voice=voice, max_frames=WARMUP_FRAMES, seed=0)
+        except PocketTTSError as e:
+            logger.warning("PocketTTS warm-up failed: %s", e)
+
     # -- facts --------------------------------------------------------------------------
+    @property
+    def capabilities(self) -> EngineCapabilities:
+        """In process: load options, warm-up and any voice file apply; checks run here."""
+        return _IN_PROCESS
+
     @property
     def language(self) -> str:
         """The model config name (e.g. 'english', 'french_24l')."""
@@ -450,4 +490,4 @@ def _preview(text: object) -> str:
     return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
-__all__ = ["PocketTTS", "VoiceLike"]
+__all__ = ["WARMUP_FRAMES", "WARMUP_TEXT", "PocketTTS", "VoiceLike"]

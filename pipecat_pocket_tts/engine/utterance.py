@@ -20,7 +20,7 @@ from .checks import (
     check_seed,
     check_temperature,
 )
-from .synthesis import GenerationSettings
+from .frames import GenerationSettings
 
 if TYPE_CHECKING:
     from .backends.base import FlowState

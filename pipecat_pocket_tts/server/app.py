@@ -21,12 +21,12 @@ from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
+from .. import wire as p
 from ..engine import PocketTTSError
+from ..wire import hide_secret_headers
 from . import http
-from . import protocol as p
 from .connection import Connection
 from .http import error_response, status_of
-from .security import hide_secret_headers
 from .state import RequestError, ServerConfig, ServerState
 
 logger = logging.getLogger(__name__)

@@ -20,11 +20,13 @@ import logging
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 from starlette.websockets import WebSocket
 
+from .. import wire as p
 from ..engine import (
     AdmissionWait,
     AudioFrame,
@@ -34,7 +36,7 @@ from ..engine import (
     Session,
     UnknownVoiceError,
 )
-from . import protocol as p
+from ..engine.contract import OFF_LOOP_CHARS, SpeechProbe
 from .encodings import FrameEncoder, check_format
 from .metrics import ServerMetrics, StreamPacer
 from .security import Limits
@@ -42,10 +44,8 @@ from .voices import ServerVoices
 
 logger = logging.getLogger(__name__)
 
-OFF_LOOP_CHARS = 2000
-"""Text longer than this is prepared on a worker thread (the order of messages is kept)."""
-
 _ENDED_REMEMBERED = 1024  # ended context ids whose late messages are ignored, not refused
+_PROBES_KEPT = 16  # streamed texts being checked on one connection (the oldest is forgotten)
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,6 @@ class Context:
         self.encoder = encoder
         self.pacer = pacer
         self.utterances: dict[int, int] = {}  # engine utterance index → client utterance
-        self.held: list[_ClientMark] = []  # markers waiting for the fed text's next chunk
         self.text_chars = 0
         self.buffered = 0  # frames in the outbox
         self.dropped = False  # ended early: nothing more of it goes out
@@ -152,6 +151,7 @@ class Connection:
         self._ended: OrderedDict[str, None] = OrderedDict()
         self._outbox = Outbox(websocket)
         self._text_chars = 0
+        self._probes: OrderedDict[int, SpeechProbe] = OrderedDict()  # by the client's number
 
     async def run(self) -> None:
         """Serve the connection until the client leaves or breaks a rule."""
@@ -201,6 +201,9 @@ class Connection:
         if isinstance(request, p.CheckVoice):
             await self._check_voice(request)
             return
+        if isinstance(request, p.CheckText):
+            await self._check_text(request)
+            return
         if isinstance(request, p.Start):
             await self._start(request)
             return
@@ -217,7 +220,7 @@ class Connection:
             elif isinstance(request, p.End):
                 context.session.finish()
             elif isinstance(request, p.Mark):
-                self._mark(context, _ClientMark(request.id))
+                context.session.mark(_ClientMark(request.id), after_fed_text=request.after_fed_text)
             else:
                 await self._queue(context, request)
         except PocketTTSError as e:
@@ -298,31 +301,20 @@ class Connection:
             context.pacer.text()
         for index in indices:
             context.utterances[index] = request.utterance
-        session.mark(_UtteranceEnd(request.utterance))
-        streamed = isinstance(request, p.Flush) or not request.complete
-        if streamed and (indices or isinstance(request, p.Flush)):
-            held, context.held = context.held, []
-            if indices:  # a flush that queued nothing: the text they followed made no audio
-                for marker in held:
-                    session.mark(marker)
+        session.mark(_UtteranceEnd(request.utterance), after_fed_text=False)
 
-    def _mark(self, context: Context, marker: _ClientMark) -> None:
-        """A client marker after the audio of the text sent before it: while the session's
-        text stream holds fed text, it waits for the chunk that text becomes."""
-        if context.session.holds_fed_text:
-            context.held.append(marker)
-        else:
-            context.session.mark(marker)
+    def _count_connection_text(self, text: str) -> None:
+        self._text_chars += len(text)
+        limit = self._limits.max_text_per_connection
+        if self._text_chars > limit:
+            raise p.ProtocolError(
+                p.CloseCode.LIMIT, f"more than {limit} characters on one connection"
+            )
 
     def _count_text(self, context: Context, text: str) -> None:
         limits = self._limits
         context.text_chars += len(text)
-        self._text_chars += len(text)
-        if self._text_chars > limits.max_text_per_connection:
-            raise p.ProtocolError(
-                p.CloseCode.LIMIT,
-                f"more than {limits.max_text_per_connection} characters on one connection",
-            )
+        self._count_connection_text(text)
         if context.text_chars > limits.max_text_per_context:
             raise _ContextEnded(
                 p.ErrorCode.TEXT_LIMIT,
@@ -348,6 +340,33 @@ class Connection:
             answer = p.VoiceChecked(request.id, code or p.ErrorCode.BAD_REQUEST, str(e))
         else:
             answer = p.VoiceChecked(request.id)
+        self._outbox.put(p.encode(answer))
+
+    async def _check_text(self, request: p.CheckText) -> None:
+        """Answer whether the text says anything, as the engine's own check (long text off
+        the loop; a plan is kept for the ``text`` that follows). A probe's fragments go to
+        the probe the connection keeps for it, so a streamed text is read once."""
+        tts = self._tts
+        try:
+            self._count_connection_text(request.text)
+            options = {"normalize": request.normalize, "lexicon": request.lexicon}
+            if request.probe is None:
+                check = partial(tts.has_speech, request.text, request.text_language, **options)
+            else:
+                probe = self._probes.pop(request.probe, None)
+                if probe is None:
+                    probe = tts.speech_probe(request.text_language, **options)
+                check = probe.flush if request.complete else partial(probe.push, request.text)
+            long = len(request.text) > OFF_LOOP_CHARS
+            speech = await asyncio.to_thread(check) if long else check()
+            if request.probe is not None and not (speech or request.complete):
+                self._probes[request.probe] = probe  # the text goes on
+                while len(self._probes) > _PROBES_KEPT:
+                    self._probes.popitem(last=False)
+        except PocketTTSError as e:
+            answer = p.TextChecked(request.id, error_code=p.ErrorCode.BAD_REQUEST, message=str(e))
+        else:
+            answer = p.TextChecked(request.id, speech=speech)
         self._outbox.put(p.encode(answer))
 
     # -- output -----------------------------------------------------------------------
@@ -485,4 +504,4 @@ async def _halt(session: Session) -> int:
     return session.compute_ticks - stopped_at
 
 
-__all__ = ["OFF_LOOP_CHARS", "Connection", "Context", "Outbox"]
+__all__ = ["Connection", "Context", "Outbox"]

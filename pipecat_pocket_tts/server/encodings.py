@@ -11,7 +11,7 @@ import numpy as np
 from ..engine import SAMPLE_RATE
 from ..engine.audio import to_pcm16
 from ..engine.errors import InvalidSettingError
-from .protocol import ENCODINGS, MULAW_RATE
+from ..wire import ENCODINGS, MULAW_RATE
 
 _MULAW_BIAS = 33  # on 14-bit magnitudes (G.711)
 _MULAW_CLIP = 8159

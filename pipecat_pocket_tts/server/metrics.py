@@ -19,9 +19,8 @@ from prometheus_client import (
     generate_latest,
 )
 
-from ..engine import FRAME_SIZE, SAMPLE_RATE
+from ..engine.model.config import FRAME_SECONDS
 
-FRAME_SECONDS = FRAME_SIZE / SAMPLE_RATE
 _LATENCY_BUCKETS = (0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0)
 
 
@@ -128,4 +127,4 @@ class StreamPacer:
                 self._metrics.real_time_factor.observe(self._audio / wall)
 
 
-__all__ = ["FRAME_SECONDS", "ServerMetrics", "StreamPacer"]
+__all__ = ["ServerMetrics", "StreamPacer"]

@@ -2,21 +2,21 @@
 
 A server bound anywhere but loopback refuses to start without an API key. The key is a bearer
 token (``Authorization: Bearer KEY``) on HTTP and on the websocket handshake, where a browser
-may offer it as the subprotocol ``bearer.KEY`` instead (``protocol.py``); compared in constant
-time, and never logged (``HiddenHeaders``). Limits bound what one client can make the server hold.
+may offer it as the subprotocol ``bearer.KEY`` instead (``wire.py``); compared in constant
+time, and never logged (``wire.HiddenHeaders``). Limits bound what one client can make the
+server hold.
 """
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
-import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..engine.errors import ServerConfigError
-from .protocol import KEY_SUBPROTOCOL_PREFIX
+from ..wire import KEY_SUBPROTOCOL_PREFIX
 
 API_KEY_ENV = "POCKET_TTS_API_KEY"
 
@@ -67,37 +67,6 @@ def check_bind(host: str, api_key: str | None) -> None:
         )
 
 
-SECRET_HEADERS = frozenset({"authorization", "sec-websocket-protocol", "cookie"})
-"""Handshake headers that may carry the key: their values never reach a log."""
-# The loggers the websockets library writes handshake headers to at DEBUG: uvicorn's (the
-# server's handshakes) and the library's own client logger (RemoteTTS's).
-_HANDSHAKE_LOGGERS = ("uvicorn.error", "websockets.server", "websockets.client")
-
-
-class HiddenHeaders(logging.Filter):
-    """Masks the values of ``SECRET_HEADERS`` in the websocket library's handshake debug lines
-    (``< authorization: Bearer KEY``), on the server's and on the client's side."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        args = record.args
-        if (
-            isinstance(args, tuple)
-            and len(args) == 2
-            and record.msg in ("< %s: %s", "> %s: %s")
-            and str(args[0]).lower() in SECRET_HEADERS
-        ):
-            record.args = (args[0], "<hidden>")
-        return True
-
-
-def hide_secret_headers() -> None:
-    """Install ``HiddenHeaders`` on the loggers that see handshake headers (once)."""
-    for name in _HANDSHAKE_LOGGERS:
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, HiddenHeaders) for f in logger.filters):
-            logger.addFilter(HiddenHeaders())
-
-
 class KeyCheck:
     """The server's API key (None: no key, loopback only) and the constant-time check."""
 
@@ -131,12 +100,9 @@ class KeyCheck:
 
 __all__ = [
     "API_KEY_ENV",
-    "SECRET_HEADERS",
-    "HiddenHeaders",
     "KeyCheck",
     "Limits",
     "check_bind",
-    "hide_secret_headers",
     "is_loopback",
     "resolve_api_key",
 ]

@@ -13,8 +13,6 @@ from .security import KeyCheck, Limits
 from .voice_urls import VoiceUrls
 from .voices import OPENAI_VOICES, ServerVoices
 
-WARMUP_TEXT = "Hello."
-
 
 @dataclass(frozen=True)
 class ServerConfig:
@@ -60,7 +58,7 @@ class ServerState:
             aliases = dict.fromkeys(OPENAI_VOICES, tts.default_voice) if tts.default_voice else {}
         voices = ServerVoices(tts, config.voices_dir, aliases)
         if config.warmup:
-            tts.synthesize(WARMUP_TEXT, max_frames=2, seed=0)
+            tts.warm_up()
         self.voices = voices
         self.tts = tts
 

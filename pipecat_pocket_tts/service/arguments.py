@@ -14,6 +14,7 @@ import dataclasses
 import difflib
 import inspect
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from functools import cache
 from typing import Any
 
@@ -22,6 +23,7 @@ from pipecat.services.tts_service import TTSService
 from ..engine.backends import concrete_options, resolve_backend_name
 from ..engine.errors import LoadOptionError
 from ..engine.model.options import LoadOptions
+from .loading import LoadSettings
 
 _SETTING = "a setting here: settings=PocketTTSService.Settings({name}=...)"
 
@@ -113,9 +115,26 @@ def check_extra_arguments(kwargs: Mapping[str, Any], known: Iterable[str] = ()) 
         raise TypeError(f"{message}: {advice}" if advice else message)
 
 
+def service_load_settings(
+    load: LoadOptions | None, kwargs: dict[str, Any], known: Iterable[str], given: LoadSettings
+) -> LoadSettings:
+    """``given`` with the constructor's load options, checked and taken out of ``kwargs``
+    (what is left is Pipecat's): given whole or as keywords, ``quantize``, unknown keywords
+    refused, and no load options beside a ``server_url`` (the server's own decide)."""
+    options = take_quantize(take_load_options(load, kwargs), kwargs)
+    check_extra_arguments(kwargs, known=known)
+    if given.server_url is not None and options != LoadOptions():
+        raise TypeError(
+            "load options (backend, precision, threads...) choose how this process loads a "
+            "model; with server_url the server's own options decide: drop them here"
+        )
+    return replace(given, load_options=options)
+
+
 __all__ = [
     "FOREIGN_ARGUMENTS",
     "check_extra_arguments",
     "pipecat_arguments",
+    "service_load_settings",
     "take_quantize",
 ]

@@ -82,6 +82,15 @@ class ContextOutput:
             error_msg=f"PocketTTS synthesis failed: {error}", exception=error
         )
 
+    async def refuse(self, error: Exception, about: str = "", permanent: bool = False) -> None:
+        """Log ``error`` and send it upstream as an ErrorFrame (``permanent``: the service has
+        no model to speak with); otherwise the service keeps working."""
+        message = f"PocketTTS: {about}: {error}" if about else f"PocketTTS: {error}"
+        logger.error(f"{self._service}: {message}")
+        await self._service.push_error(
+            error_msg=message, exception=error, force_treat_as_permanent=permanent
+        )
+
     def create_task(self, coroutine: Coroutine[Any, Any, Any], name: str) -> asyncio.Task:
         return self._service.create_task(coroutine, name=name)
 

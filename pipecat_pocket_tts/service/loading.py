@@ -2,9 +2,9 @@
 
 ``EngineLoader`` owns the engine and the load tasks: the pack of the current settings, loaded
 in the background from setup on (setup never waits for it: Pipecat's ``run_test`` gives a
-start one second; the first turn waits, its context kept alive; how the load ended goes to
-the service's hook once), and a pack requested at runtime, loaded in the background and
-adopted at the next turn. With a server URL the engine
+start one second; the text gate, voice checks and the first turn wait for it; how it ended is
+reported once, from the pipeline's start), and a pack requested at runtime, loaded in the
+background and adopted at the next turn. With a server URL the engine
 is a ``RemoteTTS`` (a TTS server's one model, used through the same interface): "loading" is
 connecting to it, and a pack is one the server serves. Loads go through the
 process-wide shared cache (services of one pack share the weights) and run off the event
@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any
 from loguru import logger
 from pipecat.utils.types import is_given
 
-from ..engine.errors import PocketTTSError, UnknownLanguageError
+from ..client import RemoteTTS
+from ..engine.contract import SpeechEngine
+from ..engine.errors import PocketTTSError, ServerUnavailableError, UnknownLanguageError
 from ..engine.model.languages import pack_name
 from ..engine.model.options import LoadOptions
-from ..server.client import RemoteTTS
 from .collector import freeze_heap_once
 
 if TYPE_CHECKING:
@@ -34,10 +35,11 @@ if TYPE_CHECKING:
 
     from ..engine import PocketTTS
     from .context_output import ContextOutput
+    from .voice_choice import VoiceChoice
 
 
-WARMUP_TEXT = "Hello."
-WARMUP_FRAMES = 2
+class LoadReported(PocketTTSError):
+    """The load a turn waited for failed; its failure was reported (once) when it happened."""
 
 
 @dataclass(frozen=True)
@@ -52,42 +54,35 @@ class LoadSettings:
 
 
 @dataclass(frozen=True)
-class Ready:
+class TurnEngine:
     """The engine a new turn speaks with, and what changed to get it."""
 
-    engine: PocketTTS | RemoteTTS
+    engine: SpeechEngine
     switched: bool = False  # a pack requested at runtime was adopted
     switch_error: Exception | None = None  # a requested pack failed; the engine is the old one
-
-
-LoadHook = Callable[["PocketTTS | RemoteTTS | Exception"], Awaitable[None]]
-"""Told how a load of the current settings ended (the engine, or why not), before any turn
-waiting for it goes on."""
-
-
-class LoadReported(PocketTTSError):
-    """The load a turn waited for failed; its failure was reported (once) when it happened."""
-
-
-SPEECH_CHECK_CHARS = 2000
-"""Longest text ``has_speech`` plans on the event loop (about 5 ms of CPU); longer text is
-planned on a worker thread."""
 
 
 class EngineLoader:
     """Loads packs off the event loop and hands the engine to new turns."""
 
-    def __init__(self, settings: LoadSettings, contexts: ContextOutput, on_load: LoadHook) -> None:
+    def __init__(
+        self,
+        settings: LoadSettings,
+        contexts: ContextOutput,
+        on_loaded: Callable[[], Awaitable[None]],
+    ) -> None:
         self.settings = settings
         self._contexts = contexts  # runs the load tasks, keeps a waiting turn's context alive
-        self._on_load = on_load
-        self._engine: PocketTTS | RemoteTTS | None = None
+        self._on_loaded = on_loaded  # told when the pack of the current settings is ready
+        self._started = asyncio.Event()  # a load's outcome is reported once the pipeline runs
+        self.load_error: Exception | None = None  # why the last load failed, once reported
+        self._engine: SpeechEngine | None = None
         self._remote: RemoteTTS | None = None  # made at the first load (never in __init__)
         self._load_task: asyncio.Task | None = None  # the pack of the current settings
         self._switch_task: asyncio.Task | None = None  # a pack requested at runtime
 
     @property
-    def engine(self) -> PocketTTS | RemoteTTS | None:
+    def engine(self) -> SpeechEngine | None:
         return self._engine
 
     def pack_for(self, language: Language | str) -> str:
@@ -101,14 +96,18 @@ class EngineLoader:
         )
         return pack_name(language, custom=custom)
 
-    def start_load(self, pack: str, voice: Any) -> None:
-        """Load ``pack`` in the background; the first turn waits for it (``ready``)."""
+    def start_load(self, pack: str, voice: VoiceChoice) -> None:
+        """Load ``pack`` in the background; its outcome is reported once started."""
         self._load_task = self._contexts.create_task(
             self._load_and_report(pack, voice), "pocket_tts_load"
         )
 
+    def started(self) -> None:
+        """The pipeline has started: a load's outcome can be reported from now on."""
+        self._started.set()
+
     async def settled(self) -> None:
-        """Wait for the load of the current settings, if one is running (a graceful end)."""
+        """Wait for the load of the current settings, if one is running."""
         task = self._load_task
         if task is not None and not task.done():
             await asyncio.wait({task})
@@ -122,8 +121,47 @@ class EngineLoader:
         logger.debug(f"PocketTTS: loading pack {pack!r} in the background")
         self._switch_task = self._contexts.create_task(self._load(pack, voice), "pocket_tts_switch")
 
-    async def ready(self, context_id: str, pack: str, voice: Any) -> Ready:
-        """The engine for a new turn: waits for a load still running, switches packs."""
+    async def _load_and_report(self, pack: str, voice: VoiceChoice) -> SpeechEngine | Exception:
+        """The load of the current settings, its outcome reported once the pipeline has
+        started and before any turn waiting for it goes on: a failure is one ErrorFrame
+        (permanent: no model to speak with, but a server may come back) and is forgotten for
+        the next turn to try again; a loaded pack's voice is checked and named."""
+        outcome = await self._load(pack, voice.chosen())
+        if isinstance(outcome, Exception) and self._load_task is asyncio.current_task():
+            self._load_task = None
+        elif not isinstance(outcome, Exception) and self._engine is None:
+            self._engine = outcome
+        await self._started.wait()
+        if isinstance(outcome, Exception):
+            self.load_error = outcome
+            permanent = not isinstance(outcome, ServerUnavailableError)
+            await self._contexts.refuse(outcome, f"could not load pack {pack!r}", permanent)
+            return outcome
+        self.load_error = None
+        await self._check_voice(outcome, voice)
+        voice.name_default(outcome)
+        await self._on_loaded()
+        return outcome
+
+    async def _check_voice(self, engine: SpeechEngine, voice: VoiceChoice) -> None:
+        error = await voice.check(engine, self.voice_error)
+        if error is not None:
+            about = f"voice unusable, speaking with {engine.default_voice!r} instead"
+            await self._contexts.refuse(error, about)
+
+    async def ready(self, context_id: str, pack: str, voice: VoiceChoice) -> TurnEngine:
+        """The engine for a new turn: waits for a load still running, switches packs (a
+        failed switch is reported and the pack in use kept; after a switch the chosen voice
+        is checked on the new pack); the voice setting names the pack's default voice."""
+        turn_engine = await self._ready(context_id, pack, voice)
+        if turn_engine.switch_error is not None:
+            await self._contexts.refuse(turn_engine.switch_error, f"could not load pack {pack!r}")
+        if turn_engine.switched:
+            await self._check_voice(turn_engine.engine, voice)
+        voice.name_default(turn_engine.engine)
+        return turn_engine
+
+    async def _ready(self, context_id: str, pack: str, voice: VoiceChoice) -> TurnEngine:
         switched = False
         switch_error: Exception | None = None
         task = self._switch_task
@@ -144,14 +182,14 @@ class EngineLoader:
                     self._engine = engine
                     self._load_task = None
         if self._engine is None:
-            if self._load_task is None:  # the last one failed: the next turn tries again
+            if self._load_task is None:  # the last one failed: this turn tries again
                 self.start_load(pack, voice)
             assert self._load_task is not None
             try:
                 self._engine = await self._wait_alive(context_id, self._load_task)
             except Exception as e:
                 raise LoadReported(f"could not load pack {pack!r}: {e}") from e
-        return Ready(self._engine, switched=switched, switch_error=switch_error)
+        return TurnEngine(self._engine, switched=switched, switch_error=switch_error)
 
     def requested_pack(self, model: Any, language: Any) -> str | None:
         """The pack a settings delta asks for (``model`` wins over ``language``), or None."""
@@ -159,23 +197,6 @@ class EngineLoader:
         if not is_given(requested) or requested is None:
             return None
         return self.pack_for(requested)
-
-    async def has_speech(self, text: str, normalize: Any, lexicon: Any, text_language: Any) -> bool:
-        """False when ``text`` says nothing once normalized and filtered ("👍", "***", a script
-        the pack cannot read), whatever its length: text longer than ``SPEECH_CHECK_CHARS`` is
-        checked off the event loop. A load of the current settings still running is waited
-        for; True if none succeeded (the turn finds out)."""
-        await self.settled()
-        engine = self._engine
-        if engine is None:
-            return True
-
-        def check() -> bool:
-            return engine.has_speech(
-                text, text_language, normalize=bool(normalize), lexicon=lexicon or None
-            )
-
-        return await asyncio.to_thread(check) if len(text) > SPEECH_CHECK_CHARS else check()
 
     async def checked_voice(self, voice: Any) -> tuple[Any, PocketTTSError | None]:
         """A voice setting as the loaded pack takes it (None: its default voice, by name),
@@ -188,7 +209,7 @@ class EngineLoader:
         voice = engine.default_voice if voice is None else voice
         return voice, await self.voice_error(engine, voice)
 
-    async def voice_error(self, engine: PocketTTS | RemoteTTS, voice: Any) -> PocketTTSError | None:
+    async def voice_error(self, engine: SpeechEngine, voice: Any) -> PocketTTSError | None:
         """Why ``engine`` cannot use ``voice`` (None: it can): the engine's own parser decides,
         off the loop (the voice is cached by it for the next utterance)."""
         try:
@@ -209,7 +230,7 @@ class EngineLoader:
         if remote is not None:
             await asyncio.to_thread(remote.close)
 
-    async def _wait_alive(self, context_id: str, task: asyncio.Task) -> PocketTTS | RemoteTTS:
+    async def _wait_alive(self, context_id: str, task: asyncio.Task) -> SpeechEngine:
         """Await a load while refreshing the context as often as a speech stream's, so
         Pipecat's no-audio timeout never fires, however short the service set it.
 
@@ -226,19 +247,7 @@ class EngineLoader:
             raise outcome
         return outcome
 
-    async def _load_and_report(self, pack: str, voice: Any) -> PocketTTS | RemoteTTS | Exception:
-        """The load of the current settings, its outcome told to the hook (before any turn
-        waiting for it goes on); a failed one is forgotten, for the next turn to try again."""
-        outcome = await self._load(pack, voice)
-        if isinstance(outcome, Exception):
-            if self._load_task is asyncio.current_task():
-                self._load_task = None
-        elif self._engine is None:
-            self._engine = outcome
-        await self._on_load(outcome)
-        return outcome
-
-    async def _load(self, pack: str, voice: Any) -> PocketTTS | RemoteTTS | Exception:
+    async def _load(self, pack: str, voice: Any) -> SpeechEngine | Exception:
         """Load and warm up ``pack``; returns the failure instead of raising it (Pipecat's task
         manager would swallow it)."""
         if self.settings.server_url is not None:
@@ -250,7 +259,7 @@ class EngineLoader:
         try:
             engine = await asyncio.to_thread(load_shared_engine, pack, options)
             if self.settings.warmup:
-                await asyncio.to_thread(warm_up_engine, engine, voice)
+                await asyncio.to_thread(engine.warm_up, voice)
         except Exception as e:
             return e
         if self.settings.freeze_gc:
@@ -290,28 +299,10 @@ def load_shared_engine(pack: str, options: LoadOptions) -> PocketTTS:
     return PocketTTS.load_shared(pack, options=options)
 
 
-def warm_up_engine(engine: PocketTTS, voice: Any = None) -> None:
-    """Run every stage once (and cache the voice) so the first turn pays no first-call cost."""
-    try:
-        engine.voice_state(voice)
-    except PocketTTSError as e:  # the turn reports it; warm up with the pack's default voice
-        logger.warning(f"PocketTTS warm-up: voice {voice!r} unusable: {e}")
-        voice = None
-        engine.voice_state(voice)
-    try:
-        engine.synthesize(WARMUP_TEXT, voice=voice, max_frames=WARMUP_FRAMES, seed=0)
-    except PocketTTSError as e:  # a warm-up problem must not keep the service from starting
-        logger.warning(f"PocketTTS warm-up failed: {e}")
-
-
 __all__ = [
-    "WARMUP_FRAMES",
-    "WARMUP_TEXT",
     "EngineLoader",
-    "LoadHook",
     "LoadReported",
     "LoadSettings",
-    "Ready",
+    "TurnEngine",
     "load_shared_engine",
-    "warm_up_engine",
 ]

@@ -20,7 +20,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pipecat.frames.frames import (
+    Frame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    OutputAudioRawFrame,
+    TTSStartedFrame,
+)
+
 from ..engine.model.config import FRAME_RATE
+
+_TURN_FRAMES = (LLMFullResponseStartFrame, TTSStartedFrame, LLMFullResponseEndFrame)
 
 NS = 1_000_000_000
 LAST_FRAME_NS = round(NS / FRAME_RATE)
@@ -34,6 +44,19 @@ class Playout:
     def __init__(self, now: Callable[[], int]) -> None:
         self._now = now
         self._end = 0
+
+    def note(self, frame: Frame, last_word: int) -> None:
+        """A frame the service pushes downstream: audio plays after what is queued; a turn's
+        start or end frame with no time (a reply that timed no word) is timed after the
+        commit of the turn before it where that may come out later (``turn_start``)."""
+        if isinstance(frame, OutputAudioRawFrame):
+            self.pushed(len(frame.audio) / (2 * frame.num_channels * frame.sample_rate))
+        elif (
+            isinstance(frame, _TURN_FRAMES)
+            and frame.pts is None
+            and not getattr(frame, "skip_tts", False)  # TTSStartedFrame has none
+        ):
+            frame.pts = self.turn_start(last_word)
 
     def pushed(self, seconds: float) -> None:
         """``seconds`` of audio were pushed now: they play after what is queued."""

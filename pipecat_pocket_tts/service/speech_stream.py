@@ -8,12 +8,12 @@ session's output as a marker (``Session.mark``), so it comes out after the audio
 it:
 
 - a frame Pipecat appends to the context (``TTSTextFrame``, a sentence's announcement): marked
-  at once (SENTENCE aggregation: its text was enqueued just before) or, in TOKEN aggregation
-  while the session's text stream still holds unfinished text, held by the turn and marked
-  right after the next chunk is queued (the one that completes or continues that text); held
-  frames are dropped when that queueing fails, so unspoken text is never pushed;
+  at once; the session holds it while its text stream holds unfinished fed text (TOKEN
+  aggregation), until the chunk that text becomes, and drops it if that text makes none, so
+  unspoken text is never pushed (the rule lives in the engine's session, ``Session.mark``);
 - the end of a turn: the turn's text is flushed into the session, then marked;
-- a pause: after each queueing, so the resampler is flushed when the session runs dry.
+- a pause: after each queueing (not waiting for held text), so the resampler is flushed
+  when the session runs dry.
 """
 
 from __future__ import annotations
@@ -21,22 +21,22 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pipecat.frames.frames import Frame, TTSTextFrame
 from pipecat.utils.types import is_given
 
+from ..engine.contract import OFF_LOOP_CHARS
 from ..engine.model.config import SAMPLE_RATE
 from ..engine.runtime.channel import Marker
 from ..engine.utterance import UtteranceOptions
 from .handover import handover
 
 if TYPE_CHECKING:
-    from ..engine import Session
-    from ..engine.synthesis import AudioFrame
-    from ..server.client import RemoteSession
+    from ..engine.contract import SpeechSession
+    from ..engine.frames import AudioFrame
     from .context_output import ContextOutput
     from .resampler import StreamResampler
     from .settings import PocketTTSSettings
@@ -78,13 +78,11 @@ class Turn:
     streamed: bool  # TOKEN aggregation: text goes through Session.feed
     closed: bool = False
     failed_text: bool = False  # SENTENCE: the last enqueue raised; its text frame goes
-    held: list[Frame] = field(default_factory=list)  # TOKEN: waiting for their chunk
     audio_start: float | None = None  # session-clock seconds where its audio begins
     ending: bool = False  # its end is marked: the context closes when the marker comes out
 
     def close(self) -> None:
         self.closed = True
-        self.held.clear()
 
 
 @dataclass(frozen=True, eq=False)
@@ -106,12 +104,6 @@ def _is_marker(item: object) -> bool:
     return isinstance(item, Marker)
 
 
-OFF_LOOP_CHARS = 2000
-"""Text longer than this goes to the session from a worker thread: preparing it (normalize,
-chunk, tokenize: about 2.5 ms of CPU per 1,000 characters) would hold the event loop. Pipecat
-awaits each ``run_tts`` before the next, so the order of text and markers is kept."""
-
-
 async def _off_loop_if_long(text: str, call: Callable[[], Any]) -> Any:
     return await asyncio.to_thread(call) if len(text) > OFF_LOOP_CHARS else call()
 
@@ -123,7 +115,7 @@ class SpeechStream:
 
     def __init__(
         self,
-        session: Session | RemoteSession,
+        session: SpeechSession,
         resampler: StreamResampler,
         output: ContextOutput,
         *,
@@ -194,39 +186,17 @@ class SpeechStream:
         except Exception:
             if turn.closed or self.closed:
                 return  # interrupted while a long text was planned off the loop
-            turn.held.clear()  # the chunk their text waited for was never made
             raise
         if not (turn.closed or self.closed):
-            self._release_queued(turn, indices, options)
+            self._queued(turn, indices, options)
 
     def flush(self, turn: Turn, options: TurnOptions) -> None:
         """``turn``'s streamed text is complete: queue what the text stream holds of it."""
         if self._feeding is not turn or self.closed:
             return
         self._feeding = None
-        self._queue_text(
-            turn,
-            lambda seed: self.session.flush(options.with_seed(seed)),
-            options,
-        )
-
-    def _queue_text(
-        self, turn: Turn, queue: Callable[[int | None], list[int]], options: TurnOptions
-    ) -> None:
-        try:
-            indices = queue(self._reseed(options))
-        except Exception:
-            turn.held.clear()  # the chunk their text waited for was never made
-            raise
-        self._release_queued(turn, indices, options)
-
-    def _release_queued(self, turn: Turn, indices: list[int], options: TurnOptions) -> None:
-        """Record newly queued utterances; frames held for them follow their audio."""
+        indices = self.session.flush(options.with_seed(self._reseed(options)))
         self._queued(turn, indices, options)
-        if indices:
-            held, turn.held = turn.held, []
-            for frame in held:
-                self.session.mark(_Release(turn, frame))
 
     def _reseed(self, options: TurnOptions) -> int | None:
         """A seed for the next utterance when the seed setting changed since the last one."""
@@ -240,7 +210,7 @@ class SpeechStream:
         self._seed_version = options.seed_version
         for index in indices:
             self._owners[index] = turn
-        self.session.mark(_PAUSE)
+        self.session.mark(_PAUSE, after_fed_text=False)
         self._keep_owed_contexts_alive()
 
     # -- frames of the context ---------------------------------------------------------
@@ -251,10 +221,7 @@ class SpeechStream:
         if isinstance(frame, TTSTextFrame) and turn.failed_text:
             turn.failed_text = False  # the utterance that ends this text failed
             return
-        if turn.streamed and self._feeding is turn and self.session.holds_fed_text:
-            turn.held.append(frame)
-        else:
-            self.session.mark(_Release(turn, frame))
+        self.session.mark(_Release(turn, frame))  # held by the session for unfinished text
 
     def end_turn(self, turn: Turn, options: TurnOptions) -> None:
         """No more text for ``turn``: its context ends after the last of its audio."""
@@ -423,4 +390,4 @@ class SpeechStream:
                 await self._output.end_context(turn.context_id)
 
 
-__all__ = ["OFF_LOOP_CHARS", "SpeechStream", "Turn", "TurnOptions"]
+__all__ = ["SpeechStream", "Turn", "TurnOptions"]

@@ -1,17 +1,24 @@
-"""Which text opens a Pipecat audio context: text with nothing to say ("👍", "***") never does.
+"""Which text opens a Pipecat audio context: text with nothing to say never does.
 
-Pipecat writes a service off after three contexts with no audio, so such text is dropped before
-a context opens (a text transform of the service, after the user's own), whatever its length
-(long text is checked off the event loop). With TOKEN aggregation the reply's leading tokens
-with nothing to say are held back until one with something to say takes them along ("$" then
-"5" reads "$5"); each token is checked with the end of the held text before it
-(``HELD_CONTEXT_CHARS``), so a long silent run costs the same for every token.
+Pipecat writes a service off after three contexts with no audio, so text the engine would say
+nothing of ("👍", "***", a code block, a script the pack cannot read) never reaches a context.
+The check is the engine's own planning (``SpeechEngine.has_speech``: the plan is kept for the
+enqueue that follows), so what it lets through always speaks:
+
+- SENTENCE aggregation (and any whole text, a ``TTSSpeakFrame``): a text transform of the
+  service, after the user's own, turns such text into "";
+- TOKEN aggregation: a reply's LLM token frames are held back, before Pipecat sees them, until
+  the engine's text stream would release a chunk of them (``SpeechEngine.speech_probe``: the
+  stream a session's ``feed`` runs, so no first audio waits longer than it would anyway), then
+  handed on in order; at the reply's end they go on if all of them say anything, and are
+  dropped otherwise.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from pipecat.frames.frames import (
     EndFrame,
@@ -19,26 +26,40 @@ from pipecat.frames.frames import (
     InterruptionFrame,
     LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
+    LLMTextFrame,
     TextFrame,
     TTSSpeakFrame,
 )
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
-HELD_CONTEXT_CHARS = 64
-"""How much of the held silent text a new token is checked with: enough for any spoken form
-that spans tokens ("$" "1" "2" ".5", "2026" "-" "11")."""
+
+class AsyncProbe(Protocol):
+    """A ``SpeechProbe`` whose work runs where the event loop is not held."""
+
+    async def push(self, text: str) -> bool: ...
+
+    async def flush(self) -> bool: ...
 
 
 class TextGate:
-    """Drops text with nothing to say; holds a reply's silent leading tokens (TOKEN mode)."""
+    """Drops text with nothing to say; holds a reply's tokens until they speak (TOKEN mode)."""
 
-    def __init__(self, has_speech: Callable[[str], Awaitable[bool]]) -> None:
+    def __init__(
+        self,
+        has_speech: Callable[[str], Awaitable[bool]],
+        new_probe: Callable[[], AsyncProbe | None],
+        *,
+        streamed: bool,
+    ) -> None:
         self._has_speech = has_speech
-        self._reply_speaks = False  # a token of this reply had something to say
-        self._silent_start: list[str] = []  # the reply's tokens so far, none with anything to say
-        self._silent_tail = ""  # the end of that text (HELD_CONTEXT_CHARS)
+        self._new_probe = new_probe  # None while no engine is loaded (the turn finds out)
+        self._streamed = streamed  # TOKEN aggregation
+        self._probe: AsyncProbe | None = None
+        self._reply_speaks = False  # the reply's tokens so far give the engine a chunk
+        self._held: list[Frame] = []  # the reply's token frames, held until they speak
         self._reply_open = False  # an LLM reply started and has not ended
+        self._whole_text = False  # the frame being handled is a whole text (TTSSpeakFrame)
 
     def observe(self, frame: Frame) -> bool:
         """Follow the replies through the frames the service gets; True for an ``EndFrame``
@@ -48,8 +69,10 @@ class TextGate:
             # A lone UTF-16 half (an emoji split between tokens) makes Pipecat's sentence
             # splitter raise before any text reaches the engine: dropped here.
             frame.text = _SURROGATE.sub("", frame.text)
-        if isinstance(frame, (LLMFullResponseStartFrame, LLMFullResponseEndFrame, TTSSpeakFrame)):
-            self.new_text()
+        if isinstance(
+            frame, (LLMFullResponseStartFrame, LLMFullResponseEndFrame, InterruptionFrame)
+        ):
+            self._new_reply()
         if isinstance(frame, LLMFullResponseStartFrame):
             self._reply_open = True
         elif isinstance(frame, (LLMFullResponseEndFrame, InterruptionFrame)):
@@ -58,23 +81,43 @@ class TextGate:
             return True
         return False
 
-    def new_text(self) -> None:
-        """A new reply (or spoken text) begins."""
-        self._reply_speaks, self._silent_start, self._silent_tail = False, [], ""
+    async def admit(self, frame: Frame) -> list[Frame]:
+        """The frames to hand Pipecat now for ``frame`` (TOKEN aggregation holds a reply's
+        token frames until their text speaks; its end brings them if all of it does)."""
+        self._whole_text = isinstance(frame, TTSSpeakFrame)
+        if not self._streamed:
+            return [frame]
+        if isinstance(frame, LLMFullResponseEndFrame):
+            return [*await self._finish_reply(), frame]
+        if not isinstance(frame, LLMTextFrame) or frame.skip_tts or self._reply_speaks:
+            return [frame]
+        if self._probe is None:
+            self._probe = self._new_probe()
+        self._held.append(frame)
+        if self._probe is not None and not await self._probe.push(frame.text):
+            return []
+        return self._release()
 
-    async def sentence(self, text: str, text_type: str) -> str:
-        """SENTENCE aggregation: the text, or "" when it has nothing to say."""
+    async def check(self, text: str, text_type: str) -> str:
+        """The service's text transform: the text, or "" when it has nothing to say (with
+        TOKEN aggregation, a reply's tokens were checked together as they came)."""
+        if self._streamed and not self._whole_text:
+            return text
         return text if await self._has_speech(text) else ""
 
-    async def token(self, text: str, text_type: str) -> str:
-        """TOKEN aggregation: "" while the reply has said nothing yet, then all held text."""
-        if self._reply_speaks:
-            return text
-        if not await self._has_speech(self._silent_tail + text):
-            self._silent_start.append(text)
-            self._silent_tail = (self._silent_tail + text)[-HELD_CONTEXT_CHARS:]
-            return ""
-        held = "".join(self._silent_start)
-        self.new_text()
+    async def _finish_reply(self) -> list[Frame]:
+        probe = self._probe
+        if self._reply_speaks or not self._held:
+            return []
+        if probe is None or await probe.flush():
+            return self._release()
+        self._held = []  # all of it says nothing: no context opens for it
+        return []
+
+    def _release(self) -> list[Frame]:
+        held, self._held, self._probe = self._held, [], None
         self._reply_speaks = True
-        return held + text
+        return held
+
+    def _new_reply(self) -> None:
+        self._reply_speaks, self._held, self._probe = False, [], None

@@ -12,6 +12,10 @@ the units put together is the text.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
+from pipecat.frames.frames import AggregatedTextFrame
+
 UNIT_CHARS = 300
 """Length from which a unit ends at the next clause mark followed by whitespace, where the
 units are also what the engine gets (SENTENCE aggregation: one utterance each)."""
@@ -62,6 +66,23 @@ def split_units(text: str, limit: int = UNIT_CHARS) -> list[str]:
     return units
 
 
+def unit_frames(
+    frame: AggregatedTextFrame, streamed: bool, skipped: Collection[str]
+) -> list[AggregatedTextFrame] | None:
+    """A long aggregated text cut into frames of one unit each, or None when it goes whole
+    (short, transformed, or of a type the service skips)."""
+    text = frame.text
+    limit = STREAMED_UNIT_CHARS if streamed else UNIT_CHARS
+    if len(text) < limit or frame.raw_text not in (None, text) or frame.text_type in skipped:
+        return None
+    units = []
+    for unit in split_units(text, limit):
+        part = AggregatedTextFrame(unit, frame.text_type, raw_text=unit)
+        part.interruptible = frame.interruptible
+        units.append(part)
+    return units
+
+
 __all__ = [
     "CLAUSE_MARKS",
     "STREAMED_UNIT_CHARS",
@@ -69,4 +90,5 @@ __all__ = [
     "boundary_ends_unit",
     "ends_unit",
     "split_units",
+    "unit_frames",
 ]

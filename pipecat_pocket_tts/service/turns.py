@@ -9,24 +9,26 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..engine.model.config import SAMPLE_RATE
 from .admission import admission_reporter
+from .resampler import StreamResampler
 from .speech_stream import SpeechStream, Turn
 
 if TYPE_CHECKING:
-    from ..engine import PocketTTS
-    from ..server.client import RemoteTTS
+    from ..engine.contract import SpeechEngine
     from .context_output import ContextOutput
-    from .resampler import StreamResampler
 
 
 class Turns:
     """The open turns of a service by context id, the main stream and every stream alive."""
 
     def __init__(
-        self, output: ContextOutput, make_resampler: Callable[[], StreamResampler]
+        self, output: ContextOutput, sample_rate: Callable[[], int], resampler_quality: str
     ) -> None:
+        """``sample_rate``: the pipeline's output rate (known once the pipeline started)."""
         self._output = output
-        self._make_resampler = make_resampler
+        self._sample_rate = sample_rate
+        self._quality = resampler_quality
         self._turns: dict[str, Turn] = {}
         self._streams: set[SpeechStream] = set()
         self._main: SpeechStream | None = None
@@ -37,7 +39,7 @@ class Turns:
     async def open(
         self,
         context_id: str,
-        engine: PocketTTS | RemoteTTS,
+        engine: SpeechEngine,
         *,
         private: bool,
         streamed: bool,
@@ -54,7 +56,7 @@ class Turns:
             )
             stream = SpeechStream(
                 session,
-                self._make_resampler(),
+                StreamResampler(SAMPLE_RATE, self._sample_rate(), quality=self._quality),
                 self._output,
                 private=private,
                 seed_version=seed_version,

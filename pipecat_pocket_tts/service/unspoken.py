@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from loguru import logger
 from pipecat.frames.frames import AggregatedTextProgressFrame, Frame, TTSTextFrame
 
 from .pipecat_internals import text_slots
@@ -21,6 +22,15 @@ class UnspokenContexts:
 
     def __init__(self) -> None:
         self._ids: set[str] = set()
+        self._noted: str | None = None  # the turn last said to go unspoken
+
+    def note_unusable(self, service: object, context_id: str, why: Exception | None) -> None:
+        """A service with no model to speak with says so once per turn (Pipecat warns for
+        every piece of text: every LLM token with TOKEN aggregation)."""
+        if context_id != self._noted:
+            self._noted = context_id
+            reason = f" ({why})" if why is not None else ""
+            logger.warning(f"{service}: no model to speak with{reason}; this reply is not spoken")
 
     def __contains__(self, context_id: object) -> bool:
         return context_id in self._ids

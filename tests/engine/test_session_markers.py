@@ -93,17 +93,29 @@ async def test_async_iteration_yields_markers_in_order(tts: PocketTTS) -> None:
     await asyncio.sleep(0)
 
 
-def test_flush_then_mark_places_the_marker_after_all_fed_text(tts: PocketTTS) -> None:
+def test_a_marker_after_held_fed_text_follows_that_texts_audio(tts: PocketTTS) -> None:
+    """The one place the rule lives: a marker placed while the text stream holds fed text
+    waits for the chunk that text becomes, whoever feeds it (the service, the server)."""
     session = tts.session(seed=1)
     for piece in ["Hello", " there.", " How are", " you?"]:
         session.feed(piece)
-    session.mark("before flush")  # "How are you?" is still held by the text stream
-    assert session.holds_fed_text
+    session.mark("after how are you")  # "How are you?" is still held by the text stream
+    session.mark("now", after_fed_text=False)  # after what is queued: "Hello there."
     session.flush()
-    assert not session.holds_fed_text
     session.mark("after flush")
     session.finish()
-    assert layout(list(session)) == [("u", 0), "before flush", ("u", 1), "after flush"]
+    assert layout(list(session)) == [("u", 0), "now", ("u", 1), "after how are you", "after flush"]
+
+
+def test_a_marker_held_for_fed_text_that_says_nothing_is_dropped(tts: PocketTTS) -> None:
+    session = tts.session(seed=1)
+    session.feed("Hello there.")
+    session.feed(" 👍")  # held by the text stream, and it says nothing
+    session.mark("after the emoji")
+    assert session.flush() == []
+    session.mark("after flush")
+    session.finish()
+    assert layout(list(session)) == [("u", 0), "after flush"]
 
 
 def test_a_marker_needs_no_slot_while_another_stream_holds_the_only_one(

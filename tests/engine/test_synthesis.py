@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
+from chunk_loop import AudioDecoder, generate_chunk
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,15 +22,13 @@ from pipecat_pocket_tts.engine.backends.base import (
     StepOutput,
     VoiceKV,
 )
+from pipecat_pocket_tts.engine.frames import GenerationSettings
 from pipecat_pocket_tts.engine.model.config import ModelConfig
-from pipecat_pocket_tts.engine.synthesis import (
+from pipecat_pocket_tts.engine.planner import TextPlanner
+from pipecat_pocket_tts.engine.runtime.generation import (
     FADE_IN_SAMPLES,
     MIN_FRAMES_BEFORE_EOS,
-    AudioDecoder,
-    GenerationSettings,
-    TextPlanner,
     draw_noise,
-    generate_chunk,
 )
 from pipecat_pocket_tts.engine.text.prepare import PreparedChunk
 

@@ -8,8 +8,8 @@ import warnings
 import numpy as np
 import pytest
 
+from pipecat_pocket_tts import wire as p
 from pipecat_pocket_tts.engine.errors import InvalidSettingError
-from pipecat_pocket_tts.server import protocol as p
 from pipecat_pocket_tts.server.encodings import FrameEncoder, check_format, mulaw
 
 

@@ -18,8 +18,8 @@ from polling import poll_until
 from server_process import ServerProcess
 from websockets.asyncio.client import connect
 
+from pipecat_pocket_tts import wire as p
 from pipecat_pocket_tts.engine.audio import write_wav
-from pipecat_pocket_tts.server import protocol as p
 
 
 def wav_fields(data: bytes) -> tuple[int, int, int]:

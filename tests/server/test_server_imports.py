@@ -19,7 +19,7 @@ def test_the_server_imports_neither_the_service_nor_pipecat() -> None:
 
 def test_the_client_and_the_app_load_without_pipecat() -> None:
     code = (
-        "import sys; import pipecat_pocket_tts.server.client, pipecat_pocket_tts.server.app; "
+        "import sys; import pipecat_pocket_tts.client, pipecat_pocket_tts.server.app; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pipecat'))"
     )
     result = subprocess.run(

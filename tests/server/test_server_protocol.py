@@ -21,8 +21,8 @@ from server_process import ServerProcess, free_port
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.typing import Subprotocol
 
-from pipecat_pocket_tts.server import protocol as p
-from pipecat_pocket_tts.server.client import RemoteTTS
+from pipecat_pocket_tts import wire as p
+from pipecat_pocket_tts.client import RemoteTTS
 
 Received = tuple[p.AudioHeader, bytes] | p.ServerMessage
 RECEIVE_TIMEOUT_S = 60.0  # a failure bound only: the tests wait on the server's messages

@@ -30,10 +30,10 @@ from pipecat.tests.utils import run_test
 
 from pipecat_pocket_tts import PocketTTSService
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
-from pipecat_pocket_tts.service.loading import SPEECH_CHECK_CHARS
+from pipecat_pocket_tts.engine.contract import OFF_LOOP_CHARS
 
 START = 60.0
-LONG = SPEECH_CHECK_CHARS + 700
+LONG = OFF_LOOP_CHARS + 700
 #: Nothing the tiny English pack can say: emoji, punctuation, and scripts its tokenizer lacks.
 UNSPEAKABLE = {
     "emoji": "🙂👍🎉",

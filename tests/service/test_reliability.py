@@ -43,6 +43,7 @@ from pipecat.workers.runner import WorkerRunner
 from pipecat_pocket_tts import PocketTTSService
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine import PocketTTS, Session
+from pipecat_pocket_tts.engine.contract import OFF_LOOP_CHARS
 from pipecat_pocket_tts.engine.errors import (
     InvalidSettingError,
     LexiconError,
@@ -50,7 +51,6 @@ from pipecat_pocket_tts.engine.errors import (
 )
 from pipecat_pocket_tts.engine.text.chunking import TextChunk
 from pipecat_pocket_tts.engine.text.prepare import TextStream
-from pipecat_pocket_tts.service.speech_stream import OFF_LOOP_CHARS
 
 START = 30.0
 MODES = [TextAggregationMode.SENTENCE, TextAggregationMode.TOKEN]
@@ -451,17 +451,13 @@ async def test_token_mode_keeps_an_ellipsis_in_its_sentence(
     packs: dict[str, Path], reply: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     generated: list[str] = []  # each prepared chunk the fed text released: one utterance each
+    submit = Session._submit_fed
 
-    def spying(method):
-        def spy(self, *args):
-            chunks = method(self, *args)
-            generated.extend(chunk.text.strip() for chunk in chunks)
-            return chunks
+    def spy(self, chunks, run):
+        generated.extend(chunk.text.strip() for chunk in chunks)
+        return submit(self, chunks, run)
 
-        return spy
-
-    monkeypatch.setattr(TextStream, "push", spying(TextStream.push))
-    monkeypatch.setattr(TextStream, "flush", spying(TextStream.flush))
+    monkeypatch.setattr(Session, "_submit_fed", spy)
     _, up = await run_test(
         service(packs["english"], text_aggregation_mode=TextAggregationMode.TOKEN, warmup=False),
         frames_to_send=llm_turn(reply),

@@ -49,11 +49,11 @@ from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine import PocketTTS, Session, UtteranceOptions
 from pipecat_pocket_tts.engine.audio import write_wav
 from pipecat_pocket_tts.engine.errors import LexiconError, UnknownLanguageError, VoiceFileError
-from pipecat_pocket_tts.engine.synthesis import TextPlanner
+from pipecat_pocket_tts.engine.planner import TextPlanner
 from pipecat_pocket_tts.engine.text.prepare import TextStream
+from pipecat_pocket_tts.engine.tts import WARMUP_FRAMES, WARMUP_TEXT
 from pipecat_pocket_tts.service import context_output as output_module
 from pipecat_pocket_tts.service import loading as loading_module
-from pipecat_pocket_tts.service.service import WARMUP_FRAMES, WARMUP_TEXT
 
 SAMPLE_RATE = 24000
 FRAME_SECONDS = 0.08
@@ -336,7 +336,7 @@ async def test_load_and_warm_up_run_off_the_event_loop_before_the_first_turn(
 ) -> None:
     loop_thread = threading.get_ident()
     events: list[tuple[str, bool]] = []  # (what, ran on the event loop's thread)
-    load, warm = loading_module.load_shared_engine, loading_module.warm_up_engine
+    load, warm = loading_module.load_shared_engine, PocketTTS.warm_up
     enqueue = Session.enqueue
 
     def recording_load(*args, **kwargs):
@@ -352,7 +352,7 @@ async def test_load_and_warm_up_run_off_the_event_loop_before_the_first_turn(
         return enqueue(self, text, options, **kwargs)
 
     monkeypatch.setattr(loading_module, "load_shared_engine", recording_load)
-    monkeypatch.setattr(loading_module, "warm_up_engine", recording_warm)
+    monkeypatch.setattr(PocketTTS, "warm_up", recording_warm)
     monkeypatch.setattr(Session, "enqueue", recording_enqueue)
     await run_test(
         service(packs["english"], warmup=warmup),
@@ -590,16 +590,16 @@ async def test_a_voice_the_engine_cannot_load_is_refused_and_the_previous_one_ke
 async def test_normalize_and_lexicon_settings(
     packs: dict[str, Path], enqueued: list[dict], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    planned: list[str] = []
-    original_plan = TextPlanner.plan
+    planned: list[str] = []  # each text planned once: the gate's check, kept for the enqueue
+    original_plan = TextPlanner._plan
 
-    def plan(self, text, **kwargs):
-        chunks = original_plan(self, text, **kwargs)
+    def plan(self, text, *args):
+        chunks = original_plan(self, text, *args)
         if text != WARMUP_TEXT:
             planned.extend(chunk.text for chunk in chunks)
         return chunks
 
-    monkeypatch.setattr(TextPlanner, "plan", plan)
+    monkeypatch.setattr(TextPlanner, "_plan", plan)
     tts = service(
         packs["english"],
         settings=PocketTTSService.Settings(lexicon={"Pipecat": "pipe cat", "sql": "sequel"}),

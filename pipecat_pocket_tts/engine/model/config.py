@@ -19,6 +19,7 @@ from .languages import config_language
 SAMPLE_RATE = 24_000
 FRAME_RATE = 12.5
 FRAME_SIZE = 1920  # samples per latent frame at 24 kHz
+FRAME_SECONDS = FRAME_SIZE / SAMPLE_RATE  # 0.08: the audio of one frame
 LATENT_DIM = 32
 MAX_TOKENS_PER_CHUNK = 50
 VOICES_REVISION = "a7056f505a4a8ca72d8b5fb1440071d6f1a35739"

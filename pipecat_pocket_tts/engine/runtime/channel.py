@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from ..errors import SessionClosedError
+
 END: Any = object()  # end of the frame stream
 
 Item = TypeVar("Item")
@@ -190,6 +192,18 @@ class ChannelOutput(Generic[Item]):
     @property
     def is_cancelled(self) -> bool:
         return self._cancelled
+
+    def _check_open(self) -> None:
+        """``SessionClosedError`` once the session takes no more text, saying why."""
+        if self._closed:
+            state = "cancelled" if self._cancelled else "finished"
+            if self._failure is not None and not self._cancelled:
+                failure = self._failure
+                state = f"stopped by an error ({type(failure).__name__}: {failure})"
+            raise SessionClosedError(
+                f"this session was {state}: no more text can be enqueued. "
+                "Start a new session with tts.session()."
+            )
 
     def __iter__(self) -> Iterator[Item]:
         while (item := self._frames.get()) is not END:

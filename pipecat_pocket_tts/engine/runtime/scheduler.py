@@ -37,10 +37,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..model.config import FRAME_SECONDS
 from .blas_threads import BLAS_THREADS, usable_cores
 from .channel import FrameChannel
 from .slots import AdmissionWait, StreamSlots
-from .streams import FRAME_SECONDS, ChunkJob, Notice, Stream
+from .streams import ChunkJob, Notice, Stream
 from .tick_costs import StageCosts
 from .ticks import (
     PREFILL_PIECE_TOKENS,
@@ -52,7 +53,7 @@ from .ticks import (
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
-    from ..synthesis import TimedText
+    from ..planner import TimedText
     from ..text.prepare import PreparedChunk
     from ..timing.heads import Heads
     from ..timing.word_timing import SessionWords

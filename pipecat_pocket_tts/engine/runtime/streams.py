@@ -4,9 +4,8 @@ A ``Stream`` is a session's presence on a model's scheduler. It takes ``ChunkJob
 prepared chunk of an utterance each) and notices (payloads that come out in order with the
 frames, such as markers or the end of the session), and hands every result to one output
 callback. The scheduler drives it a frame at a time through the methods below, under the
-scheduler's lock; the numbers they compute are those of ``synthesis.generate_chunk`` and
-``synthesis.AudioDecoder`` (same EOS rule, same noise draws, same fade-in), so a stream's
-audio equals the audio of the same chunks run alone.
+scheduler's lock; the rules of a chunk's frames (EOS, frame limit, noise draws, fade-in) are
+those of ``generation``, so a stream's audio equals the audio of the same chunks run alone.
 
     jobs ─▶ ChunkRun: prefill pieces → step/sample per frame ─▶ pending decodes ─▶ output
 """
@@ -21,29 +20,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..audio import fade_in
-from ..synthesis import (
-    FADE_IN_SAMPLES,
-    MIN_FRAMES_BEFORE_EOS,
-    AudioFrame,
-    GenerationSettings,
-    LatentFrame,
-    attention_probe,
-    draw_noise,
-    frame_limit,
-)
+from ..frames import AudioFrame, GenerationSettings, LatentFrame
+from ..model.config import FRAME_SECONDS
 from ..timing.word_timing import WordTimes
+from .generation import ChunkEnd, FadeIn, attention_probe, draw_noise, frame_limit
 
 if TYPE_CHECKING:
     from ..backends.base import AttentionProbe, Backend, FlowState, MimiState, StepOutput
-    from ..synthesis import ChunkTiming, TimedText
+    from ..planner import ChunkTiming, TimedText
     from ..text.prepare import PreparedChunk
     from ..timing.heads import Heads
     from ..timing.word_timing import FrameWords, SessionWords
     from ..utterance import UtteranceRun
-
-FRAME_SECONDS = 0.08
-"""Audio duration of one frame (1920 samples at 24 kHz)."""
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
@@ -103,9 +91,7 @@ class ChunkRun:
         self._text_start = job.voice_state.position
         self._backend = backend
         self.probe: AttentionProbe | None = None  # set once prefilled (word timestamps on)
-        self._after_eos = max(1, job.chunk.frames_after_eos)
-        self._limit = self._stop_at = 0
-        self._eos_step: int | None = None
+        self._end = self._chunk_end(0)  # its limit is known once the text is prefilled
         self.frame_index = 0
         self.previous: np.ndarray | None = None  # None: the next step is BOS
         self.finished = False
@@ -136,7 +122,7 @@ class ChunkRun:
         """``tokens`` more embeddings are in the cache; after the last, frames may start."""
         self._prefilled += tokens
         if self.prefill_left == 0:
-            self._limit = self._stop_at = self.frame_limit()
+            self._end = self._chunk_end(self.frame_limit())
             self.probe = self.final_probe()
 
     def frame_limit(self) -> int:
@@ -146,6 +132,9 @@ class ChunkRun:
         room = voice.capacity - voice.position - self.embeddings.shape[0]
         return frame_limit(self.job.chunk, self.job.settings, room)
 
+    def _chunk_end(self, limit: int) -> ChunkEnd:
+        return ChunkEnd(limit, self.job.settings.eos_threshold, self.job.chunk.frames_after_eos)
+
     def final_probe(self) -> AttentionProbe | None:
         """The attention probe of this chunk's frames (its whole text: known before the
         prefill ends, so a first-frame task can step with it)."""
@@ -153,18 +142,14 @@ class ChunkRun:
         return attention_probe(self._backend, self._heads, self._text_start, text_end)
 
     def accept_step(self, out: StepOutput) -> None:
-        """Apply the EOS rule of ``generate_chunk`` to this frame's step output."""
-        index = self.frame_index
-        threshold = self.job.settings.eos_threshold
-        if self._eos_step is None and index >= MIN_FRAMES_BEFORE_EOS and out.eos_logit > threshold:
-            self._eos_step = index
-            self._stop_at = min(self._limit, index + self._after_eos)
+        """Apply the EOS rule (``ChunkEnd``) to this frame's step output."""
+        self._end.step(self.frame_index, out.eos_logit)
 
     def accept_latent(self, latent: np.ndarray, attention: np.ndarray | None) -> _PendingDecode:
         """This frame's sampled latent [latent_dim] (and its step's probed attention) → its
         decode job; moves to the next frame."""
         index = self.frame_index
-        last = index + 1 >= self._stop_at
+        last = self._end.is_last(index)
         words = None
         if self._timing is not None:
             frame = LatentFrame(latent, index, last, attention)
@@ -199,7 +184,7 @@ class Stream:
         self._latent_dim = backend.config.flow_lm.latent_dim
         self.rng = np.random.default_rng(seed)
         self.mimi: MimiState = backend.new_mimi_state()
-        self._mimi_started = False
+        self._fade = FadeIn()  # the start of the Mimi state's audio
         self.jobs: deque[ChunkJob | Notice] = deque()
         self.run: ChunkRun | None = None
         self.decodes: deque[_PendingDecode | Notice] = deque()
@@ -275,10 +260,7 @@ class Stream:
         """The next frame's samples [frame_size] are decoded → its AudioFrame."""
         pending = self.decodes.popleft()
         assert isinstance(pending, _PendingDecode)
-        samples = np.asarray(samples, dtype=np.float32)
-        if not self._mimi_started:
-            self._mimi_started = True
-            samples = fade_in(samples, FADE_IN_SAMPLES)
+        samples = self._fade(samples)
         if self._clock_start is None:
             self._clock_start = now
         self._frames_emitted += 1

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..synthesis import MIN_FRAMES_BEFORE_EOS
+from .generation import ChunkEnd
 from .tick_costs import StageCosts, decode_shares, thread_loads
 
 if TYPE_CHECKING:
@@ -272,7 +272,7 @@ class TickPlan:
         piece, probe, mimi = run.prefill_piece(tokens), run.final_probe(), stream.mimi
         # The second frame only when the chunk surely has one (no EOS can end it sooner):
         # the noise is drawn as the stream alone draws it, in order.
-        frames = 2 if second and run.frame_limit() >= 2 and MIN_FRAMES_BEFORE_EOS >= 1 else 1
+        frames = min(2 if second else 1, ChunkEnd.certain_frames(run.frame_limit()))
         noises = [stream.noise() for _ in range(frames)]
         key = f"first-{stream.name}"
         backend = self._backend

@@ -161,7 +161,7 @@ def load_source(
         samples, rate = source, sample_rate
         label = "samples"
     rate = _check_rate(rate)
-    return to_mono(_as_float(samples)), rate, label
+    return audio_ops.to_mono(_as_float(samples)), rate, label
 
 
 def is_audio_path(value: object) -> bool:
@@ -259,21 +259,6 @@ def _as_float(samples: Any) -> np.ndarray:
     raise CloneAudioError(
         f"audio samples of dtype {array.dtype} are not supported: use float (in [-1, 1]) or "
         "int16/int32 PCM"
-    )
-
-
-def to_mono(samples: np.ndarray) -> np.ndarray:
-    """[n], [n, channels] or [channels, n] → [n] float32, the mean of the channels.
-
-    In 2-D input the shorter axis is the channel axis (clips are ≥ 1 s, so never ambiguous).
-    """
-    if samples.ndim == 1:
-        return samples
-    if samples.ndim == 2:
-        channel_axis = 1 if samples.shape[1] <= samples.shape[0] else 0
-        return samples.mean(axis=channel_axis, dtype=np.float32)
-    raise CloneAudioError(
-        f"audio samples must be [n], [n, channels] or [channels, n], got shape {samples.shape}"
     )
 
 

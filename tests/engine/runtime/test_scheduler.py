@@ -16,11 +16,12 @@ from reference_fixtures import snr_db
 
 from pipecat_pocket_tts.engine import PocketTTS
 from pipecat_pocket_tts.engine.errors import ContextOverflowError
+from pipecat_pocket_tts.engine.frames import GenerationSettings
+from pipecat_pocket_tts.engine.planner import TextPlanner
 from pipecat_pocket_tts.engine.runtime.scheduler import AdmissionWait, ChunkJob, Notice, Scheduler
 from pipecat_pocket_tts.engine.runtime.slots import AUTO_LOAD, FREE_LOAD
 from pipecat_pocket_tts.engine.runtime.streams import ChunkRun
 from pipecat_pocket_tts.engine.runtime.tick_costs import StageCosts
-from pipecat_pocket_tts.engine.synthesis import GenerationSettings, TextPlanner
 from pipecat_pocket_tts.engine.utterance import UtteranceRun
 
 MIN_SNR_DB = 60.0
@@ -638,7 +639,7 @@ def test_a_starting_streams_first_frame_comes_out_before_the_rest_of_its_tick(
 def test_first_frame_tasks_draw_the_noise_of_the_stream_alone(engine_tts, max_frames):
     # Chunks of 1, 2 and 3 frames at temperature > 0: a first-frame task steps a second frame
     # only when its chunk has one, so the generator draws what the stream alone draws.
-    from pipecat_pocket_tts.engine.synthesis import AudioDecoder, generate_chunk
+    from chunk_loop import AudioDecoder, generate_chunk
 
     jobs = [
         replace(job, run=replace(job.run, settings=replace(job.settings, max_frames=max_frames)))

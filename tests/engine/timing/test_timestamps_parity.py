@@ -15,16 +15,13 @@ from functools import cache
 
 import numpy as np
 import pytest
+from chunk_loop import AudioDecoder, generate_chunk
 from reference_fixtures import FIXTURES_DIR, load_family
 
 from pipecat_pocket_tts.engine.backends.base import VoiceKV
 from pipecat_pocket_tts.engine.backends.numpy import NumpyBackend
-from pipecat_pocket_tts.engine.synthesis import (
-    AudioDecoder,
-    GenerationSettings,
-    TextPlanner,
-    generate_chunk,
-)
+from pipecat_pocket_tts.engine.frames import GenerationSettings
+from pipecat_pocket_tts.engine.planner import TextPlanner
 from pipecat_pocket_tts.engine.text.tokenizer import Tokenizer
 from pipecat_pocket_tts.engine.timing.heads import (
     UnitStart,

@@ -104,10 +104,6 @@ def silu(x: np.ndarray) -> np.ndarray:
     return x / (1.0 + np.exp(-x))
 
 
-def elu(x: np.ndarray, alpha: float = 1.0) -> np.ndarray:
-    return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0)))
-
-
 def rope_tables(
     positions: np.ndarray, head_dim: int, max_period: float
 ) -> tuple[np.ndarray, np.ndarray]:

@@ -1,11 +1,11 @@
 """The client of the TTS server: ``RemoteTTS``, used as a local ``PocketTTS`` is, and its
-sessions (``RemoteSession``, in ``remote_session``), used as its ``Session`` is.
+sessions (``RemoteSession``, in ``session``), used as its ``Session`` is.
 
 ``PocketTTSService(server_url=...)`` speaks through these with the very code it runs on an
 in-process engine: ``session()``, ``enqueue`` / ``feed`` / ``flush`` / ``mark`` / ``acancel``,
 and async iteration of ``AudioFrame`` (with its words) and ``Marker``. No Pipecat here.
 
-The websocket is a ``ServerLink`` (``client_link``): a thread of its own that reconnects with
+The websocket is a ``ServerLink`` (``link``): a thread of its own that reconnects with
 backoff whenever the connection is lost. ``RemoteTTS`` routes what it receives to its sessions.
 Losing the connection ends every open session with ``ServerUnavailableError``; opening a session
 while the server is unreachable raises it.
@@ -21,17 +21,20 @@ from typing import Any
 
 import numpy as np
 
+from .. import wire as p
 from ..engine import (
     SAMPLE_RATE,
     AdmissionWait,
     ServerUnavailableError,
     UtteranceOptions,
 )
-from . import protocol as p
-from .client_link import BACKOFF_S, CONNECT_TIMEOUT_S, ServerLink
-from .remote_session import REPLY_TIMEOUT_S, RemoteSession, error_of, voice_name
+from ..engine.contract import EngineCapabilities, SpeechProbe
+from .link import BACKOFF_S, CONNECT_TIMEOUT_S, ServerLink
+from .session import REPLY_TIMEOUT_S, RemoteSession, error_of, voice_name
 
 logger = logging.getLogger(__name__)
+
+_REMOTE = EngineCapabilities(in_process=False, voice_files=False, answers_locally=False)
 
 
 class RemoteTTS:
@@ -48,7 +51,7 @@ class RemoteTTS:
             raise ValueError(f"server_url must start with ws:// or wss://, got {url!r}")
         self.url = url if url.rstrip("/").endswith(p.PATH) else url.rstrip("/") + p.PATH
         self._sessions: dict[str, RemoteSession] = {}
-        self._voice_checks: dict[int, concurrent.futures.Future[p.VoiceChecked]] = {}
+        self._answers: dict[int, concurrent.futures.Future[Any]] = {}  # checks by id
         self._ids = itertools.count()
         self._link = ServerLink(
             self.url,
@@ -127,6 +130,11 @@ class RemoteTTS:
             raise
         return session
 
+    @property
+    def capabilities(self) -> EngineCapabilities:
+        """On a server: its own load options; voices by name; every check asks it."""
+        return _REMOTE
+
     def has_speech(
         self,
         text: str,
@@ -135,30 +143,71 @@ class RemoteTTS:
         normalize: bool = True,
         lexicon: Mapping[str, str] | None = None,
     ) -> bool:
-        """Whether ``text`` has a letter or a digit of any script (``PocketTTS.has_speech``
-        asks the pack's tokenizer, which is the server's: a text it cannot say comes back as
-        an utterance with no audio)."""
-        return any(c.isalnum() for c in text)
+        """Whether ``text`` says anything on the server's pack: the server plans it as its
+        sessions will (and keeps the plan for the ``text`` that follows). Blocks for the
+        answer: call it off an event loop."""
+        return self.check_text(text, True, language, normalize, lexicon)
+
+    def speech_probe(
+        self,
+        language: str | None = None,
+        *,
+        normalize: bool = True,
+        lexicon: Mapping[str, str] | None = None,
+    ) -> SpeechProbe:
+        """A ``SpeechProbe`` answered by the server's text stream (each push asks it)."""
+        return _ServerProbe(self, language, normalize, lexicon)
+
+    def warm_up(self, voice: Any = None) -> None:
+        """Nothing to warm here: the server warmed its model at its start."""
 
     def voice_state(self, voice: Any = None) -> None:
         """Check that the server speaks with ``voice`` (None: its default); raises why not."""
         self.check_voice(voice)
 
     def check_voice(self, voice: Any = None) -> None:
-        name = voice_name(voice)
+        result = self._ask(lambda ask_id: p.CheckVoice(ask_id, voice_name(voice)))
+        if result.error_code is not None:
+            raise error_of(p.Error(None, result.error_code, result.message or ""))
+
+    def check_text(
+        self,
+        text: str,
+        complete: bool,
+        language: str | None,
+        normalize: bool,
+        lexicon: Mapping[str, str] | None,
+        probe: int | None = None,
+    ) -> bool:
+        """The server's answer to ``check_text``: its ``has_speech`` of ``text``, or with a
+        ``probe`` number the next fragment of that probe's streamed text (``complete``: its
+        end). Blocks: call it off an event loop."""
+        words = None if lexicon is None else dict(lexicon)
+        result = self._ask(
+            lambda ask_id: p.CheckText(
+                ask_id, text, complete, normalize, words, language, probe=probe
+            )
+        )
+        if result.error_code is not None:
+            raise error_of(p.Error(None, result.error_code, result.message or ""))
+        return result.speech
+
+    def new_probe_id(self) -> int:
+        return next(self._ids)
+
+    def _ask(self, question: Callable[[int], p.ClientMessage]) -> Any:
+        """Send the question made for a new id; the server's answer to it."""
         self.connect()
-        check_id = next(self._ids)
-        answer: concurrent.futures.Future[p.VoiceChecked] = concurrent.futures.Future()
-        self._voice_checks[check_id] = answer
-        self.send(p.CheckVoice(check_id, name))
+        ask_id = next(self._ids)
+        answer: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._answers[ask_id] = answer
+        self.send(question(ask_id))
         try:
-            result = answer.result(REPLY_TIMEOUT_S)
+            return answer.result(REPLY_TIMEOUT_S)
         except concurrent.futures.TimeoutError:
             raise ServerUnavailableError(f"the TTS server at {self.url} did not answer") from None
         finally:
-            self._voice_checks.pop(check_id, None)
-        if result.error_code is not None:
-            raise error_of(p.Error(None, result.error_code, result.message or ""))
+            self._answers.pop(ask_id, None)
 
     def close(self) -> None:
         """Close the connection and stop its thread."""
@@ -181,8 +230,8 @@ class RemoteTTS:
                 session.audio(header, np.frombuffer(samples, dtype="<f4"))
             return
         message = p.decode_server(data)
-        if isinstance(message, p.VoiceChecked):
-            answer = self._voice_checks.get(message.id)
+        if isinstance(message, (p.VoiceChecked, p.TextChecked)):
+            answer = self._answers.get(message.id)
             if answer is not None and not answer.done():
                 answer.set_result(message)
             return
@@ -202,9 +251,38 @@ class RemoteTTS:
         for session in list(self._sessions.values()):
             session.fail(error)
         self._sessions.clear()
-        for answer in self._voice_checks.values():
+        for answer in self._answers.values():
             if not answer.done():
                 answer.set_exception(error)
+
+
+class _ServerProbe:
+    """``SpeechProbe`` kept on the server: each fragment is sent once, until it says speech."""
+
+    def __init__(
+        self,
+        remote: RemoteTTS,
+        language: str | None,
+        normalize: bool,
+        lexicon: Mapping[str, str] | None,
+    ) -> None:
+        self._remote = remote
+        self._language, self._normalize, self._lexicon = language, normalize, lexicon
+        self._id = remote.new_probe_id()
+        self._speaks = False
+
+    def push(self, text: str) -> bool:
+        return self._ask(text, complete=False)
+
+    def flush(self) -> bool:
+        return self._ask("", complete=True)
+
+    def _ask(self, text: str, *, complete: bool) -> bool:
+        if not self._speaks:
+            self._speaks = self._remote.check_text(
+                text, complete, self._language, self._normalize, self._lexicon, probe=self._id
+            )
+        return self._speaks
 
 
 __all__ = ["BACKOFF_S", "CONNECT_TIMEOUT_S", "RemoteSession", "RemoteTTS"]

@@ -13,12 +13,17 @@ client → server::
     text    context, utterance, text, complete (True: one whole utterance, as Session.enqueue;
             False: streamed, as Session.feed), per-utterance overrides
     flush   context, utterance: the streamed text is complete (Session.flush)
-    mark    context, id: a marker after the audio of the text sent before it (Session.mark;
-            while fed text is held unfinished, after the chunk it becomes, or dropped if a
-            flush queues none)
+    mark    context, id: a marker after the audio of the text sent before it (Session.mark:
+            while fed text is held unfinished, after the chunk it becomes, or dropped if it
+            becomes none)
     end     context: no more text; ``done`` follows the last audio
     cancel  context: stop now; ``cancelled`` acknowledges, nothing of it follows
     voice   id, voice: can the server's pack speak with this voice? (``voice_checked``)
+    check_text  id, text, complete, normalize, lexicon, text_language, probe: does the text
+            say anything on the server's pack? (``text_checked``: the engine's has_speech; with
+            a ``probe`` number, the next fragment of a streamed text, pushed to that probe
+            (its first message opens it, ``complete`` flushes and closes it): has the text so
+            far released a chunk?)
 
 server → client::
 
@@ -31,6 +36,7 @@ server → client::
     cancelled      context
     error          context (or None: the connection), code, message
     voice_checked  id, error_code, message (None: usable)
+    text_checked   id, speech, error_code, message
 
 ``utterance`` numbers are the client's: every ``text`` and ``flush`` names the utterance its
 audio belongs to, and every engine utterance it queues is reported under it.
@@ -46,6 +52,7 @@ the URL's query string is never read (URLs land in logs).
 from __future__ import annotations
 
 import json
+import logging
 import struct
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, ClassVar
@@ -143,6 +150,7 @@ class Mark:
     type: ClassVar[str] = "mark"
     context: str
     id: int
+    after_fed_text: bool = True  # False: after what is queued now (Session.mark)
 
 
 @dataclass(frozen=True)
@@ -162,6 +170,21 @@ class CheckVoice:
     type: ClassVar[str] = "voice"
     id: int
     voice: str | None
+
+
+@dataclass(frozen=True)
+class CheckText:
+    """Does ``text`` say anything on the server's pack (``SpeechEngine.has_speech``; with
+    ``complete`` False, ``speech_probe``: has the text so far released a chunk)?"""
+
+    type: ClassVar[str] = "check_text"
+    id: int
+    text: str
+    complete: bool = True
+    normalize: bool = True
+    lexicon: dict[str, str] | None = None
+    text_language: str | None = None
+    probe: int | None = None  # a streamed text's probe (its fragments, one message each)
 
 
 # -- server → client ----------------------------------------------------------------------
@@ -233,7 +256,16 @@ class VoiceChecked:
     message: str | None = None
 
 
-ClientMessage = Start | Text | Flush | Mark | End | Cancel | CheckVoice
+@dataclass(frozen=True)
+class TextChecked:
+    type: ClassVar[str] = "text_checked"
+    id: int
+    speech: bool = False
+    error_code: str | None = None
+    message: str | None = None
+
+
+ClientMessage = Start | Text | Flush | Mark | End | Cancel | CheckVoice | CheckText
 ServerMessage = (
     Ready
     | Started
@@ -244,10 +276,11 @@ ServerMessage = (
     | Cancelled
     | Error
     | VoiceChecked
+    | TextChecked
 )
 
 CLIENT_MESSAGES: dict[str, type] = {
-    cls.type: cls for cls in (Start, Text, Flush, Mark, End, Cancel, CheckVoice)
+    cls.type: cls for cls in (Start, Text, Flush, Mark, End, Cancel, CheckVoice, CheckText)
 }
 SERVER_MESSAGES: dict[str, type] = {
     cls.type: cls
@@ -261,6 +294,7 @@ SERVER_MESSAGES: dict[str, type] = {
         Cancelled,
         Error,
         VoiceChecked,
+        TextChecked,
     )
 }
 
@@ -396,16 +430,50 @@ def unpack_audio(data: bytes) -> tuple[AudioHeader, bytes]:
     return header, data[4 + length :]
 
 
+# -- the handshake's secrets -------------------------------------------------------
+SECRET_HEADERS = frozenset({"authorization", "sec-websocket-protocol", "cookie"})
+"""Handshake headers that may carry the key: their values never reach a log."""
+# The loggers the websockets library writes handshake headers to at DEBUG: uvicorn's (the
+# server's handshakes) and the library's own client logger (RemoteTTS's).
+_HANDSHAKE_LOGGERS = ("uvicorn.error", "websockets.server", "websockets.client")
+
+
+class HiddenHeaders(logging.Filter):
+    """Masks the values of ``SECRET_HEADERS`` in the websocket library's handshake debug lines
+    (``< authorization: Bearer KEY``), on the server's and on the client's side."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if (
+            isinstance(args, tuple)
+            and len(args) == 2
+            and record.msg in ("< %s: %s", "> %s: %s")
+            and str(args[0]).lower() in SECRET_HEADERS
+        ):
+            record.args = (args[0], "<hidden>")
+        return True
+
+
+def hide_secret_headers() -> None:
+    """Install ``HiddenHeaders`` on the loggers that see handshake headers (once)."""
+    for name in _HANDSHAKE_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, HiddenHeaders) for f in logger.filters):
+            logger.addFilter(HiddenHeaders())
+
+
 __all__ = [
     "ENCODINGS",
     "KEY_SUBPROTOCOL_PREFIX",
     "MULAW_RATE",
     "PATH",
+    "SECRET_HEADERS",
     "SUBPROTOCOL",
     "Admitted",
     "AudioHeader",
     "Cancel",
     "Cancelled",
+    "CheckText",
     "CheckVoice",
     "ClientMessage",
     "CloseCode",
@@ -414,6 +482,7 @@ __all__ = [
     "Error",
     "ErrorCode",
     "Flush",
+    "HiddenHeaders",
     "Mark",
     "MarkerReached",
     "ProtocolError",
@@ -422,12 +491,14 @@ __all__ = [
     "Start",
     "Started",
     "Text",
+    "TextChecked",
     "UtteranceEnd",
     "VoiceChecked",
     "WordTime",
     "decode_client",
     "decode_server",
     "encode",
+    "hide_secret_headers",
     "pack_audio",
     "unpack_audio",
 ]

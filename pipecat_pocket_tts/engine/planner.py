@@ -1,35 +1,29 @@
-"""One chunk of speech: text prefill, then step → sample → decode until EOS.
+"""An utterance's text → the prepared chunks the runtime speaks, with their word timing.
 
-The pieces every synthesis path shares (``synthesize``, ``stream`` and sessions all go through
-them, so the same seed, text and voice give the same audio everywhere):
+- ``TextPlanner``: normalize, filter, chunk, prepare, tokenize (≤ 50 tokens a chunk), whole
+  (``plan``) or as fragments arrive (``stream``);
+- ``TimedText``: the caller's words of one text, mapped onto its chunks' units (word
+  timestamps); ``ChunkTiming``: one chunk's share, which builds each frame's ``FrameWords``;
+- ``PreparedUtterance`` (``TextPlanner.prepare``: a whole text in one call) and ``FedText``
+  (``TextPlanner.fed_text``: fragments): what a session submits to the runtime, the chunks
+  with their ``TimedText``.
 
-- ``TextPlanner``: an utterance's text → prepared, tokenized chunks of ≤ 50 tokens;
-- ``generate_chunk``: one chunk's latents (FlowLM prefill, BOS, autoregressive steps, EOS rule);
-- ``AudioDecoder``: latents → 24 kHz samples through one continuous Mimi streaming state, with
-  a 5 ms fade-in at the very start of its audio.
-
-None of them knows which backend runs: they only call the stages of ``backends.base.Backend``.
+Every synthesis path (``synthesize``, ``stream``, sessions) plans its text here.
 """
 
 from __future__ import annotations
 
 import copy
-import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from .audio import fade_in
-from .backends.base import AttentionProbe
 from .checks import check_lexicon
 from .errors import UnknownLanguageError
-from .model.config import FRAME_SIZE, SAMPLE_RATE
 from .text.normalize import language_code, normalize_text
+from .text.plan_cache import PlanCache, plan_key
 from .text.prepare import PreparedChunk, TextPreparer, TextStream
-from .timing.heads import Heads
-from .timing.word_timing import FrameWords, Word, WordLedger, WordStart
+from .timing.word_timing import FrameWords, WordLedger
 from .timing.words import (
     CallerWord,
     CallerWordStream,
@@ -41,153 +35,9 @@ from .timing.words import (
 )
 
 if TYPE_CHECKING:
-    from .backends.base import Backend, FlowState, MimiState
+    from .frames import LatentFrame
     from .model.config import ModelConfig
     from .text.tokenizer import Tokenizer
-
-MIN_FRAMES_BEFORE_EOS = 6
-"""EOS logits of the first frames are ignored (upstream does the same)."""
-
-FADE_IN_SAMPLES = SAMPLE_RATE // 200
-"""5 ms linear fade-in at the start of a session's audio (hides the fresh decoder's step)."""
-
-
-@dataclass(frozen=True, eq=False)
-class AudioFrame:
-    """80 ms of 24 kHz mono audio and where it sits in the output."""
-
-    samples: np.ndarray  # [1920] float32
-    frame_index: int  # 0-based within its chunk
-    chunk_index: int  # 0-based within its utterance
-    utterance_index: int  # which enqueue call (0 for synthesize/stream)
-    is_last_in_utterance: bool
-    #: With timestamps on: the caller's words that start in this frame (Pipecat needs these),
-    words: tuple[WordStart, ...] = ()
-    #: and the words whose end this frame makes known, with start and end (subtitles).
-    completed_words: tuple[Word, ...] = ()
-
-
-@dataclass(frozen=True)
-class GenerationSettings:
-    """Sampling parameters of one utterance."""
-
-    temperature: float
-    eos_threshold: float
-    max_frames: int | None = None  # the user's bound on frames per chunk
-
-
-@dataclass(frozen=True, eq=False)
-class LatentFrame:
-    """One sampled latent of a chunk."""
-
-    latent: np.ndarray  # [latent_dim] float32, normalized space
-    frame_index: int
-    is_last: bool  # last frame of its chunk
-    attention: np.ndarray | None = None  # [heads, chunk tokens] logits when heads were probed
-
-
-def draw_noise(rng: np.random.Generator, temperature: float, dim: int) -> np.ndarray:
-    """Sampler noise [dim] float32: standard normal · √temperature (a draw even at 0)."""
-    scale = math.sqrt(max(temperature, 0.0))
-    return (rng.standard_normal(dim) * scale).astype(np.float32)
-
-
-def frame_limit(plan: PreparedChunk, settings: GenerationSettings, room: int) -> int:
-    """Frames this chunk may produce: the plan's limit, the user's bound and KV room."""
-    limit = plan.max_frames
-    if settings.max_frames is not None:
-        limit = min(limit, settings.max_frames)
-    return max(1, min(limit, room))
-
-
-def attention_probe(
-    backend: Backend, heads: Heads | None, text_start: int, text_end: int
-) -> AttentionProbe | None:
-    """The probe of a chunk's text positions [text_start, text_end) for ``heads``; None without
-    heads or on a backend that cannot probe (its word times are then estimated)."""
-    if heads and backend.capabilities.attention_probe:
-        return AttentionProbe(tuple(heads), text_start, text_end)
-    return None
-
-
-def generate_chunk(
-    backend: Backend,
-    voice_state: FlowState,
-    plan: PreparedChunk,
-    settings: GenerationSettings,
-    rng: np.random.Generator,
-    cancelled: Callable[[], bool],
-    heads: Heads | None = None,
-) -> Iterator[LatentFrame]:
-    """The latents of one chunk, one per frame, until EOS + frames_after_eos or the limit.
-
-    ``voice_state`` is copied, never changed. The first step is BOS (``step(state, None)``);
-    an EOS logit above the threshold counts from frame ``MIN_FRAMES_BEFORE_EOS`` on; after EOS
-    at step e the chunk ends before step e + frames_after_eos (upstream's rule). ``cancelled``
-    is checked before every step and between the step and the sampler. ``heads`` (on a backend
-    whose ``capabilities.attention_probe``): each frame carries those heads' attention logits over
-    the chunk's text tokens.
-    """
-    if cancelled():
-        return
-    state = voice_state.copy()
-    text_start = state.position
-    backend.prefill(state, backend.embed_text(plan.token_ids))
-    probe = attention_probe(backend, heads, text_start, state.position)
-    limit = frame_limit(plan, settings, state.capacity - state.position)
-    after_eos = max(1, plan.frames_after_eos)
-    latent_dim = backend.config.flow_lm.latent_dim
-    stop_at = limit
-    eos_step: int | None = None
-    previous: np.ndarray | None = None
-    for index in range(limit):
-        if cancelled():
-            return
-        out = (
-            backend.step(state, previous)
-            if probe is None
-            else backend.step(state, previous, probe=probe)
-        )  # type: ignore[call-arg]
-        if (
-            eos_step is None
-            and index >= MIN_FRAMES_BEFORE_EOS
-            and out.eos_logit > settings.eos_threshold
-        ):
-            eos_step = index
-            stop_at = min(limit, index + after_eos)
-        if cancelled():
-            return
-        latent = backend.sample(out.hidden, draw_noise(rng, settings.temperature, latent_dim))
-        yield LatentFrame(
-            latent=latent,
-            frame_index=index,
-            is_last=index + 1 >= stop_at,
-            attention=out.attention,
-        )
-        if index + 1 >= stop_at:
-            return
-        previous = latent
-
-
-class AudioDecoder:
-    """Mimi decoding with one streaming state for all the audio of a session.
-
-    The state is never reset between chunks or utterances (no seam); the first
-    ``FADE_IN_SAMPLES`` samples it ever produces get a linear fade-in.
-    """
-
-    def __init__(self, backend: Backend) -> None:
-        self._backend = backend
-        self._state: MimiState = backend.new_mimi_state()
-        self._started = False
-
-    def decode(self, latent: np.ndarray) -> np.ndarray:
-        """Latent [latent_dim] → samples [1920] float32."""
-        samples = np.asarray(self._backend.decode(self._state, latent), dtype=np.float32)
-        if not self._started:
-            self._started = True
-            samples = fade_in(samples, FADE_IN_SAMPLES)
-        return samples
 
 
 class TimedText:
@@ -254,6 +104,59 @@ class ChunkTiming:
         )
 
 
+class StreamProbe:
+    """``SpeechProbe`` of a text stream: speech once the stream releases a chunk."""
+
+    def __init__(self, stream: TextStream) -> None:
+        self._stream = stream
+        self._speaks = False
+
+    def push(self, text: str) -> bool:
+        self._speaks = self._speaks or bool(self._stream.push(text))
+        return self._speaks
+
+    def flush(self) -> bool:
+        self._speaks = self._speaks or bool(self._stream.flush())
+        return self._speaks
+
+
+@dataclass(frozen=True, eq=False)
+class PreparedUtterance:
+    """A whole text ready for the runtime: its chunks and, word timestamps on, its caller
+    words mapped onto them."""
+
+    chunks: list[PreparedChunk]  # [] when nothing is left to say
+    timed: TimedText | None = None
+
+
+class FedText:
+    """Text arriving in fragments (``Session.feed``) → prepared chunks, as ``plan`` would cut
+    the whole, with its caller words (``timed``, word timestamps on) kept in step."""
+
+    def __init__(self, stream: TextStream, timed: TimedText | None) -> None:
+        self._stream = stream
+        self.timed = timed
+
+    @property
+    def pending_text(self) -> str:
+        """The text given but not released in a chunk yet."""
+        return self._stream.pending_text
+
+    def push(self, text: str) -> list[PreparedChunk]:
+        """More text → the chunks it makes certain."""
+        chunks = self._stream.push(text)
+        if self.timed is not None:
+            self.timed.add(text, chunks, final=False)
+        return chunks
+
+    def flush(self) -> list[PreparedChunk]:
+        """The text is complete → the chunks still held."""
+        chunks = self._stream.flush()
+        if self.timed is not None:
+            self.timed.add("", chunks, final=True)
+        return chunks
+
+
 class TextPlanner:
     """An utterance's text → prepared chunks: normalize, filter, chunk, prepare, tokenize."""
 
@@ -265,6 +168,7 @@ class TextPlanner:
         #: What the normalizer reads the text as: the pack's language unless a variant of it
         #: is asked for ("pt-BR" on the portuguese pack).
         self.text_language = language_code(text_language or config.name)
+        self._plans = PlanCache()  # shared by the copies of other text languages
 
     def with_text_language(self, text_language: str | None) -> TextPlanner:
         """This planner, normalizing as ``text_language`` (shares the tokenizer and preparer)."""
@@ -297,20 +201,53 @@ class TextPlanner:
         ``continues_sentence``: ``text`` goes on with a sentence begun by earlier text (a
         piece of a ``stream`` chunk marked mid-sentence): its first chunk is prepared so.
         """
+        key = plan_key(self.text_language, text, normalize, lexicon, continues_sentence)
+        return self._plans.get(
+            key, lambda: self._plan(text, normalize, lexicon, continues_sentence)
+        )
+
+    def _plan(
+        self,
+        text: str,
+        normalize: bool,
+        lexicon: Mapping[str, str] | None,
+        continues_sentence: bool,
+    ) -> list[PreparedChunk]:
         if normalize:
             text = normalize_text(text, self.text_language, lexicon=lexicon)
         return self.preparer.split(text, continues_sentence=continues_sentence)
 
+    def prepare(
+        self,
+        text: str,
+        *,
+        normalize: bool = True,
+        lexicon: Mapping[str, str] | None = None,
+        timestamps: bool = False,
+    ) -> PreparedUtterance:
+        """``text`` → what a session submits as one utterance: ``plan``'s chunks and, with
+        ``timestamps``, its ``TimedText``."""
+        chunks = self.plan(text, normalize=normalize, lexicon=lexicon)
+        if not (chunks and timestamps):
+            return PreparedUtterance(chunks)
+        timed = self.timed_text(normalize, lexicon)
+        timed.add(text, chunks, final=True)
+        return PreparedUtterance(chunks, timed)
+
     def has_speech(
         self, text: str, *, normalize: bool = True, lexicon: Mapping[str, str] | None = None
     ) -> bool:
-        """Whether ``text`` gives the model anything to say once normalized and filtered
-        (False for "👍", "***" or a script the tokenizer cannot read). A Latin letter or digit
-        always does, so such text is not planned; other text is, in time that grows with its
-        length (plan long text off an event loop)."""
-        if any(c.isascii() and c.isalnum() for c in text):
-            return True
+        """Whether ``text`` gives the model anything to say: it is planned exactly as
+        ``enqueue`` plans it (False for "👍", "***", a code block or a script the tokenizer
+        cannot read). The plan is kept, so enqueueing the text next plans it once; the time
+        grows with the text's length (plan long text off an event loop)."""
         return bool(self.plan(text, normalize=normalize, lexicon=lexicon or None))
+
+    def speech_probe(
+        self, *, normalize: bool = True, lexicon: Mapping[str, str] | None = None
+    ) -> StreamProbe:
+        """A ``SpeechProbe`` (``contract``) over the text stream a session's ``feed`` would use."""
+        return StreamProbe(self.stream(normalize=normalize, lexicon=lexicon))
 
     def words(
         self, text: str, *, normalize: bool = True, lexicon: Mapping[str, str] | None = None
@@ -365,18 +302,16 @@ class TextPlanner:
             self.preparer, lambda text: normalize_text(text, language, lexicon=lexicon)
         )
 
+    def fed_text(
+        self,
+        *,
+        normalize: bool = True,
+        lexicon: Mapping[str, str] | None = None,
+        timestamps: bool = False,
+    ) -> FedText:
+        """``prepare`` for text arriving in fragments (``Session.feed``)."""
+        timed = self.timed_text(normalize, lexicon) if timestamps else None
+        return FedText(self.stream(normalize=normalize, lexicon=lexicon), timed)
 
-__all__ = [
-    "FADE_IN_SAMPLES",
-    "FRAME_SIZE",
-    "MIN_FRAMES_BEFORE_EOS",
-    "AudioDecoder",
-    "AudioFrame",
-    "GenerationSettings",
-    "LatentFrame",
-    "TextPlanner",
-    "TimedText",
-    "draw_noise",
-    "frame_limit",
-    "generate_chunk",
-]
+
+__all__ = ["ChunkTiming", "FedText", "PreparedUtterance", "TextPlanner", "TimedText"]

@@ -17,9 +17,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from .. import wire as p
 from ..engine import ServerUnavailableError
-from . import protocol as p
-from .security import hide_secret_headers
+from ..wire import hide_secret_headers
 
 CONNECT_TIMEOUT_S = 5.0
 """How long opening a session waits for the server before ``ServerUnavailableError``."""

@@ -22,13 +22,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .. import wire as p
 from ..engine import (
     AdmissionWait,
     AudioFrame,
     Marker,
     PocketTTSError,
     ServerUnavailableError,
-    SessionClosedError,
     UnknownVoiceError,
     UtteranceOptions,
     Word,
@@ -36,7 +36,6 @@ from ..engine import (
 )
 from ..engine.errors import InvalidSettingError
 from ..engine.runtime.channel import ChannelOutput, FrameChannel
-from . import protocol as p
 
 REPLY_TIMEOUT_S = 10.0
 """How long a request the server answers (start, voice check, cancel) waits for its answer."""
@@ -123,19 +122,14 @@ class RemoteSession(ChannelOutput["AudioFrame | Marker"]):
         self._remote.send(flush)
         return [flush.utterance]
 
-    @property
-    def holds_fed_text(self) -> bool:
-        """False: the server holds the fed text, and a marker placed while it holds some
-        waits there for the chunk that text becomes (as the service holds its frames)."""
-        return False
-
-    def mark(self, payload: Any) -> None:
-        """``Marker(payload)`` in the output after the audio of everything queued so far."""
+    def mark(self, payload: Any, *, after_fed_text: bool = True) -> None:
+        """``Marker(payload)`` in the output after the audio of the text given so far; the
+        server's session holds it for fed text still unfinished (``Session.mark``)."""
         with self._lock:
             self._check_open()
             mark_id = next(self._mark_ids)
             self._marks[mark_id] = payload
-        self._remote.send(p.Mark(self.context_id, mark_id))
+        self._remote.send(p.Mark(self.context_id, mark_id, after_fed_text))
 
     def finish(self) -> None:
         """No more text: iteration ends once everything queued has been spoken."""
@@ -281,16 +275,6 @@ class RemoteSession(ChannelOutput["AudioFrame | Marker"]):
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.acancel()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            state = "cancelled" if self._cancelled else "finished"
-            if self._failure is not None:
-                state = f"stopped by an error ({self._failure})"
-            raise SessionClosedError(
-                f"this session was {state}: no more text can be enqueued. "
-                "Start a new session with tts.session()."
-            )
 
 
 def _resolve(future: concurrent.futures.Future[None]) -> None:
