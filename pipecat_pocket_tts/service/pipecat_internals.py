@@ -59,6 +59,14 @@ class TTSServiceHooks(TTSService):
         what changed. Override to check values first (call this to apply them)."""
         return await super()._update_settings(delta)
 
+    def register_event(self, name: str) -> None:
+        """An event of this service that ``event_handler(name)`` handlers can subscribe to."""
+        self._register_event_handler(name)
+
+    async def emit_event(self, name: str, *args: Any) -> None:
+        """Call the handlers of one of this service's events."""
+        await self._call_event_handler(name, *args)
+
     def _service_language(self, language: Any) -> Any:
         """A language setting as Pipecat stores it: a string passes as it is (the service
         hands Pipecat pack names it resolved itself; Pipecat would try each as a ``Language``

@@ -99,7 +99,7 @@ class PocketTTSService(TTSServiceHooks):
         # Words are timed from when their audio plays, on the pipeline's clock (read when used).
         self._playout = Playout(lambda: self.get_clock().get_time())
         self._output = ContextOutput(self, self._playout)  # reads the service only when used
-        loaded = lambda: self._call_event_handler("on_model_loaded")  # noqa: E731
+        loaded = lambda: self.emit_event("on_model_loaded")  # noqa: E731
         self._loader = EngineLoader(loading, self._output, loaded)
         self._text_language = text_variant(defaults.language)  # "pt-BR", or None: the pack's
         defaults.language = defaults.model = self._loader.pack_for(defaults.language)
@@ -111,7 +111,7 @@ class PocketTTSService(TTSServiceHooks):
             settings=defaults,
             **kwargs,
         )
-        self._register_event_handler("on_model_loaded")  # the first turn pays no load
+        self.register_event("on_model_loaded")  # the first turn pays no load
         bound_text_units(self)  # the units Pipecat's word tracking sees stay short
         self._set_sentence_language(self.pack)
         checks = SpeechChecks(

@@ -82,8 +82,11 @@ class SpeechChecks:
 
         return await _answer(engine, text, ask)
 
-    def new_probe(self) -> EngineProbe | None:
-        """A probe for a reply's streamed text (None while no engine is loaded)."""
+    async def new_probe(self) -> EngineProbe | None:
+        """A probe for a reply's streamed text, once a load still running has settled (None
+        with no engine)."""
+        if self._engine() is None:
+            await self._settled()
         engine = self._engine()
         if engine is None:
             return None
