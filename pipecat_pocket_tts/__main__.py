@@ -73,6 +73,7 @@ def cmd_say(args: argparse.Namespace) -> int:
         "seed": args.seed,
         "temperature": args.temperature,
         "eos_threshold": args.eos_threshold,
+        "speed": args.speed,
         "max_frames": args.max_frames,
         "normalize": args.normalize,
         "post_process": args.post_process,
@@ -294,6 +295,7 @@ _FLAG_OF_ARGUMENT = {
     "eos_threshold": "--eos-threshold",
     "max_frames": "--max-frames",
     "seed": "--seed",
+    "speed": "--speed",
     "audio_format": "--format",
 }
 

@@ -109,6 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="end-of-speech logit threshold (default: the model's; higher speaks longer)",
     )
     generation.add_argument(
+        "--speed",
+        type=float,
+        help="speaking rate, 0.25-4.0 (pitch kept; default 1.0, the model's pace). Pauses: "
+        'write <break time="500ms"/> (up to 10 s) in the text',
+    )
+    generation.add_argument(
         "--max-frames", type=int, help="cap on generated 80 ms frames per text chunk"
     )
     generation.add_argument(

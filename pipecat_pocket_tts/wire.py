@@ -7,8 +7,8 @@ goes server → client as binary frames: a 4-byte big-endian header length, the 
 
 client → server::
 
-    start   context, voice, temperature, seed, eos_threshold, normalize, lexicon,
-            text_language, timestamps,
+    start   context, voice, temperature, seed, eos_threshold, normalize, lexicon, speed
+            (0.25-4.0, pitch kept), text_language, timestamps,
             encoding (pcm_s16le | float32 | mulaw), sample_rate (24000; mulaw: 8000)
     text    context, utterance, text, complete (True: one whole utterance, as Session.enqueue;
             False: streamed, as Session.feed), per-utterance overrides
@@ -116,6 +116,7 @@ class Start:
     text_language: str | None = None
     timestamps: bool = False
     encoding: str = "pcm_s16le"
+    speed: float | None = None
     sample_rate: int = 24000
 
 
@@ -132,6 +133,7 @@ class Text:
     seed: int | None = None
     normalize: bool | None = None
     lexicon: dict[str, str] | None = None
+    speed: float | None = None
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,7 @@ class Flush:
     temperature: float | None = None
     eos_threshold: float | None = None
     seed: int | None = None
+    speed: float | None = None
 
 
 @dataclass(frozen=True)

@@ -118,6 +118,7 @@ class RemoteSession(ChannelOutput["AudioFrame | Marker"]):
             temperature=utterance.temperature,
             eos_threshold=utterance.eos_threshold,
             seed=utterance.seed,
+            speed=utterance.speed,
         )
         self._remote.send(flush)
         return [flush.utterance]
@@ -177,6 +178,7 @@ class RemoteSession(ChannelOutput["AudioFrame | Marker"]):
             seed=options.seed,
             normalize=options.normalize,
             lexicon=None if options.lexicon is None else dict(options.lexicon),
+            speed=options.speed,
         )
         self._remote.send(message)
         return message.utterance

@@ -118,6 +118,7 @@ class RemoteTTS:
             text_language=text_language,
             timestamps=timestamps,
             encoding="float32",
+            speed=defaults.speed,
         )
         self.connect()
         session = RemoteSession(self, start.context, on_admission_wait)

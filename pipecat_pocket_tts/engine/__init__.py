@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .errors import (
     BackendUnavailableError,
+    BreakTagError,
     CloneAudioError,
     CloningUnavailableError,
     ContextOverflowError,
@@ -50,6 +51,7 @@ __all__ = [
     "AdmissionWait",
     "AudioFrame",
     "BackendUnavailableError",
+    "BreakTagError",
     "CloneAudioError",
     "CloningUnavailableError",
     "ContextOverflowError",

@@ -27,6 +27,10 @@ was trained from unit-variance noise (temperature 1); upstream's default is 0.3 
 deterministic. 2 (twice the trained variance) leaves room to experiment; far beyond it the
 net starts from noise it has never seen and speaks full-scale noise (1e6 does)."""
 
+MIN_SPEED = 0.25
+MAX_SPEED = 4.0
+"""Speaking rates (``engine.tempo``): OpenAI's ``speed`` range; 1.0 is the model's own pace."""
+
 MAX_SEED = 2**64 - 1
 """Seeds are the 64-bit integers NumPy's generators take (the service draws fresh ones so)."""
 
@@ -38,6 +42,17 @@ def check_temperature(value: Any) -> float:
         raise InvalidSettingError(
             f"temperature must be between {MIN_TEMPERATURE:g} and {MAX_TEMPERATURE:g} "
             f"(0.3 is the pack default, 0 is deterministic), got {value!r}"
+        )
+    return number
+
+
+def check_speed(value: Any) -> float:
+    """A float in [MIN_SPEED, MAX_SPEED] (1.0: unchanged), or a named error."""
+    number = _real("speed", value, "a speaking rate such as 1.2")
+    if not math.isfinite(number) or not MIN_SPEED <= number <= MAX_SPEED:
+        raise InvalidSettingError(
+            f"speed must be between {MIN_SPEED:g} and {MAX_SPEED:g} (1.0 = the model's own "
+            f"pace, 1.5 = half as fast again), got {value!r}"
         )
     return number
 
@@ -98,11 +113,14 @@ def _real(name: str, value: Any, example: str) -> float:
 
 __all__ = [
     "MAX_SEED",
+    "MAX_SPEED",
     "MAX_TEMPERATURE",
+    "MIN_SPEED",
     "MIN_TEMPERATURE",
     "check_eos_threshold",
     "check_lexicon",
     "check_normalize",
     "check_seed",
+    "check_speed",
     "check_temperature",
 ]

@@ -71,6 +71,10 @@ class EmptyTextError(PocketTTSError, ValueError):
     """Text that is empty once prepared (blank, or only characters the model cannot say)."""
 
 
+class BreakTagError(PocketTTSError, ValueError):
+    """A ``<break/>`` pause tag that is malformed, negative or longer than 10 s."""
+
+
 class LexiconError(PocketTTSError, ValueError):
     """A pronunciation lexicon that is not a mapping of non-blank strings to strings."""
 

@@ -12,9 +12,9 @@ from .timing.word_timing import Word, WordStart
 
 @dataclass(frozen=True, eq=False)
 class AudioFrame:
-    """80 ms of 24 kHz mono audio and where it sits in the output."""
+    """80 ms of 24 kHz mono audio (at speed 1) and where it sits in the output."""
 
-    samples: np.ndarray  # [1920] float32
+    samples: np.ndarray  # [n] float32: 1920, but shorter or longer at a speed ≠ 1 or in a pause
     frame_index: int  # 0-based within its chunk
     chunk_index: int  # 0-based within its utterance
     utterance_index: int  # which enqueue call (0 for synthesize/stream)

@@ -26,11 +26,15 @@ from .frames import AudioFrame, GenerationSettings
 from .planner import FedText, TextPlanner, TimedText
 from .runtime.channel import ChannelOutput, FrameChannel, Marker
 from .runtime.scheduler import AdmissionWait, Scheduler, SessionLink
+from .shaping import OutputShaper, Shape
+from .text.breaks import Break, BreakStream, Piece, has_breaks, split_breaks
 from .timing.heads import Heads
 from .timing.word_timing import SessionWords
 from .utterance import UtteranceOptions, UtteranceRun
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from .backends.base import FlowState
     from .text.prepare import PreparedChunk
 
@@ -76,12 +80,17 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
 
         self._lock = threading.Lock()
         self._frames: FrameChannel[AudioFrame | Marker] = FrameChannel()
+        # Speed and <break/> pauses are applied on the way out (scheduler thread, in order).
+        self._shaper = OutputShaper(self._frames)
+        self._pause = 0.0  # seconds of pause waiting for the next utterance (a bare break)
         self._closed = False  # no more enqueue (finish or cancel)
         self._cancelled = False
         self._failure: BaseException | None = None
         self._enqueued = 0
         self._feed_lock = threading.Lock()
         self._feed_stream: FedText | None = None
+        self._feed_breaks: BreakStream | None = None  # the fed text's <break/> tags
+        self._feed_form: tuple[bool, Mapping[str, str] | None] = (True, None)
         self._timestamps = timestamps  # frames carry the caller's words (AudioFrame.words)
         self._heads = timestamp_heads  # None: word times are estimated
         self._feed_timed: TimedText | None = None
@@ -92,7 +101,7 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         # finish() or cancel() is collected, and its finalizer stops the link's work.
         failed = _weakly(self._failed)
         self._link = SessionLink(
-            scheduler, defaults.seed, self._frames, failed, name, words, on_admission_wait
+            scheduler, defaults.seed, self._shaper, failed, name, words, on_admission_wait
         )
         weakref.finalize(self, self._link.abandon)
 
@@ -103,21 +112,60 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         """Queue a complete text as one utterance; its index, or None when it has nothing to say.
 
         ``options`` (or its fields as keywords: ``voice``, ``temperature``, ``eos_threshold``,
-        ``seed``, ``normalize``, ``lexicon``) apply to this utterance only; ``seed`` restarts
-        the session's random generator from that seed here (later utterances continue from
-        there). Raises ``SessionClosedError`` after ``finish()`` or ``cancel()``.
+        ``seed``, ``normalize``, ``lexicon``, ``speed``) apply to this utterance only; ``seed``
+        restarts the session's random generator from that seed here (later utterances continue
+        from there). ``<break time="500ms"/>`` tags (``text.breaks``) are pauses of that length,
+        never said; a pause with no speech after it in the text comes before the session's next
+        utterance. Raises ``SessionClosedError`` after ``finish()`` or ``cancel()``,
+        ``BreakTagError`` for a malformed or overlong break (nothing is queued).
         """
         self._check_open()
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         options = UtteranceOptions.build(options, **keywords).over(self._defaults)
         run = self._run(options)
-        utterance = self._planner.prepare(
-            text, normalize=options.normalize, lexicon=options.lexicon, timestamps=self._timestamps
-        )
-        if not utterance.chunks:
+        if has_breaks(text):
+            chunks, timed, shape = self._plan_pieces(split_breaks(text), options)
+        else:
+            utterance = self._planner.prepare(
+                text,
+                normalize=options.normalize,
+                lexicon=options.lexicon,
+                timestamps=self._timestamps,
+            )
+            chunks, timed, shape = utterance.chunks, utterance.timed, Shape(run.speed)
+        if not chunks:
+            with self._lock:
+                self._pause += shape.after
             return None
-        return self._submit(utterance.chunks, run, utterance.timed)
+        return self._submit(chunks, run, timed, shape)
+
+    def _plan_pieces(
+        self, pieces: list[Piece], options: UtteranceOptions
+    ) -> tuple[list[PreparedChunk], TimedText | None, Shape]:
+        """A text's pieces between its breaks → its chunks, its words and where its pauses
+        fall (before the chunk after each, or after the last)."""
+        normalize, lexicon = bool(options.normalize), options.lexicon
+        timed = self._planner.timed_text(normalize, lexicon) if self._timestamps else None
+        chunks: list[PreparedChunk] = []
+        before: dict[int, float] = {}
+        pause = 0.0
+        for piece in pieces:
+            if isinstance(piece, Break):
+                pause += piece.seconds
+                if timed is not None:
+                    timed.add(" ", [], final=False)  # the words on either side stay apart
+                continue
+            planned = self._planner.plan(piece, normalize=normalize, lexicon=lexicon)
+            if timed is not None:
+                timed.add(piece, planned, final=False)
+            if planned and pause:
+                before[len(chunks)] = pause
+                pause = 0.0
+            chunks += planned
+        if timed is not None:
+            timed.add("", [], final=True)
+        return chunks, timed, Shape(options.speed or 1.0, before, pause)
 
     def feed(
         self, text: str, options: UtteranceOptions | None = None, **keywords: Any
@@ -129,7 +177,8 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         are certain; each is queued as one utterance, exactly as ``enqueue`` of the whole text
         would prepare it. ``flush()`` ends the text. The options (as in ``enqueue``) apply to
         the utterances this call queues, ``seed`` to the first of them; ``normalize`` and
-        ``lexicon`` to the text this call starts (ignored mid-text).
+        ``lexicon`` to the text this call starts (ignored mid-text). A ``<break/>`` tag cuts
+        the text there (what came before is queued at once, as if flushed) and pauses.
         """
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
@@ -137,19 +186,37 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         options = UtteranceOptions.build(options, **keywords).over(self._defaults)
         run = self._run(options)
         with self._feed_lock:
-            if self._feed_stream is None:
-                self._feed_stream = self._planner.fed_text(
-                    normalize=options.normalize,
-                    lexicon=options.lexicon,
-                    timestamps=self._timestamps,
-                )
-                self._feed_timed = self._feed_stream.timed
+            if self._feed_breaks is None:
+                self._feed_breaks = BreakStream()
+                self._feed_form = (bool(options.normalize), options.lexicon)
             try:
-                chunks = self._feed_stream.push(text)
+                return self._feed_pieces(self._feed_breaks.push(text), run)
             except BaseException:
                 self._held.clear()  # the chunk their text waited for is never made
                 raise
-            return self._submit_fed(chunks, run)
+
+    def _feed_pieces(self, pieces: list[Piece], run: UtteranceRun) -> list[int]:
+        """Fed text between breaks into the text stream, each break a cut and a pause."""
+        indices: list[int] = []
+        for piece in pieces:
+            if isinstance(piece, Break):
+                chunks = self._fed_text().flush()  # the text goes on in a new one
+                indices += self._submit_fed(chunks, run, after=piece.seconds)
+                self._feed_stream = None
+            else:
+                indices += self._submit_fed(self._fed_text().push(piece), run)
+            if indices:
+                run = replace(run, restart_seed=None)  # the generator restarts once
+        return indices
+
+    def _fed_text(self) -> FedText:
+        if self._feed_stream is None:
+            normalize, lexicon = self._feed_form
+            self._feed_stream = self._planner.fed_text(
+                normalize=normalize, lexicon=lexicon, timestamps=self._timestamps
+            )
+            self._feed_timed = self._feed_stream.timed
+        return self._feed_stream
 
     def flush(self, options: UtteranceOptions | None = None, **keywords: Any) -> list[int]:
         """The fed text is complete: queue what the text stream holds; the new indices.
@@ -160,17 +227,23 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         self._check_open()
         run = self._run(UtteranceOptions.build(options, **keywords).over(self._defaults))
         with self._feed_lock:
+            breaks, self._feed_breaks = self._feed_breaks, None
+            indices = self._feed_pieces(breaks.flush(), run) if breaks is not None else []
+            if indices:
+                run = replace(run, restart_seed=None)
             stream, self._feed_stream = self._feed_stream, None
             chunks = stream.flush() if stream is not None else []
-            indices = self._submit_fed(chunks, run)
+            indices += self._submit_fed(chunks, run)
             self._held.clear()  # the fed text is all queued: what still waits followed none
             self._feed_timed = None
             return indices
 
     def _holds_fed_text(self) -> bool:
         """True while text given to ``feed`` waits in the text stream (not queued yet)."""
-        stream = self._feed_stream
-        return stream is not None and bool(stream.pending_text.strip())
+        stream, breaks = self._feed_stream, self._feed_breaks
+        return (stream is not None and bool(stream.pending_text.strip())) or (
+            breaks is not None and breaks.holds_text
+        )
 
     def mark(self, payload: Any, *, after_fed_text: bool = True) -> None:
         """Put ``Marker(payload)`` in the output after the audio of the text given so far.
@@ -201,14 +274,22 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
             eos_threshold=options.eos_threshold,  # type: ignore[arg-type]
             max_frames=self._max_frames,
         )
-        return UtteranceRun(voice_state, settings, options.seed)
+        return UtteranceRun(voice_state, settings, options.seed, options.speed or 1.0)
 
-    def _submit_fed(self, chunks: list[PreparedChunk], run: UtteranceRun) -> list[int]:
-        """Queue fed chunks, one utterance each; markers held for them follow."""
+    def _submit_fed(
+        self, chunks: list[PreparedChunk], run: UtteranceRun, *, after: float = 0.0
+    ) -> list[int]:
+        """Queue fed chunks, one utterance each; markers held for them follow. ``after``: a
+        pause after the last (or before the next utterance when there is none)."""
         indices = []
-        for chunk in chunks:
-            indices.append(self._submit([chunk], run, self._feed_timed))
+        for i, chunk in enumerate(chunks):
+            pause = after if i == len(chunks) - 1 else 0.0
+            shape = Shape(run.speed, after=pause)
+            indices.append(self._submit([chunk], run, self._feed_timed, shape))
             run = replace(run, restart_seed=None)  # the generator restarts once, at the first
+        if not chunks and after:
+            with self._lock:
+                self._pause += after
         if indices:
             held, self._held = self._held, []
             with self._lock:
@@ -217,13 +298,23 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         return indices
 
     def _submit(
-        self, chunks: list[PreparedChunk], run: UtteranceRun, timed: TimedText | None = None
+        self,
+        chunks: list[PreparedChunk],
+        run: UtteranceRun,
+        timed: TimedText | None = None,
+        shape: Shape | None = None,
     ) -> int:
-        """Queue prepared chunks as one utterance; its index."""
+        """Queue prepared chunks as one utterance shaped so; its index."""
+        shape = shape or Shape(run.speed)
         with self._lock:
             self._check_open()
             index = self._enqueued
             self._enqueued += 1
+            if self._pause:  # a pause written before this utterance
+                before = {**shape.before, 0: shape.before.get(0, 0.0) + self._pause}
+                shape = replace(shape, before=before)
+                self._pause = 0.0
+            self._shaper.expect(index, shape)
             self._link.speak(index, chunks, run, timed, self._heads)
         return index
 
@@ -232,7 +323,7 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
 
         Text fed but not flushed is flushed first.
         """
-        if self._feed_stream is not None and not self._closed:
+        if (self._feed_breaks is not None or self._feed_stream is not None) and not self._closed:
             self.flush()
         with self._lock:
             if self._closed:

@@ -25,7 +25,13 @@ from . import audio as audio_ops
 from . import output_file
 from .backends.base import Backend, FlowState
 from .contract import EngineCapabilities, SpeechProbe
-from .errors import EmptyTextError, PocketTTSError, SessionClosedError, UnknownVoiceError
+from .errors import (
+    BreakTagError,
+    EmptyTextError,
+    PocketTTSError,
+    SessionClosedError,
+    UnknownVoiceError,
+)
 from .frames import AudioFrame
 from .loading import SharedModels, load_parts, resolve_load
 from .model.config import SAMPLE_RATE, ModelConfig
@@ -35,6 +41,7 @@ from .planner import TextPlanner
 from .runtime.lazy_scheduler import LazyScheduler
 from .runtime.scheduler import AdmissionWait, Scheduler
 from .session import Session
+from .text.breaks import has_breaks, strip_breaks
 from .text.prepare import TextPreparer
 from .text.tokenizer import Tokenizer
 from .timing.heads import Heads, heads_fit, heads_for
@@ -200,7 +207,12 @@ class PocketTTS:
         lexicon: Mapping[str, str] | None = None,
     ) -> bool:
         """Whether ``text`` gives this pack anything to say (``TextPlanner.has_speech``);
-        ``language``: a regional variant of the pack's language to normalize as ("pt-BR")."""
+        ``language``: a regional variant of the pack's language to normalize as ("pt-BR").
+        ``<break/>`` tags are not speech (a malformed one: True, so enqueue names the error)."""
+        try:
+            text = strip_breaks(text) if has_breaks(text) else text
+        except BreakTagError:
+            return True  # enqueue raises the error that names what is wrong
         return self._planner.with_text_language(language).has_speech(
             text, normalize=normalize, lexicon=lexicon
         )
@@ -286,8 +298,10 @@ class PocketTTS:
         """A session: ``enqueue`` text, iterate frames; one voice, RNG and Mimi state.
 
         ``options`` (``UtteranceOptions``, or its fields as keywords: ``voice``,
-        ``temperature``, ``eos_threshold``, ``seed``, ``normalize``, ``lexicon``) are the
-        session's defaults for every utterance; ``seed`` seeds its random generator.
+        ``temperature``, ``eos_threshold``, ``seed``, ``normalize``, ``lexicon``, ``speed``) are
+        the session's defaults for every utterance; ``seed`` seeds its random generator.
+        ``speed`` (0.25-4.0) time-scales the audio, pitch kept: frames then hold more or fewer
+        than 1920 samples; ``<break time="500ms"/>`` in a text is a pause of that length.
         ``max_frames`` bounds the frames of each chunk; ``text_language`` makes the normalizer
         read the text as a regional variant of the pack's language (``"pt-BR"`` on the
         portuguese pack). ``timestamps``: each frame carries the caller's words that start in

@@ -18,6 +18,7 @@ from .checks import (
     check_lexicon,
     check_normalize,
     check_seed,
+    check_speed,
     check_temperature,
 )
 from .frames import GenerationSettings
@@ -34,7 +35,9 @@ class UtteranceOptions:
     ``voice``: a pack voice name, a voice-state or recording path, an ``hf://`` file or a
     ``Voice``; ``temperature`` (0-2) and ``eos_threshold``: sampling; ``seed``: restart the
     session's random generator from it at this utterance; ``normalize``: spoken forms of
-    numbers, dates, markdown…; ``lexicon``: {word: spoken form}, replacing the session's.
+    numbers, dates, markdown…; ``lexicon``: {word: spoken form}, replacing the session's;
+    ``speed``: speaking rate, 0.25-4.0 (pitch kept, ``engine.tempo``; 1.0 or None: the audio
+    exactly as the model makes it).
     Values are checked when the options are made: a bad one raises before any text is taken.
     """
 
@@ -44,6 +47,7 @@ class UtteranceOptions:
     seed: int | None = None
     normalize: bool | None = None
     lexicon: Mapping[str, str] | None = None
+    speed: float | None = None
 
     def __post_init__(self) -> None:
         checked = {
@@ -52,6 +56,7 @@ class UtteranceOptions:
             "seed": check_seed,
             "normalize": check_normalize,
             "lexicon": check_lexicon,
+            "speed": check_speed,
         }
         for name, check in checked.items():
             value = getattr(self, name)
@@ -92,6 +97,7 @@ class UtteranceRun:
     voice_state: FlowState  # the prefilled voice every chunk starts from
     settings: GenerationSettings
     restart_seed: int | None = None  # restart the stream's generator from it first
+    speed: float = 1.0  # speaking rate its audio is played at (the scheduler's pacing)
 
 
 __all__ = ["UtteranceOptions", "UtteranceRun"]

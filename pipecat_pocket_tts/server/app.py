@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
@@ -24,9 +23,11 @@ from starlette.websockets import WebSocket
 from .. import wire as p
 from ..engine import PocketTTSError
 from ..wire import hide_secret_headers
-from . import http
+from . import http, openai_api
 from .connection import Connection
+from .cors import ApiCors
 from .http import error_response, status_of
+from .page import page
 from .state import RequestError, ServerConfig, ServerState
 
 logger = logging.getLogger(__name__)
@@ -57,7 +58,8 @@ def create_app(config: ServerConfig) -> Starlette:
                 result = handler(state, request)
                 return await result if isinstance(result, Awaitable) else result
             except (RequestError, PocketTTSError, ValueError) as e:
-                return error_response(status_of(e), str(e))
+                message = state.public(str(e))
+                return error_response(status_of(e), message, param=getattr(e, "param", None))
 
         return endpoint
 
@@ -69,21 +71,22 @@ def create_app(config: ServerConfig) -> Starlette:
         Route("/v1/audio/speech", guarded(http.openai_speech), methods=["POST"]),
         Route("/tts", guarded(http.upstream_tts), methods=["POST"]),
         Route("/v1/voices", guarded(http.voices), methods=["GET"]),
+        Route("/v1/audio/voices", guarded(http.kokoro_voices), methods=["GET"]),
+        Route("/v1/models", guarded(lambda s, r: openai_api.models(r)), methods=["GET"]),
+        Route("/", page, methods=["GET"]),
         Route("/health", guarded(lambda s, r: http.health(s), open_=True), methods=["GET"]),
         Route("/ready", guarded(lambda s, r: http.ready(s), open_=True), methods=["GET"]),
         Route("/metrics", guarded(lambda s, r: http.metrics(s)), methods=["GET"]),
     ]
     middleware = []
     if config.cors_origins:
-        middleware.append(
-            Middleware(
-                CORSMiddleware,
-                allow_origins=list(config.cors_origins),
-                allow_methods=["GET", "POST"],
-                allow_headers=["Authorization", "Content-Type"],
-            )
-        )
-    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+        middleware.append(Middleware(ApiCors, origins=list(config.cors_origins)))
+    app = Starlette(
+        routes=routes,
+        middleware=middleware,
+        lifespan=lifespan,
+        exception_handlers=openai_api.EXCEPTION_HANDLERS,
+    )
     app.state.server = state
     return app
 

@@ -67,6 +67,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "is the pack's default voice)",
     )
     parser.add_argument(
+        "--default-voice",
+        metavar="VOICE",
+        help="the voice of requests that name none, and of OpenAI's voice names: a voice name, "
+        "or a .safetensors voice file or a recording (served under its file's stem)",
+    )
+    parser.add_argument(
         "--cors-origin", action="append", default=[], help="allow browser calls from an origin"
     )
     parser.add_argument(
@@ -130,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
     from .app import ServerConfig, create_app
     from .security import Limits, check_bind, resolve_api_key
     from .voice_urls import resolve_voice_url_hosts
+    from .voices import default_voice_arg
 
     api_key = resolve_api_key(args.api_key)
     check_bind(args.host, api_key)
@@ -151,6 +158,7 @@ def run(args: argparse.Namespace) -> int:
         options=options,
         voices_dir=args.voices_dir,
         voice_aliases=dict(args.voice_alias) if args.voice_alias else None,
+        default_voice=default_voice_arg(args.default_voice) if args.default_voice else None,
         api_key=api_key,
         limits=limits,
         cors_origins=tuple(args.cors_origin),

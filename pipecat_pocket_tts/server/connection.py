@@ -28,6 +28,7 @@ from starlette.websockets import WebSocket
 
 from .. import wire as p
 from ..engine import (
+    SAMPLE_RATE,
     AdmissionWait,
     AudioFrame,
     Marker,
@@ -156,7 +157,9 @@ class Connection:
     async def run(self) -> None:
         """Serve the connection until the client leaves or breaks a rule."""
         tts = self._tts
-        ready = p.Ready(tts.language, self._voices.names, tts.default_voice, tts.sample_rate, 1920)
+        ready = p.Ready(
+            tts.language, self._voices.names, self._voices.default, tts.sample_rate, 1920
+        )
         self._outbox.put(p.encode(ready))
         sender = asyncio.create_task(self._outbox.run())
         try:
@@ -256,6 +259,7 @@ class Connection:
                 lexicon=request.lexicon,
                 text_language=request.text_language,
                 timestamps=request.timestamps,
+                speed=request.speed,
                 on_admission_wait=self._admission_observer(request.context),
             )
         except (PocketTTSError, TypeError) as e:
@@ -276,6 +280,7 @@ class Connection:
             "temperature": request.temperature,
             "eos_threshold": request.eos_threshold,
             "seed": request.seed,
+            "speed": request.speed,
         }
         if isinstance(request, p.Flush):
             indices = session.flush(**overrides)
@@ -434,7 +439,7 @@ class Connection:
         )
         samples = context.encoder.encode(frame.samples)
         self._outbox.put(p.pack_audio(header, samples), context, audio=True)
-        context.pacer.frame()
+        context.pacer.frame(frame.samples.shape[0] / SAMPLE_RATE)  # shorter at speed
         return utterance
 
     # -- endings ----------------------------------------------------------------------

@@ -11,7 +11,7 @@ from .errors import RequestError
 from .metrics import ServerMetrics
 from .security import KeyCheck, Limits
 from .voice_urls import VoiceUrls
-from .voices import OPENAI_VOICES, ServerVoices
+from .voices import ServerVoices
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,7 @@ class ServerConfig:
     options: LoadOptions = field(default_factory=LoadOptions)
     voices_dir: Path | None = None
     voice_aliases: dict[str, str] | None = None  # None: OpenAI's names → the default voice
+    default_voice: str | Path | None = None  # a name, or a voice file (None: the pack's)
     api_key: str | None = None
     limits: Limits = field(default_factory=Limits)
     cors_origins: tuple[str, ...] = ()
@@ -49,16 +50,32 @@ class ServerState:
             raise RequestError(503, "the model is still loading; retry when /ready says so")
         return self.tts
 
+    def public(self, message: str) -> str:
+        """An error's ``message`` as a client may read it: no path of this machine's files."""
+        if self.tts is not None:
+            message = self.voices.hide_paths(message)
+        config = self.config
+        default = config.default_voice if isinstance(config.default_voice, Path) else None
+        for path, label in (
+            (config.voices_dir, "<voices-dir>"),
+            (config.options.model_dir, "<model-dir>"),
+            (default, "<default-voice>"),
+        ):
+            if path is not None:
+                message = message.replace(str(Path(path).resolve()), label)
+                message = message.replace(str(path), label)
+        return message
+
     def load(self) -> None:
         """Load and warm up the pack (a worker thread)."""
         config = self.config
         tts = PocketTTS.load(config.language, options=config.options)
-        aliases = config.voice_aliases
-        if aliases is None:
-            aliases = dict.fromkeys(OPENAI_VOICES, tts.default_voice) if tts.default_voice else {}
-        voices = ServerVoices(tts, config.voices_dir, aliases)
+        voices = ServerVoices(tts, config.voices_dir, config.voice_aliases, config.default_voice)
+        default = voices.resolve(None)
+        if default is not None:
+            tts.voice_state(default)  # checked (a recording cloned) before serving
         if config.warmup:
-            tts.warm_up()
+            tts.warm_up(default)
         self.voices = voices
         self.tts = tts
 

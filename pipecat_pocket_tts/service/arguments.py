@@ -36,6 +36,7 @@ FOREIGN_ARGUMENTS: dict[str, str] = {
     "seed": "the seed is " + _SETTING.format(name="seed"),
     "normalize": "normalization is " + _SETTING.format(name="normalize"),
     "lexicon": "the lexicon is " + _SETTING.format(name="lexicon"),
+    "speed": "the speaking rate is " + _SETTING.format(name="speed"),
     "lsd_decode_steps": "use sampler_steps=N (flow-matching decode steps of the sampler)",
     "sampler_decode_steps": "use sampler_steps=N (flow-matching decode steps of the sampler)",
     "quantize": (

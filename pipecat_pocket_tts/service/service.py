@@ -264,7 +264,8 @@ class PocketTTSService(TTSServiceHooks):
             return
         try:
             turn.stream.end_turn(turn, self._turn_options())
-        except PocketTTSError as e:
+        except PocketTTSError as e:  # the text held to the end (a short sentence) failed
+            self._unspoken.text_failed(context_id, word_sequencer(self))
             await self.push_error(error_msg=f"PocketTTS: {e}", exception=e)
 
     async def on_audio_context_interrupted(self, context_id: str) -> None:

@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING, Any
 from pipecat.services.settings import TTSSettings
 from pipecat.utils.types import NOT_GIVEN, NotGiven, is_given
 
-from ..engine.checks import check_lexicon, check_normalize, check_seed, check_temperature
+from ..engine.checks import (
+    check_lexicon,
+    check_normalize,
+    check_seed,
+    check_speed,
+    check_temperature,
+)
 from ..engine.errors import PocketTTSError
 
 if TYPE_CHECKING:
@@ -33,12 +39,15 @@ class PocketTTSSettings(TTSSettings):
         lexicon: ``{written: spoken}`` for the text normalizer (whole words; keys with a capital
             match exactly, lowercase keys in any case); used when ``normalize`` is on.
             Next utterance.
+        speed: Speaking rate, 0.25-4.0 (None or 1.0: the model's own pace, audio unchanged);
+            pitch is kept (time-scaled, not resampled); word times follow. Next utterance.
     """
 
     temperature: float | NotGiven | None = field(default_factory=lambda: NOT_GIVEN)
     seed: int | NotGiven | None = field(default_factory=lambda: NOT_GIVEN)
     normalize: bool | NotGiven = field(default_factory=lambda: NOT_GIVEN)
     lexicon: dict[str, str] | NotGiven | None = field(default_factory=lambda: NOT_GIVEN)
+    speed: float | NotGiven | None = field(default_factory=lambda: NOT_GIVEN)
 
     def refuse_invalid(self) -> list[PocketTTSError]:
         """Check every given engine setting (``engine.checks``); an invalid one is no longer
@@ -61,8 +70,10 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "seed": check_seed,
     "normalize": check_normalize,
     "lexicon": check_lexicon,
+    "speed": check_speed,
 }
-_NONE_MEANS_DEFAULT = frozenset({"temperature", "seed", "lexicon"})  # pack default, random, none
+# None means: the pack's default temperature, a random seed, no lexicon, speed 1.
+_NONE_MEANS_DEFAULT = frozenset({"temperature", "seed", "lexicon", "speed"})
 
 
 def initial_settings(
@@ -79,6 +90,7 @@ def initial_settings(
         seed=None,
         normalize=True,
         lexicon=None,
+        speed=None,
     )
     if language is not None:
         defaults.language = language
@@ -92,7 +104,7 @@ def initial_settings(
     return defaults
 
 
-UTTERANCE_SETTINGS = frozenset({"voice", "temperature", "normalize", "lexicon", "seed"})
+UTTERANCE_SETTINGS = frozenset({"voice", "temperature", "normalize", "lexicon", "seed", "speed"})
 """Settings applied per utterance (a new seed restarts the session's generator there)."""
 
 

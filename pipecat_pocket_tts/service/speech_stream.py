@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -29,8 +29,11 @@ from pipecat.frames.frames import Frame, TTSTextFrame
 from pipecat.utils.types import is_given
 
 from ..engine.contract import OFF_LOOP_CHARS
+from ..engine.errors import BreakTagError
 from ..engine.model.config import SAMPLE_RATE
 from ..engine.runtime.channel import Marker
+from ..engine.text.breaks import has_breaks, strip_breaks
+from ..engine.text.speechless import speaks
 from ..engine.utterance import UtteranceOptions
 from .handover import handover
 
@@ -46,7 +49,7 @@ if TYPE_CHECKING:
 class TurnOptions:
     """The service's settings at the time a turn's text is handed over."""
 
-    utterance: UtteranceOptions  # voice, temperature, normalize, lexicon (no seed)
+    utterance: UtteranceOptions  # voice, temperature, normalize, lexicon, speed (no seed)
     seed: int | None  # the seed setting (None: random), applied when its version changes
     seed_version: int  # bumped by every seed update
 
@@ -59,6 +62,7 @@ class TurnOptions:
                 temperature=settings.temperature,
                 normalize=bool(settings.normalize),
                 lexicon=settings.lexicon or None,
+                speed=settings.speed if is_given(settings.speed) else None,
             ),
             seed=settings.seed if is_given(settings.seed) else None,
             seed_version=seed_version,
@@ -78,11 +82,15 @@ class Turn:
     streamed: bool  # TOKEN aggregation: text goes through Session.feed
     closed: bool = False
     failed_text: bool = False  # SENTENCE: the last enqueue raised; its text frame goes
+    short: str = ""  # SENTENCE: a sentence of one or two words, waiting for the next one
+    short_frames: list[Frame] = field(default_factory=list)  # its frames, held with it
     audio_start: float | None = None  # session-clock seconds where its audio begins
     ending: bool = False  # its end is marked: the context closes when the marker comes out
 
     def close(self) -> None:
         self.closed = True
+        self.short = ""
+        self.short_frames.clear()
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,6 +110,25 @@ _PAUSE = object()  # marked after each queueing: the audio pauses there if nothi
 def _is_marker(item: object) -> bool:
     """Wakes the consumer at once (called on the engine's thread)."""
     return isinstance(item, Marker)
+
+
+SHORT_SENTENCE_WORDS = 2
+"""A sentence of at most this many words is not spoken alone when its turn goes on: upstream
+pocket-tts #313 measured french_24l garbling ~40% of 1-2 word utterances against ~2% from three
+words up (and #174: spanish_24l, a two-word sentence); its workaround is gluing a short chunk
+to the next. It waits for the turn's next sentence and is said with it (at the turn's end it
+is said alone: upstream found no prefix that helps). Cost: its first audio waits for the next
+sentence from the LLM."""
+
+
+def is_short(text: str) -> bool:
+    """At most ``SHORT_SENTENCE_WORDS`` words with a letter or digit (``Oui.``, ``D'accord.``);
+    ``<break/>`` tags are not words (a malformed one: not short, so its error comes at once)."""
+    try:
+        text = strip_breaks(text) if has_breaks(text) else text
+    except BreakTagError:
+        return False
+    return 0 < sum(1 for word in text.split() if speaks(word)) <= SHORT_SENTENCE_WORDS
 
 
 async def _off_loop_if_long(text: str, call: Callable[[], Any]) -> Any:
@@ -149,8 +176,14 @@ class SpeechStream:
 
     # -- text in ----------------------------------------------------------------------
     async def enqueue(self, turn: Turn, text: str, options: TurnOptions) -> None:
-        """Queue a whole sentence of ``turn`` (SENTENCE aggregation)."""
+        """Queue a whole sentence of ``turn`` (SENTENCE aggregation); a short one waits to be
+        said with the next (``SHORT_SENTENCE_WORDS``)."""
         if turn.closed or self.closed or not text.strip():
+            return
+        if turn.short:
+            text, turn.short = f"{turn.short} {text.lstrip()}", ""
+        if is_short(text):
+            turn.short = text  # said with the next sentence, or alone at the turn's end
             return
         seed = self._reseed(options)
         try:
@@ -162,12 +195,14 @@ class SpeechStream:
             if turn.closed or self.closed:
                 return  # interrupted while a long text was planned off the loop
             turn.failed_text = True
+            turn.short_frames.clear()  # the short sentence went with it: never spoken
             raise
         if turn.closed or self.closed:
             return
         turn.failed_text = False
-        if index is not None:  # None: nothing speakable after normalization (the seed waits)
-            self._queued(turn, [index], options)
+        # None: nothing speakable after normalization (the seed waits)
+        self._queued(turn, _listed(index), options)
+        self._release_short(turn)
 
     async def feed(self, turn: Turn, text: str, options: TurnOptions) -> None:
         """Add a token of ``turn`` to the session's text stream (TOKEN aggregation)."""
@@ -213,6 +248,12 @@ class SpeechStream:
         self.session.mark(_PAUSE, after_fed_text=False)
         self._keep_owed_contexts_alive()
 
+    def _release_short(self, turn: Turn) -> None:
+        """The frames held with a short sentence follow the audio now queued with it."""
+        frames, turn.short_frames = turn.short_frames, []
+        for frame in frames:
+            self.session.mark(_Release(turn, frame))
+
     # -- frames of the context ---------------------------------------------------------
     def follow_audio(self, turn: Turn, frame: Frame) -> None:
         """Let ``frame`` of ``turn``'s context out after the audio of the text handed over."""
@@ -221,6 +262,9 @@ class SpeechStream:
         if isinstance(frame, TTSTextFrame) and turn.failed_text:
             turn.failed_text = False  # the utterance that ends this text failed
             return
+        if turn.short:  # its sentence waits to be said with the next one
+            turn.short_frames.append(frame)
+            return
         self.session.mark(_Release(turn, frame))  # held by the session for unfinished text
 
     def end_turn(self, turn: Turn, options: TurnOptions) -> None:
@@ -228,6 +272,16 @@ class SpeechStream:
         if turn.closed or self.closed:
             return
         try:
+            if turn.short:  # the turn's last sentence is short: said alone
+                short, turn.short = turn.short, ""
+                seed = self._reseed(options)
+                try:
+                    index = self.session.enqueue(short, options.with_seed(seed))
+                except Exception:
+                    turn.short_frames.clear()  # never spoken
+                    raise
+                self._queued(turn, _listed(index), options)
+                self._release_short(turn)
             self.flush(turn, options)
         finally:
             self.session.mark(_TurnEnd(turn))
@@ -390,4 +444,8 @@ class SpeechStream:
                 await self._output.end_context(turn.context_id)
 
 
-__all__ = ["SpeechStream", "Turn", "TurnOptions"]
+def _listed(index: int | None) -> list[int]:
+    return [] if index is None else [index]
+
+
+__all__ = ["SHORT_SENTENCE_WORDS", "SpeechStream", "Turn", "TurnOptions", "is_short"]

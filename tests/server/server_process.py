@@ -30,6 +30,11 @@ def free_port() -> int:
 class ServerProcess:
     """One server subprocess; its log lines are kept (``log``)."""
 
+    #: What the interpreter runs: the package's command line (a subclass may wrap it).
+    launcher: tuple[str, ...] = ("-m", "pipecat_pocket_tts")
+    #: The log lines ``start`` waits for.
+    ready_logs: tuple[str, ...] = (r"model loaded", r"Uvicorn running on")
+
     def __init__(self, pack_dir: Path, *args: str, port: int | None = None) -> None:
         self.pack_dir = pack_dir
         self.args = args
@@ -54,7 +59,7 @@ class ServerProcess:
     def start(self) -> ServerProcess:
         env = {k: v for k, v in os.environ.items() if k != "POCKET_TTS_API_KEY"}
         command = [
-            sys.executable, "-m", "pipecat_pocket_tts", "serve", "--port", str(self.port),
+            sys.executable, *self.launcher, "serve", "--port", str(self.port),
             "--model-dir", str(self.pack_dir), "--backend", "numpy", "--no-warmup", *self.args,
         ]  # fmt: skip
         self.process = subprocess.Popen(
@@ -63,7 +68,7 @@ class ServerProcess:
         self._lines = queue.Queue()
         threading.Thread(target=self._read, args=(self.process, self._lines), daemon=True).start()
         try:
-            self.wait_for_logs(r"model loaded", r"Uvicorn running on")
+            self.wait_for_logs(*self.ready_logs)
         except BaseException:
             self.kill()  # never leave a server behind
             raise

@@ -5,16 +5,11 @@ write the service off and the next sentence speaks."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 from pipecat.frames.frames import (
     ErrorFrame,
-    Frame,
-    LLMFullResponseEndFrame,
-    LLMFullResponseStartFrame,
-    LLMTextFrame,
     TTSAudioRawFrame,
     TTSStartedFrame,
     TTSTextFrame,
@@ -22,16 +17,12 @@ from pipecat.frames.frames import (
 from pipecat.services.tts_service import TextAggregationMode
 from pipecat.tests.utils import run_test
 from server_process import ServerProcess
+from test_remote_service import llm_turn
 
 from pipecat_pocket_tts import PocketTTSService
 
 START = 30.0
 UNSAYABLE = ["ⲁⲛⲟⲕ ⲡⲉ ⲡⲣⲱⲙⲉ.", "สวัสดีครับ ยินดีที่ได้รู้จัก", "ᚠᚢᚦᚨᚱᚲ ᚷᚹᚺ.", "```\nprint('hi')\n```"]
-
-
-def llm_turn(text: str) -> list[Frame]:
-    tokens = [w[i : i + 4] for w in re.findall(r"\s*\S+", text) for i in range(0, len(w), 4)]
-    return [LLMFullResponseStartFrame(), *map(LLMTextFrame, tokens), LLMFullResponseEndFrame()]
 
 
 @pytest.mark.parametrize("where", ["server", "in process"])

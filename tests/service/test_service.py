@@ -59,7 +59,8 @@ SAMPLE_RATE = 24000
 FRAME_SECONDS = 0.08
 START = 30.0  # run_test start timeout: setup loads and warms the model up
 
-TWO_SENTENCES = "Hello there. How are you doing today?"
+# Three words first: a sentence of one or two words would wait for the next (speech_stream).
+TWO_SENTENCES = "Hello there, friend. How are you doing today?"
 LONG_SENTENCES = [
     f"This is sentence number {n} of a long answer that keeps the voice busy for a while."
     for n in range(1, 9)
@@ -208,7 +209,7 @@ async def test_llm_turn_streamed_token_by_token(packs: dict[str, Path]) -> None:
     )
     assert kinds(down) == [
         LLMFullResponseStartFrame,
-        AggregatedTextFrame,  # "Hello there." announced
+        AggregatedTextFrame,  # "Hello there, friend." announced
         TTSStartedFrame,
         TTSAudioRawFrame,  # with its words ("Hello", "there.") as they are played
         AggregatedTextFrame,
@@ -216,7 +217,7 @@ async def test_llm_turn_streamed_token_by_token(packs: dict[str, Path]) -> None:
         TTSStoppedFrame,
         LLMFullResponseEndFrame,
     ]
-    assert spoken_texts(down) == ["Hello there.", "How are you doing today?"]
+    assert spoken_texts(down) == ["Hello there, friend.", "How are you doing today?"]
     started = next(f for f in down if isinstance(f, TTSStartedFrame))
     audio = [f for f in down if isinstance(f, TTSAudioRawFrame)]
     assert {f.context_id for f in audio} == {started.context_id}
@@ -327,7 +328,7 @@ async def test_ttfb_and_usage_metrics(packs: dict[str, Path]) -> None:
     ttfb = [d.value for d in data if isinstance(d, TTFBMetricsData) and d.processor == tts.name]
     usage = [d.value for d in data if isinstance(d, TTSUsageMetricsData)]
     assert ttfb and 0 < ttfb[-1] < 5
-    assert sum(usage) == len("Hello there.") + len("How are you doing today?")
+    assert sum(usage) == len("Hello there, friend.") + len("How are you doing today?")
 
 
 @pytest.mark.parametrize("warmup", [True, False])
@@ -921,7 +922,7 @@ async def test_end_frame_while_a_reply_streams_speaks_all_of_it(
     assert spoken.split() == TWO_SENTENCES.split()
     seen = kinds(down)
     assert seen.count(TTSStartedFrame) == seen.count(TTSStoppedFrame) == 1
-    first_alone = engine_of(packs["english"]).synthesize("Hello there.", seed=7)
+    first_alone = engine_of(packs["english"]).synthesize("Hello there, friend.", seed=7)
     assert audio_of(down).size > first_alone.size  # the second sentence was spoken too
 
 

@@ -106,14 +106,16 @@ def tokens(text: str) -> list[Frame]:
     return [LLMFullResponseStartFrame(), *map(LLMTextFrame, pieces), LLMFullResponseEndFrame()]
 
 
-async def run_pipeline(pack, frames, *, rate, mode, pause_at=None, heads=HEADS, lag=None):
+async def run_pipeline(
+    pack, frames, *, rate, mode, pause_at=None, heads=HEADS, lag=None, settings=None
+):
     """Play ``frames`` through service → playback → aggregator; interrupt at ``pause_at``."""
     clock = PlaybackClock()
     output = PlaybackOutput(clock, rate)
     tts = PocketTTSService(
         model_dir=pack,
         backend="numpy",
-        settings=PocketTTSService.Settings(seed=3),
+        settings=settings or PocketTTSService.Settings(seed=3),
         text_aggregation_mode=mode,
     )
     tap = WordTap(clock)

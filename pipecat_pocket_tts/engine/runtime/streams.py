@@ -197,7 +197,7 @@ class Stream:
         self.on_wait: Callable[[Any], None] | None = None  # told of its admission waits
         # Deadline: frames emitted since the consumer's clock started (at the first frame).
         self._clock_start: float | None = None
-        self._frames_emitted = 0
+        self._heard = 0.0  # seconds of audio those frames play for (at their speeds)
 
     # -- work ---------------------------------------------------------------------------
     @property
@@ -263,8 +263,8 @@ class Stream:
         samples = self._fade(samples)
         if self._clock_start is None:
             self._clock_start = now
-        self._frames_emitted += 1
         job = pending.job
+        self._heard += FRAME_SECONDS / job.run.speed
         words = WordTimes()
         if pending.words is not None and self._words is not None:
             words = self._words.frame(samples, pending.words)
@@ -298,13 +298,13 @@ class Stream:
         """
         if self._clock_start is None:
             return 0.0
-        lead = self._frames_emitted * FRAME_SECONDS - (now - self._clock_start)
+        lead = self._heard - (now - self._clock_start)
         if lead < 0:
-            self._clock_start = now - self._frames_emitted * FRAME_SECONDS
+            self._clock_start = now - self._heard
             return 0.0
         return lead
 
     def went_idle(self) -> None:
         """Nothing left to say: the next frame starts a new run (and a new consumer clock)."""
         self._clock_start = None
-        self._frames_emitted = 0
+        self._heard = 0.0

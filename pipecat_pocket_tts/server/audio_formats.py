@@ -1,0 +1,188 @@
+"""OpenAI's response formats as streams: engine frames (float32, 24 kHz) in, a format's bytes out.
+
+``pcm`` (16-bit little-endian, no header) and ``wav`` (a header whose sizes say "unknown")
+are written here; ``mp3``, ``opus`` (in Ogg), ``aac`` (ADTS) and ``flac`` are encoded by
+FFmpeg's coders through PyAV (``av``, the ``server`` extra), one encoder per response, each
+packet written out as soon as the coder gives it (a container that cannot seek is never
+rewritten). An encoder's bytes so far are ``encode``'s result; ``finish`` flushes the coder.
+
+A stream of no samples is the format's empty stream: no bytes for pcm, mp3 and aac (a
+sequence of no frames), a WAV header, a FLAC header, the Ogg Opus header pages.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..engine import SAMPLE_RATE
+from ..engine.audio import to_pcm16
+
+
+@dataclass(frozen=True)
+class ResponseFormat:
+    """One format OpenAI's ``response_format`` names, and how it is made."""
+
+    name: str
+    media_type: str
+    container: str | None = None  # an FFmpeg muxer (None: written here)
+    codec: str | None = None
+    bit_rate: int | None = None
+    codec_options: dict[str, str] = field(default_factory=dict)
+    container_options: dict[str, str] = field(default_factory=dict)
+
+
+FORMATS: dict[str, ResponseFormat] = {
+    f.name: f
+    for f in (
+        ResponseFormat(
+            "mp3", "audio/mpeg", "mp3", "libmp3lame", 64_000,
+            {"compression_level": "5"},  # LAME -q 5: a third less CPU than its default
+            {"id3v2_version": "0", "write_xing": "0"},  # plain frames: nothing to rewrite
+        ),
+        ResponseFormat("opus", "audio/ogg", "ogg", "libopus", 32_000),
+        ResponseFormat("aac", "audio/aac", "adts", "aac", 64_000),
+        ResponseFormat("flac", "audio/flac", "flac", "flac", None, {"frame_size": "1920"}),
+        ResponseFormat("wav", "audio/wav"),
+        ResponseFormat("pcm", "audio/pcm"),
+    )
+}  # fmt: skip
+"""The formats served, by OpenAI's names; mp3 is OpenAI's default."""
+
+
+class StreamEncoder(Protocol):
+    """One response's encoder: samples in, the bytes ready so far out."""
+
+    #: Whether ``encode`` costs enough to run off the event loop.
+    compresses: bool
+
+    def encode(self, samples: np.ndarray) -> bytes: ...
+
+    def finish(self) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
+def streaming_wav_header(sample_rate: int) -> bytes:
+    """A 16-bit mono WAV header whose sizes say "unknown" (the stream's length is not known)."""
+    unknown = 0xFFFFFFFF
+    fmt = struct.pack("<HHIIHH", 1, 1, sample_rate, sample_rate * 2, 2, 16)
+    return (
+        b"RIFF" + struct.pack("<I", unknown) + b"WAVE" + b"fmt " + struct.pack("<I", len(fmt))
+        + fmt + b"data" + struct.pack("<I", unknown)
+    )  # fmt: skip
+
+
+class PcmEncoder:
+    """16-bit PCM, after a streaming WAV header when ``wav``."""
+
+    compresses = False
+
+    def __init__(self, wav: bool = False) -> None:
+        self._head = streaming_wav_header(SAMPLE_RATE) if wav else b""
+
+    def encode(self, samples: np.ndarray) -> bytes:
+        head, self._head = self._head, b""
+        return head + to_pcm16(samples).tobytes()
+
+    def finish(self) -> bytes:
+        head, self._head = self._head, b""
+        return head
+
+    def close(self) -> None:
+        pass
+
+
+class _Sink(io.RawIOBase):
+    """Where the muxer writes: bytes kept until taken (not seekable: never rewritten)."""
+
+    def __init__(self) -> None:
+        self._data = bytearray()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self._data += data
+        return len(data)
+
+    def take(self) -> bytes:
+        data = bytes(self._data)
+        self._data.clear()
+        return data
+
+
+class CodecEncoder:
+    """A compressed format through PyAV: one FFmpeg encoder and muxer for one response."""
+
+    compresses = True
+
+    def __init__(self, spec: ResponseFormat) -> None:
+        import av
+
+        self._av = av
+        self._sink = _Sink()
+        self._container: Any = av.open(
+            self._sink, "w", format=spec.container, options=spec.container_options
+        )
+        stream = self._container.add_stream(spec.codec, rate=SAMPLE_RATE, layout="mono")
+        if spec.bit_rate:
+            stream.bit_rate = spec.bit_rate
+        stream.codec_context.options = dict(spec.codec_options)
+        self._stream = stream
+        self._container.start_encoding()  # the header, even for a stream of no audio
+        self._pts = 0
+        self._open = True
+
+    def encode(self, samples: np.ndarray) -> bytes:
+        """``samples`` [n] float32 → the packets the coder gives back (maybe none yet)."""
+        if samples.size:
+            frame = self._av.AudioFrame.from_ndarray(
+                np.ascontiguousarray(samples, dtype=np.float32)[None, :],
+                format="fltp",
+                layout="mono",
+            )
+            frame.sample_rate = SAMPLE_RATE
+            frame.pts = self._pts
+            self._pts += samples.shape[0]
+            self._mux(frame)
+        return self._sink.take()
+
+    def finish(self) -> bytes:
+        """The coder's last packets and the container's trailer."""
+        self._mux(None)
+        self.close()
+        return self._sink.take()
+
+    def close(self) -> None:
+        """Write the trailer and free the coder (once; also for a response the client left)."""
+        if self._open:
+            self._open = False
+            self._container.close()
+
+    def _mux(self, frame: Any) -> None:
+        for packet in self._stream.encode(frame):
+            self._container.mux(packet)
+
+
+def open_encoder(name: str) -> StreamEncoder:
+    """A new encoder of format ``name`` (a key of ``FORMATS``)."""
+    spec = FORMATS[name]
+    if spec.codec is None:
+        return PcmEncoder(wav=name == "wav")
+    return CodecEncoder(spec)
+
+
+__all__ = [
+    "FORMATS",
+    "CodecEncoder",
+    "PcmEncoder",
+    "ResponseFormat",
+    "StreamEncoder",
+    "open_encoder",
+    "streaming_wav_header",
+]
