@@ -69,11 +69,11 @@ class EngineLoader:
         self,
         settings: LoadSettings,
         contexts: ContextOutput,
-        on_loaded: Callable[[], Awaitable[None]],
+        emit: Callable[[str], Awaitable[None]],
     ) -> None:
         self.settings = settings
         self._contexts = contexts  # runs the load tasks, keeps a waiting turn's context alive
-        self._on_loaded = on_loaded  # told when the pack of the current settings is ready
+        self._emit = emit  # the service's events: on_model_loaded
         self._started = asyncio.Event()  # a load's outcome is reported once the pipeline runs
         self.load_error: Exception | None = None  # why the last load failed, once reported
         self._engine: SpeechEngine | None = None
@@ -140,7 +140,7 @@ class EngineLoader:
         self.load_error = None
         await self._check_voice(outcome, voice)
         voice.name_default(outcome)
-        await self._on_loaded()
+        await self._emit("on_model_loaded")
         return outcome
 
     async def _check_voice(self, engine: SpeechEngine, voice: VoiceChoice) -> None:

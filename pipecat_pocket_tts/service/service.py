@@ -99,8 +99,7 @@ class PocketTTSService(TTSServiceHooks):
         # Words are timed from when their audio plays, on the pipeline's clock (read when used).
         self._playout = Playout(lambda: self.get_clock().get_time())
         self._output = ContextOutput(self, self._playout)  # reads the service only when used
-        loaded = lambda: self.emit_event("on_model_loaded")  # noqa: E731
-        self._loader = EngineLoader(loading, self._output, loaded)
+        self._loader = EngineLoader(loading, self._output, self.emit_event)  # on_model_loaded
         self._text_language = text_variant(defaults.language)  # "pt-BR", or None: the pack's
         defaults.language = defaults.model = self._loader.pack_for(defaults.language)
         kwargs.setdefault("push_stop_frames", True)  # a stop frame even if a context times out
