@@ -191,7 +191,11 @@ async def test_an_idle_turns_end_does_not_wait_for_another_calls_slot(engine_pac
     )
     gate = _HoldEndUntilAnotherCallSpeaks(service)
     snapshot = _SnapshotAtStop(gate)
-    reply = [LLMFullResponseStartFrame(), LLMTextFrame("Hello there."), LLMTextFrame(" 🙂")]
+    reply = [
+        LLMFullResponseStartFrame(),
+        LLMTextFrame("Hello there, how are you today."),
+        LLMTextFrame(" 🙂"),
+    ]
     try:
         down, _ = await asyncio.wait_for(  # hang guard only: before the fix it never ended
             run_test(
