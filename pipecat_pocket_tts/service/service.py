@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import AsyncGenerator
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from loguru import logger
@@ -97,7 +98,8 @@ class PocketTTSService(TTSServiceHooks):
         loading = service_load_settings(load, kwargs, known, loading)
         defaults = initial_settings(language, settings)
         # Words are timed from when their audio plays, on the pipeline's clock (read when used).
-        self._playout = Playout(lambda: self.get_clock().get_time())
+        interruptible = partial(is_interruptible, self)  # an uninterruptible greeting plays on
+        self._playout = Playout(lambda: self.get_clock().get_time(), interruptible)
         self._output = ContextOutput(self, self._playout)  # reads the service only when used
         self._loader = EngineLoader(loading, self._output, self.emit_event)  # on_model_loaded
         self._text_language = text_variant(defaults.language)  # "pt-BR", or None: the pack's

@@ -191,11 +191,8 @@ async def test_an_idle_turns_end_does_not_wait_for_another_calls_slot(engine_pac
     )
     gate = _HoldEndUntilAnotherCallSpeaks(service)
     snapshot = _SnapshotAtStop(gate)
-    reply = [
-        LLMFullResponseStartFrame(),
-        LLMTextFrame("Hello there, how are you today."),
-        LLMTextFrame(" 🙂"),
-    ]
+    # Three words: a sentence of one or two waits for the turn's next one (short sentences).
+    reply = [LLMFullResponseStartFrame(), LLMTextFrame("Hello there, friend."), LLMTextFrame(" 🙂")]
     try:
         down, _ = await asyncio.wait_for(  # hang guard only: before the fix it never ended
             run_test(
