@@ -156,8 +156,7 @@ class PocketTTSService(TTSServiceHooks):
         return str(self.settings.language)
 
     async def setup(self, setup: FrameProcessorSetup) -> None:
-        """Start loading (and warming up) the pack in the background, off the event loop:
-        within any start timeout (``run_test``'s 1 s); the first turn waits for it."""
+        """Start loading the pack in the background (within any start timeout; turns wait)."""
         await super().setup(setup)
         self._loader.start_load(self.pack, self._voice)
 
@@ -245,9 +244,8 @@ class PocketTTSService(TTSServiceHooks):
                 await turn.stream.enqueue(turn, text, self._turn_options())
                 await self.start_tts_usage_metrics(text)
             yield None
-        except LoadReported:  # its ErrorFrame went out when the load failed
+        except LoadReported:  # its ErrorFrame went out when the load failed: nothing to yield
             self._unspoken.text_failed(context_id, word_sequencer(self))
-            yield None
         except Exception as e:  # a PocketTTSError is the caller's; anything else is logged whole
             expected = isinstance(e, PocketTTSError)
             (logger.error if expected else logger.exception)(f"{self}: synthesis failed: {e}")
