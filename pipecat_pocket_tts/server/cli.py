@@ -120,8 +120,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+#: What the ``server`` extra installs that the server imports (module names).
+SERVER_EXTRA_MODULES = (
+    "uvicorn",
+    "starlette",
+    "websockets",
+    "python_multipart",
+    "prometheus_client",
+)
+SERVER_EXTRA = "pip install 'pipecat-pocket-tts[server]'"
+
+
+def missing_server_module() -> str | None:
+    """The first module of the ``server`` extra that is not installed (None: all are)."""
+    import importlib.util
+
+    return next((m for m in SERVER_EXTRA_MODULES if importlib.util.find_spec(m) is None), None)
+
+
 def run(args: argparse.Namespace) -> int:
-    """Start the server with parsed ``args``; returns when it stops."""
+    """Start the server with parsed ``args``; returns when it stops (2 at once, in one line,
+    without the ``server`` extra)."""
+    missing = missing_server_module()
+    if missing is not None:
+        print(
+            f"error: the server needs the 'server' extra ({missing} is not installed): "
+            f"{SERVER_EXTRA}",
+            file=sys.stderr,
+        )
+        return 2
     import uvicorn
 
     from ..engine import LoadOptions

@@ -224,12 +224,18 @@ class _SpeakOnceTheSlotIsTaken(FrameProcessor):
         self.errored = asyncio.Event()
         self.other = None
         self._release: asyncio.Task | None = None
+        self._loaded = asyncio.Event()  # the service loads in the background from setup on
+        service.event_handler("on_model_loaded")(self._model_loaded)
+
+    async def _model_loaded(self, _service: PocketTTSService) -> None:
+        self._loaded.set()
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
         if isinstance(frame, ErrorFrame):
             self.errored.set()
         if isinstance(frame, TTSSpeakFrame):
+            await self._loaded.wait()
             self.other = self._service.engine.session(seed=3, max_frames=100_000)
             self.other.enqueue(" ".join([LONG_REPLY] * 20))
             await asyncio.to_thread(next, iter(self.other))  # it holds the only slot

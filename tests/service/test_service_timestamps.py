@@ -142,8 +142,8 @@ async def run_pipeline(
     )
     started = asyncio.Event()
 
-    @worker.event_handler("on_pipeline_started")
-    async def _started(_worker, _frame):
+    @tts.event_handler("on_model_loaded")  # the pipeline runs and the model is loaded
+    async def _started(_tts):
         started.set()
 
     if pause_at is not None:
