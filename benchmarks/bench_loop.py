@@ -347,9 +347,15 @@ async def run_case(
     )
     started = asyncio.Event()
 
-    @worker.event_handler("on_pipeline_started")
     async def _started(*_args) -> None:
         started.set()
+
+    from pipecat_pocket_tts import PocketTTSService
+
+    if isinstance(tts, PocketTTSService):  # ours loads in the background: wait for it
+        tts.event_handler("on_model_loaded")(_started)
+    else:
+        worker.event_handler("on_pipeline_started")(_started)
 
     meter = LoopMeter()
     profiler = LoopProfile() if profile else None

@@ -156,7 +156,8 @@ async def run_calls(mode: str, n: int, target: str) -> None:
     sinks, workers, started = [], [], []
     for _ in range(n):
         sink = Sink()
-        stages = [sink] if mode == "baseline" else [service(), sink]
+        tts = None if mode == "baseline" else service()
+        stages = [sink] if tts is None else [tts, sink]
         worker = PipelineWorker(
             Pipeline(stages),
             params=PipelineParams(audio_out_sample_rate=24000),
@@ -167,7 +168,10 @@ async def run_calls(mode: str, n: int, target: str) -> None:
         async def on_started(*_args, ready=ready) -> None:
             ready.set()
 
-        worker.event_handler("on_pipeline_started")(on_started)
+        if tts is None:
+            worker.event_handler("on_pipeline_started")(on_started)
+        else:  # the pipeline runs and the model is loaded (or the server connected)
+            tts.event_handler("on_model_loaded")(on_started)
         sinks.append(sink)
         workers.append(worker)
         started.append(ready)

@@ -242,9 +242,15 @@ async def measure(name: str, service: Any, args: argparse.Namespace) -> dict[str
     )
     started = asyncio.Event()
 
-    @worker.event_handler("on_pipeline_started")
-    async def _on_started(worker, frame) -> None:
+    async def _on_started(*_args) -> None:
         started.set()
+
+    from pipecat_pocket_tts import PocketTTSService
+
+    if isinstance(service, PocketTTSService):  # ours loads in the background: wait for it
+        service.event_handler("on_model_loaded")(_on_started)
+    else:  # the built-in service loaded in its constructor
+        worker.event_handler("on_pipeline_started")(_on_started)
 
     runner = WorkerRunner(handle_sigint=False)
     await runner.add_workers(worker)

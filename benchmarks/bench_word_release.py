@@ -199,8 +199,8 @@ async def run_once(pack: Path, mode: str, barge_in_reply_s: float | None) -> Run
     )
     started = asyncio.Event()
 
-    @worker.event_handler("on_pipeline_started")
-    async def _started(_worker, _frame):
+    @tts.event_handler("on_model_loaded")  # the pipeline runs and the model is loaded
+    async def _started(_tts):
         started.set()
 
     async def drive() -> None:

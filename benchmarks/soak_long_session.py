@@ -126,8 +126,8 @@ async def long_session(
     )
     ready = asyncio.Event()
 
-    @worker.event_handler("on_pipeline_started")
-    async def _started(_worker, _frame) -> None:
+    @tts.event_handler("on_model_loaded")  # the pipeline runs and the model is loaded
+    async def _started(_tts) -> None:
         ready.set()
 
     target_samples = round(minutes * MINUTE_SAMPLES)

@@ -287,7 +287,7 @@ async def soak(
         )
         ready = asyncio.Event()
         readies.append(ready)
-        worker.event_handler("on_pipeline_started")(_setter(ready))
+        tts.event_handler("on_model_loaded")(_setter(ready))  # started, model loaded
         count = replies if minutes is None else None
         plan = make_replies(random.Random(rng.random()), count, barge_in, silent)
         outcomes.append(outcome)

@@ -3,7 +3,8 @@
 No network service: a small processor plays the part of the LLM (``LLMFullResponseStartFrame``,
 one ``LLMTextFrame`` per token at a steady rate, ``LLMFullResponseEndFrame``),
 ``PocketTTSService`` speaks it, and a sink writes every ``TTSAudioRawFrame`` to a WAV file and
-prints when the first audio arrived.
+prints when the first audio arrived. The reply starts once the service has loaded its model
+(``on_model_loaded``): first audio is timed from the first token, not from the model load.
 
     # a random-weight pack is enough to try the plumbing (the audio is noise):
     python -m pipecat_pocket_tts devpack /tmp/pack --config tiny
@@ -70,6 +71,7 @@ class FakeLLM(FrameProcessor):
         self._text = text
         self._delay = 1.0 / tokens_per_second
         self.first_token_at: float | None = None
+        self.tts_ready = asyncio.Event()  # set when the TTS can speak (or has failed)
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
@@ -78,6 +80,7 @@ class FakeLLM(FrameProcessor):
             self.create_task(self._stream_reply(), name="fake_llm")
 
     async def _stream_reply(self) -> None:
+        await self.tts_ready.wait()  # as a user's first turn comes after the bot is up
         await self.push_frame(LLMFullResponseStartFrame())
         self.first_token_at = time.perf_counter()
         for token in llm_tokens(self._text):
@@ -123,6 +126,15 @@ async def run(args: argparse.Namespace) -> None:
         settings=PocketTTSService.Settings(voice=args.voice, seed=args.seed),
     )
     llm = FakeLLM(args.text, args.tokens_per_second)
+
+    @tts.event_handler("on_model_loaded")
+    async def ready(_tts: PocketTTSService) -> None:
+        llm.tts_ready.set()
+
+    @tts.event_handler("on_error")
+    async def failed(_tts: PocketTTSService, _error: Frame) -> None:
+        llm.tts_ready.set()  # the reply goes on: no audio, and the error is in the log
+
     sink = WavSink()
     worker = PipelineWorker(
         Pipeline([llm, tts, sink]),

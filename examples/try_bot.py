@@ -262,15 +262,29 @@ async def bot(runner_args: RunnerArguments) -> None:
     await run_bot(transport, runner_args)
 
 
-def add_page(app: Any) -> None:
-    """Serve ``try_page.html`` at ``PAGE_ROUTE`` on the runner's FastAPI ``app``."""
-    from fastapi.responses import HTMLResponse
+def add_page(app: Any, url: str | None) -> None:
+    """Serve ``try_page.html`` at ``PAGE_ROUTE`` on the runner's FastAPI ``app``; with a page
+    ``url`` (WebRTC), the runner's root (its "Open:" address) leads there too, and one line
+    naming it is printed once the server is up, after the runner's banner."""
+    from fastapi.responses import HTMLResponse, RedirectResponse
 
     page = PAGE_FILE.read_text(encoding="utf-8")
 
     @app.get(PAGE_ROUTE, include_in_schema=False)
     async def try_page() -> HTMLResponse:
         return HTMLResponse(page)
+
+    if url is None:
+        return
+
+    @app.get("/", include_in_schema=False)  # before the runner's own "/" (to /client)
+    async def root() -> RedirectResponse:
+        return RedirectResponse(PAGE_ROUTE)
+
+    def announce() -> None:
+        print(f"try_bot: open {url} and press Connect", flush=True)
+
+    app.router.on_startup.append(announce)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -298,15 +312,14 @@ if __name__ == "__main__":
 
     parser = add_arguments(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
     known, _ = add_arguments(argparse.ArgumentParser(add_help=False)).parse_known_args()
-    language, model_dir, voice = pack_options(known)
-    exit_unless_speakable(
-        "examples/try_bot.py",
-        language=language,
-        model_dir=model_dir,
-        voice=voice,
-        names=TRY_BOT_FLAGS,
-    )
-    add_page(app)
-    if (url := page_url(sys.argv[1:])) is not None:
-        print(f"try_bot: open {url} and press Connect", file=sys.stderr)
+    if not {"-h", "--help"} & set(sys.argv[1:]):  # help needs no pack
+        language, model_dir, voice = pack_options(known)
+        exit_unless_speakable(
+            "examples/try_bot.py",
+            language=language,
+            model_dir=model_dir,
+            voice=voice,
+            names=TRY_BOT_FLAGS,
+        )
+    add_page(app, page_url(sys.argv[1:]))
     main(parser)

@@ -251,6 +251,7 @@ def cmd_warmup(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_OK
+    kernel_cache.announce_first_compile(ahead=True)
     compiled.required()
     folder = kernel_cache.cache_folder()
     print(f"numba kernels compiled and cached in {folder or 'numba’s cache'}", file=sys.stderr)
@@ -365,41 +366,12 @@ def _pack_language(model_dir: Path | None) -> str:
     return "english"
 
 
-#: The commands that load a model (devpack prefills its voices with one), or compile the
-#: kernels themselves; the NumPy backend always for the last two.
-_KERNEL_COMMANDS = ("say", "serve", "devpack", "warmup")
-
-
-def _compiles_kernels(args: argparse.Namespace) -> bool:
-    """Whether the command will run the NumPy backend's numba kernels (numba installed)."""
-    if args.command not in _KERNEL_COMMANDS:
-        return False
-    from .engine.backends.numpy.compiled import numba_installed
-
-    if not numba_installed():
-        return False
-    if args.command in ("devpack", "warmup"):
-        return True
-    from .engine.backends import resolve_backend_name
-    from .engine.errors import PocketTTSError
-
-    try:
-        kind = resolve_backend_name(args.backend, language=args.language, model_dir=args.model_dir)
-    except PocketTTSError:  # the command itself reports it
-        return False
-    return kind == "numpy"
-
-
 def _run(argv: Sequence[str] | None) -> int:
     from .cli_arguments import build_parser
 
     args = build_parser().parse_args(argv)
     if args.command in ("say", "voices") and args.language is None:
         args.language = _pack_language(args.model_dir)
-    if _compiles_kernels(args):
-        from .engine.backends.numpy import kernel_cache
-
-        kernel_cache.announce_first_compile()  # now, not a second later at numba's import
     _configure_logging(args.verbose)
     warnings.showwarning = _one_line_warning
     from .engine.errors import PocketTTSError

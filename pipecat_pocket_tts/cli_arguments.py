@@ -211,7 +211,10 @@ def build_parser() -> argparse.ArgumentParser:
             description=devpack_cli.DESCRIPTION,
         )
     )
-
+    for command in commands.choices.values():  # -v after the verb too (``say -v``)
+        command.add_argument(
+            "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log progress"
+        )
     return parser
 
 

@@ -434,7 +434,7 @@ def unpack_audio(data: bytes) -> tuple[AudioHeader, bytes]:
 
 
 # -- the handshake's secrets -------------------------------------------------------
-SECRET_HEADERS = frozenset({"authorization", "sec-websocket-protocol", "cookie"})
+SECRET_HEADERS = frozenset({"authorization", "sec-websocket-protocol", "cookie", "x-api-key"})
 """Handshake headers that may carry the key: their values never reach a log."""
 # The loggers the websockets library writes handshake headers to at DEBUG: uvicorn's (the
 # server's handshakes) and the library's own client logger (RemoteTTS's).

@@ -24,6 +24,5 @@ def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = No
     full_env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})}
     kwargs.setdefault("capture_output", True)
     kwargs.setdefault("text", True)
-    return subprocess.run(
-        [installed_command(), *args], env=full_env, cwd=cwd, timeout=180, **kwargs
-    )
+    kwargs.setdefault("timeout", 180)  # a guard against a hang, never a measure
+    return subprocess.run([installed_command(), *args], env=full_env, cwd=cwd, **kwargs)

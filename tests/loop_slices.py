@@ -29,8 +29,8 @@ import pytest
 from pipecat.utils.context.aggregated_frame_sequencer import AggregatedFrameSequencer
 from pipecat.utils.text.simple_text_aggregator import SimpleTextAggregator
 
-from pipecat_pocket_tts.engine import planner
 from pipecat_pocket_tts.engine.text.chunking import Chunker
+from pipecat_pocket_tts.engine.text.normalize import TextNormalizer
 from pipecat_pocket_tts.engine.text.tokenizer import Tokenizer
 
 #: Pipecat's word-timestamp sequencer: it registers the text, then matches each played word
@@ -40,7 +40,7 @@ SEQUENCER_ENTRIES = ("register_spoken", "finalize", "process_word", "flush", "fo
 
 #: The engine's text stages whose cost grows with the text they are given (owner, name).
 TEXT_STAGES = (
-    (planner, "normalize_text"),
+    (TextNormalizer, "__call__"),  # every normalization (texts, streams, caller words)
     (Chunker, "certain_end"),
     (Tokenizer, "filter_unrepresentable"),
     (Tokenizer, "encode"),

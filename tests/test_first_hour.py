@@ -12,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -71,18 +72,25 @@ def test_hf_hub_offline_is_respected_without_a_probe(tmp_path: Path) -> None:
 
 
 def test_reachability_probe_succeeds_on_a_listening_endpoint(monkeypatch) -> None:
+    import http.server
+
     from huggingface_hub import constants
 
     from pipecat_pocket_tts.engine.model.hub_reachability import unreachable_reason
 
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen(1)
-        monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{server.getsockname()[1]}")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, name="answering-endpoint")
+    thread.start()
+    try:  # any answer will do (this one is 501: the handler serves no method)
+        monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{server.server_port}")
         monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
         for proxy in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY"):
             monkeypatch.delenv(proxy, raising=False)
         assert unreachable_reason() is None
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
     monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{closed_port()}")
     assert "refused" in (unreachable_reason() or "").lower()
 

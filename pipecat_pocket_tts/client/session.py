@@ -260,6 +260,16 @@ class RemoteSession(ChannelOutput["AudioFrame | Marker"]):
                 self._started.set_exception(error)
             self.fail(error)
 
+    def end_idle(self, error: BaseException) -> None:
+        """The connection ended while nothing of the session was owed: its output ends
+        without an error (a draining server closed it; the next session reconnects), and
+        text given after this raises why."""
+        with self._lock:
+            self._closed = True
+            self._failure = error
+        self._frames.close()
+        _resolve(self._stopped)
+
     def fail(self, error: BaseException) -> None:
         """The session ends with ``error`` (after the frames already received)."""
         with self._lock:

@@ -244,13 +244,18 @@ class RemoteTTS:
             logger.warning("TTS server: %s: %s", message.code, message.message)
 
     def _lost(self, reason: BaseException | None) -> None:
-        """The connection ended: every open session fails, every question is unanswered."""
+        """The connection ended: every session still owed audio fails, an idle one just ends
+        (a server draining for a restart closes its idle connections: the next session
+        reconnects, through a balancer to another replica); every question is unanswered."""
         error = ServerUnavailableError(
             f"lost the connection to the TTS server at {self.url}: "
             f"{reason or 'closed'}; retrying in the background"
         )
         for session in list(self._sessions.values()):
-            session.fail(error)
+            if session.is_idle:
+                session.end_idle(error)
+            else:
+                session.fail(error)
         self._sessions.clear()
         for answer in self._answers.values():
             if not answer.done():

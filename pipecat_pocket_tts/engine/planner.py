@@ -14,13 +14,13 @@ Every synthesis path (``synthesize``, ``stream``, sessions) plans its text here.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .checks import check_lexicon
 from .errors import UnknownLanguageError
-from .text.normalize import language_code, normalize_text
+from .text.normalize import WordForms, language_code, normalize_text, text_normalizer
 from .text.plan_cache import PlanCache, plan_key
 from .text.prepare import PreparedChunk, TextPreparer, TextStream
 from .timing.word_timing import FrameWords, WordLedger
@@ -64,9 +64,7 @@ class TimedText:
 
     def add(self, text: str, chunks: list[PreparedChunk], *, final: bool) -> None:
         """More caller text and the chunks it released; ``final``: the text is complete."""
-        self._mapper.add(self._stream.push(text))
-        if final:
-            self._mapper.add(self._stream.flush())
+        self._mapper.add(self._stream.push(text, final=final))
         self._released += len(chunks)
         self._final = final
 
@@ -253,30 +251,20 @@ class TextPlanner:
         self, text: str, *, normalize: bool = True, lexicon: Mapping[str, str] | None = None
     ) -> list[CallerWord]:
         """The caller's words of ``text``, each with the keys of its spoken form."""
-        return caller_words(text, self._spoken_form(normalize, lexicon))
+        return caller_words(text, self._word_forms(normalize, lexicon))
 
     def word_stream(
         self, *, normalize: bool = True, lexicon: Mapping[str, str] | None = None
     ) -> CallerWordStream:
         """``words`` for text arriving in fragments (``Session.feed``)."""
-        return CallerWordStream(self._spoken_form(normalize, lexicon))
+        return CallerWordStream(self._word_forms(normalize, lexicon))
 
-    def _spoken_form(
-        self, normalize: bool, lexicon: Mapping[str, str] | None
-    ) -> Callable[[str], str] | None:
-        """One word → its spoken form on its own (memoized per call site), or None."""
+    def _word_forms(self, normalize: bool, lexicon: Mapping[str, str] | None) -> WordForms:
+        """Caller words → their written and spoken forms (each word normalized on its own,
+        memoized per text), or as written without ``normalize``."""
         if not normalize:
-            return None
-        language = self.text_language
-        lexicon = check_lexicon(lexicon)
-        forms: dict[str, str] = {}
-
-        def spoken(word: str) -> str:
-            if word not in forms:
-                forms[word] = normalize_text(word, language, lexicon=lexicon)
-            return forms[word]
-
-        return spoken
+            return WordForms()
+        return WordForms.normalized(self.text_language, check_lexicon(lexicon))
 
     def timed_text(
         self, normalize: bool = True, lexicon: Mapping[str, str] | None = None
@@ -296,10 +284,8 @@ class TextPlanner:
         """Text arriving in fragments → prepared chunks, as ``plan`` would cut the whole."""
         if not normalize:
             return TextStream(self.preparer)
-        language = self.text_language
-        lexicon = check_lexicon(lexicon)
         return TextStream(
-            self.preparer, lambda text: normalize_text(text, language, lexicon=lexicon)
+            self.preparer, text_normalizer(self.text_language, check_lexicon(lexicon))
         )
 
     def fed_text(

@@ -26,7 +26,13 @@ from ..wire import hide_secret_headers
 from . import http, openai_api
 from .connection import Connection
 from .cors import ApiCors
+from .dialect import Dialect
+from .gate import Gate
+from .gradium import PATH as GRADIUM_PATH
+from .gradium import GradiumDialect
 from .http import error_response, status_of
+from .livekit import PATH as LIVEKIT_PATH
+from .livekit import LiveKitDialect
 from .page import page
 from .state import RequestError, ServerConfig, ServerState
 
@@ -63,11 +69,16 @@ def create_app(config: ServerConfig) -> Starlette:
 
         return endpoint
 
-    async def stream(websocket: WebSocket) -> None:
-        await _serve_websocket(state, websocket)
+    def stream(dialect: Callable[[], Dialect]) -> Callable[[WebSocket], Awaitable[None]]:
+        async def endpoint(websocket: WebSocket) -> None:
+            await _serve_websocket(state, websocket, dialect())
+
+        return endpoint
 
     routes = [
-        WebSocketRoute(p.PATH, stream),
+        WebSocketRoute(p.PATH, stream(Dialect)),
+        WebSocketRoute(GRADIUM_PATH, stream(GradiumDialect)),
+        WebSocketRoute(LIVEKIT_PATH, stream(LiveKitDialect)),
         Route("/v1/audio/speech", guarded(http.openai_speech), methods=["POST"]),
         Route("/tts", guarded(http.upstream_tts), methods=["POST"]),
         Route("/v1/voices", guarded(http.voices), methods=["GET"]),
@@ -81,6 +92,15 @@ def create_app(config: ServerConfig) -> Starlette:
     middleware = []
     if config.cors_origins:
         middleware.append(Middleware(ApiCors, origins=list(config.cors_origins)))
+    middleware.append(
+        Middleware(
+            Gate,
+            drain=state.drain,
+            metrics=state.metrics,
+            routes=routes,
+            idle_timeout=config.limits.idle_timeout,
+        )
+    )
     app = Starlette(
         routes=routes,
         middleware=middleware,
@@ -102,13 +122,16 @@ async def _load(state: ServerState) -> None:
         state.loaded.set()
 
 
-async def _serve_websocket(state: ServerState, websocket: WebSocket) -> None:
+async def _serve_websocket(state: ServerState, websocket: WebSocket, dialect: Dialect) -> None:
     metrics = state.metrics
     offers: list[str] = list(websocket.scope.get("subprotocols", []))
     await websocket.accept(subprotocol=p.SUBPROTOCOL if p.SUBPROTOCOL in offers else None)
     keys = state.keys
+    headers = websocket.headers
     if not (
-        keys.accepts(websocket.headers.get("authorization")) or keys.accepts_subprotocols(offers)
+        keys.accepts(headers.get("authorization"))
+        or keys.accepts_subprotocols(offers)
+        or keys.accepts_token(headers.get("x-api-key"))  # Gradium's clients
     ):
         await _refuse(state, websocket, p.CloseCode.UNAUTHORIZED, "missing or wrong API key")
         return
@@ -127,9 +150,12 @@ async def _serve_websocket(state: ServerState, websocket: WebSocket) -> None:
         return
     state.connections += 1
     metrics.connections.inc()
+    connection = Connection(websocket, state.tts, state.voices, state.limits, metrics, dialect)
+    state.drain.add(connection)
     try:
-        await Connection(websocket, state.tts, state.voices, state.limits, metrics).run()
+        await connection.run()
     finally:
+        state.drain.discard(connection)
         state.connections -= 1
         metrics.connections.dec()
 

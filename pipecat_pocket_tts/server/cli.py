@@ -91,6 +91,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=250,
         help="frames one context may have waiting for a slow client before it ends (250)",
     )
+    parser.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=30.0,
+        help="on SIGTERM, seconds streams in flight may take to finish before they are closed "
+        "(30); /ready says 503 meanwhile",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=60.0,
+        help="seconds a websocket with no context open, or a request body, may stay silent (60)",
+    )
+    parser.add_argument(
+        "--handshake-timeout",
+        type=float,
+        default=10.0,
+        help="seconds a connection may take to send its request head or upgrade (10)",
+    )
     parser.add_argument("--no-warmup", action="store_true", help="skip the warm-up synthesis")
     parser.add_argument(
         "--log-level",
@@ -101,13 +120,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+#: What the ``server`` extra installs that the server imports (module names).
+SERVER_EXTRA_MODULES = (
+    "uvicorn",
+    "starlette",
+    "websockets",
+    "python_multipart",
+    "prometheus_client",
+)
+SERVER_EXTRA = "pip install 'pipecat-pocket-tts[server]'"
+
+
+def missing_server_module() -> str | None:
+    """The first module of the ``server`` extra that is not installed (None: all are)."""
+    import importlib.util
+
+    return next((m for m in SERVER_EXTRA_MODULES if importlib.util.find_spec(m) is None), None)
+
+
 def run(args: argparse.Namespace) -> int:
-    """Start the server with parsed ``args``; returns when it stops."""
+    """Start the server with parsed ``args``; returns when it stops (2 at once, in one line,
+    without the ``server`` extra)."""
+    missing = missing_server_module()
+    if missing is not None:
+        print(
+            f"error: the server needs the 'server' extra ({missing} is not installed): "
+            f"{SERVER_EXTRA}",
+            file=sys.stderr,
+        )
+        return 2
     import uvicorn
 
     from ..engine import LoadOptions
     from .app import ServerConfig, create_app
+    from .drain import DrainingServer
     from .security import Limits, check_bind, resolve_api_key
+    from .timeouts import head_timeout_protocol
     from .voice_urls import resolve_voice_url_hosts
     from .voices import default_voice_arg
 
@@ -117,6 +165,8 @@ def run(args: argparse.Namespace) -> int:
         max_connections=args.max_connections,
         max_contexts_per_connection=args.max_contexts,
         max_buffered_frames=args.max_buffered_frames,
+        idle_timeout=args.idle_timeout,
+        handshake_timeout=args.handshake_timeout,
     )
     options = LoadOptions(
         backend=args.backend,
@@ -140,15 +190,18 @@ def run(args: argparse.Namespace) -> int:
     )
     logging.basicConfig(format="%(levelname)s: %(message)s")  # no-op under the main CLI's
     logging.getLogger("pipecat_pocket_tts").setLevel(args.log_level.upper())
-    uvicorn.run(
-        create_app(config),
+    app = create_app(config)
+    uvicorn_config = uvicorn.Config(
+        app,
         host=args.host,
         port=args.port,
+        http=head_timeout_protocol(limits.handshake_timeout),
         ws="websockets-sansio",
         ws_max_size=limits.max_message_bytes,
         log_level=args.log_level,
         lifespan="on",
     )
+    DrainingServer(uvicorn_config, app.state.server.drain, args.drain_timeout).run()
     return 0
 
 

@@ -38,13 +38,14 @@ from ..engine import (
     UnknownVoiceError,
 )
 from ..engine.contract import OFF_LOOP_CHARS, SpeechProbe
-from .encodings import FrameEncoder, check_format
+from .dialect import CloseAfter, Dialect, Outgoing, Reply, SampleEncoder
 from .metrics import ServerMetrics, StreamPacer
 from .security import Limits
 from .voices import ServerVoices
 
 logger = logging.getLogger(__name__)
 
+INTERNAL_ERROR = 1011  # the websocket close code of a server fault
 _ENDED_REMEMBERED = 1024  # ended context ids whose late messages are ignored, not refused
 _PROBES_KEPT = 16  # streamed texts being checked on one connection (the oldest is forgotten)
 
@@ -71,7 +72,7 @@ class Context:
     """One client context: its session, encoder, pacing and the frames it has waiting."""
 
     def __init__(
-        self, context_id: str, session: Session, encoder: FrameEncoder, pacer: StreamPacer
+        self, context_id: str, session: Session, encoder: SampleEncoder, pacer: StreamPacer
     ):
         self.id = context_id
         self.session = session
@@ -89,13 +90,11 @@ class Outbox:
 
     def __init__(self, websocket: WebSocket) -> None:
         self._websocket = websocket
-        self._items: deque[tuple[str | bytes, Context | None, bool]] = deque()
+        self._items: deque[tuple[Outgoing, Context | None, bool]] = deque()
         self._ready = asyncio.Event()
         self._closed = False
 
-    def put(
-        self, data: str | bytes, context: Context | None = None, *, audio: bool = False
-    ) -> None:
+    def put(self, data: Outgoing, context: Context | None = None, *, audio: bool = False) -> None:
         if self._closed or (context is not None and context.dropped):
             return
         if audio and context is not None:
@@ -113,6 +112,18 @@ class Outbox:
         self._closed = True
         self._ready.set()
 
+    def close_after(self, code: int, reason: str, *, drop: bool = False) -> None:
+        """Close the websocket once what is queued went out (``drop``: every context's
+        queued output is forgotten first); nothing more is queued after this."""
+        if drop:
+            self._items = deque(item for item in self._items if item[1] is None)
+        self.put(CloseAfter(code, reason))
+        self.close()
+
+    @property
+    def empty(self) -> bool:
+        return not self._items
+
     async def run(self) -> None:
         while True:
             while not self._items:
@@ -126,10 +137,21 @@ class Outbox:
                     continue
                 if audio:
                     context.buffered -= 1
-            if isinstance(data, bytes):
-                await self._websocket.send_bytes(data)
-            else:
-                await self._websocket.send_text(data)
+            if isinstance(data, CloseAfter):
+                with contextlib.suppress(Exception):
+                    reason = data.reason.encode()[:120].decode(errors="ignore")
+                    await self._websocket.close(data.code, reason)
+                return
+            try:
+                if isinstance(data, bytes):
+                    await self._websocket.send_bytes(data)
+                else:
+                    await self._websocket.send_text(data)
+            except Exception as e:  # never a sender that died silently
+                logger.warning("closing a connection whose send failed: %s", e)
+                with contextlib.suppress(Exception):
+                    await self._websocket.close(INTERNAL_ERROR, "send failed")
+                return
 
 
 class Connection:
@@ -142,8 +164,10 @@ class Connection:
         voices: ServerVoices,
         limits: Limits,
         metrics: ServerMetrics,
+        dialect: Dialect | None = None,
     ) -> None:
         self._websocket = websocket
+        self._dialect = dialect or Dialect()
         self._tts = tts
         self._voices = voices
         self._limits = limits
@@ -153,6 +177,8 @@ class Connection:
         self._outbox = Outbox(websocket)
         self._text_chars = 0
         self._probes: OrderedDict[int, SpeechProbe] = OrderedDict()  # by the client's number
+        self._draining = False
+        self._handling = False  # a request's handler is running (it may await)
 
     async def run(self) -> None:
         """Serve the connection until the client leaves or breaks a rule."""
@@ -160,7 +186,8 @@ class Connection:
         ready = p.Ready(
             tts.language, self._voices.names, self._voices.default, tts.sample_rate, 1920
         )
-        self._outbox.put(p.encode(ready))
+        for data in self._dialect.hello(ready):
+            self._outbox.put(data)
         sender = asyncio.create_task(self._outbox.run())
         try:
             await self._receive()
@@ -170,9 +197,34 @@ class Connection:
             with contextlib.suppress(Exception):
                 await sender
 
+    def drain(self) -> None:
+        """The server is stopping: close (going away) once nothing is left to speak."""
+        self._draining = True
+        self._close_if_drained()
+
+    def abort(self, reason: str) -> None:
+        """Close now (going away), dropping what is left to send."""
+        self._outbox.close_after(p.CloseCode.GOING_AWAY, reason, drop=True)
+
+    def _close_if_drained(self) -> None:
+        """Close (going away) when draining and nothing is left to speak; not while a
+        request's handler runs (a cancel awaits its tick before it acknowledges)."""
+        if self._handling or not self._draining:
+            return
+        if all(c.session.is_idle for c in self._contexts.values()):
+            reason = "the server is shutting down: reconnect"
+            self._outbox.close_after(p.CloseCode.GOING_AWAY, reason)
+
     async def _receive(self) -> None:
+        idle = self._limits.idle_timeout
         while True:
-            message = await self._websocket.receive()
+            try:  # a connection with no context open says something within idle_timeout
+                waiting = self._websocket.receive()
+                message = await asyncio.wait_for(waiting, None if self._contexts else idle)
+            except TimeoutError:  # a normal close: clients reconnect quietly when they need to
+                reason = f"idle for {idle:g} s with no context open"
+                await self._close(p.CloseCode.NORMAL, reason, farewell=False)
+                return
             if message["type"] == "websocket.disconnect":
                 return
             text = message.get("text")
@@ -183,21 +235,32 @@ class Connection:
                 await self._close(p.CloseCode.TOO_BIG, "message too big")
                 return
             try:
-                request = p.decode_client(text)
-            except p.ProtocolError as e:
-                await self._close(e.code, str(e))
-                return
-            try:
-                await self._handle(request)
+                for request in self._dialect.decode(text):
+                    if isinstance(request, Reply):
+                        self._outbox.put(request.data)
+                        continue
+                    self._handling = True
+                    try:
+                        await self._handle(request)
+                    finally:
+                        self._handling = False
+                self._close_if_drained()
             except p.ProtocolError as e:
                 await self._close(e.code, str(e))
                 return
 
-    async def _close(self, code: int, reason: str) -> None:
+    async def _close(self, code: int, reason: str, *, farewell: bool = True) -> None:
         self._metrics.closes.labels(str(code)).inc()
-        self._outbox.close()
-        with contextlib.suppress(Exception):
-            await self._websocket.close(code, reason.encode()[:120].decode(errors="ignore"))
+        for data in self._dialect.farewell(code, reason) if farewell else []:
+            self._outbox.put(data)
+        self._outbox.close_after(code, reason, drop=True)
+
+    def _say(self, message: p.ServerMessage, context: Context | None = None) -> None:
+        for data in self._dialect.encode(message):
+            if isinstance(data, CloseAfter):
+                self._outbox.close_after(data.code, data.reason)
+            else:
+                self._outbox.put(data, context)
 
     # -- requests ---------------------------------------------------------------------
     async def _handle(self, request: p.ClientMessage) -> None:
@@ -247,7 +310,7 @@ class Connection:
         self._ended.pop(request.context, None)
         metrics = self._metrics
         try:
-            check_format(request.encoding, request.sample_rate)
+            encoder = self._dialect.encoder(request)
             voice = self._voices.resolve(request.voice)
             session = await asyncio.to_thread(
                 self._tts.session,
@@ -266,10 +329,10 @@ class Connection:
             code = p.ErrorCode.UNKNOWN_VOICE if isinstance(e, UnknownVoiceError) else None
             self._error(request.context, code or p.ErrorCode.BAD_REQUEST, str(e))
             return
-        context = Context(request.context, session, FrameEncoder(request.encoding), metrics.pacer())
+        context = Context(request.context, session, encoder, metrics.pacer())
         self._contexts[context.id] = context
         metrics.streams.inc()
-        self._outbox.put(p.encode(p.Started(context.id)), context)
+        self._say(p.Started(context.id), context)
         context.reader = asyncio.create_task(self._read(context))
 
     async def _queue(self, context: Context, request: p.Text | p.Flush) -> None:
@@ -334,7 +397,7 @@ class Connection:
         self._outbox.drop(context)
         self._metrics.cancel_ticks.observe(await _halt(context.session))
         await self._stop_reader(context)
-        self._outbox.put(p.encode(p.Cancelled(context.id)))
+        self._say(p.Cancelled(context.id))
 
     async def _check_voice(self, request: p.CheckVoice) -> None:
         try:
@@ -345,7 +408,7 @@ class Connection:
             answer = p.VoiceChecked(request.id, code or p.ErrorCode.BAD_REQUEST, str(e))
         else:
             answer = p.VoiceChecked(request.id)
-        self._outbox.put(p.encode(answer))
+        self._say(answer)
 
     async def _check_text(self, request: p.CheckText) -> None:
         """Answer whether the text says anything, as the engine's own check (long text off
@@ -372,7 +435,7 @@ class Connection:
             answer = p.TextChecked(request.id, error_code=p.ErrorCode.BAD_REQUEST, message=str(e))
         else:
             answer = p.TextChecked(request.id, speech=speech)
-        self._outbox.put(p.encode(answer))
+        self._say(answer)
 
     # -- output -----------------------------------------------------------------------
     async def _read(self, context: Context) -> None:
@@ -398,10 +461,11 @@ class Connection:
             tail = context.encoder.encode(np.zeros(0, np.float32), last=True)
             if tail:
                 header = p.AudioHeader(context.id, last_utterance, 0, 0, last=True)
-                self._outbox.put(p.pack_audio(header, tail), context, audio=True)
-            self._outbox.put(p.encode(p.Done(context.id)), context)
+                self._put_audio(context, header, tail)
+            self._say(p.Done(context.id), context)
             context.pacer.finish()
             self._forget(context)
+            self._close_if_drained()
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -410,11 +474,12 @@ class Connection:
 
     def _marker(self, context: Context, payload: Any) -> None:
         if isinstance(payload, _UtteranceEnd):
-            self._outbox.put(p.encode(p.UtteranceEnd(context.id, payload.utterance)), context)
+            self._say(p.UtteranceEnd(context.id, payload.utterance), context)
             if context.session.is_idle:
                 context.pacer.pause()
+                self._close_if_drained()
         elif isinstance(payload, _ClientMark):
-            self._outbox.put(p.encode(p.MarkerReached(context.id, payload.id)), context)
+            self._say(p.MarkerReached(context.id, payload.id), context)
 
     def _audio(self, context: Context, frame: AudioFrame) -> int:
         utterance = context.utterances.get(frame.utterance_index, -1)
@@ -437,15 +502,20 @@ class Connection:
                 for w in frame.completed_words
             ],
         )
-        samples = context.encoder.encode(frame.samples)
-        self._outbox.put(p.pack_audio(header, samples), context, audio=True)
+        self._put_audio(context, header, context.encoder.encode(frame.samples))
         context.pacer.frame(frame.samples.shape[0] / SAMPLE_RATE)  # shorter at speed
         return utterance
+
+    def _put_audio(self, context: Context, header: p.AudioHeader, samples: bytes) -> None:
+        *before, audio = self._dialect.audio(header, samples)
+        for data in before:
+            self._outbox.put(data, context)
+        self._outbox.put(audio, context, audio=True)
 
     # -- endings ----------------------------------------------------------------------
     def _error(self, context_id: str | None, code: str, message: str) -> None:
         self._metrics.errors.labels(code).inc()
-        self._outbox.put(p.encode(p.Error(context_id, code, message)))
+        self._say(p.Error(context_id, code, message))
 
     async def _fail(self, context: Context, code: str, message: str) -> None:
         """End ``context`` now with an error (its queued frames are dropped)."""
@@ -457,6 +527,7 @@ class Connection:
         if context.reader is not asyncio.current_task():
             await self._stop_reader(context)
         self._error(context.id, code, message)
+        self._close_if_drained()
 
     def _forget(self, context: Context) -> None:
         if self._contexts.pop(context.id, None) is not None:
@@ -475,7 +546,7 @@ class Connection:
     def _admission_observer(self, context_id: str) -> Callable[[AdmissionWait], None]:
         """A session's ``on_admission_wait`` (the scheduler's thread): metrics, and an
         ``admitted`` message to the client once it got a slot after a wait."""
-        metrics, outbox = self._metrics, self._outbox
+        metrics = self._metrics
         loop = asyncio.get_running_loop()
 
         def observe(event: AdmissionWait) -> None:
@@ -484,9 +555,9 @@ class Connection:
                 return
             metrics.streams_waiting.dec()
             metrics.admission_waits.observe(event.waited)
-            message = p.encode(p.Admitted(context_id, event.waited, event.active))
+            message = p.Admitted(context_id, event.waited, event.active)
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to tell
-                loop.call_soon_threadsafe(outbox.put, message)
+                loop.call_soon_threadsafe(self._say, message)
 
         return observe
 

@@ -73,6 +73,12 @@ class ServerMetrics:
         self.errors = Counter(
             "pocket_tts_errors", "Errors sent to clients, by code", ["code"], registry=r
         )
+        self.http_requests = Counter(
+            "pocket_tts_http_requests",
+            "HTTP requests answered, by route (unmatched: none), method and status",
+            ["route", "method", "status"],
+            registry=r,
+        )
         self.closes = Counter(
             "pocket_tts_closed_connections",
             "Connections the server closed, by close code",

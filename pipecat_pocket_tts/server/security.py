@@ -35,6 +35,8 @@ class Limits:
     max_upload_seconds: float = 30.0
     max_buffered_frames: int = 250  # per context, waiting for a slow client (20 s of audio)
     max_http_text: int = 10_000  # characters of one HTTP synthesis request
+    idle_timeout: float = 60.0  # seconds a websocket with no context open may stay silent
+    handshake_timeout: float = 10.0  # seconds to send a request's head (HTTP or upgrade)
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
@@ -84,6 +86,13 @@ class KeyCheck:
         scheme, _, token = (authorization or "").partition(" ")
         given = token.strip().encode() if scheme.lower() == "bearer" else b""
         return hmac.compare_digest(given, self._key)
+
+    def accepts_token(self, token: str | None) -> bool:
+        """Whether a bare token (Gradium's ``x-api-key`` header) is the key (always, with no
+        key); compared in constant time."""
+        if self._key is None:
+            return True
+        return hmac.compare_digest((token or "").strip().encode(), self._key)
 
     def accepts_subprotocols(self, offers: Sequence[str]) -> bool:
         """Whether a websocket's offered subprotocols carry the key as ``bearer.KEY``

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..engine import LoadOptions, PocketTTS
+from .drain import Drain
 from .errors import RequestError
 from .metrics import ServerMetrics
 from .security import KeyCheck, Limits
@@ -44,6 +45,7 @@ class ServerState:
         self.load_error: Exception | None = None
         self.loaded = asyncio.Event()
         self.connections = 0  # websocket connections being served
+        self.drain = Drain()  # what is in flight, and whether the server is stopping
 
     def require_model(self) -> PocketTTS:
         if self.tts is None:

@@ -39,7 +39,7 @@ class _HeapFreeze:
             self._decided = True
             gc.freeze()
             self.froze = gc.get_freeze_count()
-        logger.info(
+        logger.debug(
             f"PocketTTS: froze the {self.froze} objects alive after the model load (gc.freeze()):"
             " garbage collections skip them (PocketTTSService(freeze_gc=False) to opt out)"
         )

@@ -1,8 +1,10 @@
 """The model of ``PocketTTSService``: loading the pack, warming it up, switching packs.
 
 ``EngineLoader`` owns the engine and the load tasks: the pack of the current settings, loaded
-at setup (a slow first download finishes in the background), and a pack requested at
-runtime, loaded in the background and adopted at the next turn. With a server URL the engine
+in the background from setup on (setup never waits for it: Pipecat's ``run_test`` gives a
+start one second; the text gate, voice checks and the first turn wait for it; how it ended is
+reported once, from the pipeline's start), and a pack requested at runtime, loaded in the
+background and adopted at the next turn. With a server URL the engine
 is a ``RemoteTTS`` (a TTS server's one model, used through the same interface): "loading" is
 connecting to it, and a pack is one the server serves. Loads go through the
 process-wide shared cache (services of one pack share the weights) and run off the event
@@ -14,6 +16,7 @@ loading API are all in ``load_shared_engine`` and ``EngineLoader.pack_for`` belo
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -35,10 +38,8 @@ if TYPE_CHECKING:
     from .voice_choice import VoiceChoice
 
 
-SETUP_LOAD_BUDGET_S = 15.0
-"""How long ``setup`` waits for the model before letting the pipeline start (Pipecat gives up
-on a setup after 20 s). A load still running then finishes in the background; the first turn
-waits for it, its audio context kept alive."""
+class LoadReported(PocketTTSError):
+    """The load a turn waited for failed; its failure was reported (once) when it happened."""
 
 
 @dataclass(frozen=True)
@@ -64,9 +65,17 @@ class TurnEngine:
 class EngineLoader:
     """Loads packs off the event loop and hands the engine to new turns."""
 
-    def __init__(self, settings: LoadSettings, contexts: ContextOutput) -> None:
+    def __init__(
+        self,
+        settings: LoadSettings,
+        contexts: ContextOutput,
+        emit: Callable[[str], Awaitable[None]],
+    ) -> None:
         self.settings = settings
         self._contexts = contexts  # runs the load tasks, keeps a waiting turn's context alive
+        self._emit = emit  # the service's events: on_model_loaded
+        self._started = asyncio.Event()  # a load's outcome is reported once the pipeline runs
+        self.load_error: Exception | None = None  # why the last load failed, once reported
         self._engine: SpeechEngine | None = None
         self._remote: RemoteTTS | None = None  # made at the first load (never in __init__)
         self._load_task: asyncio.Task | None = None  # the pack of the current settings
@@ -87,18 +96,21 @@ class EngineLoader:
         )
         return pack_name(language, custom=custom)
 
-    async def load_at_setup(self, pack: str, voice: Any, budget_s: float) -> Exception | None:
-        """Start loading ``pack``; wait up to ``budget_s``. The failure, if it already failed."""
-        self._load_task = self._contexts.create_task(self._load(pack, voice), "pocket_tts_load")
-        await asyncio.wait({self._load_task}, timeout=budget_s)
-        outcome = _outcome(self._load_task)
-        if isinstance(outcome, Exception):
-            if isinstance(outcome, ServerUnavailableError):
-                self._load_task = None  # the next turn connects again
-            return outcome
-        if outcome is not None:
-            self._engine = outcome
-        return None
+    def start_load(self, pack: str, voice: VoiceChoice) -> None:
+        """Load ``pack`` in the background; its outcome is reported once started."""
+        self._load_task = self._contexts.create_task(
+            self._load_and_report(pack, voice), "pocket_tts_load"
+        )
+
+    def started(self) -> None:
+        """The pipeline has started: a load's outcome can be reported from now on."""
+        self._started.set()
+
+    async def settled(self) -> None:
+        """Wait for the load of the current settings, if one is running."""
+        task = self._load_task
+        if task is not None and not task.done():
+            await asyncio.wait({task})
 
     def request_switch(self, pack: str, voice: Any) -> None:
         """Load ``pack`` in the background; the next turn switches to it.
@@ -106,20 +118,30 @@ class EngineLoader:
         A previous request still loading is superseded, not cancelled (its thread could not be
         stopped anyway); the shared cache keeps what it loaded.
         """
-        logger.info(f"PocketTTS: loading pack {pack!r} in the background")
+        logger.debug(f"PocketTTS: loading pack {pack!r} in the background")
         self._switch_task = self._contexts.create_task(self._load(pack, voice), "pocket_tts_switch")
 
-    async def report_at_start(
-        self, pack: str, load_error: Exception | None, voice: VoiceChoice
-    ) -> None:
-        """At the pipeline's start: a failed load (permanent: no model to speak with, but a
-        server may come back), then whether the loaded pack can use the chosen voice."""
-        if load_error is not None:
-            permanent = not isinstance(load_error, ServerUnavailableError)
-            about = f"could not load pack {pack!r}"
-            await self._contexts.refuse(load_error, about, permanent)
-        if self._engine is not None:
-            await self._check_voice(self._engine, voice)
+    async def _load_and_report(self, pack: str, voice: VoiceChoice) -> SpeechEngine | Exception:
+        """The load of the current settings, its outcome reported once the pipeline has
+        started and before any turn waiting for it goes on: a failure is one ErrorFrame
+        (permanent: no model to speak with, but a server may come back) and is forgotten for
+        the next turn to try again; a loaded pack's voice is checked and named."""
+        outcome = await self._load(pack, voice.chosen())
+        if isinstance(outcome, Exception) and self._load_task is asyncio.current_task():
+            self._load_task = None
+        elif not isinstance(outcome, Exception) and self._engine is None:
+            self._engine = outcome
+        await self._started.wait()
+        if isinstance(outcome, Exception):
+            self.load_error = outcome
+            permanent = not isinstance(outcome, ServerUnavailableError)
+            await self._contexts.refuse(outcome, f"could not load pack {pack!r}", permanent)
+            return outcome
+        self.load_error = None
+        await self._check_voice(outcome, voice)
+        voice.name_default(outcome)
+        await self._emit("on_model_loaded")
+        return outcome
 
     async def _check_voice(self, engine: SpeechEngine, voice: VoiceChoice) -> None:
         error = await voice.check(engine, self.voice_error)
@@ -131,7 +153,7 @@ class EngineLoader:
         """The engine for a new turn: waits for a load still running, switches packs (a
         failed switch is reported and the pack in use kept; after a switch the chosen voice
         is checked on the new pack); the voice setting names the pack's default voice."""
-        turn_engine = await self._ready(context_id, pack, voice.chosen())
+        turn_engine = await self._ready(context_id, pack, voice)
         if turn_engine.switch_error is not None:
             await self._contexts.refuse(turn_engine.switch_error, f"could not load pack {pack!r}")
         if turn_engine.switched:
@@ -139,7 +161,7 @@ class EngineLoader:
         voice.name_default(turn_engine.engine)
         return turn_engine
 
-    async def _ready(self, context_id: str, pack: str, voice: Any) -> TurnEngine:
+    async def _ready(self, context_id: str, pack: str, voice: VoiceChoice) -> TurnEngine:
         switched = False
         switch_error: Exception | None = None
         task = self._switch_task
@@ -160,15 +182,13 @@ class EngineLoader:
                     self._engine = engine
                     self._load_task = None
         if self._engine is None:
-            if self._load_task is None:
-                self._load_task = self._contexts.create_task(
-                    self._load(pack, voice), "pocket_tts_load"
-                )
+            if self._load_task is None:  # the last one failed: this turn tries again
+                self.start_load(pack, voice)
+            assert self._load_task is not None
             try:
                 self._engine = await self._wait_alive(context_id, self._load_task)
             except Exception as e:
-                self._load_task = None  # the next turn tries again
-                raise PocketTTSError(f"could not load pack {pack!r}: {e}") from e
+                raise LoadReported(f"could not load pack {pack!r}: {e}") from e
         return TurnEngine(self._engine, switched=switched, switch_error=switch_error)
 
     def requested_pack(self, model: Any, language: Any) -> str | None:
@@ -180,7 +200,9 @@ class EngineLoader:
 
     async def checked_voice(self, voice: Any) -> tuple[Any, PocketTTSError | None]:
         """A voice setting as the loaded pack takes it (None: its default voice, by name),
-        and why the pack cannot use it (None: it can). Unchecked while nothing is loaded."""
+        and why the pack cannot use it (None: it can). A load of the current settings still
+        running is waited for; unchecked if it failed."""
+        await self.settled()
         engine = self._engine
         if engine is None:
             return voice, None
@@ -278,8 +300,8 @@ def load_shared_engine(pack: str, options: LoadOptions) -> PocketTTS:
 
 
 __all__ = [
-    "SETUP_LOAD_BUDGET_S",
     "EngineLoader",
+    "LoadReported",
     "LoadSettings",
     "TurnEngine",
     "load_shared_engine",

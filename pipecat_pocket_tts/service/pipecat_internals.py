@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pipecat.services.tts_service import TTSService
+from pipecat.transcriptions.language import Language
 from pipecat.utils.context.aggregated_frame_sequencer import (
     AggregatedFrameSequencer,
     _ParallelAggregation,
@@ -57,6 +58,22 @@ class TTSServiceHooks(TTSService):
         """Every settings update goes through here: Pipecat applies ``delta`` and returns
         what changed. Override to check values first (call this to apply them)."""
         return await super()._update_settings(delta)
+
+    def register_event(self, name: str) -> None:
+        """An event of this service that ``event_handler(name)`` handlers can subscribe to."""
+        self._register_event_handler(name)
+
+    async def emit_event(self, name: str, *args: Any) -> None:
+        """Call the handlers of one of this service's events."""
+        await self._call_event_handler(name, *args)
+
+    def _service_language(self, language: Any) -> Any:
+        """A language setting as Pipecat stores it: a string passes as it is (the service
+        hands Pipecat pack names it resolved itself; Pipecat would try each as a ``Language``
+        code and log that "english" is not one), a ``Language`` goes through Pipecat."""
+        if isinstance(language, str) and not isinstance(language, Language):
+            return language
+        return super()._service_language(language)
 
     async def _apply_force_complete(self, context_id: str) -> None:
         await self.on_context_force_complete(context_id)

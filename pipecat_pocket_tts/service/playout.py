@@ -14,6 +14,10 @@ as the audio before them has been written: when the last chunk of that audio sta
 The next turn then started inside the previous one, the commit closed it, and the next turn's
 own commit found no turn open: its text never reached the context. ``turn_start`` times such a
 turn's start frames and words after that commit.
+
+An interruption drops the queued audio of interruptible contexts only: an uninterruptible
+greeting plays on, and a reply made meanwhile is heard after it. Its words are timed from the
+end of that audio (they came up to the rest of the greeting early, from its last word).
 """
 
 from __future__ import annotations
@@ -41,16 +45,26 @@ longer than the transport's chunk: 40 ms by default) may come out after the next
 class Playout:
     """The end of the audio pushed so far, on the pipeline's clock (``now``: nanoseconds)."""
 
-    def __init__(self, now: Callable[[], int]) -> None:
+    def __init__(
+        self, now: Callable[[], int], interruptible: Callable[[str | None], bool] = bool
+    ) -> None:
+        """``interruptible(context_id)``: whether an interruption drops that context's audio
+        (None: audio of no context)."""
         self._now = now
+        self._interruptible = interruptible
         self._end = 0
+        self._kept: list[tuple[int, int]] = []  # [start, end) of uninterruptible audio queued
 
     def note(self, frame: Frame, last_word: int) -> None:
         """A frame the service pushes downstream: audio plays after what is queued; a turn's
         start or end frame with no time (a reply that timed no word) is timed after the
         commit of the turn before it where that may come out later (``turn_start``)."""
         if isinstance(frame, OutputAudioRawFrame):
-            self.pushed(len(frame.audio) / (2 * frame.num_channels * frame.sample_rate))
+            context_id = getattr(frame, "context_id", None)
+            self.pushed(
+                len(frame.audio) / (2 * frame.num_channels * frame.sample_rate),
+                interruptible=frame.interruptible and self._interruptible(context_id),
+            )
         elif (
             isinstance(frame, _TURN_FRAMES)
             and frame.pts is None
@@ -58,9 +72,16 @@ class Playout:
         ):
             frame.pts = self.turn_start(last_word)
 
-    def pushed(self, seconds: float) -> None:
-        """``seconds`` of audio were pushed now: they play after what is queued."""
-        self._end = max(self._end, self._now()) + round(seconds * NS)
+    def pushed(self, seconds: float, *, interruptible: bool = True) -> None:
+        """``seconds`` of audio were pushed now: they play after what is queued.
+        ``interruptible`` False: an interruption leaves them playing (an uninterruptible
+        greeting), so the audio after them still waits for them."""
+        now = self._now()
+        start = max(self._end, now)
+        self._end = start + round(seconds * NS)
+        self._kept = [(a, b) for a, b in self._kept if b > now]
+        if not interruptible:
+            self._kept.append((start, self._end))
 
     def next_start(self) -> int:
         """When audio pushed now starts playing."""
@@ -85,8 +106,12 @@ class Playout:
         return self.turn_start(last_word) or self.next_start()
 
     def interrupted(self) -> None:
-        """The transport dropped the audio it had queued."""
-        self._end = 0
+        """The transport dropped the interruptible audio it had queued; the uninterruptible
+        audio still to play plays on, back to back, from now."""
+        now = self._now()
+        left = sum(b - max(a, now) for a, b in self._kept if b > now)
+        self._kept = [(now, now + left)] if left else []
+        self._end = now + left if left else 0
 
 
 __all__ = ["Playout"]

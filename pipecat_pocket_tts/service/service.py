@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import AsyncGenerator
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from loguru import logger
@@ -34,7 +35,7 @@ from ..engine.model.options import LoadOptions
 from .arguments import service_load_settings
 from .context_output import ContextOutput
 from .languages import language_to_pack, pack_default_voice, pack_iso_code
-from .loading import SETUP_LOAD_BUDGET_S, EngineLoader, LoadSettings
+from .loading import EngineLoader, LoadReported, LoadSettings
 from .pipecat_internals import (
     TTSServiceHooks,
     bound_text_units,
@@ -87,9 +88,9 @@ class PocketTTSService(TTSServiceHooks):
         freeze_gc: bool = True,
         **kwargs: Any,
     ) -> None:
-        """Create the service; the model loads in ``setup``, never here. Every argument and
-        ``Settings`` field, with default, range and cost: the README's options table. ``load``'s
-        fields may be keywords (``backend``, ``model_dir``, ``precision``, ``max_streams``...);
+        """Create the service (the model loads from ``setup`` on, in the background). Every
+        argument and ``Settings`` field, with default, range and cost: the README's options
+        table. ``load``'s fields may be keywords (``backend``, ``model_dir``, ``precision``...);
         ``server_url`` speaks with a TTS server's model instead; other keywords are Pipecat's
         ``TTSService`` arguments, and any other is a ``TypeError`` saying what to use."""
         known = inspect.signature(PocketTTSService).parameters
@@ -97,9 +98,10 @@ class PocketTTSService(TTSServiceHooks):
         loading = service_load_settings(load, kwargs, known, loading)
         defaults = initial_settings(language, settings)
         # Words are timed from when their audio plays, on the pipeline's clock (read when used).
-        self._playout = Playout(lambda: self.get_clock().get_time())
+        interruptible = partial(is_interruptible, self)  # an uninterruptible greeting plays on
+        self._playout = Playout(lambda: self.get_clock().get_time(), interruptible)
         self._output = ContextOutput(self, self._playout)  # reads the service only when used
-        self._loader = EngineLoader(loading, self._output)
+        self._loader = EngineLoader(loading, self._output, self.emit_event)  # on_model_loaded
         self._text_language = text_variant(defaults.language)  # "pt-BR", or None: the pack's
         defaults.language = defaults.model = self._loader.pack_for(defaults.language)
         kwargs.setdefault("push_stop_frames", True)  # a stop frame even if a context times out
@@ -110,9 +112,12 @@ class PocketTTSService(TTSServiceHooks):
             settings=defaults,
             **kwargs,
         )
+        self.register_event("on_model_loaded")  # the first turn pays no load
         bound_text_units(self)  # the units Pipecat's word tracking sees stay short
         self._set_sentence_language(self.pack)
-        checks = SpeechChecks(lambda: self._loader.engine, self._text_settings)
+        checks = SpeechChecks(
+            lambda: self._loader.engine, self._text_settings, self._loader.settled
+        )
         self._gate = TextGate(checks.has_speech, checks.new_probe, streamed=streams_tokens(self))
         self.add_text_transformer(self._gate.check, "*")  # after the user's transforms
         self._voice = VoiceChoice(self, defaults.voice is None)  # or the pack's default voice,
@@ -121,7 +126,6 @@ class PocketTTSService(TTSServiceHooks):
         self._seed_version = 0  # bumped by every seed update
         self._stopped = False
         self._unspoken = UnspokenContexts()
-        self._load_error: Exception | None = None
 
     def can_generate_metrics(self) -> bool:
         """TTFB, usage and text-aggregation metrics are supported."""
@@ -152,23 +156,19 @@ class PocketTTSService(TTSServiceHooks):
         return str(self.settings.language)
 
     async def setup(self, setup: FrameProcessorSetup) -> None:
-        """Start loading (and warming up) the pack, off the event loop; wait a while for it."""
+        """Start loading the pack in the background (within any start timeout; turns wait)."""
         await super().setup(setup)
-        self._load_error = await self._loader.load_at_setup(
-            self.pack, self._voice.chosen(), SETUP_LOAD_BUDGET_S
-        )
-        if self._loader.engine is not None:
-            self._voice.name_default(self._loader.engine)
+        self._loader.start_load(self.pack, self._voice)
 
-    async def start(self, frame: StartFrame) -> None:
-        """Start the service; report a pack that failed to load."""
+    async def start(self, frame: StartFrame) -> None:  # the load's outcome is reported from now on
         await super().start(frame)
         self._stopped = False
-        await self._loader.report_at_start(self.pack, self._load_error, self._voice)
+        self._loader.started()
 
     async def stop(self, frame: EndFrame) -> None:
-        """Play everything queued, then release the sessions."""
+        """Play everything queued (a load still running included), then release the sessions."""
         await super().stop(frame)  # waits until every audio context has played
+        await self._loader.settled()
         await self._release()
 
     async def cancel(self, frame: CancelFrame) -> None:
@@ -199,7 +199,7 @@ class PocketTTSService(TTSServiceHooks):
 
     async def on_text_while_unusable(self, text: str, context_id: str) -> None:
         """Said once per turn (Pipecat warns for every token)."""
-        self._unspoken.note_unusable(self, context_id, self._load_error)
+        self._unspoken.note_unusable(self, context_id, self._loader.load_error)
 
     async def push_frame(
         self, frame: Frame, direction: FrameDirection = FrameDirection.DOWNSTREAM
@@ -244,6 +244,8 @@ class PocketTTSService(TTSServiceHooks):
                 await turn.stream.enqueue(turn, text, self._turn_options())
                 await self.start_tts_usage_metrics(text)
             yield None
+        except LoadReported:  # its ErrorFrame went out when the load failed: nothing to yield
+            self._unspoken.text_failed(context_id, word_sequencer(self))
         except Exception as e:  # a PocketTTSError is the caller's; anything else is logged whole
             expected = isinstance(e, PocketTTSError)
             (logger.error if expected else logger.exception)(f"{self}: synthesis failed: {e}")

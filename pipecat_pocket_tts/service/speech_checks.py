@@ -4,13 +4,14 @@
 engine that answers locally, short text is checked on the loop (a sentence costs well under a
 millisecond, and the plan is kept for the enqueue that follows) and text over
 ``OFF_LOOP_CHARS`` on a worker thread; an engine that asks a server is always asked from a
-worker thread. While no engine is loaded every text passes (the turn finds out).
+worker thread. A load of the current settings still running is waited for; with no engine
+every text passes (the turn finds out).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -53,13 +54,19 @@ class SpeechChecks:
     """Whether text says anything on the service's current engine and settings."""
 
     def __init__(
-        self, engine: Callable[[], SpeechEngine | None], settings: Callable[[], TextSettings]
+        self,
+        engine: Callable[[], SpeechEngine | None],
+        settings: Callable[[], TextSettings],
+        settled: Callable[[], Awaitable[None]],
     ) -> None:
         self._engine = engine
         self._settings = settings
+        self._settled = settled  # waits for a load still running
 
     async def has_speech(self, text: str) -> bool:
-        """False when the engine would say nothing of ``text``; True with no engine yet."""
+        """False when the engine would say nothing of ``text``; True with no engine."""
+        if self._engine() is None:
+            await self._settled()
         engine = self._engine()
         if engine is None:
             return True
@@ -75,8 +82,11 @@ class SpeechChecks:
 
         return await _answer(engine, text, ask)
 
-    def new_probe(self) -> EngineProbe | None:
-        """A probe for a reply's streamed text (None while no engine is loaded)."""
+    async def new_probe(self) -> EngineProbe | None:
+        """A probe for a reply's streamed text, once a load still running has settled (None
+        with no engine)."""
+        if self._engine() is None:
+            await self._settled()
         engine = self._engine()
         if engine is None:
             return None

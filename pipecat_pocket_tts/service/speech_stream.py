@@ -326,6 +326,9 @@ class SpeechStream:
                 # A backlog (the loop was busy) is handed over a batch per loop slice: the
                 # session's channel hands queued items over without suspending.
                 await asyncio.sleep(0)
+            # The session ended on its own (a remote one whose server closed the connection
+            # while it was idle): the next turn opens a new one.
+            await self.close(end_turns=True)
         except asyncio.CancelledError:
             raise
         except Exception as e:

@@ -48,12 +48,12 @@ class TextGate:
     def __init__(
         self,
         has_speech: Callable[[str], Awaitable[bool]],
-        new_probe: Callable[[], AsyncProbe | None],
+        new_probe: Callable[[], Awaitable[AsyncProbe | None]],
         *,
         streamed: bool,
     ) -> None:
         self._has_speech = has_speech
-        self._new_probe = new_probe  # None while no engine is loaded (the turn finds out)
+        self._new_probe = new_probe  # None if no engine loaded (the turn finds out)
         self._streamed = streamed  # TOKEN aggregation
         self._probe: AsyncProbe | None = None
         self._reply_speaks = False  # the reply's tokens so far give the engine a chunk
@@ -92,7 +92,7 @@ class TextGate:
         if not isinstance(frame, LLMTextFrame) or frame.skip_tts or self._reply_speaks:
             return [frame]
         if self._probe is None:
-            self._probe = self._new_probe()
+            self._probe = await self._new_probe()
         self._held.append(frame)
         if self._probe is not None and not await self._probe.push(frame.text):
             return []

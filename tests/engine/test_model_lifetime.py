@@ -153,3 +153,38 @@ def test_a_marker_that_refers_to_its_session_does_not_keep_a_dropped_model(
     assert freed() is None  # nothing of the pool's last tick holds it
     settle(before)
     assert set(threading.enumerate()) - before == set()
+
+
+def _speak_in_ways(tts: PocketTTS, way: str) -> None:
+    """One of the ways a caller speaks and lets go (issue 43 item 4's soak used several)."""
+    if way == "synthesize":
+        speak(tts)
+    elif way == "abandoned session":  # dropped mid-reply, neither finished nor cancelled
+        session = tts.session(seed=1)
+        session.enqueue("Hello there. " * 3)
+        next(iter(session))
+    elif way == "timed feed":
+        session = tts.session(seed=1, timestamps=True)
+        session.feed("Hello ")
+        session.feed("there. ")
+        session.mark("end")
+        session.finish()
+        assert isinstance(list(session)[-1], Marker)
+
+
+@pytest.mark.parametrize("way", ["synthesize", "abandoned session", "timed feed"])
+def test_four_cycles_closed_or_only_dropped_leave_no_model(engine_pack_dir: Path, way: str) -> None:
+    """Issue 43 item 4: two models closed, two only dropped; two collections later, none is
+    alive (without waiting for any thread)."""
+    freed = []
+    for n in range(4):
+        tts = PocketTTS.load("english", model_dir=engine_pack_dir, backend="numpy")
+        _speak_in_ways(tts, way)
+        freed.append(weakref.ref(tts))
+        if n % 2 == 0:
+            tts.close()
+        del tts
+    gc.collect()
+    gc.collect()
+    alive = [n for n, ref in enumerate(freed) if ref() is not None]
+    assert alive == [], [type(r).__name__ for r in gc.get_referrers(freed[alive[0]]())]

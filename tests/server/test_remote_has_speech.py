@@ -75,7 +75,8 @@ def test_a_streamed_text_is_probed_on_the_server_fragment_by_fragment_as_in_proc
 
     model = PocketTTS.load_shared("english", backend="numpy", model_dir=engine_pack_dir)
     remote = RemoteTTS(server.ws_url).connect()
-    fragments = ["ᚠᚢ", "ᚦ. ", "```\n", "x = 1\n", "```\n", "Hel", "lo the", "re. And", " more"]
+    # A fence opens only where a line starts ("ᚦ. ```" is text there, as enqueue reads it).
+    fragments = ["ᚠᚢ", "ᚦ.\n", "```\n", "x = 1\n", "```\n", "Hel", "lo the", "re. And", " more"]
     try:
         for count, speaks in ((5, False), (len(fragments), True)):  # with "Hello there." or not
             here, there = model.speech_probe(), remote.speech_probe()

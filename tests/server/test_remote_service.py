@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from frame_recorder import EVENT_TIMEOUT_S, Recorder
 from pipecat.frames.frames import (
     AggregatedTextProgressFrame,
     EndFrame,
@@ -31,7 +32,6 @@ from pipecat.frames.frames import (
 )
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
-from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.tts_service import TextAggregationMode
 from pipecat.tests.utils import run_test
 from pipecat.workers.runner import WorkerRunner
@@ -40,8 +40,6 @@ from server_process import ServerProcess, free_port
 from pipecat_pocket_tts import PocketTTSService
 
 START = 30.0
-EVENT_TIMEOUT_S = 60.0  # a failure bound only: the tests wait on events
-MAX_WAKES = 100_000  # frames a wait looks at before it fails (a count, not a time budget)
 
 
 def llm_turn(text: str) -> list[Frame]:
@@ -89,30 +87,6 @@ async def test_through_the_server_as_in_process(
     assert audio and audio == summary(here)[2]  # same pack, same seed: the same samples
     assert not [f for f in there if isinstance(f, ErrorFrame)]
     assert remote.engine is None  # released at cleanup
-
-
-class Recorder(FrameProcessor):
-    """Records frames passing (both directions) and signals what the test waits for."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.frames: list[Frame] = []
-        self.changed = asyncio.Event()
-
-    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
-        await super().process_frame(frame, direction)
-        self.frames.append(frame)
-        self.changed.set()
-        await self.push_frame(frame, direction)
-
-    async def wait_for(self, test, after: int = 0) -> Frame:
-        for _ in range(MAX_WAKES):
-            for frame in self.frames[after:]:
-                if test(frame):
-                    return frame
-            self.changed.clear()
-            await asyncio.wait_for(self.changed.wait(), EVENT_TIMEOUT_S)
-        raise AssertionError(f"no frame passed the test in {MAX_WAKES} frames")
 
 
 async def test_server_killed_mid_reply_then_back(engine_endless_pack_dir: Path) -> None:

@@ -34,3 +34,21 @@ def test_dockerfile_serves_on_all_addresses_so_it_needs_a_key() -> None:
     text = (EXAMPLES / "Dockerfile").read_text()
     assert 'ENTRYPOINT ["pocket-tts-server", "--host", "0.0.0.0"' in text
     assert "POCKET_TTS_API_KEY" in text  # said at the top: it refuses to start without one
+
+
+def test_kubernetes_grace_period_outlasts_the_drain() -> None:
+    """The pod's grace period covers preStop and the server's whole drain (--drain-timeout)."""
+    documents = list(yaml.safe_load_all((EXAMPLES / "kubernetes" / "tts-server.yaml").read_text()))
+    spec = next(d for d in documents if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    container = spec["containers"][0]
+    args = container["args"]
+    drain = float(args[args.index("--drain-timeout") + 1])
+    pre_stop = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+    assert spec["terminationGracePeriodSeconds"] > pre_stop + drain
+
+
+def test_haproxy_checks_ready_and_keeps_websockets() -> None:
+    text = (EXAMPLES / "haproxy.cfg").read_text()
+    assert "option httpchk GET /ready" in text
+    assert "timeout tunnel" in text  # websockets outlive the HTTP timeouts
+    assert "retry-on conn-failure empty-response 503" in text

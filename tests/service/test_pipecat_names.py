@@ -55,6 +55,9 @@ PINNED = {
     "_apply_force_complete",  # overridden: a context's end, unspoken text dropped
     "_slots",  # the sequencer's text slots (a failed text's slot is closed)
     "_synthesize_text",  # overridden: an unusable service warns once per turn, not per token
+    "_service_language",  # overridden: pack names stored as they are, not tried as codes
+    "_register_event_handler",  # the service's own event (on_model_loaded)
+    "_call_event_handler",
     # issue 34 (pipecat_internals.py): bounded units, words timed from when their audio plays
     "_handle_aggregated_text",  # overridden: a long text goes on one bounded unit at a time
     "_skip_text_types",  # text types passed on unspoken: never cut into units
@@ -97,6 +100,15 @@ def test_the_pinned_names_exist_with_the_shape_the_service_uses() -> None:
     assert hasattr(tts._word_timestamp_tracker, "last_pts")
     synthesize = inspect.signature(TTSService._synthesize_text).parameters
     assert list(synthesize) == ["self", "text", "context_id"]
+    assert list(inspect.signature(TTSService._service_language).parameters) == [
+        "self",
+        "language",
+    ]
+    assert list(inspect.signature(TTSService._register_event_handler).parameters)[:2] == [
+        "self",
+        "event_name",
+    ]
+    assert inspect.iscoroutinefunction(TTSService._call_event_handler)
     overridden = inspect.signature(TTSService._apply_force_complete).parameters
     assert list(overridden) == ["self", "context_id"]
     for aggregator in (tts._text_aggregator, tts._skipped_text_aggregator):

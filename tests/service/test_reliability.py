@@ -350,13 +350,11 @@ async def test_a_long_reply_without_a_sentence_end_never_stalls_the_loop_and_is_
         frames = [frames[0], LLMTextFrame(text), frames[-1]]
     slices = LoopSlices(monkeypatch)
     sink = FirstAudio()
-    worker = PipelineWorker(
-        Pipeline([service(packs["english"], text_aggregation_mode=mode), sink]),
-        cancel_on_idle_timeout=False,
-    )
+    tts = service(packs["english"], text_aggregation_mode=mode)
+    worker = PipelineWorker(Pipeline([tts, sink]), cancel_on_idle_timeout=False)
     started = asyncio.Event()
 
-    @worker.event_handler("on_pipeline_started")
+    @tts.event_handler("on_model_loaded")  # the pipeline runs and the model is loaded
     async def _started(*_args) -> None:
         started.set()
 

@@ -191,7 +191,8 @@ async def test_an_idle_turns_end_does_not_wait_for_another_calls_slot(engine_pac
     )
     gate = _HoldEndUntilAnotherCallSpeaks(service)
     snapshot = _SnapshotAtStop(gate)
-    reply = [LLMFullResponseStartFrame(), LLMTextFrame("Hello there."), LLMTextFrame(" 🙂")]
+    # Three words: a sentence of one or two waits for the turn's next one (short sentences).
+    reply = [LLMFullResponseStartFrame(), LLMTextFrame("Hello there, friend."), LLMTextFrame(" 🙂")]
     try:
         down, _ = await asyncio.wait_for(  # hang guard only: before the fix it never ended
             run_test(
@@ -223,12 +224,18 @@ class _SpeakOnceTheSlotIsTaken(FrameProcessor):
         self.errored = asyncio.Event()
         self.other = None
         self._release: asyncio.Task | None = None
+        self._loaded = asyncio.Event()  # the service loads in the background from setup on
+        service.event_handler("on_model_loaded")(self._model_loaded)
+
+    async def _model_loaded(self, _service: PocketTTSService) -> None:
+        self._loaded.set()
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
         if isinstance(frame, ErrorFrame):
             self.errored.set()
         if isinstance(frame, TTSSpeakFrame):
+            await self._loaded.wait()
             self.other = self._service.engine.session(seed=3, max_frames=100_000)
             self.other.enqueue(" ".join([LONG_REPLY] * 20))
             await asyncio.to_thread(next, iter(self.other))  # it holds the only slot

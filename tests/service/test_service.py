@@ -54,7 +54,6 @@ from pipecat_pocket_tts.engine.text.prepare import TextStream
 from pipecat_pocket_tts.engine.tts import WARMUP_FRAMES, WARMUP_TEXT
 from pipecat_pocket_tts.service import context_output as output_module
 from pipecat_pocket_tts.service import loading as loading_module
-from pipecat_pocket_tts.service import service as service_module
 
 SAMPLE_RATE = 24000
 FRAME_SECONDS = 0.08
@@ -370,20 +369,23 @@ async def test_load_and_warm_up_run_off_the_event_loop_before_the_first_turn(
 async def test_slow_load_keeps_the_first_turn_alive(
     packs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A load that outlasts setup (a first download) finishes in the background; the first
-    turn waits for it without hitting the no-audio timeout, here 0.6 s instead of 3 s. The
-    waiting turn's context was kept alive every 1 s whatever the timeout, so Pipecat wrote it
-    off ("completed with no audio"); it is kept alive as often as a speech stream's (a third
-    of the timeout). The load is held until the context has been kept alive five times
-    (longer than the timeout), or until Pipecat gives up on it (the test then fails)."""
+    """A pack switch still loading at the next turn (a first download) finishes in the
+    background; the turn waits for it without hitting the no-audio timeout, here 0.6 s instead
+    of 3 s. The waiting turn's context was kept alive every 1 s whatever the timeout, so
+    Pipecat wrote it off ("completed with no audio"); it is kept alive as often as a speech
+    stream's (a third of the timeout). The load is held until the context has been kept alive
+    five times (longer than the timeout), or until Pipecat gives up on it (the test then
+    fails). (The load of the constructor's pack is waited for before any context opens: the
+    text gate asks the loaded pack whether there is anything to say.)"""
     refreshed: list[str] = []
     go_on = threading.Event()  # lets the held load go on
     load = loading_module.load_shared_engine
     refresh = output_module.refresh_audio_context
 
-    def held_load(*args, **kwargs):
-        go_on.wait()
-        return load(*args, **kwargs)
+    def held_load(pack, *args, **kwargs):
+        if pack == "french":
+            go_on.wait()
+        return load(pack, *args, **kwargs)
 
     def counting(tts: PocketTTSService, context_id: str) -> None:
         refreshed.append(context_id)
@@ -393,22 +395,22 @@ async def test_slow_load_keeps_the_first_turn_alive(
 
     monkeypatch.setattr(loading_module, "load_shared_engine", held_load)
     monkeypatch.setattr(output_module, "refresh_audio_context", counting)
-    monkeypatch.setattr(service_module, "SETUP_LOAD_BUDGET_S", 0.0)
-    tts = service(packs["english"], stop_frame_timeout_s=0.6)
+    tts = service(packs["root"], stop_frame_timeout_s=0.6)
 
     @tts.event_handler("on_error")
     async def gave_up(_tts: PocketTTSService, _error: ErrorFrame) -> None:
         go_on.set()
 
+    switch = TTSUpdateSettingsFrame(delta=PocketTTSService.Settings(language=Language.FR))
     try:
         down, up = await run_test(
-            tts, frames_to_send=[TTSSpeakFrame("Worth the wait.")], start_timeout=START
+            tts, frames_to_send=[switch, TTSSpeakFrame("Worth the wait.")], start_timeout=START
         )
     finally:
         go_on.set()  # never leave a worker thread waiting
     assert [f.error for f in up if isinstance(f, ErrorFrame)] == []
     assert len(refreshed) >= 5 and len(set(refreshed)) == 1  # the one turn, kept alive
-    assert tts.engine is None  # released at cleanup; it was not loaded when the turn came
+    assert tts.engine is None and tts.pack == "french"  # switched, then released at cleanup
     assert kinds(down) == [
         AggregatedTextFrame,
         TTSStartedFrame,

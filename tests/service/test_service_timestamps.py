@@ -107,9 +107,22 @@ def tokens(text: str) -> list[Frame]:
 
 
 async def run_pipeline(
-    pack, frames, *, rate, mode, pause_at=None, heads=HEADS, lag=None, settings=None
+    pack,
+    frames,
+    *,
+    rate,
+    mode,
+    pause_at=None,
+    heads=HEADS,
+    lag=None,
+    settings=None,
+    then=(),
+    then_lag=None,
 ):
-    """Play ``frames`` through service → playback → aggregator; interrupt at ``pause_at``."""
+    """Play ``frames`` through service → playback → aggregator; interrupt at ``pause_at``,
+    then queue ``then`` (the reply to the user who barged in); ``then_lag``: the playback
+    goes on only once that much more audio has arrived (the reply is made while what the
+    interruption left plays on)."""
     clock = PlaybackClock()
     output = PlaybackOutput(clock, rate)
     tts = PocketTTSService(
@@ -129,8 +142,8 @@ async def run_pipeline(
     )
     started = asyncio.Event()
 
-    @worker.event_handler("on_pipeline_started")
-    async def _started(_worker, _frame):
+    @tts.event_handler("on_model_loaded")  # the pipeline runs and the model is loaded
+    async def _started(_tts):
         started.set()
 
     if pause_at is not None:
@@ -152,8 +165,11 @@ async def run_pipeline(
                 tries=100_000,
                 interval=0,
             )
+            if then_lag is not None:
+                output.start_after(output.received_samples / rate + then_lag)
             await worker.queue_frame(InterruptionFrame())
             await output.quiet()
+            await worker.queue_frames(list(then))
         await worker.queue_frame(EndFrame())
 
     with timed_frames_on(clock):
@@ -477,3 +493,77 @@ async def test_a_reply_after_a_greeting_whose_last_word_ends_its_audio_is_not_lo
     assert greeting[-1] == ("你好", pytest.approx(greeting_seconds))  # at the audio's end
     assert [f.text for f in tap.words] == [w for w, _ in greeting + reply]
     assert [_content(m).strip() for m in messages] == [UNSAID_END_GREETING, SHORT_REPLY]
+
+
+# Issue 43 item 3: a greeting whose audio outlasts its words by seconds, then a 32-word reply
+# of two sentences, in both aggregation modes, on a real-time output (virtual clock).
+REPLY_32 = (
+    "Sure, I can help with that today and tell you what I know about it. "
+    "Here is the first part of the answer, and then we can go on with the rest."
+)
+
+
+@pytest.mark.parametrize("mode", [TextAggregationMode.SENTENCE, TextAggregationMode.TOKEN])
+async def test_every_word_of_a_reply_behind_a_long_greeting_is_released_when_it_plays(pack, mode):
+    """Each reply word is released when the playback reaches its audio: counted from the end
+    of the greeting's audio, whatever the greeting's last word says."""
+    texts = {"greeting": TAILED_GREETING, "reply": REPLY_32, "heads": HEADS, "mode": mode}
+    greeting_seconds = (await run_greeting_and_reply(pack, **texts))[3]
+    run = await run_greeting_and_reply(pack, lag=greeting_seconds + 2.0, **texts)
+    _, tap, messages, greeting_seconds, greeting, reply = run
+    assert len(REPLY_32.split()) == 32
+    assert greeting_seconds - greeting[-1][1] > 2.0  # the audio outlasts the words
+    start = tap.first_audio_ns
+    reply_frames = tap.words[len(greeting) :]
+    assert [f.text for f in reply_frames] == [w for w, _ in reply]
+    for frame, (_, t) in zip(reply_frames, reply, strict=True):
+        heard = start + round((greeting_seconds + t) * 1e9)
+        assert frame.pts >= start + round(greeting_seconds * 1e9)  # never before the greeting ends
+        assert frame.pts == pytest.approx(heard, abs=1e3)
+    assert [_content(m).strip() for m in messages] == [TAILED_GREETING, REPLY_32]
+
+
+@pytest.mark.parametrize("mode", [TextAggregationMode.SENTENCE, TextAggregationMode.TOKEN])
+@pytest.mark.parametrize("into_reply", [0.05, 0.9, 2.5, 6.0])
+async def test_barge_ins_inside_a_reply_behind_a_long_greeting_keep_exactly_the_words_heard(
+    pack, mode, into_reply
+):
+    texts = {"greeting": TAILED_GREETING, "reply": REPLY_32, "heads": HEADS, "mode": mode}
+    greeting_seconds = (await run_greeting_and_reply(pack, **texts))[3]
+    pause = round(greeting_seconds + into_reply, 2)
+    run = await run_greeting_and_reply(pack, pause_at=pause, lag=greeting_seconds + 2.0, **texts)
+    output, _, messages, greeting_seconds, _, reply = run
+    heard = [w for w, t in reply if greeting_seconds + t <= output.interrupted_at]
+    assert [_content(m).strip() for m in messages[:1]] == [TAILED_GREETING]
+    kept = _content(messages[1]).split() if len(messages) > 1 else []
+    assert kept == heard
+
+
+@pytest.mark.parametrize("mode", [TextAggregationMode.SENTENCE, TextAggregationMode.TOKEN])
+async def test_a_reply_after_a_barge_in_on_an_uninterruptible_greeting_waits_for_its_audio(
+    pack, mode
+):
+    """The user barges in while an uninterruptible greeting (its words said in its first
+    0.4 s, its audio 3.7 s) still plays; the reply that answers them comes after the rest of
+    the greeting's audio, which the transport keeps playing: its words are timed from the end
+    of that audio, not from the interruption or the greeting's last word (issue 43 item 3)."""
+    greeting = TTSSpeakFrame(TAILED_GREETING)
+    greeting.interruptible = False
+    pause = 1.0  # inside the greeting's trailing audio, after its words
+    _, tap, messages = await run_pipeline(
+        pack,
+        [greeting],
+        rate=24000,
+        mode=mode,
+        pause_at=pause,
+        then=tokens(SHORT_REPLY),
+        then_lag=1.0,  # the reply's first second is made while the greeting plays on
+    )
+    greeting_seconds = tap.context_starts[list(tap.context_starts)[1]]
+    assert greeting_seconds > 3.0  # the greeting's audio was all played: it outlasts the pause
+    reply_words = [f for f in tap.words if f.context_id == list(tap.context_starts)[1]]
+    assert [f.text for f in reply_words] == SHORT_REPLY.split()
+    greeting_end = tap.first_audio_ns + round(greeting_seconds * 1e9)
+    early = [(f.text, (greeting_end - f.pts) / 1e9) for f in reply_words if f.pts < greeting_end]
+    assert early == []  # no reply word is timed inside the greeting's audio
+    assert _content(messages[-1]).strip() == SHORT_REPLY

@@ -111,7 +111,7 @@ async def run(pack: Path, frames: list[Frame], mode: TextAggregationMode, monkey
     )
     started = asyncio.Event()
 
-    @worker.event_handler("on_pipeline_started")
+    @tts.event_handler("on_model_loaded")  # the pipeline runs and the model is loaded
     async def _started(*_args) -> None:
         started.set()
 

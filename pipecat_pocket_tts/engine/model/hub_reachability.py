@@ -2,11 +2,14 @@
 
 Without a network, huggingface_hub retries each file's first request with backoff (~23 s)
 before it looks in the cache: ~45 s of retries for a pack whose gated weights fall back to the
-ungated ones. ``unreachable_reason`` resolves the endpoint's host and opens one TCP connection
-to it (``HF_ENDPOINT`` is respected) with a short timeout. The engine's downloads ask
-``hub_unreachable()`` before their first hub request: one probe per process and endpoint
-(cached, thread-safe); when it fails they read the cache only (``local_files_only``), so
-cached files are used and missing ones fail at once. Nothing is probed when
+ungated ones. ``unreachable_reason`` resolves the endpoint's host, opens one TCP connection
+to it (``HF_ENDPOINT`` is respected) and sends one ``HEAD /``, each with a short timeout: an
+endpoint that accepts connections and never answers (a captive network, a dead proxy port)
+would otherwise hold huggingface_hub's requests for minutes (60 s timeouts, five retries).
+The engine's downloads ask ``hub_unreachable()`` before their first hub request: one probe
+per process and endpoint (cached, thread-safe); when it fails they read the cache only
+(``local_files_only``), so cached files are used and missing ones fail at once. Nothing is
+probed when
 ``HF_HUB_OFFLINE`` is set (the cache is all there is), or when a proxy is configured (the
 proxy decides what is reachable). The process's offline mode is left alone: other users of
 huggingface_hub decide for themselves.
@@ -16,10 +19,12 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import threading
 from urllib.parse import urlsplit
 
-#: Seconds allowed for name resolution, then again for the TCP connection.
+#: Seconds allowed for name resolution, then again for the TCP connection, then for the
+#: first byte of the endpoint's answer.
 PROBE_TIMEOUT_S = 3.0
 _PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
 _PROXY_VARIABLES += ("ALL_PROXY", "all_proxy")
@@ -44,7 +49,8 @@ def unreachable_reason(timeout: float = PROBE_TIMEOUT_S) -> str | None:
             with socket.socket(family, kind, proto) as sock:
                 sock.settimeout(timeout)
                 sock.connect(address)
-                return None
+                unanswered = _unanswered(sock, url.scheme, host, timeout)
+                return None if unanswered is None else f"{where}: {unanswered}"
         except OSError as exc:
             last = exc
     return f"{where}: {_describe(last) if last else 'no address'}"
@@ -98,6 +104,23 @@ def _resolve(host: str, port: int, timeout: float) -> tuple[list, str | None]:
     if thread.is_alive():
         return [], f"name resolution took over {timeout:.0f} s"
     return found, (errors[0] if errors else None)
+
+
+def _unanswered(sock: socket.socket, scheme: str, host: str, timeout: float) -> str | None:
+    """Why one ``HEAD /`` on the connected ``sock`` got no answer (None: some answer came)."""
+    try:
+        if scheme == "https":
+            context = ssl.create_default_context()
+            sock = context.wrap_socket(sock, server_hostname=host or None)
+        request = f"HEAD / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        sock.sendall(request.encode("ascii", "replace"))
+        if not sock.recv(1):
+            return "the connection was closed without an answer"
+    except TimeoutError:
+        return f"no answer within {timeout:g} s (PROBE_TIMEOUT_S)"
+    except OSError as exc:  # ssl.SSLError included
+        return _describe(exc)
+    return None
 
 
 def _describe(exc: OSError) -> str:

@@ -52,7 +52,8 @@ NOT_CACHED_FIXES = (
 )
 UNREACHABLE_FIXES = (
     "Fixes: connect to the internet (or set HF_ENDPOINT to a reachable mirror; HF_TOKEN for the "
-    f"voice-cloning weights) and retry; or {MODEL_DIR_FIX} {DEVPACK_FIX}."
+    f"voice-cloning weights) and retry; or {MODEL_DIR_FIX} {DEVPACK_FIX}; set HF_HUB_OFFLINE=1 "
+    "to read only the Hugging Face cache, with no request at all."
 )
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 

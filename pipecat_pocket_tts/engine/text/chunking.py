@@ -143,12 +143,35 @@ class Chunker:
         sentences = self._sentences(words, breaks, len(words))
         return self._release(sentences, first_mid=starts_mid, first_alone=first_sentence_alone)
 
-    def certain_end(self, text: str) -> int:
+    def certain_end(
+        self,
+        text: str,
+        *,
+        raw: bool = False,
+        starts_line: bool = True,
+        in_block_line: bool = False,
+    ) -> int:
         """Length of the longest prefix of ``text`` made of whole sentences whose ends cannot
-        change with more text (0 for none); the whitespace after the last end is included."""
+        change with more text (0 for none); the whitespace after the last end is included.
+
+        ``raw``: ``text`` is not normalized yet, so a line break ends a sentence only where the
+        next line's normalized form cannot start lowercase: it starts with a capital letter,
+        or with a list, heading, quote or table mark (``Markdown`` ends the line before). A
+        line that starts "0 the" reads "zero the" and continues the line before it. Nor does
+        a list mark ("1.") where a line starts (``starts_line``: ``text`` starts one); the end
+        of a list item, heading or table row does (``in_block_line``: ``text`` goes on with one
+        that earlier text began).
+        """
         words, breaks, starts = _scan(text)
         last_complete = bool(words) and text[-1].isspace()
-        end = self._last_certain_end(words, breaks, last_complete)
+        end = self._last_certain_end(
+            words,
+            breaks,
+            last_complete,
+            raw=raw,
+            starts_line=starts_line,
+            in_block_line=in_block_line,
+        )
         if end < 0:
             return 0
         return starts[end + 1] if end + 1 < len(words) else len(text)
@@ -202,13 +225,36 @@ class Chunker:
             sentences.append(words[start:n])
         return glue_speechless(sentences)
 
-    def _last_certain_end(self, words: list[str], breaks: list[bool], last_complete: bool) -> int:
-        """Index of the last word whose sentence end cannot change with more text, or -1."""
+    def _last_certain_end(
+        self,
+        words: list[str],
+        breaks: list[bool],
+        last_complete: bool,
+        *,
+        raw: bool = False,
+        starts_line: bool = True,
+        in_block_line: bool = False,
+    ) -> int:
+        """Index of the last word whose sentence end cannot change with more text, or -1
+        (``raw``, ``starts_line``, ``in_block_line``: see ``certain_end``)."""
+        block = _block_lines(words, breaks, starts_line, in_block_line) if raw else []
         for i in range(len(words) - 1, -1, -1):
             complete = i + 1 < len(words) or last_complete
-            ends = (complete and self.is_sentence_end(words[i])) or (
-                self._line_end(words, breaks, i) and not words[i + 1].startswith(DROP_MARK)
-            )  # a next line that begins with a dropped symbol: its first letter is to come
+            if raw:
+                at_line_start = breaks[i - 1] if i else starts_line
+                mark = at_line_start and _BLOCK_MARK.fullmatch(words[i]) is not None
+                ends = (complete and self.is_sentence_end(words[i]) and not mark) or (
+                    breaks[i]
+                    and i + 1 < len(words)
+                    and not words[i + 1].startswith(DROP_MARK)
+                    and (
+                        block[i] or _opens_a_line(words[i + 1], i + 2 < len(words) or last_complete)
+                    )
+                )
+            else:
+                ends = (complete and self.is_sentence_end(words[i])) or (
+                    self._line_end(words, breaks, i) and not words[i + 1].startswith(DROP_MARK)
+                )  # a next line that begins with a dropped symbol: its first letter is to come
             if ends and self._says_something(words, breaks, i):  # else it joins the next one
                 return i
         return -1
@@ -388,6 +434,42 @@ class _Packer:
     def finish(self) -> list[_Piece]:
         self.close()
         return self._pieces
+
+
+_BLOCK_MARK = re.compile(r"[-*+•‣◦▪>]|#{1,6}|\d{1,2}[.)]")
+
+
+def _opens_a_line(word: str, complete: bool) -> bool:
+    """Whether a raw line that starts with ``word`` starts a sentence once normalized: a
+    capital letter, or a block mark (complete: "1" may become "12" or "1." yet)."""
+    if word[0].isalpha():
+        return word[0].isupper()
+    if word[0] in "|>":
+        return True
+    return complete and _BLOCK_MARK.fullmatch(word) is not None
+
+
+def _block_lines(
+    words: list[str], breaks: list[bool], starts_line: bool, in_block_line: bool
+) -> list[bool]:
+    """Per word: whether its line starts with a block mark (Markdown ends such a line)."""
+    out = []
+    block = in_block_line and not starts_line
+    for i, word in enumerate(words):
+        if breaks[i - 1] if i else starts_line:
+            block = _is_block_mark(word)
+        out.append(block)
+    return out
+
+
+def _is_block_mark(word: str) -> bool:
+    return _BLOCK_MARK.fullmatch(word) is not None or word[0] == "|"
+
+
+def starts_block_line(text: str) -> bool:
+    """Whether the line ``text`` begins (raw) starts with a list, heading, quote or table mark."""
+    words = text.split(maxsplit=1)
+    return bool(words) and _is_block_mark(words[0])
 
 
 def complete_word_ends(text: str) -> list[int]:

@@ -34,6 +34,7 @@ from .chunking import (
     TextChunk,
     complete_word_ends,
     ensure_terminal_punctuation,
+    starts_block_line,
 )
 from .tokenizer import Tokenizer
 
@@ -44,8 +45,10 @@ GENERATION_PADDING_SECONDS = 2.0
 FRAMES_AFTER_EOS_EXTRA = 2
 OPEN_SENTENCE_MARGIN_WORDS = 3  # raw words at the end of an open sentence not yet normalized
 
-Normalize = Callable[[str], str]
-"""Spoken-form normalization of (whole sentences of) raw text."""
+Normalize = Callable[[str, bool], str]
+"""Spoken-form normalization of (whole sentences of) raw text: ``normalize(text,
+continues_line)``, ``continues_line`` when the text starts inside a line that earlier text
+began (a leading "2." there is a number, not a list marker)."""
 
 _SENTENCE_MARK_THEN_CLAUSE_MARK = re.compile(r"([.!?\u2026])(?:\s*[,;:])+")
 _BLANKS = re.compile(r"\s+")
@@ -243,6 +246,8 @@ class TextStream:
         self._chunks: StreamingChunker = preparer.chunker.stream(self._clean)
         self._raw = ""  # raw text of the open sentence not passed on yet (normalize only)
         self._passed_words = 0  # normalized words of ``_raw`` already passed on
+        self._mid_line = False  # ``_raw`` starts inside a line that passed text began
+        self._block_line = False  # ... a list item, heading or table row (see certain_end)
 
     @property
     def pending_text(self) -> str:
@@ -257,9 +262,12 @@ class TextStream:
         """The stream has ended: return the remaining chunks and start afresh."""
         out: list[TextChunk] = []
         if self._normalize is not None and self._raw.strip():
-            out += self._pass_rest(_spoken_words(self._normalize(self._raw)))
+            out += self._pass_block_line_end(len(self._raw))
+        if self._normalize is not None and self._raw.strip():
+            out += self._pass_rest(_spoken_words(self._spoken(self._raw)))
         self._raw = ""
         self._passed_words = 0
+        self._mid_line = self._block_line = False
         return self._preparer.prepare_chunks(out + self._chunks.flush())
 
     def _push(self, text: str) -> list[TextChunk]:
@@ -270,11 +278,47 @@ class TextStream:
         if not starts_word and not _HAS_BLANK.search(text):
             return []  # the last word grew: no sentence end or complete word is new
         out: list[TextChunk] = []
-        cut = self._preparer.chunker.certain_end(self._raw)
+        cut = self._preparer.chunker.certain_end(
+            self._raw, raw=True, starts_line=not self._mid_line, in_block_line=self._block_line
+        )
+        if cut:
+            before = len(self._raw)
+            out += self._pass_block_line_end(cut)
+            cut -= before - len(self._raw)
         if cut:
             out += self._pass_sentences(self._raw[:cut])
-            self._raw = self._raw[cut:]
+            self._cut_raw(cut)
         return out + self._pass_open_sentence()
+
+    def _pass_block_line_end(self, limit: int) -> list[TextChunk]:
+        """Pass on ``_raw`` up to the line break that ends the list item, heading or table
+        row it goes on with, if that break comes before ``limit``: Markdown ends such a line
+        with a stop, which normalizing the rest with the next line would not add."""
+        if not (self._mid_line and self._block_line):
+            return []
+        head = self._raw[:limit]
+        newline = head.find("\n")
+        if newline < 0 or not head[newline:].strip():
+            return []
+        out = self._pass_sentences(head[: newline + 1])
+        self._cut_raw(newline + 1)
+        return out
+
+    def _spoken(self, raw: str) -> str:
+        """``raw`` (a prefix of ``_raw``) normalized, read as continuing a line if it does."""
+        assert self._normalize is not None
+        return self._normalize(raw, self._mid_line)
+
+    def _cut_raw(self, cut: int) -> None:
+        """Drop the first ``cut`` characters of ``_raw`` (passed on)."""
+        passed = self._raw[:cut]
+        if passed.strip():
+            body = passed.rstrip()
+            line_start = body.rfind("\n") + 1
+            if line_start or not self._mid_line:  # the last line of ``passed`` starts in it
+                self._block_line = starts_block_line(body[line_start:])
+            self._mid_line = "\n" not in passed[len(body) :]
+        self._raw = self._raw[cut:]
 
     def _clean(self, text: str, final: bool) -> str:
         return self._preparer.clean(text, final=final)
@@ -282,7 +326,7 @@ class TextStream:
     def _pass_sentences(self, raw: str) -> list[TextChunk]:
         """Pass on whole sentences (``raw`` ends at a certain sentence end)."""
         assert self._normalize is not None
-        words = _spoken_words(self._normalize(raw))
+        words = _spoken_words(self._spoken(raw))
         if words and raw.rstrip(" \t").endswith("\n"):  # a line end, as the chunker reads it
             words[-1] = ensure_terminal_punctuation(words[-1].rstrip()) + "\n"
         out = self._pass_rest(words)
@@ -301,8 +345,8 @@ class TextStream:
         if chunker.measure(" ".join(complete.split()), True) <= chunker.max_tokens:
             return []  # far from any early cut
         head_end = ends[-1 - OPEN_SENTENCE_MARGIN_WORDS]
-        head = _spoken_words(self._normalize(raw[:head_end]))
-        whole = _spoken_words(self._normalize(complete))
+        head = _spoken_words(self._spoken(raw[:head_end]))
+        whole = _spoken_words(self._spoken(complete))
         stable = 0
         while stable < min(len(head), len(whole)) and head[stable] == whole[stable]:
             stable += 1
@@ -310,7 +354,7 @@ class TextStream:
             return []
         out = self._pass_rest(head[:stable])
         if stable == len(head):  # all of the head is passed on: its raw text is done with
-            self._raw = raw[head_end:]
+            self._cut_raw(head_end)
             self._passed_words = 0
         return out
 

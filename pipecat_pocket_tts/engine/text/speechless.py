@@ -1,7 +1,9 @@
 """Sentences with nothing to say: a sentence of bare marks ("...", "?!") is never said alone.
 
-Both the batch chunker and the streaming one glue it to a neighbour, so streaming cuts text
-where the batch path does and TOKEN aggregation never sends a bare "..." as an utterance.
+Both the batch chunker and the streaming one glue it to the next sentence, so streaming cuts
+text where the batch path does and TOKEN aggregation never sends a bare "..." as an utterance.
+One at the very end is dropped by both: the stream has released the sentence before it by
+then, so gluing it backwards would make the batch path say what the stream cannot.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ def speaks(word: str) -> bool:
 
 
 def glue_speechless(sentences: list[list[str]]) -> list[list[str]]:
-    """A sentence (a list of words) with no letter or digit joins the next one, or the
-    previous one at the end."""
+    """A sentence (a list of words) with no letter or digit joins the next one; at the end it
+    is dropped (kept only when no sentence says anything: there is nothing to say then)."""
     out: list[list[str]] = []
     carried: list[str] = []
     for sentence in sentences:
@@ -23,11 +25,8 @@ def glue_speechless(sentences: list[list[str]]) -> list[list[str]]:
             continue
         out.append(carried + sentence)
         carried = []
-    if carried:
-        if out:
-            out[-1] += carried
-        else:
-            out.append(carried)
+    if carried and not out:
+        out.append(carried)
     return out
 
 

@@ -6,7 +6,8 @@ This module keeps the link:
 
 - ``caller_words``: the caller's text → ``CallerWord``s (whitespace-separated; a
   ``<sub alias="…">written</sub>`` element is one word shown as its written form), each with the
-  *keys* of its spoken form (the lexical words of that word normalized on its own);
+  *keys* of its spoken form (the lexical words of that word normalized on its own; the forms
+  of all the words come in one call, ``text.normalize.WordForms``);
 - ``WordMapper``: the lexical words of each chunk, as the chunks come, → the caller word each
   belongs to. Keys are matched in order (``difflib``); unmatched spoken words between two matches
   go to the caller words between them (context-dependent spoken forms, e.g. years); caller words
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..text.spoken.lexicon import sub_tag_written
+from ..text.normalize import WordForms
 
 _CONTINUATIONS = frozenset("-‐‑'’")
 _FOLD = str.maketrans({"’": "'", "‐": "-", "‑": "-"})
@@ -90,24 +91,43 @@ class CallerWord:
 
 
 def caller_words(
-    text: str, spoken: Callable[[str], str] | None = None, *, offset: int = 0
+    text: str,
+    spoken: Callable[[str], str] | WordForms | None = None,
+    *,
+    offset: int = 0,
+    spoken_mid_line: Callable[[str], str] | None = None,
+    starts_line: bool = True,
 ) -> list[CallerWord]:
-    """The whitespace-separated words of ``text``; ``spoken`` turns one into its spoken form."""
-    words = []
+    """The whitespace-separated words of ``text``; ``spoken`` turns one into its spoken form,
+    ``spoken_mid_line`` (when given) one that does not start a line ("2." in "Step 1. 2." is
+    a number, at a line start a list marker); ``starts_line``: ``text`` begins a line. A
+    ``WordForms`` as ``spoken`` gives the forms of all the words in one call."""
+    pieces: list[tuple[int, tuple[str, str, bool]]] = []  # (begin, (raw, read, mid_line))
     start = 0
+    at_line_start = starts_line
     for m in _SUB_OR_SPACE.finditer(text):
         if m[0][:1].isspace():
             if m.start() > start:
-                words.append(_caller_word(text[start : m.start()], start + offset, spoken))
+                raw = text[start : m.start()]
+                if at_line_start:  # with the blanks after it: "1. " there is a list marker
+                    pieces.append((start, (raw, raw + m[0].split("\n")[0], False)))
+                else:
+                    pieces.append((start, (raw, raw, True)))
+                at_line_start = False
+            at_line_start = at_line_start or "\n" in m[0]
             start = m.end()
     if start < len(text):
-        words.append(_caller_word(text[start:], start + offset, spoken))
-    return words
+        pieces.append((start, (text[start:], text[start:], not at_line_start)))
+    forms = spoken if isinstance(spoken, WordForms) else WordForms(spoken, spoken_mid_line)
+    written_spoken = forms([word for _, word in pieces])  # one call for all the words
+    return [
+        _caller_word(word[0], begin + offset, shown, said)
+        for (begin, word), (shown, said) in zip(pieces, written_spoken, strict=True)
+    ]
 
 
-def _caller_word(raw: str, begin: int, spoken: Callable[[str], str] | None) -> CallerWord:
-    shown = sub_tag_written(raw)
-    keys = tuple(k for k in lexical_keys(spoken(raw) if spoken else shown) if k)
+def _caller_word(raw: str, begin: int, shown: str, spoken: str) -> CallerWord:
+    keys = tuple(k for k in lexical_keys(spoken) if k)
     spans = lexical_spans(shown)
     head = shown[: spans[0][0]] if spans else shown
     tail = shown[spans[-1][1] :] if spans else ""
@@ -130,31 +150,45 @@ class CallerWordStream:
 
     _OPEN_SUB = re.compile(r"<(?:s(?:ub?)?)?$|<sub\b(?:(?!</sub\s*>).){0,2600}$", re.I | re.S)
 
-    def __init__(self, spoken: Callable[[str], str] | None = None) -> None:
-        self._spoken = spoken
+    def __init__(
+        self,
+        spoken: Callable[[str], str] | WordForms | None = None,
+        spoken_mid_line: Callable[[str], str] | None = None,
+    ) -> None:
+        self._forms = (
+            spoken if isinstance(spoken, WordForms) else WordForms(spoken, spoken_mid_line)
+        )
         self._pending = ""
         self._offset = 0  # caller-text offset of _pending
+        self._starts_line = True  # _pending begins a line
 
-    def push(self, text: str) -> list[CallerWord]:
+    def push(self, text: str, *, final: bool = False) -> list[CallerWord]:
+        """``final``: the text is complete, its last words too (``flush`` in the same call)."""
         self._pending += text
-        cut = self._last_complete_end(self._pending)
+        cut = len(self._pending) if final else self._last_complete_end(self._pending)
         return self._take(cut)
 
     def flush(self) -> list[CallerWord]:
         return self._take(len(self._pending))
 
     def _last_complete_end(self, text: str) -> int:
+        """The end of the last whitespace before an unclosed ``<sub`` and outside a closed
+        ``<sub>`` element (whose alias may hold spaces): where ``caller_words`` splits."""
         held = self._OPEN_SUB.search(text)
         limit = held.start() if held else len(text)
-        cut = limit
-        while cut > 0 and not text[cut - 1].isspace():
-            cut -= 1
+        cut = 0
+        for m in _SUB_OR_SPACE.finditer(text, 0, limit):
+            if m[0][:1].isspace():
+                cut = m.end()
         return cut
 
     def _take(self, cut: int) -> list[CallerWord]:
         if cut <= 0:
             return []
-        words = caller_words(self._pending[:cut], self._spoken, offset=self._offset)
+        taken = self._pending[:cut]
+        words = caller_words(taken, self._forms, offset=self._offset, starts_line=self._starts_line)
+        gap = taken[len(taken.rstrip()) :]
+        self._starts_line = "\n" in gap or (self._starts_line and not taken.strip())
         self._pending = self._pending[cut:]
         self._offset += cut
         return words

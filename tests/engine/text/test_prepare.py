@@ -228,9 +228,9 @@ def _normalized_characters(preparer: TextPreparer, words: int) -> tuple[int, str
 
     read = [0]
 
-    def counting(text: str) -> str:
+    def counting(text: str, continues_line: bool) -> str:
         read[0] += len(text)
-        return normalize_text(text, "en")
+        return normalize_text(text, "en", continues_line=continues_line)
 
     names = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
     text = " ".join(names[i % len(names)] for i in range(words)) + ". The end. "

@@ -173,6 +173,17 @@ def test_streamed_caller_words_complete_at_whitespace_and_never_inside_a_sub_ele
     assert rest[0].begin == whole.index("$3")
 
 
+def test_a_closed_sub_element_is_one_word_before_whitespace_follows_it():
+    from pipecat_pocket_tts.engine.timing.words import CallerWordStream
+
+    text = 'say <sub alias="World Wide Web">WWW</sub>'
+    stream = CallerWordStream(english)
+    assert [w.text for w in stream.push(text)] == ["say"]
+    rest = stream.flush()
+    assert [(w.text, w.keys, w.begin) for w in rest] == [("WWW", ("world", "wide", "web"), 4)]
+    assert rest == caller_words(text, english)[1:]
+
+
 # -- whole text path: every caller word with a spoken form comes out once, in order -----------
 PIECES = [
     "Hello",

@@ -136,19 +136,25 @@ def is_compiled() -> bool | None:
     return None if marker is None else marker.exists()
 
 
-def announce_first_compile() -> bool:
+def announce_first_compile(*, ahead: bool = False) -> bool:
     """If the kernels are still to be compiled in this install: one stderr line (what, about
-    how long, where it is kept), once per process. Returns whether they are still to be."""
+    how long, where it is kept; how to do it ahead, unless ``ahead``: the ``warmup`` command
+    is doing just that), once per process. Returns whether they are still to be.
+
+    Called where the compile starts (a model's load, after its pack was found), never on
+    the chance of one: a command that fails first says nothing of it."""
     global _announced
     marker = _marker_path()
     if marker is None or marker.exists():
         return False
     if not _announced:
         _announced = True
+        advice = (
+            "" if ahead else "; `pipecat-pocket-tts warmup` does it ahead, e.g. in an image build"
+        )
         print(
             f"compiling the numba kernels for this install ({COMPILE_ESTIMATE}, once; cached "
-            f"in {marker.parent}; `pipecat-pocket-tts warmup` does it ahead, e.g. in an "
-            "image build)",
+            f"in {marker.parent}{advice})",
             file=sys.stderr,
             flush=True,
         )

@@ -50,6 +50,13 @@ def _ensure_pause(text: str) -> str:
     return text + "."
 
 
+def _block_line(text: str) -> str:
+    """A heading, list item or table row: a sentence of its own, so its first letter is a
+    capital (the line before it then ends its sentence, as the chunker reads line breaks)."""
+    text = _ensure_pause(text)
+    return text[:1].upper() + text[1:] if text[:1].islower() else text
+
+
 def _inline(line: str) -> str:
     if "&" in line:
         line = _ENTITY.sub(lambda m: html.unescape(m[0]), line)
@@ -77,14 +84,30 @@ class Markdown:
     def __init__(self, month_starts: Callable[[str], bool]) -> None:
         self.month_starts = month_starts
 
-    def __call__(self, text: str) -> str:
+    def __call__(self, text: str, *, continues_line: bool = False) -> str:
+        """``continues_line``: ``text`` starts inside a line that earlier text began (a
+        streamed sentence), so its first line is no heading, list item, table row or fence."""
         if not _TRIGGER.search(text):
             return text
+        lines: list[str] = []
+        if continues_line:
+            head, newline, text = text.partition("\n")
+            lines.append(_inline(head))
+            if not newline:
+                return lines[0]
         if "```" in text or "~~~" in text:
             text = _FENCED.sub("", text)
             text = _UNCLOSED_FENCE.sub("", text)
-        lines = [self._line(line) for line in text.split("\n")]
-        return "\n".join(line for line in lines if line is not None)
+        for raw in text.split("\n"):
+            line = self._line(raw)
+            if line is None:
+                continue
+            if lines and line != _inline(raw) and lines[-1].strip():
+                # A heading, list item or table row starts a block: the line before it ends
+                # its sentence (as when that line is read alone, streamed).
+                lines[-1] = _ensure_pause(lines[-1].rstrip())
+            lines.append(line)
+        return "\n".join(lines)
 
     def _line(self, line: str) -> str | None:
         if _TABLE_RULE.match(line) and "-" in line and ("|" in line or line.count("-") >= 3):
@@ -96,15 +119,15 @@ class Markdown:
             line = line[quote.end() :]
         m = _HEADING.match(line)
         if m:
-            return _ensure_pause(_inline(m[1]).strip())
+            return _block_line(_inline(m[1]).strip())
         m = _TABLE_ROW.match(line)
         if m:
             cells = [_inline(c).strip() for c in re.split(r"(?<!\\)\|", m[1])]
-            return _ensure_pause(", ".join(c for c in cells if c))
+            return _block_line(", ".join(c for c in cells if c))
         m = _BULLET.match(line)
         if m:
-            return _ensure_pause(_inline(m[1]).strip())
+            return _block_line(_inline(m[1]).strip())
         m = _NUMBERED.match(line)
         if m and not self.month_starts(m[1]):
-            return _ensure_pause(_inline(m[1]).strip())
+            return _block_line(_inline(m[1]).strip())
         return _inline(line)

@@ -2,11 +2,15 @@
 
 Order matters: what a rule rewrites is plain words for the rules after it, so the most
 specific shapes go first (addresses, phone numbers, scores, dates before ranges, ranges before
-times, money and units before bare numbers) and bare numbers go last.
+times, money and units before bare numbers) and bare numbers go last. Markdown reads the whole
+text (fences span lines); every other rule reads one line at a time, so a line's spoken form
+never depends on the next line ("Abs." at a line end, "der 3." before a list), the same
+whether the text is normalized at once or streamed.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Callable
@@ -61,7 +65,10 @@ class SpokenForm:
             ("cardinals", Cardinals(lang)),
         ]
 
-    def __call__(self, text: str, lexicon: Lexicon | None = None) -> str:
+    def __call__(
+        self, text: str, lexicon: Lexicon | None = None, *, continues_line: bool = False
+    ) -> str:
+        """``continues_line``: ``text`` starts inside a line (see ``Markdown``)."""
         original = text
         text = strip_private_use(text)
         if _CONTROL.search(text):
@@ -71,7 +78,13 @@ class SpokenForm:
         if lexicon is not None:
             text = self._guard("lexicon", lambda t: lexicon.apply(t, protected), text)
         for name, rule in self.rules:
-            text = self._guard(name, rule, text)
+            if rule is self.markdown:  # lines and blocks: the whole text
+                rule = functools.partial(self.markdown, continues_line=continues_line)
+                text = self._guard(name, rule, text)
+            elif "\n" in text:  # the others one line at a time, as a stream reads them
+                text = "\n".join(self._guard(name, rule, line) for line in text.split("\n"))
+            else:
+                text = self._guard(name, rule, text)
         text = protected.restore(text)
         if text == original:
             return original

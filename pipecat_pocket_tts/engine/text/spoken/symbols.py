@@ -76,7 +76,10 @@ class Abbreviations:
         starts_sentence = _SENTENCE_START.search(text, max(0, m.start() - 3), m.start())
         if token[:1].isupper() and spoken[:1].islower() and starts_sentence:
             spoken = spoken[0].upper() + spoken[1:]
-        if token in self.sentence_end and token.endswith(".") and keeps_period(text, m.end()):
+        ends_line = not text[m.end() :].strip(" \t")  # rules read one line at a time
+        if token.endswith(".") and (
+            ends_line or (token in self.sentence_end and keeps_period(text, m.end()))
+        ):
             spoken += "."
         return spoken
 
@@ -150,7 +153,7 @@ class Symbols:
 _TIDY: tuple[Rewrite, ...] = (
     (re.compile(r"\([ \t]*\)|\[[ \t]*\]"), ""),  # empty brackets
     (re.compile(r"[ \t]{2,}"), " "),  # runs of spaces
-    (re.compile(r"[ \t]+([,.](?!\d))"), r"\1"),  # space before a mark
+    (re.compile(r"(?<![.!?…])[ \t]+([,.](?!\d))"), r"\1"),  # space before a mark (not "1. ...")
     (re.compile(r"([,;:])(?:[ \t]*[,;:])+"), r"\1"),  # doubled marks
     (re.compile(r"[,;:][ \t]*([.!?])"), r"\1"),  # a comma, then the sentence end
     (re.compile(r"([.!?])[ \t]*,"), r"\1"),  # the sentence end, then a comma

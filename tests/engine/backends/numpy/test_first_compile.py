@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -53,11 +54,40 @@ def test_the_first_compile_says_so_once_and_warmup_does_it_ahead(
     assert lines[0].startswith(COMPILE_LINE) and str(tmp_path / "numba-cache") in lines[0]
     assert lines[-1].startswith("numba kernels compiled and cached in")
     assert sum(COMPILE_LINE in line for line in lines) == 1
+    assert "warmup" not in first.stderr  # warmup's own wording: no advice to run warmup
 
     again = run_cli("warmup", env=env)
     said = run_cli("say", "Hi.", "-o", str(tmp_path / "a.wav"), "--model-dir", str(pack), env=env)
     assert again.returncode == said.returncode == 0, said.stderr
     assert COMPILE_LINE not in again.stderr + said.stderr  # once per install (cache)
+
+
+def test_say_announces_the_compile_once_its_pack_is_found(pack: Path, tmp_path: Path) -> None:
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "numba-cache")}
+    said = run_cli("say", "Hi.", "-o", str(tmp_path / "a.wav"), "--model-dir", str(pack), env=env)
+    assert said.returncode == 0, said.stderr
+    assert said.stderr.count(COMPILE_LINE) == 1
+    assert "`pipecat-pocket-tts warmup` does it ahead" in said.stderr
+
+
+def test_no_compile_line_when_the_hub_fails_first(tmp_path: Path) -> None:
+    """Nothing will compile (the pack is not found): no promise of a compile."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    env = {
+        "NUMBA_CACHE_DIR": str(tmp_path / "numba-cache"),  # nothing compiled in it yet
+        "HF_ENDPOINT": f"http://127.0.0.1:{port}",  # refused at once
+        "HF_HUB_CACHE": str(tmp_path / "empty-cache"),
+        "HF_HUB_OFFLINE": "",
+        **dict.fromkeys(
+            ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY"), ""
+        ),
+    }
+    result = run_cli("say", "Hello.", "-o", str(tmp_path / "x.wav"), env=env)
+    assert result.returncode == 2, result.stderr
+    assert "the hub is unreachable" in result.stderr
+    assert COMPILE_LINE not in result.stderr
 
 
 # -- the cache folder, predicted without numba, is the one numba uses -------------------------

@@ -75,8 +75,8 @@ CASES = [
     ("Link: <https://example.com>", "Link: example dot com"),
     ("Mail <mailto:me@example.com>", "Mail me at example dot com"),
     ("- [x] Done\n- [ ] Todo", "Done.\nTodo."),
-    ("* one\n* two!", "one.\ntwo!"),
-    ("1) first\n2) second", "first.\nsecond."),
+    ("* one\n* two!", "One.\nTwo!"),  # an item is a sentence: a capital (issue 43)
+    ("1) first\n2) second", "First.\nSecond."),
     ("Fact[^1] here.", "Fact here."),
     ("Line one<br>line two", "Line one line two"),
     ("Fish &amp; chips", "Fish and chips"),
@@ -98,7 +98,7 @@ def test_numbered_list_is_not_a_german_date() -> None:
 
 def test_list_items_end_as_sentences_in_every_language() -> None:
     for language in ("en", "de", "es", "fr", "it", "pt", "nl"):
-        assert normalize_text("- alpha\n- beta", language) == "alpha.\nbeta."
+        assert normalize_text("- alpha\n- beta", language) == "Alpha.\nBeta."
 
 
 def test_markdown_list_streamed_line_by_line_reads_the_same() -> None:

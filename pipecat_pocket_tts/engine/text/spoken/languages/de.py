@@ -304,7 +304,7 @@ class German(SpokenLanguage):
     ordinal_pattern = (
         r"(?P<det>\b(?i:der|die|das|den|dem|des|am|im|zum|zur|vom|beim|ein|eine|einer|einem|"
         r"einen|eines|jeder|jede|jedes|sein|seine|seinem|seinen|ihr|ihre|ihrem|ihren)\s+)"
-        r"(?P<num>\d{1,4})\.(?=\s+\w)"
+        r"(?P<num>\d{1,4})\.(?=[ \t]+\w)"  # a word after it on its line
     )
     decade_pattern = r"(?<![\w'])(1[1-9]\d0|20\d0|[1-9]0)er\b"
 
