@@ -26,7 +26,7 @@ from .text.prepare import PreparedChunk, TextPreparer, TextStream
 from .timing.word_timing import FrameWords, WordLedger
 from .timing.words import (
     CallerWord,
-    CallerWordStream,
+    CallerWordFeed,
     ChunkUnits,
     WordMapper,
     caller_words,
@@ -255,9 +255,9 @@ class TextPlanner:
 
     def word_stream(
         self, *, normalize: bool = True, lexicon: Mapping[str, str] | None = None
-    ) -> CallerWordStream:
+    ) -> CallerWordFeed:
         """``words`` for text arriving in fragments (``Session.feed``)."""
-        return CallerWordStream(self._word_forms(normalize, lexicon))
+        return CallerWordFeed(self._word_forms(normalize, lexicon))
 
     def _word_forms(self, normalize: bool, lexicon: Mapping[str, str] | None) -> WordForms:
         """Caller words → their written and spoken forms (each word normalized on its own,

@@ -39,7 +39,7 @@ from ..engine import (
 )
 from ..engine.contract import OFF_LOOP_CHARS, SpeechProbe
 from .dialect import CloseAfter, Dialect, Outgoing, Reply, SampleEncoder
-from .metrics import ServerMetrics, StreamPacer
+from .metrics import ContextPacer, ServerMetrics
 from .security import Limits
 from .voices import ServerVoices
 
@@ -72,7 +72,7 @@ class Context:
     """One client context: its session, encoder, pacing and the frames it has waiting."""
 
     def __init__(
-        self, context_id: str, session: Session, encoder: SampleEncoder, pacer: StreamPacer
+        self, context_id: str, session: Session, encoder: SampleEncoder, pacer: ContextPacer
     ):
         self.id = context_id
         self.session = session

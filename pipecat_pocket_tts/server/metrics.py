@@ -89,11 +89,11 @@ class ServerMetrics:
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
-    def pacer(self) -> StreamPacer:
-        return StreamPacer(self)
+    def pacer(self) -> ContextPacer:
+        return ContextPacer(self)
 
 
-class StreamPacer:
+class ContextPacer:
     """One stream's timing: first audio, late frames, its real-time factor."""
 
     def __init__(self, metrics: ServerMetrics) -> None:
@@ -133,4 +133,4 @@ class StreamPacer:
                 self._metrics.real_time_factor.observe(self._audio / wall)
 
 
-__all__ = ["ServerMetrics", "StreamPacer"]
+__all__ = ["ContextPacer", "ServerMetrics"]

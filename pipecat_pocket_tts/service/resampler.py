@@ -25,7 +25,7 @@ from ..engine.audio import to_pcm16
 _EMPTY = np.zeros(0, dtype=np.float32)
 
 
-class StreamResampler:
+class OutputResampler:
     """Resample a mono float32 stream chunk by chunk and convert it to int16 PCM bytes."""
 
     def __init__(self, in_rate: int, out_rate: int, *, quality: str = "HQ") -> None:
@@ -65,7 +65,7 @@ class StreamResampler:
         self._stream = None
 
 
-_LIVE: weakref.WeakSet[StreamResampler] = weakref.WeakSet()
+_LIVE: weakref.WeakSet[OutputResampler] = weakref.WeakSet()
 
 
 @atexit.register

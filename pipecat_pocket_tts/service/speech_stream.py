@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from ..engine.contract import SpeechSession
     from ..engine.frames import AudioFrame
     from .context_output import ContextOutput
-    from .resampler import StreamResampler
+    from .resampler import OutputResampler
     from .settings import PocketTTSSettings
 
 
@@ -137,13 +137,13 @@ async def _off_loop_if_long(text: str, call: Callable[[], Any]) -> Any:
 
 class SpeechStream:
     """One engine session the service speaks through: the task that consumes its output, its
-    resampler and its turns (the engine's own ``runtime.streams.Stream`` is the session's place
-    on the scheduler)."""
+    resampler and its turns (the session's place on the model's scheduler is the engine's
+    ``runtime.streams.ScheduledStream``)."""
 
     def __init__(
         self,
         session: SpeechSession,
-        resampler: StreamResampler,
+        resampler: OutputResampler,
         output: ContextOutput,
         *,
         private: bool,

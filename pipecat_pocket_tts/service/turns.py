@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..engine.model.config import SAMPLE_RATE
 from .admission import admission_reporter
-from .resampler import StreamResampler
+from .resampler import OutputResampler
 from .speech_stream import SpeechStream, Turn
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ class Turns:
             )
             stream = SpeechStream(
                 session,
-                StreamResampler(SAMPLE_RATE, self._sample_rate(), quality=self._quality),
+                OutputResampler(SAMPLE_RATE, self._sample_rate(), quality=self._quality),
                 self._output,
                 private=private,
                 seed_version=seed_version,

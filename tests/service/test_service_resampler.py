@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from paths import REPO_ROOT
 
-from pipecat_pocket_tts.service.resampler import StreamResampler
+from pipecat_pocket_tts.service.resampler import OutputResampler
 
 FRAME = 1920  # samples per engine frame at 24 kHz
 
@@ -26,7 +26,7 @@ def _samples(pcm: bytes) -> np.ndarray:
 
 @pytest.mark.parametrize("rate", [8000, 16000, 22050, 44100, 48000])
 def test_flush_keeps_the_tail(rate: int) -> None:
-    resampler = StreamResampler(24000, rate)
+    resampler = OutputResampler(24000, rate)
     audio = _tone(10)
     body = b"".join(resampler.process(audio[i : i + FRAME]) for i in range(0, audio.size, FRAME))
     tail = resampler.flush()
@@ -37,7 +37,7 @@ def test_flush_keeps_the_tail(rate: int) -> None:
 
 @pytest.mark.parametrize("rate", [8000, 16000, 48000])
 def test_resampled_tone_keeps_its_pitch_and_level(rate: int) -> None:
-    resampler = StreamResampler(24000, rate)
+    resampler = OutputResampler(24000, rate)
     out = _samples(resampler.process(_tone(10)) + resampler.flush())
     middle = out[out.size // 4 : 3 * out.size // 4]
     spectrum = np.abs(np.fft.rfft(middle * np.hanning(middle.size)))
@@ -47,7 +47,7 @@ def test_resampled_tone_keeps_its_pitch_and_level(rate: int) -> None:
 
 
 def test_reset_drops_held_audio_and_a_new_run_starts_clean() -> None:
-    resampler = StreamResampler(24000, 8000)
+    resampler = OutputResampler(24000, 8000)
     resampler.process(_tone(3))
     resampler.reset()
     assert resampler.flush() == b""  # nothing held after a reset
@@ -56,7 +56,7 @@ def test_reset_drops_held_audio_and_a_new_run_starts_clean() -> None:
 
 
 def test_same_rate_is_a_passthrough_with_int16_conversion() -> None:
-    resampler = StreamResampler(24000, 24000)
+    resampler = OutputResampler(24000, 24000)
     audio = np.array([0.0, 0.5, -0.5, 1.5, -2.0], np.float32)
     pcm = np.frombuffer(resampler.process(audio), dtype="<i2")
     assert resampler.passthrough
@@ -65,13 +65,13 @@ def test_same_rate_is_a_passthrough_with_int16_conversion() -> None:
 
 
 def test_flush_without_audio_is_empty_and_rates_must_be_positive() -> None:
-    assert StreamResampler(24000, 16000).flush() == b""
+    assert OutputResampler(24000, 16000).flush() == b""
     with pytest.raises(ValueError, match="positive"):
-        StreamResampler(24000, 0)
+        OutputResampler(24000, 0)
 
 
 def test_no_soxr_stream_outlives_a_run() -> None:
-    resampler = StreamResampler(24_000, 8_000)
+    resampler = OutputResampler(24_000, 8_000)
     resampler.process(np.zeros(1920, np.float32))
     assert resampler._stream is not None
     resampler.flush()
@@ -85,13 +85,13 @@ def test_a_run_open_at_exit_prints_no_leak_lines() -> None:
     script = (
         "import threading\n"
         "import numpy as np\n"
-        "from pipecat_pocket_tts.service.resampler import StreamResampler\n"
+        "from pipecat_pocket_tts.service.resampler import OutputResampler\n"
         "held = threading.Event()\n"
         "def hold(resampler):\n"
         "    resampler.process(np.zeros(1920, np.float32))\n"
         "    held.set()\n"
         "    threading.Event().wait()\n"
-        "resampler = StreamResampler(24_000, 8_000)\n"
+        "resampler = OutputResampler(24_000, 8_000)\n"
         "threading.Thread(target=hold, args=(resampler,), daemon=True).start()\n"
         "del resampler\n"
         "held.wait()\n"

@@ -42,7 +42,7 @@ from pipecat_pocket_tts import PocketTTSService
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine.model.config import FRAME_SIZE, SAMPLE_RATE
 from pipecat_pocket_tts.service import handover
-from pipecat_pocket_tts.service.resampler import StreamResampler
+from pipecat_pocket_tts.service.resampler import OutputResampler
 
 FRAME_SECONDS = 0.08
 HEADS = ((1, 2), (0, 1))  # the tiny pack's config names no checkpoint: read these heads
@@ -325,7 +325,7 @@ def resampler_hold_s(rate: int, batches: int = 300) -> float:
     """The most audio the service's resampler (24 kHz → ``rate``) holds back after a batch of
     engine frames (its filter's delay and output granularity: 0 at 24 kHz, about 37 ms at
     16 kHz): a word starting in that stretch of a batch arrives before its audio is pushed."""
-    resampler = StreamResampler(SAMPLE_RATE, rate, quality="HQ")
+    resampler = OutputResampler(SAMPLE_RATE, rate, quality="HQ")
     given = pushed = worst = 0.0
     for index in range(batches):
         frames = 1 + index % handover.LIMIT  # batches of every size up to the limit

@@ -1,6 +1,6 @@
 """One scheduler per loaded model: a fixed pool of compute threads running batched ticks.
 
-Every session (and ``synthesize``/``stream``) on a model is a ``Stream`` of its scheduler.
+Every session (and ``synthesize``/``stream``) on a model is a ``ScheduledStream`` of its scheduler.
 Each tick the scheduler takes every stream that needs work and runs each stage once for all:
 
     FlowLM step_batch [B, d] → sample_batch [B, 32]   (streams that need their next latent)
@@ -9,7 +9,7 @@ Each tick the scheduler takes every stream that needs work and runs each stage o
 
 The three kinds of work are independent, so they run side by side on the pool's threads (BLAS
 single-threaded in each: no BLAS thread spins once the work ends). Streams join and leave at
-tick boundaries; ``Stream.cancel`` returns once the tick holding the stream is over (≤ one
+tick boundaries; ``ScheduledStream.cancel`` returns once the tick holding the stream is over (≤ one
 frame) and never delays the others.
 
 Deadlines: each stream's lead is the audio it has out ahead of a consumer playing in real time
@@ -41,7 +41,7 @@ from ..model.config import FRAME_SECONDS
 from .blas_threads import BLAS_THREADS, usable_cores
 from .channel import FrameChannel
 from .slots import AdmissionWait, StreamSlots
-from .streams import ChunkJob, Notice, Stream
+from .streams import ChunkJob, Notice, ScheduledStream
 from .tick_costs import StageCosts
 from .ticks import (
     PREFILL_PIECE_TOKENS,
@@ -138,7 +138,7 @@ class Scheduler:
         # Notices of streams that hold no slot and have nothing queued: they need no compute,
         # so no slot; the coordinator hands them over before it plans its next tick (after
         # every output of the tick it was running), in submission order.
-        self._idle_notices: list[tuple[Stream, Any]] = []
+        self._idle_notices: list[tuple[ScheduledStream, Any]] = []
         self._holds_blas = False  # whether this pool holds BLAS at one thread (blas_threads)
 
     @property
@@ -155,16 +155,16 @@ class Scheduler:
         name: str | None = None,
         words: SessionWords | None = None,
         on_wait: Callable[[AdmissionWait], None] | None = None,
-    ) -> Stream:
+    ) -> ScheduledStream:
         """A new stream (idle until its first job) with its own random generator; ``words``:
         the word timing its timed utterances' frames go through, in order; ``on_wait``: told
         when it waits for a slot and when it is admitted (see the module docstring)."""
         name = name or f"pocket-tts-stream-{next(_stream_ids)}"
-        stream = Stream(self.backend, name, on_output, on_error, seed=seed, words=words)
+        stream = ScheduledStream(self.backend, name, on_output, on_error, seed=seed, words=words)
         stream.on_wait = on_wait
         return stream
 
-    def submit(self, stream: Stream, job: ChunkJob | Notice) -> None:
+    def submit(self, stream: ScheduledStream, job: ChunkJob | Notice) -> None:
         """Queue a chunk or a notice on a stream (thread-safe); it runs in order.
 
         A notice on a stream with nothing queued and no slot goes out before the next tick,
@@ -184,7 +184,7 @@ class Scheduler:
             self._slots.request(stream, self._ticks)
             self._cond.notify_all()
 
-    def cancel(self, stream: Stream) -> None:
+    def cancel(self, stream: ScheduledStream) -> None:
         """Drop the stream's work; return once no computation of it runs (≤ one tick)."""
         with self._cond:
             self._stop(stream)
@@ -194,7 +194,7 @@ class Scheduler:
         with stream.delivery:  # an output being handed over finishes first; no more follow
             pass
 
-    def stop(self, stream: Stream) -> int:
+    def stop(self, stream: ScheduledStream) -> int:
         """Drop the stream's work now, without waiting for a tick in flight (``cancel``
         waits): no tick starts for it afterwards. The ticks that computed for it so far."""
         with self._cond:
@@ -235,7 +235,7 @@ class Scheduler:
         if holds_blas:  # after the joins: no BLAS call of this pool is left
             BLAS_THREADS.release()
 
-    def _stop(self, stream: Stream) -> None:
+    def _stop(self, stream: ScheduledStream) -> None:
         stream.stop()
         self._slots.release(stream, self._ticks)
         self._cond.notify_all()
@@ -318,7 +318,7 @@ class Scheduler:
             plan = TickPlan(self.backend, choice, self._costs, self._first_frame_done)
             self._in_tick = True
         _deliver(due_outputs)  # due now: before any first frame of the tick
-        outputs: list[tuple[Stream, list[Any]]] = []
+        outputs: list[tuple[ScheduledStream, list[Any]]] = []
         try:
             started = self._clock()
             self._run_tick(plan)
@@ -351,7 +351,7 @@ class Scheduler:
             self._cond.notify_all()
         _deliver(outputs)
 
-    def _first_frame_done(self, plan: TickPlan, stream: Stream) -> None:
+    def _first_frame_done(self, plan: TickPlan, stream: ScheduledStream) -> None:
         """A stream's first-frame task succeeded (on the pool thread that ran it): its frame
         goes out now, not at the end of the tick."""
         with self._cond:
@@ -376,7 +376,7 @@ class Scheduler:
             tick.wait()
 
 
-def _deliver(outputs: list[tuple[Stream, list[Any]]]) -> None:
+def _deliver(outputs: list[tuple[ScheduledStream, list[Any]]]) -> None:
     """Hand frames, notices and errors to their streams' callbacks (outside the lock)."""
     for stream, items in outputs:
         with stream.delivery:
@@ -493,8 +493,8 @@ __all__ = [
     "AdmissionWait",
     "ChunkJob",
     "Notice",
+    "ScheduledStream",
     "Scheduler",
     "SchedulerStats",
     "SessionLink",
-    "Stream",
 ]

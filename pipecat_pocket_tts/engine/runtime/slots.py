@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from ..model.options import AUTO_STREAMS, is_stream_limit
 
 if TYPE_CHECKING:
-    from .streams import Stream
+    from .streams import ScheduledStream
     from .tick_costs import StageCosts
 
 logger = logging.getLogger(__name__)
@@ -59,8 +59,8 @@ class StreamSlots:
         if not is_stream_limit(limit):
             raise ValueError(f"max_streams must be an integer ≥ 1, 'auto' or None, got {limit!r}")
         self.limit = limit
-        self.active: list[Stream] = []
-        self.waiting: deque[Stream] = deque()
+        self.active: list[ScheduledStream] = []
+        self.waiting: deque[ScheduledStream] = deque()
         self._costs = costs
         self._threads = threads
         self._frame_seconds = frame_seconds
@@ -68,7 +68,7 @@ class StreamSlots:
         self._on_wait = on_wait
         self._admitted_at = -1  # the tick count when a stream was last admitted
 
-    def request(self, stream: Stream, tick: int) -> None:
+    def request(self, stream: ScheduledStream, tick: int) -> None:
         """Give ``stream`` a slot now, or put it in line (told to the hooks)."""
         if stream.admitted or stream in self.waiting:
             return
@@ -87,7 +87,7 @@ class StreamSlots:
         )
         self._notify(stream, event)
 
-    def release(self, stream: Stream, tick: int) -> None:
+    def release(self, stream: ScheduledStream, tick: int) -> None:
         """``stream`` has no more work (or stopped): its slot, or its place in line, frees."""
         if stream in self.waiting:
             self.waiting.remove(stream)
@@ -117,7 +117,7 @@ class StreamSlots:
             return tick > self._admitted_at and estimate <= AUTO_LOAD * self._frame_seconds
         return active < self.limit
 
-    def _admit(self, stream: Stream, tick: int) -> None:
+    def _admit(self, stream: ScheduledStream, tick: int) -> None:
         stream.admitted = True
         self.active.append(stream)
         self._admitted_at = tick
@@ -129,7 +129,7 @@ class StreamSlots:
         estimate = self._costs.tick_seconds(streams, self._threads)
         return f"auto: a tick of {streams} streams is estimated at {1e3 * estimate:.0f} ms"
 
-    def _notify(self, stream: Stream, event: AdmissionWait) -> None:
+    def _notify(self, stream: ScheduledStream, event: AdmissionWait) -> None:
         for hook in (self._on_wait, stream.on_wait):
             if hook is not None:
                 try:

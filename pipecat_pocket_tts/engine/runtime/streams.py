@@ -1,6 +1,6 @@
 """What the scheduler runs for one stream: its queued chunks, FlowLM progress, RNG and Mimi state.
 
-A ``Stream`` is a session's presence on a model's scheduler. It takes ``ChunkJob``s (one
+A ``ScheduledStream`` is a session's presence on a model's scheduler. It takes ``ChunkJob``s (one
 prepared chunk of an utterance each) and notices (payloads that come out in order with the
 frames, such as markers or the end of the session), and hands every result to one output
 callback. The scheduler drives it a frame at a time through the methods below, under the
@@ -160,7 +160,7 @@ class ChunkRun:
         return _PendingDecode(latent, self.job, index, last, words)
 
 
-class Stream:
+class ScheduledStream:
     """One session's stream on a scheduler. Its methods are called under the scheduler's lock.
 
     ``on_output`` receives ``AudioFrame``s and notice payloads in order (on a scheduler

@@ -29,7 +29,7 @@ from .tick_costs import StageCosts, decode_shares, thread_loads
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
-    from .streams import ChunkRun, Stream
+    from .streams import ChunkRun, ScheduledStream
 
 PREFILL_PIECE_TOKENS = 16
 """Largest prefill piece of one stream in a tick while other streams are stepping."""
@@ -46,13 +46,17 @@ an utterance's first frame) every sampled frame is decoded at once."""
 
 
 def start_next_runs(
-    active: list[Stream],
-) -> tuple[list[Stream], list[tuple[Stream, list[Any]]], dict[Stream, BaseException]]:
+    active: list[ScheduledStream],
+) -> tuple[
+    list[ScheduledStream],
+    list[tuple[ScheduledStream, list[Any]]],
+    dict[ScheduledStream, BaseException],
+]:
     """Set up each active stream's next chunk run (its text embedded) before a tick: the
     streams with work, the notices now due (before any frame of the tick) and the failures."""
-    candidates: list[Stream] = []
-    due_outputs: list[tuple[Stream, list[Any]]] = []
-    failures: dict[Stream, BaseException] = {}
+    candidates: list[ScheduledStream] = []
+    due_outputs: list[tuple[ScheduledStream, list[Any]]] = []
+    failures: dict[ScheduledStream, BaseException] = {}
     for stream in active:
         if stream.stopped:
             continue
@@ -72,19 +76,21 @@ def start_next_runs(
 class TickChoice:
     """Who does what this tick: chosen from the streams' state, changing none of them."""
 
-    stepping: list[Stream]
-    decoding: list[Stream]
-    prefills: list[tuple[Stream, int]]  # (stream, prefill tokens this tick)
-    frames: dict[Stream, int]  # frames each decoding stream decodes (a block when above 1)
-    first_frames: list[tuple[Stream, int]]  # starting streams: last prefill and first frame
-    step_parts: list[list[Stream]]  # one FlowLM step task each
-    decode_parts: list[list[Stream]]  # one Mimi decode task each, largest first
+    stepping: list[ScheduledStream]
+    decoding: list[ScheduledStream]
+    prefills: list[tuple[ScheduledStream, int]]  # (stream, prefill tokens this tick)
+    frames: dict[ScheduledStream, int]  # frames each decoding stream decodes (a block when above 1)
+    first_frames: list[
+        tuple[ScheduledStream, int]
+    ]  # starting streams: last prefill and first frame
+    step_parts: list[list[ScheduledStream]]  # one FlowLM step task each
+    decode_parts: list[list[ScheduledStream]]  # one Mimi decode task each, largest first
     #: Streams that each step and decode in a tick with nothing else (0: another tick):
     #: the ticks whose wall time prices admission (``StageCosts.tick_took``).
     full_streams: int
 
     @property
-    def streams(self) -> set[Stream]:
+    def streams(self) -> set[ScheduledStream]:
         """Every stream with work in this tick (busy until it ends)."""
         return {
             *self.stepping,
@@ -95,7 +101,7 @@ class TickChoice:
 
 
 def choose_tick(
-    candidates: list[Stream],
+    candidates: list[ScheduledStream],
     now: float,
     threads: int,
     max_lead: float,
@@ -146,7 +152,7 @@ def choose_tick(
     )
 
 
-def _block_frames(stream: Stream, lead: float, tick: float) -> int:
+def _block_frames(stream: ScheduledStream, lead: float, tick: float) -> int:
     """Frames ``stream`` decodes this tick (0: its sampled frames wait to grow a block).
 
     An utterance's first frames, a stream whose lead is under ``BLOCK_LEAD_SECONDS``, and one
@@ -163,8 +169,8 @@ def _block_frames(stream: Stream, lead: float, tick: float) -> int:
 
 
 def _may_compute(
-    ordered: list[Stream], leads: dict[Stream, float], max_lead: float
-) -> list[Stream]:
+    ordered: list[ScheduledStream], leads: dict[ScheduledStream, float], max_lead: float
+) -> list[ScheduledStream]:
     """The streams not held back: all, unless some are behind (within ``max_lead``); then the
     ones more than ``max_lead`` ahead wait."""
     if not any(leads[s] <= max_lead for s in ordered):
@@ -172,21 +178,23 @@ def _may_compute(
     return [s for s in ordered if leads[s] <= max_lead]
 
 
-def _stepping(allowed: list[Stream]) -> list[Stream]:
+def _stepping(allowed: list[ScheduledStream]) -> list[ScheduledStream]:
     """Streams that step. A stream decoding its first frame steps again next tick: the
     decodes of the tick's first frames have its threads to themselves (first audio sooner)."""
     return [s for s in allowed if s.wants_step and (s.started or not s.wants_decode)]
 
 
 def _prefills(
-    wanting: list[Stream], stepping: list[Stream], leads: dict[Stream, float]
-) -> list[tuple[Stream, int]]:
+    wanting: list[ScheduledStream],
+    stepping: list[ScheduledStream],
+    leads: dict[ScheduledStream, float],
+) -> list[tuple[ScheduledStream, int]]:
     """Prefill tokens per stream. Idle, or every speaking stream has audio in hand: a new
     utterance's text goes in whole (its first frame sooner); otherwise in small pieces."""
     slack = min((leads[s] for s in stepping if s.started), default=None)
     roomy = slack is None or slack >= PREFILL_SLACK_SECONDS
     budget = None if not stepping else PREFILL_TOKENS_PER_TICK
-    prefills: list[tuple[Stream, int]] = []
+    prefills: list[tuple[ScheduledStream, int]] = []
     for stream in wanting:
         assert stream.run is not None
         tokens = stream.run.prefill_left
@@ -200,8 +208,8 @@ def _prefills(
 
 
 def _first_frames(
-    prefills: list[tuple[Stream, int]], *, starting: int, threads: int
-) -> list[tuple[Stream, int]]:
+    prefills: list[tuple[ScheduledStream, int]], *, starting: int, threads: int
+) -> list[tuple[ScheduledStream, int]]:
     """Starting streams whose prefill ends this tick: they also step, sample and decode their
     first frame in the same task, while no more streams start than there are threads (each is
     a lone step and decode; a crowd starting together batches them instead)."""
@@ -223,14 +231,14 @@ def _step_groups(threads: int, other_work: bool) -> int:
 
 
 def _decode_parts(
-    decoding: list[Stream],
-    frames: dict[Stream, int],
-    first_frames: list[tuple[Stream, int]],
-    step_parts: list[list[Stream]],
-    prefills: list[tuple[Stream, int]],
+    decoding: list[ScheduledStream],
+    frames: dict[ScheduledStream, int],
+    first_frames: list[tuple[ScheduledStream, int]],
+    step_parts: list[list[ScheduledStream]],
+    prefills: list[tuple[ScheduledStream, int]],
     threads: int,
     costs: StageCosts,
-) -> list[list[Stream]]:
+) -> list[list[ScheduledStream]]:
     """The decodes cut so every thread finishes at about the same time (``tick_costs``;
     a decode is priced per frame, so a stream's share counts its block's frames)."""
     first_frame = 2 * costs.step(1) + costs.decode_per_stream
@@ -253,7 +261,7 @@ class TickPlan:
         backend: Backend,
         choice: TickChoice,
         costs: StageCosts,
-        on_first_frame: Callable[[TickPlan, Stream], None] | None = None,
+        on_first_frame: Callable[[TickPlan, ScheduledStream], None] | None = None,
     ) -> None:
         """``on_first_frame(plan, stream)``: called on the pool thread that ran a stream's
         first-frame task, once it succeeded (the scheduler applies and delivers it then)."""
@@ -267,7 +275,7 @@ class TickPlan:
         self.frames = choice.frames
         self.streams = choice.streams
         self.full_streams = choice.full_streams
-        self._first_applied: set[Stream] = set()
+        self._first_applied: set[ScheduledStream] = set()
         self._results: dict[str, Any] = {}
         self._spent: dict[str, tuple[str, float, int]] = {}  # key → (kind, CPU s, units)
         self.tasks = self._tasks()
@@ -312,7 +320,9 @@ class TickPlan:
 
         return task
 
-    def _first_frame_task(self, stream: Stream, tokens: int, second: bool) -> Callable[[], None]:
+    def _first_frame_task(
+        self, stream: ScheduledStream, tokens: int, second: bool
+    ) -> Callable[[], None]:
         """Prefill the rest of ``stream``'s chunk, step (BOS), sample and decode its first
         frame, then (``second``, and when the chunk has one) step and sample its second:
         what four ticks would do, in one task. ``on_first_frame`` is told once the first
@@ -358,7 +368,7 @@ class TickPlan:
 
         return task
 
-    def apply_first_frame(self, stream: Stream, now: float) -> list[Any]:
+    def apply_first_frame(self, stream: ScheduledStream, now: float) -> list[Any]:
         """Hand ``stream`` its first-frame task's first frame (under the scheduler's lock, once
         decoded) → the frame and the notices now due (nothing once it stopped)."""
         self._first_applied.add(stream)
@@ -429,11 +439,11 @@ class TickPlan:
 
     def apply(
         self, now: float
-    ) -> tuple[list[tuple[Stream, list[Any]]], dict[Stream, BaseException]]:
+    ) -> tuple[list[tuple[ScheduledStream, list[Any]]], dict[ScheduledStream, BaseException]]:
         """Hand each stream its results (dropped for stopped streams) → (outputs to deliver,
         streams that failed with their error)."""
-        out: dict[Stream, list[Any]] = {}
-        failed: dict[Stream, BaseException] = {}
+        out: dict[ScheduledStream, list[Any]] = {}
+        failed: dict[ScheduledStream, BaseException] = {}
         if len(self.tasks) > 1:  # a lone task runs BLAS on every core: its CPU time is partial
             for kind, seconds, units in self._spent.values():
                 self._costs.measured(kind, seconds, units)
@@ -492,7 +502,7 @@ def _step_one(backend: Backend, state: Any, previous: Any, probe: Any) -> Any:
     return backend.step(state, previous, probe=probe)  # type: ignore[call-arg]
 
 
-def _cut(streams: list[Stream], sizes: list[int]) -> list[list[Stream]]:
+def _cut(streams: list[ScheduledStream], sizes: list[int]) -> list[list[ScheduledStream]]:
     """Streams cut into consecutive parts of the given sizes (summing to their number)."""
     parts, start = [], 0
     for size in sizes:
@@ -502,14 +512,14 @@ def _cut(streams: list[Stream], sizes: list[int]) -> list[list[Stream]]:
 
 
 def _cut_frames(
-    streams: list[Stream], frames: dict[Stream, int], shares: list[int]
-) -> list[list[Stream]]:
+    streams: list[ScheduledStream], frames: dict[ScheduledStream, int], shares: list[int]
+) -> list[list[ScheduledStream]]:
     """Streams cut into consecutive parts holding about ``shares`` frames each (summing to
     their frames): a part closes once it holds its share; the last takes the rest."""
     if all(frames[s] == 1 for s in streams):
         return _cut(streams, shares)
-    parts: list[list[Stream]] = []
-    current: list[Stream] = []
+    parts: list[list[ScheduledStream]] = []
+    current: list[ScheduledStream] = []
     held = 0
     for stream in streams:
         current.append(stream)
@@ -522,7 +532,7 @@ def _cut_frames(
     return parts
 
 
-def _split(streams: list[Stream], groups: int) -> list[list[Stream]]:
+def _split(streams: list[ScheduledStream], groups: int) -> list[list[ScheduledStream]]:
     """Streams cut into at most ``groups`` contiguous, non-empty parts."""
     if not streams:
         return []

@@ -141,7 +141,7 @@ def _caller_word(raw: str, begin: int, shown: str, spoken: str) -> CallerWord:
     )
 
 
-class CallerWordStream:
+class CallerWordFeed:
     """``caller_words`` on text that arrives in fragments (LLM tokens).
 
     ``push`` returns the words that became complete (whitespace after them, never inside an
@@ -444,7 +444,7 @@ def _common_prefix(a: str, b: str) -> int:
 
 __all__ = [
     "CallerWord",
-    "CallerWordStream",
+    "CallerWordFeed",
     "ChunkUnits",
     "MappedChunk",
     "TextUnit",

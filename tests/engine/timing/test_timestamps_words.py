@@ -160,9 +160,9 @@ def test_token_spans_cover_each_token_s_characters(sp_model_path, text):
 
 
 def test_streamed_caller_words_complete_at_whitespace_and_never_inside_a_sub_element():
-    from pipecat_pocket_tts.engine.timing.words import CallerWordStream
+    from pipecat_pocket_tts.engine.timing.words import CallerWordFeed
 
-    stream = CallerWordStream(english)
+    stream = CallerWordFeed(english)
     pieces = ["Hel", "lo wor", "ld, <", 'sub alias="x y">W', "WW</sub> ok", "ay. It", " costs $3"]
     released = [[w.text for w in stream.push(p)] for p in pieces]
     assert released == [[], ["Hello"], ["world,"], [], ["WWW"], ["okay."], ["It", "costs"]]
@@ -174,10 +174,10 @@ def test_streamed_caller_words_complete_at_whitespace_and_never_inside_a_sub_ele
 
 
 def test_a_closed_sub_element_is_one_word_before_whitespace_follows_it():
-    from pipecat_pocket_tts.engine.timing.words import CallerWordStream
+    from pipecat_pocket_tts.engine.timing.words import CallerWordFeed
 
     text = 'say <sub alias="World Wide Web">WWW</sub>'
-    stream = CallerWordStream(english)
+    stream = CallerWordFeed(english)
     assert [w.text for w in stream.push(text)] == ["say"]
     rest = stream.flush()
     assert [(w.text, w.keys, w.begin) for w in rest] == [("WWW", ("world", "wide", "web"), 4)]
