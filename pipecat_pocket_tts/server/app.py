@@ -150,7 +150,9 @@ async def _serve_websocket(state: ServerState, websocket: WebSocket, dialect: Di
         return
     state.connections += 1
     metrics.connections.inc()
-    connection = Connection(websocket, state.tts, state.voices, state.limits, metrics, dialect)
+    connection = Connection(
+        websocket, state.tts, state.voices, state.limits, metrics, dialect, state.public
+    )
     state.drain.add(connection)
     try:
         await connection.run()

@@ -19,7 +19,7 @@ import contextlib
 import logging
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -165,9 +165,12 @@ class Connection:
         limits: Limits,
         metrics: ServerMetrics,
         dialect: Dialect | None = None,
+        public: Callable[[str], str] = str,
     ) -> None:
+        """``public``: an error's message as a client may read it (the server's paths hidden)."""
         self._websocket = websocket
         self._dialect = dialect or Dialect()
+        self._public = public
         self._tts = tts
         self._voices = voices
         self._limits = limits
@@ -256,6 +259,9 @@ class Connection:
         self._outbox.close_after(code, reason, drop=True)
 
     def _say(self, message: p.ServerMessage, context: Context | None = None) -> None:
+        text = getattr(message, "message", None)
+        if text:  # an error's words, as a client may read them: no path of this machine's
+            message = replace(message, message=self._public(text))  # type: ignore[type-var]
         for data in self._dialect.encode(message):
             if isinstance(data, CloseAfter):
                 self._outbox.close_after(data.code, data.reason)

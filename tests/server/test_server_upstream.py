@@ -17,6 +17,9 @@ import pytest
 import soundfile
 from openai import OpenAI
 from server_process import ServerProcess
+from websockets.sync.client import connect
+
+from pipecat_pocket_tts import wire as p
 
 
 def recording(audio_format: str, seconds: float = 2.0) -> bytes:
@@ -125,6 +128,14 @@ def test_a_broken_voice_file_is_refused_without_its_path(
         for refused in (speech, form):
             assert refused.status_code == 400  # VoiceFileError, a ValueError
             message = refused.json()["error"]["message"]
+            assert "broken.safetensors" in message and str(tmp_path) not in message
+        with connect(server.ws_url + p.PATH) as websocket:  # our protocol's errors too
+            assert p.decode_server(websocket.recv()).type == "ready"
+            websocket.send(p.encode(p.CheckVoice(1, "broken")))
+            checked = p.decode_server(websocket.recv())
+            websocket.send(p.encode(p.Start("c", voice="broken")))
+            error = p.decode_server(websocket.recv())
+        for message in (checked.message, error.message):
             assert "broken.safetensors" in message and str(tmp_path) not in message
     finally:
         server.stop()
