@@ -117,13 +117,16 @@ def check_extra_arguments(kwargs: Mapping[str, Any], known: Iterable[str] = ()) 
 
 
 def service_load_settings(
-    load: LoadOptions | None, kwargs: dict[str, Any], known: Iterable[str], given: LoadSettings
+    load: LoadOptions | None,
+    kwargs: dict[str, Any],
+    signature: inspect.Signature,
+    given: LoadSettings,
 ) -> LoadSettings:
     """``given`` with the constructor's load options, checked and taken out of ``kwargs``
     (what is left is Pipecat's): given whole or as keywords, ``quantize``, unknown keywords
     refused, and no load options beside a ``server_url`` (the server's own decide)."""
     options = take_quantize(take_load_options(load, kwargs), kwargs)
-    check_extra_arguments(kwargs, known=known)
+    check_extra_arguments(kwargs, known=signature.parameters)
     if given.server_url is not None and options != LoadOptions():
         raise TypeError(
             "load options (backend, precision, threads...) choose how this process loads a "

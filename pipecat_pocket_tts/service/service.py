@@ -93,13 +93,11 @@ class PocketTTSService(TTSServiceHooks):
         table. ``load``'s fields may be keywords (``backend``, ``model_dir``, ``precision``...);
         ``server_url`` speaks with a TTS server's model instead; other keywords are Pipecat's
         ``TTSService`` arguments, and any other is a ``TypeError`` saying what to use."""
-        known = inspect.signature(PocketTTSService).parameters
         loading = LoadSettings(LoadOptions(), warmup, server_url, api_key, freeze_gc)
-        loading = service_load_settings(load, kwargs, known, loading)
+        loading = service_load_settings(load, kwargs, inspect.signature(type(self)), loading)
         defaults = initial_settings(language, settings)
-        # Words are timed from when their audio plays, on the pipeline's clock (read when used).
         interruptible = partial(is_interruptible, self)  # an uninterruptible greeting plays on
-        self._playout = Playout(lambda: self.get_clock().get_time(), interruptible)
+        self._playout = Playout(lambda: self.get_clock().get_time(), interruptible)  # words' clock
         self._output = ContextOutput(self, self._playout)  # reads the service only when used
         self._loader = EngineLoader(loading, self._output, self.emit_event)  # on_model_loaded
         self._text_language = text_variant(defaults.language)  # "pt-BR", or None: the pack's
@@ -115,9 +113,7 @@ class PocketTTSService(TTSServiceHooks):
         self.register_event("on_model_loaded")  # the first turn pays no load
         bound_text_units(self)  # the units Pipecat's word tracking sees stay short
         self._set_sentence_language(self.pack)
-        checks = SpeechChecks(
-            lambda: self._loader.engine, self._text_settings, self._loader.settled
-        )
+        checks = SpeechChecks(self._loader, self._text_settings)
         self._gate = TextGate(checks.has_speech, checks.new_probe, streamed=streams_tokens(self))
         self.add_text_transformer(self._gate.check, "*")  # after the user's transforms
         self._voice = VoiceChoice(self, defaults.voice is None)  # or the pack's default voice,

@@ -11,11 +11,12 @@ every text passes (the turn finds out).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..engine.contract import OFF_LOOP_CHARS, SpeechEngine, SpeechProbe
+from .loading import EngineLoader
 
 Result = TypeVar("Result")
 
@@ -53,15 +54,12 @@ class EngineProbe:
 class SpeechChecks:
     """Whether text says anything on the service's current engine and settings."""
 
-    def __init__(
-        self,
-        engine: Callable[[], SpeechEngine | None],
-        settings: Callable[[], TextSettings],
-        settled: Callable[[], Awaitable[None]],
-    ) -> None:
-        self._engine = engine
+    def __init__(self, loader: EngineLoader, settings: Callable[[], TextSettings]) -> None:
+        """``loader``: the service's (its engine, once loaded; ``settled`` waits for a load
+        still running)."""
+        self._engine = lambda: loader.engine
         self._settings = settings
-        self._settled = settled  # waits for a load still running
+        self._settled = loader.settled
 
     async def has_speech(self, text: str) -> bool:
         """False when the engine would say nothing of ``text``; True with no engine."""
