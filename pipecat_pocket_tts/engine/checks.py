@@ -37,22 +37,33 @@ MAX_SEED = 2**64 - 1
 
 def check_temperature(value: Any) -> float:
     """A float in [0, MAX_TEMPERATURE], or InvalidSettingError / SettingTypeError."""
-    number = _real("temperature", value, "a number such as 0.3")
-    if not math.isfinite(number) or not MIN_TEMPERATURE <= number <= MAX_TEMPERATURE:
-        raise InvalidSettingError(
-            f"temperature must be between {MIN_TEMPERATURE:g} and {MAX_TEMPERATURE:g} "
-            f"(0.3 is the pack default, 0 is deterministic), got {value!r}"
-        )
-    return number
+    return _ranged(
+        "temperature",
+        value,
+        (MIN_TEMPERATURE, MAX_TEMPERATURE),
+        "a number such as 0.3",
+        "0.3 is the pack default, 0 is deterministic",
+    )
 
 
 def check_speed(value: Any) -> float:
     """A float in [MIN_SPEED, MAX_SPEED] (1.0: unchanged), or a named error."""
-    number = _real("speed", value, "a speaking rate such as 1.2")
-    if not math.isfinite(number) or not MIN_SPEED <= number <= MAX_SPEED:
+    return _ranged(
+        "speed",
+        value,
+        (MIN_SPEED, MAX_SPEED),
+        "a speaking rate such as 1.2",
+        "1.0 = the model's own pace, 1.5 = half as fast again",
+    )
+
+
+def _ranged(name: str, value: Any, bounds: tuple[float, float], example: str, hint: str) -> float:
+    """``value`` as a finite float within ``bounds`` (inclusive), or a named error."""
+    number = _real(name, value, example)
+    low, high = bounds
+    if not math.isfinite(number) or not low <= number <= high:
         raise InvalidSettingError(
-            f"speed must be between {MIN_SPEED:g} and {MAX_SPEED:g} (1.0 = the model's own "
-            f"pace, 1.5 = half as fast again), got {value!r}"
+            f"{name} must be between {low:g} and {high:g} ({hint}), got {value!r}"
         )
     return number
 
