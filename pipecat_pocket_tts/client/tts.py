@@ -34,7 +34,7 @@ from .session import REPLY_TIMEOUT_S, RemoteSession, error_of, voice_name
 
 logger = logging.getLogger(__name__)
 
-_REMOTE = EngineCapabilities(in_process=False, voice_files=False, answers_locally=False)
+_REMOTE = EngineCapabilities(answers_locally=False)
 
 
 class RemoteTTS:

@@ -36,8 +36,6 @@ OFF_LOOP_CHARS = 2000
 class EngineCapabilities:
     """Where engines differ, said once, so a caller needs no branch on which engine it has."""
 
-    in_process: bool  # the model runs here: load options, warm-up and heap freezing apply
-    voice_files: bool  # voices may be files or ``Voice`` objects (False: names only)
     answers_locally: bool  # has_speech/probes compute here (False: each asks a server)
 
 

@@ -56,7 +56,7 @@ logger = logging.getLogger(__name__)
 
 WARMUP_TEXT = "Hello."
 WARMUP_FRAMES = 2
-_IN_PROCESS = EngineCapabilities(in_process=True, voice_files=True, answers_locally=True)
+_IN_PROCESS = EngineCapabilities(answers_locally=True)
 
 VoiceLike = str | os.PathLike[str] | Voice
 """A pack voice name, a voice-state or recording path, an ``hf://`` hub file, or a Voice."""
