@@ -8,7 +8,7 @@ as fast as frames come, so the pool never waits for a listener. Printed per N:
   (the ceiling ``bench_capacity.py`` approaches with real-time listeners and a margin);
 - process CPU ms per frame, and how much of it the backend's stages took (thread CPU time in
   the FlowLM step, the sampler, the Mimi decode and the prefills): the rest is the
-  scheduler, the sessions and the readers.
+  scheduler, the sessions and the readers; then each stage's CPU ms per frame.
 
 The first line names the CPU's vector flags and the kernels the load chose
 (``PocketTTS.kernels``). ``--against OLD_CHECKOUT`` runs this checkout and an older one
@@ -185,11 +185,14 @@ def run(tts: PocketTTS, clock: StageClock, n: int) -> dict:
         reader.start()
     for reader in readers:
         reader.join()
+    with clock._lock:
+        by_stage = dict(clock.seconds)
     return {
         "frames": sum(frames),
         "wall": time.perf_counter() - wall,
         "cpu": time.process_time() - cpu,
         "stages": clock.total(),
+        "by_stage": by_stage,
     }
 
 
@@ -221,6 +224,11 @@ def main() -> None:
         per_frame = 1e3 * result["cpu"] / result["frames"]
         share = result["stages"] / result["cpu"]
         print(f"{n:>4}{streams:>19.1f}{per_frame:>14.2f}{share:>10.1%}", flush=True)
+        stages = ", ".join(
+            f"{name} {1e3 * seconds / result['frames']:.2f}"
+            for name, seconds in sorted(result["by_stage"].items(), key=lambda kv: -kv[1])
+        )
+        print(f"      CPU ms per frame by stage: {stages}", flush=True)
 
 
 if __name__ == "__main__":

@@ -242,7 +242,7 @@ def cmd_download(args: argparse.Namespace) -> int:
 
 
 def cmd_warmup(args: argparse.Namespace) -> int:
-    from .engine.backends.numpy import compiled, kernel_cache
+    from .engine.backends.numpy import compiled, kernel_cache, wide_units
 
     if not compiled.numba_installed():
         print(
@@ -253,6 +253,8 @@ def cmd_warmup(args: argparse.Namespace) -> int:
         return EXIT_OK
     kernel_cache.announce_first_compile(ahead=True)
     compiled.required()
+    wide_units.bf16_kernels()  # and the kernels of the wider units this CPU has
+    wide_units.int16_kernels()
     folder = kernel_cache.cache_folder()
     print(f"numba kernels compiled and cached in {folder or 'numba’s cache'}", file=sys.stderr)
     return EXIT_OK

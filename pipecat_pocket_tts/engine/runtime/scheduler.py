@@ -13,12 +13,13 @@ tick boundaries; ``ScheduledStream.cancel`` returns once the tick holding the st
 frame) and never delays the others.
 
 Deadlines: each stream's lead is the audio it has out ahead of a consumer playing in real time
-from its first frame. A stream more than ``max_lead`` seconds ahead sits out a tick while
-another is behind it; a stream's first frame goes first (its prefill is served before the
-others'); prefills are cut into pieces of at most ``PREFILL_PIECE_TOKENS`` while other streams
-are stepping, and run whole when nothing else does or every speaking stream has audio in
-hand. The tick that ends a starting stream's prefill also steps and decodes its first frame,
-in the same task, and hands that frame over as soon as it is decoded.
+from its first frame. A stream more than ``max_lead`` seconds ahead, of real time and of the
+stream furthest behind, sits out a tick while that one is behind; a stream's first frame goes
+first (its prefill is served before the others'); prefills are cut into pieces of at most
+``PREFILL_PIECE_TOKENS`` while other streams are stepping, and run whole when nothing else
+does or every speaking stream has audio in hand. The tick that ends a starting stream's
+prefill also steps and decodes its first frame, in the same task, and hands that frame over as
+soon as it is decoded.
 
 Admission (``slots.py``): at most ``max_streams`` streams have work at once (None: no limit;
 ``"auto"``: as many as the measured cost of a tick keeps in real time); later ones wait in

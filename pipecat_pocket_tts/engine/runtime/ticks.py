@@ -172,10 +172,15 @@ def _may_compute(
     ordered: list[ScheduledStream], leads: dict[ScheduledStream, float], max_lead: float
 ) -> list[ScheduledStream]:
     """The streams not held back: all, unless some are behind (within ``max_lead``); then the
-    ones more than ``max_lead`` ahead wait."""
+    ones more than ``max_lead`` ahead both of real time and of the stream furthest behind wait.
+    Streams whose leads lie within ``max_lead`` of each other compute together, even past it:
+    when every stream runs ahead, holding back whichever crossed ``max_lead`` first would cut
+    each batch in two (a step of two streams costs ~1.5× a stream of a step of sixteen) and
+    help nobody."""
     if not any(leads[s] <= max_lead for s in ordered):
         return ordered
-    return [s for s in ordered if leads[s] <= max_lead]
+    furthest_behind = min(leads[s] for s in ordered)
+    return [s for s in ordered if leads[s] <= max_lead or leads[s] - furthest_behind <= max_lead]
 
 
 def _stepping(allowed: list[ScheduledStream]) -> list[ScheduledStream]:

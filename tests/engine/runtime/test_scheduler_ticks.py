@@ -173,6 +173,18 @@ def test_a_stream_far_ahead_neither_steps_nor_decodes_while_another_is_behind():
     assert {s.name for part in plan.decode_parts for s in part} == {"ahead", "behind"}
 
 
+def test_streams_all_running_ahead_step_together_across_the_lead_limit():
+    """Leads of 0.95, 1.1 and 2.1 s (limit 1 s): the two within a second of the one behind
+    keep its batch whole (holding them back would only cut the step in two); the one more
+    than a second ahead of it waits."""
+    streams = [
+        _Stream(name, started=True, wants_step=True, wants_decode=True, ahead=lead)
+        for name, lead in (("behind", 0.95), ("near", 1.1), ("far", 2.1))
+    ]
+    plan = _plan(streams)
+    assert [sorted(s.name for s in part) for part in plan.step_parts] == [["behind", "near"]]
+
+
 def test_decode_parts_are_cut_by_frames_when_streams_decode_blocks():
     from pipecat_pocket_tts.engine.runtime.ticks import _cut_frames
 

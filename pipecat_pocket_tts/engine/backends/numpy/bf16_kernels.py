@@ -22,14 +22,14 @@ reads the instruction back from the compiled assembly.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
-from llvmlite import binding, ir
+from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-from .kernel_base import bits_of_float32, jit, jit_nan_safe
+from .kernel_base import bits_of_float32, compiles_for, jit, jit_nan_safe
 from .layer_kernels import _exp_minus_one
+from .window_kernels import TileAddresses
 
 BF16_ROWS = 4
 """Windows (output rows) a tile computes together."""
@@ -43,15 +43,8 @@ over every stream."""
 
 
 def host_has_bf16_dot() -> bool:
-    """Whether numba compiles for a CPU with AVX512_BF16 (its ``NUMBA_CPU_NAME`` /
-    ``_FEATURES`` override the host, as for ``matmul_kernels.AVX2``)."""
-    features = numba.config.CPU_FEATURES
-    if features is not None:
-        return "+avx512bf16" in features.split(",")
-    if numba.config.CPU_NAME not in (None, "host"):
-        return False
-    host = binding.get_host_cpu_features()
-    return bool(host.get("avx512bf16", False) and host.get("avx512f", False))
+    """Whether numba compiles for a CPU with AVX512_BF16 (``kernel_base.compiles_for``)."""
+    return compiles_for("avx512bf16", "avx512f")
 
 
 BF16_DOT = host_has_bf16_dot()
@@ -113,10 +106,11 @@ class _BFloat(ir.Type):
 
 
 @intrinsic
-def _bf16_tile(typingctx, windows, packed, out, seq, row, block):  # pragma: no cover - compiled
-    """out[seq, row : row + 4, 32·block : 32·block + 32] += windows[seq, row : row + 4, :] ·
-    packed[block] (windows [B, R, K] uint16 bfloat16 bits, any strides, each window's K
-    elements one run of memory; packed [blocks, K/2, 32] uint32; out [B, R, N] f32)."""
+def _bf16_tile(typingctx, windows, packed, out, first, block):  # pragma: no cover - compiled
+    """Rows ``first … first + 3`` of the flattened windows (``TileAddresses``):
+    out[row, 32·block : 32·block + 32] += windows[row, :] · packed[block] (windows [B, R, K]
+    uint16 bfloat16 bits, any strides, each window's K elements one run of memory; packed
+    [blocks, K/2, 32] uint32; out [B, R, N] f32)."""
     fits = (
         all(isinstance(a, types.Array) and a.ndim == 3 for a in (windows, packed, out))
         and windows.dtype == types.uint16
@@ -125,64 +119,31 @@ def _bf16_tile(typingctx, windows, packed, out, seq, row, block):  # pragma: no 
     )
     if not fits:
         return None
-    signature = types.none(windows, packed, out, seq, row, block)
+    signature = types.none(windows, packed, out, first, block)
 
     def codegen(context, builder, sig, args):
-        x_arr, w_arr, o_arr = (
-            context.make_array(sig.args[i])(context, builder, args[i]) for i in range(3)
-        )
-        seq_, row_, block_ = args[3], args[4], args[5]
-        i8, i32, f32 = ir.IntType(8), ir.IntType(32), ir.FloatType()
+        tile = TileAddresses(context, builder, sig, args, BF16_ROWS)
+        i32, f32 = ir.IntType(32), ir.FloatType()
         fvec, ivec = ir.VectorType(f32, BF16_LANES), ir.VectorType(i32, BF16_LANES)
-        intp = context.get_value_type(types.intp)
         bvec = ir.VectorType(_BFloat(), 2 * BF16_LANES)
         dot = cgutils.get_or_insert_function(
             builder.module,
             ir.FunctionType(fvec, [fvec, bvec, bvec]),
             "llvm.x86.avx512bf16.dpbf16ps.512",
         )
-
-        def const(value: int) -> ir.Constant:
-            return ir.Constant(intp, value)
-
-        def byte_pointer(array) -> ir.Value:
-            return builder.bitcast(array.data, i8.as_pointer())
-
-        x_strides = cgutils.unpack_tuple(builder, x_arr.strides, 3)
-        w_strides = cgutils.unpack_tuple(builder, w_arr.strides, 3)
-        o_strides = cgutils.unpack_tuple(builder, o_arr.strides, 3)
-        pair_count = cgutils.unpack_tuple(builder, w_arr.shape, 3)[1]
-        pair_stride = builder.mul(x_strides[2], const(2))
-        x_seq = builder.gep(byte_pointer(x_arr), [builder.mul(seq_, x_strides[0])])
-        x_rows = [
-            builder.gep(x_seq, [builder.mul(builder.add(row_, const(r)), x_strides[1])])
-            for r in range(BF16_ROWS)
-        ]
-        w_block = builder.gep(byte_pointer(w_arr), [builder.mul(block_, w_strides[0])])
-        o_seq = builder.gep(byte_pointer(o_arr), [builder.mul(seq_, o_strides[0])])
-        column = builder.mul(block_, const(4 * BF16_COLUMN_BLOCK))
-        o_vectors = []
-        for r in range(BF16_ROWS):
-            start = builder.add(builder.mul(builder.add(row_, const(r)), o_strides[1]), column)
-            o_row = builder.gep(o_seq, [start])
-            o_vectors += [
-                builder.bitcast(builder.gep(o_row, [const(4 * BF16_LANES * v)]), fvec.as_pointer())
-                for v in range(2)
-            ]
+        const = tile.const
+        pair_count = tile.w_shape[1]
+        pair_stride = builder.mul(tile.x_strides[2], const(2))
+        x_rows = tile.windows()
+        w_block = tile.weight_block(args[4])
+        column = builder.mul(args[4], const(4 * BF16_COLUMN_BLOCK))
+        o_vectors = tile.outputs(column, fvec, 2)
         sums = [cgutils.alloca_once_value(builder, builder.load(p, align=4)) for p in o_vectors]
         lanes = ir.Constant(ir.VectorType(i32, BF16_LANES), None)  # lane 0 everywhere
         with cgutils.for_range(builder, pair_count) as loop:
             p = loop.index
-            w_p = builder.gep(w_block, [builder.mul(p, w_strides[1])])
-            weights = [
-                builder.load(
-                    builder.bitcast(
-                        builder.gep(w_p, [const(4 * BF16_LANES * v)]), ivec.as_pointer()
-                    ),
-                    align=4,
-                )
-                for v in range(2)
-            ]
+            w_p = builder.gep(w_block, [builder.mul(p, tile.w_strides[1])])
+            weights = tile.load_vectors(w_p, ivec, 2)
             for r, x_row in enumerate(x_rows):
                 x_at = builder.gep(x_row, [builder.mul(p, pair_stride)])
                 pair = builder.load(builder.bitcast(x_at, i32.as_pointer()), align=2)
@@ -204,19 +165,18 @@ def _bf16_tile(typingctx, windows, packed, out, seq, row, block):  # pragma: no 
 def bf16_window_matmul(windows, packed, out):  # pragma: no cover - compiled
     """out [B, R, N] += windows [B, R, K] · W, windows bfloat16 bits (uint16; may be a strided
     view whose rows overlap), W [K, N] packed by ``pack_bf16_columns`` into [N / 32, K / 2, 32]
-    uint32; R a multiple of ``BF16_ROWS``; out holds the bias (or zeros) on entry."""
-    batch, rows = windows.shape[0], windows.shape[1]
+    uint32; B · R a multiple of ``BF16_ROWS`` (tiles may span streams); out holds the bias (or
+    zeros) on entry. Each row's sums are its own: the same in any batch."""
+    total = windows.shape[0] * windows.shape[1]
     blocks = packed.shape[0]
     if packed.size * 4 > BF16_CACHED_WEIGHT_BYTES:
         for b in range(blocks):  # large weights: each block read once a call
-            for s in range(batch):
-                for r in range(0, rows, BF16_ROWS):
-                    _bf16_tile(windows, packed, out, s, r, b)
+            for first in range(0, total, BF16_ROWS):
+                _bf16_tile(windows, packed, out, first, b)
     else:
-        for s in range(batch):  # small weights: each stream's windows read once a call
+        for first in range(0, total, BF16_ROWS):  # small weights: windows read once a call
             for b in range(blocks):
-                for r in range(0, rows, BF16_ROWS):
-                    _bf16_tile(windows, packed, out, s, r, b)
+                _bf16_tile(windows, packed, out, first, b)
 
 
 def warm_up() -> None:

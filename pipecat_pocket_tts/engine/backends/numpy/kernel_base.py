@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from llvmlite import ir
-from numba.core import types
+from llvmlite import binding, ir
+from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 # error_model="numpy": a float division by zero gives inf/NaN as in NumPy, rather than a check
@@ -22,6 +22,33 @@ jit = numba.njit(fastmath=True, **_options)
 _FINITE_FAST = {"contract", "afn", "reassoc", "nsz", "arcp"}
 jit_nan_safe = numba.njit(fastmath=_FINITE_FAST, **_options)
 inline = numba.njit(fastmath=_FINITE_FAST, inline="always", **_options)
+
+
+def compiles_for(*features: str) -> bool:
+    """Whether numba compiles for a CPU with every one of ``features`` (LLVM's names, such as
+    "avx2" or "avx512vnni"): ``NUMBA_CPU_FEATURES`` / ``NUMBA_CPU_NAME`` override the host (a
+    portable cache built for a generic CPU takes the narrower kernels)."""
+    listed = numba.config.CPU_FEATURES
+    if listed is not None:
+        return all(f"+{feature}" in listed.split(",") for feature in features)
+    if numba.config.CPU_NAME not in (None, "host"):
+        return False
+    host = binding.get_host_cpu_features()
+    return all(bool(host.get(feature, False)) for feature in features)
+
+
+def row_pointers(builder, array, index_tuple, count: int, element: ir.Type) -> list[ir.Value]:
+    """LLVM IR: pointers (to ``element``) to the first item of the rows ``index_tuple[0 …
+    count - 1]`` of a 2-D C array (an intrinsic's ``make_array`` struct)."""
+    stride = cgutils.unpack_tuple(builder, array.strides, 2)[0]
+    base = builder.bitcast(array.data, ir.IntType(8).as_pointer())
+    return [
+        builder.bitcast(
+            builder.gep(base, [builder.mul(builder.extract_value(index_tuple, j), stride)]),
+            element.as_pointer(),
+        )
+        for j in range(count)
+    ]
 
 
 @intrinsic

@@ -145,6 +145,7 @@ def attend_one(q, keys, values, length, scale, scores, out):  # pragma: no cover
     half the bytes, widened as read). Softmax by max shift and the polynomial e^t."""
     heads, width = q.shape
     group = heads // keys.shape[0]
+    row = np.empty(width, np.float32)  # a head's sum, local (out's rows may alias nothing)
     for h in range(heads):
         kv = h // group
         top = np.float32(-np.inf)
@@ -162,8 +163,10 @@ def attend_one(q, keys, values, length, scale, scores, out):  # pragma: no cover
             total += weight
         inv_total = np.float32(1.0) / total
         for i in range(width):
-            out[h, i] = np.float32(0.0)
+            row[i] = np.float32(0.0)
         for p in range(length):
             weight = scores[p] * inv_total
             for i in range(width):
-                out[h, i] += weight * _kv_float(values[kv, p, i])
+                row[i] += weight * _kv_float(values[kv, p, i])
+        for i in range(width):
+            out[h, i] = row[i]

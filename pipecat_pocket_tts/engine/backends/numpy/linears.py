@@ -17,21 +17,26 @@ Up to ``KERNEL_MAX_ROWS`` rows (steps and small batches) run numba kernels (``ke
 BLAS; the kernel reads the weight once where OpenBLAS packs it for every product of a few
 rows); int8 takes prefills up to ``INT8_CHUNKED_MAX_ROWS`` through its kernel too, in blocks.
 Longer inputs use BLAS, narrow weights widened ``WIDEN_ROWS`` rows at a time (never a whole
-fp32 copy). Activations are float32, except in the int8 kernel on AVX2 hosts, which rounds
-each row of x to int16 for integer multiply-adds (``kernels.int8_matmul_int16``).
+fp32 copy). Activations are float32, except in the int8 kernels on AVX2 and AVX512_VNNI
+hosts, which round each row of x to int16 for integer products (``kernels.int8_matmul_int16``,
+``int16_kernels.int8_matmul_vnni``: ``choose_int8_kernel``).
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from types import ModuleType
 from typing import TypeAlias
 
 import numpy as np
 
+from ...errors import LoadOptionError
 from ...model.options import NUMPY_PRECISIONS
 from . import compiled
 from .layers import linear_rows
 from .streaming_conv import window_product
+from .wide_units import int16_kernels
 
 PRECISIONS = NUMPY_PRECISIONS
 Shape: TypeAlias = tuple[int, ...]
@@ -67,15 +72,52 @@ def int8_chunked_max_rows(kernels: ModuleType) -> int:
     return INT8_CHUNKED_MAX_ROWS["int16" if kernels.AVX2 else "float"]
 
 
+INT8_KERNEL_ENV = "POCKET_TTS_INT8_KERNEL"
+INT8_KERNELS = ("auto", "vnni", "avx2")
+
+
+def choose_int8_kernel() -> str:
+    """The int8 linears' kernel: ``POCKET_TTS_INT8_KERNEL`` ("auto" when unset): "vnni"
+    (``int16_kernels.int8_matmul_vnni``: AVX512_VNNI ``vpdpwssd``), "avx2"
+    (``int8_matmul_int16``: ``vpmaddwd``), or on "auto" the widest this CPU has, else "float"
+    (int8 widened to float32). Asking for one the CPU lacks is a ``LoadOptionError``."""
+    wanted = os.environ.get(INT8_KERNEL_ENV) or "auto"
+    if wanted not in INT8_KERNELS:
+        raise LoadOptionError(
+            f"{INT8_KERNEL_ENV} must be one of {', '.join(INT8_KERNELS)}, got {wanted!r}"
+        )
+    has = {"vnni": int16_kernels() is not None, "avx2": bool(load_kernels().AVX2)}
+    if wanted == "auto":
+        return next((kernel for kernel in ("vnni", "avx2") if has[kernel]), "float")
+    if not has[wanted]:
+        flag = "AVX512_VNNI (avx512_vnni" if wanted == "vnni" else "AVX2 (avx2"
+        raise LoadOptionError(
+            f"{INT8_KERNEL_ENV}={wanted!r} needs a CPU with {flag} in /proc/cpuinfo), which "
+            "this process does not have: use 'auto'"
+        )
+    return wanted
+
+
 def how_linears_run(precision: str) -> str:
     """A line for the load log: how this process runs linears at ``precision``."""
     if precision == "fp32":
         return "float32 (compiled kernels for steps)" if compiled.optional() else "float32 (BLAS)"
     if precision == "bf16":
         return "bfloat16 weights widened to float32 in numba kernels"
-    if load_kernels().AVX2:
+    kernel = choose_int8_kernel()
+    if kernel == "vnni":
+        return "int8 weights, int16-rounded activations, integer dot products (AVX512_VNNI)"
+    if kernel == "avx2":
         return "int8 weights, int16-rounded activations, integer multiply-adds (AVX2)"
     return "int8 weights widened to float32 in numba kernels (no AVX2)"
+
+
+def _int8_matmul(kernels: ModuleType, depth: int) -> Callable[..., None]:
+    """The kernel an int8 linear of ``depth`` inputs runs (``choose_int8_kernel``)."""
+    vnni = int16_kernels() if choose_int8_kernel() == "vnni" else None
+    if vnni is not None and vnni.fits_vnni(depth):
+        return vnni.int8_matmul_vnni
+    return kernels.int8_matmul
 
 
 class Linear:
@@ -193,6 +235,7 @@ class Int8Linear(Linear):
         super().__init__(codes.shape)
         self.codes, self.scales = codes, scales
         self._kernels = kernels
+        self._matmul = _int8_matmul(kernels, codes.shape[1])
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         n = x.shape[0]
@@ -202,7 +245,7 @@ class Int8Linear(Linear):
         out = np.empty((n, self.shape[0]), np.float32)
         for start in range(0, n, KERNEL_MAX_ROWS):  # row blocks: contiguous views
             stop = start + KERNEL_MAX_ROWS
-            self._kernels.int8_matmul(x[start:stop], self.codes, self.scales, out[start:stop])
+            self._matmul(x[start:stop], self.codes, self.scales, out[start:stop])
         return out
 
     @property
@@ -233,7 +276,7 @@ class Bf16DotLinear(Linear):
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         x = np.ascontiguousarray(x, np.float32)
-        return window_product(x[None], x.shape[0], 1, 1, self.packed, None, narrow=True)[0]
+        return window_product(x[None], x.shape[0], 1, 1, self.packed, None, units="bf16")[0]
 
     @property
     def nbytes(self) -> int:

@@ -30,13 +30,19 @@ while the n rows of x pass over them, so one call streams every weight byte once
 
 from __future__ import annotations
 
-import numba
 import numpy as np
-from llvmlite import binding, ir
+from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-from .kernel_base import FLOAT32_EXPONENT, bits_of_float32, jit, jit_nan_safe
+from .kernel_base import (
+    FLOAT32_EXPONENT,
+    bits_of_float32,
+    compiles_for,
+    jit,
+    jit_nan_safe,
+    row_pointers,
+)
 
 WIDEN_FROM_ROWS = 10
 """From this many rows of x, ``int8_matmul_float`` widens each group of four weight rows to float32
@@ -145,14 +151,9 @@ def int8_matmul_float(x, weight, scale, out):  # pragma: no cover - compiled
 
 
 def _host_has_avx2() -> bool:
-    """Whether numba compiles for a CPU with AVX2 (its ``NUMBA_CPU_NAME`` / ``_FEATURES``
-    override the host: a portable cache built for a generic CPU takes the float kernel)."""
-    features = numba.config.CPU_FEATURES
-    if features is not None:
-        return "+avx2" in features.split(",")
-    if numba.config.CPU_NAME not in (None, "host"):
-        return False
-    return bool(binding.get_host_cpu_features().get("avx2", False))
+    """Whether numba compiles for a CPU with AVX2 (``kernel_base.compiles_for``: a portable
+    cache built for a generic CPU takes the float kernel)."""
+    return compiles_for("avx2")
 
 
 AVX2 = _host_has_avx2()
@@ -207,20 +208,8 @@ def _madd_rows(typingctx, xq, x_rows, weight, rows, start, stop):  # pragma: no 
             builder.module, ir.FunctionType(i32, [acc_vec]), "llvm.vector.reduce.add.v8i32"
         )
 
-        def row_starts(array, index_tuple, count, element):
-            """Pointers to the first element of each listed row of a 2-D C array."""
-            stride = cgutils.unpack_tuple(builder, array.strides, 2)[0]
-            base = builder.bitcast(array.data, i8.as_pointer())
-            return [
-                builder.bitcast(
-                    builder.gep(base, [builder.mul(builder.extract_value(index_tuple, j), stride)]),
-                    element.as_pointer(),
-                )
-                for j in range(count)
-            ]
-
-        x_starts = row_starts(x_arr, args[1], pairs // 4, i16)
-        w_starts = row_starts(w_arr, args[3], 4, i8)
+        x_starts = row_pointers(builder, x_arr, args[1], pairs // 4, i16)
+        w_starts = row_pointers(builder, w_arr, args[3], 4, i8)
         sums = [
             cgutils.alloca_once_value(builder, ir.Constant(acc_vec, None)) for _ in range(pairs)
         ]

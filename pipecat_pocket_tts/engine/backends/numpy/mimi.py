@@ -244,8 +244,8 @@ class Mimi:
         self, config: MimiConfig, weights: dict[str, np.ndarray], units: str = "fp32"
     ) -> None:
         """``weights``: Mimi tensors in upstream names without the ``mimi.`` prefix;
-        ``units``: what the decoder runs on, "fp32" or "bf16" (``wide_units``: check it
-        with ``choose_units`` first)."""
+        ``units``: what the decoder runs on, one of ``wide_units.MIMI_UNITS`` but "auto"
+        (check it with ``choose_units`` first)."""
         self.config = config
         self.frame_size = config.frame_size
         encoder_seanet, decoder_seanet = config.seanet, config.decoder_seanet
@@ -286,8 +286,10 @@ class Mimi:
         )
         self.decoder = SEANet(decoder_seanet, weights, "decoder", decoder=True)
         self.units = units
-        if units == "bf16":
+        if units in ("bf16", "bf16+int16"):
             use_bf16(self.decoder_transformer, self.decoder)
+        if units in ("int16", "bf16+int16"):
+            use_int16(self.decoder)  # over bfloat16 where a conv packs for both
         #: whether ``decode_frames`` gives the same samples bit for bit as frame by frame
         self.blocks_exact = blocks_exact(self.decoder_transformer, self.decoder)
 
@@ -462,52 +464,68 @@ class MimiEncoder:
 
 
 def use_bf16(transformer: MimiTransformer, decoder: SEANet) -> None:
-    """Put a Mimi decoder's transformer linears (those whose weights pack for it) and its
-    dense transposed convs but the first on bfloat16 dot products; the first transposed conv
-    runs the float32 window kernel (as every conv does), so each row of every layer sums alone
+    """Put a Mimi decoder's transformer linears (those whose weights pack for it) and its dense
+    transposed convs but the first on bfloat16 dot products; the first transposed conv runs the
+    float32 window kernel (as every conv does), so each row of every layer sums alone
     (``blocks_exact``).
 
     Measured on the full-size random pack against fp32 frame by frame (a stretch of zero
     latents after loud ones, the quietest these weights give; random latents in brackets):
     the transformer alone 48.2 dB (63.6), with these two transposed convs 46.2 (~50), with all
     three 45.3 (48.0), with the first conv too 44.5 (46.6), every conv 44.3 (random): the
-    residual, first and last convs stay float32.
+    residual, first and last convs stay float32 (or go to int16: ``use_int16``).
     """
     for layer in transformer.layers:
         for name in ("in_proj", "out_proj", "linear1", "linear2"):
             linear = getattr(layer, name)
             if fits_bf16(linear.shape[1], linear.shape[0]):
                 object.__setattr__(layer, name, Bf16DotLinear(linear.dense()))
-    transposed = [
-        conv
-        for conv in decoder.convs()
-        if isinstance(conv, StreamingConvTranspose1d) and not conv.depthwise
-    ]
-    for index, conv in enumerate(transposed):
+    for index, conv in enumerate(_dense_transposed(decoder)):
         if index == 0 or not conv.use_bf16():
             conv.use_windows()
 
 
+def use_int16(decoder: SEANet) -> None:
+    """Put every SEANet conv and dense transposed conv of a Mimi decoder whose weight packs
+    for it on int16 dot products (all but the last conv, one channel wide, at full size).
+
+    Measured on the full-size random pack against fp32 frame by frame: these convs alone
+    61.3 dB; with the transformer on bfloat16 ("bf16+int16") the transformer's 8 bits bound
+    it (``test_int16_units.py`` has the figures). A dense transposed conv that does not pack
+    runs a window kernel all the same (each row summed alone: ``blocks_exact``)."""
+    dense = _dense_transposed(decoder)
+    for conv in decoder.convs():
+        if not conv.use_int16() and conv in dense:
+            conv.use_windows()
+
+
+def _dense_transposed(decoder: SEANet) -> list[StreamingConvTranspose1d]:
+    return [
+        conv
+        for conv in decoder.convs()
+        if isinstance(conv, StreamingConvTranspose1d) and not conv.depthwise
+    ]
+
+
 def blocks_exact(transformer: MimiTransformer, decoder: SEANet) -> bool:
     """Whether a block of frames decodes bit for bit as its frames one by one: every
-    transformer linear on the bfloat16 kernel and every dense transposed conv on it or the
-    float32 window kernel (each row summed alone; BLAS's sums may follow the matrix's
-    height). The attention runs frame by frame in a block (``MimiTransformer.call_batch``)."""
+    transformer linear on the bfloat16 kernel and every dense transposed conv on a window
+    kernel (int16, bfloat16 or float32: each row summed alone; BLAS's sums may follow the
+    matrix's height). The attention runs frame by frame in a block
+    (``MimiTransformer.call_batch``)."""
     linears = [
         getattr(layer, name)
         for layer in transformer.layers
         for name in ("in_proj", "out_proj", "linear1", "linear2")
     ]
-    transposed = [
-        conv
-        for conv in decoder.convs()
-        if isinstance(conv, StreamingConvTranspose1d) and not conv.depthwise
-    ]
     return (
         transformer.input_proj is None
         and transformer.output_proj is None
         and all(isinstance(linear, Bf16DotLinear) for linear in linears)
-        and all(conv.bf16 is not None or conv.packed is not None for conv in transposed)
+        and all(
+            conv.int16 is not None or conv.bf16 is not None or conv.packed is not None
+            for conv in _dense_transposed(decoder)
+        )
     )
 
 

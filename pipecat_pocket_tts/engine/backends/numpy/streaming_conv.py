@@ -7,6 +7,8 @@ multiplies them by weights packed once at construction (convs of dilation 1 and 
 16 output channels: all of Mimi's but the last); otherwise an im2col of the call's frames and
 one BLAS matmul (per-tap matmuls on long inputs). The transposed convs keep one BLAS matmul:
 with their wide outputs the kernel lost to it on batches (``bench_batch_stages.py --layers``).
+On wider units (``wide_units``) both run the bfloat16 or int16 window kernels instead
+(``use_bf16``, ``use_int16``; ``window_product``'s ``units``).
 Streaming state lives outside the layer objects (plain arrays handed in and returned), so one
 set of weights serves any number of sequences:
 
@@ -26,7 +28,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from . import compiled
-from .wide_units import bf16_kernels
+from .wide_units import Int16Weight, bf16_kernels, int16_kernels
 
 TAPS_MIN_FRAMES = 64  # from this many output frames, per-tap matmuls beat im2col
 
@@ -44,30 +46,62 @@ def _pack(matrix: np.ndarray) -> np.ndarray | None:
     return kernels.pack_columns(matrix)
 
 
+def _pack_int16(matrix: np.ndarray, channels: int) -> Int16Weight | None:
+    """``matrix`` [K, N] (taps ``channels`` deep) packed for the int16 kernel, or None where
+    it does not pack."""
+    from .int16_kernels import fits_int16, pack_int16_columns
+
+    if not fits_int16(*matrix.shape, channels):
+        return None
+    return Int16Weight(*pack_int16_columns(matrix, channels))
+
+
+def tiled_rows(batch: int, rows: int, tile: int) -> int:
+    """The fewest rows ≥ ``rows`` per stream that make ``batch`` streams' rows whole tiles."""
+    while (batch * rows) % tile:
+        rows += 1
+    return rows
+
+
 def window_product(
     padded: np.ndarray,
     rows: int,
     step: int,
     width: int,
-    packed: np.ndarray,
+    packed: np.ndarray | Int16Weight,
     bias: np.ndarray | None,
-    narrow: bool = False,
+    units: str = "fp32",
 ) -> np.ndarray:
     """padded [B, L, C] float32 → [B, rows, N]: row r of stream b is the window of ``width``
     frames of padded[b] from frame r·step (one run of memory, read where it lies) times a
     packed weight, plus ``bias`` [N]; each row's sums are its own (the same in any batch).
 
-    ``narrow``: ``bf16_kernels.bf16_window_matmul`` on padded rounded once to bfloat16 and
-    ``packed`` from ``pack_bf16_columns``; else ``window_matmul`` with ``pack_columns``. The
-    kernels take windows four at a time: rows past the input's end read zero frames (a copy
-    extended with them, never at Mimi's frame sizes) and are dropped."""
-    kernels = bf16_kernels() if narrow else compiled.resolve(_kernels)
-    assert kernels is not None
-    tile = kernels.BF16_ROWS if narrow else kernels.WINDOW_ROWS
-    tiles = -(-rows // tile) * tile
+    ``units``: "fp32", ``window_matmul`` with ``packed`` from ``pack_columns``; "bf16",
+    ``bf16_window_matmul`` on padded rounded once to bfloat16, ``pack_bf16_columns``; "int16",
+    ``int16_window_matmul`` on padded's rows quantized once (``quantize_rows``), an
+    ``Int16Weight``. The kernels take the B · rows windows four at a time, across streams:
+    where B · rows is not a multiple of four, rows past the input's end read zero frames (a
+    copy extended with them) and are dropped."""
     batch, length, channels = padded.shape
+    if units == "int16":
+        kernels = int16_kernels()
+        tile = kernels.INT16_ROWS
+    elif units == "bf16":
+        kernels = bf16_kernels()
+        tile = kernels.BF16_ROWS
+    else:
+        kernels = compiled.resolve(_kernels)
+        tile = kernels.WINDOW_ROWS
+    tiles = tiled_rows(batch, rows, tile)
     needed = max(length, (tiles - 1) * step + width)
-    if narrow:
+    scales = None
+    if units == "int16":
+        source = np.empty((batch, needed, channels), np.int16)
+        scales = np.empty((batch, needed), np.float32)
+        source[:, length:] = 0
+        scales[:, length:] = 0.0
+        kernels.quantize_rows(np.ascontiguousarray(padded), source, scales)
+    elif units == "bf16":
         source = np.zeros((batch, needed, channels), np.uint16)
         for b in range(batch):
             flat = np.ascontiguousarray(padded[b]).reshape(-1)
@@ -79,9 +113,14 @@ def window_product(
         source = padded
     seq, row, item = source.strides
     windows = as_strided(source, (batch, tiles, width * channels), (seq, row * step, item))
-    out = np.empty((batch, tiles, packed.shape[0] * packed.shape[2]), np.float32)
+    columns = packed.codes.shape[0] * packed.codes.shape[2] if units == "int16" else None
+    out = np.empty((batch, tiles, columns or packed.shape[0] * packed.shape[2]), np.float32)
     out[:] = 0.0 if bias is None else bias
-    if narrow:
+    if units == "int16":
+        kernels.int16_window_matmul(
+            windows, packed.codes, out, scales, packed.scales, step, channels
+        )
+    elif units == "bf16":
         kernels.bf16_window_matmul(windows, packed, out)
     else:
         kernels.window_matmul(windows, packed, out)
@@ -160,6 +199,7 @@ class StreamingConv1d:
             weight.astype(np.float32).transpose(2, 1, 0).reshape(kernel * c_in, c_out)
         )
         self.bias = None if bias is None else bias.astype(np.float32)
+        self.int16: Int16Weight | None = None  # packed for int16 dot products (``use_int16``)
 
     @cached_property
     def _packed(self) -> np.ndarray | None:
@@ -173,14 +213,26 @@ class StreamingConv1d:
         """Floats of weights this conv multiplies by."""
         return int(self.matrix.size)
 
+    def use_int16(self) -> bool:
+        """Run this conv on int16 dot products (``wide_units``) if its windows are one run of
+        memory and its weight packs for them; whether it does."""
+        self.int16 = _pack_int16(self.matrix, self.in_channels) if self.dilation == 1 else None
+        return self.int16 is not None
+
     @property
     def _runs_packed(self) -> bool:
-        """Whether calls go to ``window_matmul`` (packed, kernels present)."""
-        return self._packed is not None and compiled.resolve(_kernels) is not None
+        """Whether calls go to a window kernel (int16, or packed with kernels present)."""
+        return self.int16 is not None or (
+            self._packed is not None and compiled.resolve(_kernels) is not None
+        )
 
     def _packed_product(self, padded: np.ndarray, n_out: int) -> np.ndarray:
         """padded [B, L, C_in] (C-contiguous, L ≥ history + n_out·stride) → [B, n_out, C_out]
-        by ``window_matmul`` (``window_product``)."""
+        by a window kernel (``window_product``)."""
+        if self.int16 is not None:
+            return window_product(
+                padded, n_out, self.stride, self.kernel_size, self.int16, self.bias, "int16"
+            )
         return window_product(padded, n_out, self.stride, self.kernel_size, self._packed, self.bias)
 
     def initial_history(self) -> np.ndarray:
@@ -330,6 +382,7 @@ class StreamingConvTranspose1d:
         # the bias of a whole output block [stride · C_out] (dense: one matmul row's columns)
         self._block_bias = None if bias is None else np.tile(self.bias, stride)
         self.bf16: np.ndarray | None = None  # packed for bfloat16 dot products (``use_bf16``)
+        self.int16: Int16Weight | None = None  # packed for int16 dot products (``use_int16``)
         self.packed: np.ndarray | None = None  # packed for ``window_matmul`` (``use_windows``)
         #: Dense: carry the overlapping output frames [K - stride, C_out] (the layout of
         #: CoreML's exported Mimi state) instead of the last input frames; a block of frames
@@ -356,6 +409,15 @@ class StreamingConvTranspose1d:
 
         self.bf16 = pack_bf16_columns(self.stacked_blocks)
         return True
+
+    def use_int16(self) -> bool:
+        """Run this transposed conv on int16 dot products (``wide_units``) if it is dense and
+        its stacked blocks pack for them; whether it does."""
+        if not self.depthwise:
+            self.int16 = _pack_int16(self.stacked_blocks, self.in_channels)
+        if self.int16 is not None:
+            self.bf16 = self.packed = None  # int16 runs it: no other copy kept
+        return self.int16 is not None
 
     @property
     def weight_size(self) -> int:
@@ -405,8 +467,10 @@ class StreamingConvTranspose1d:
         else:
             padded[:, pad:] = x
         next_histories = list(padded[:, t:].copy())  # one block; a view per stream
-        if self.bf16 is not None:
-            out = window_product(padded, t, 1, blocks, self.bf16, self._block_bias, narrow=True)
+        if self.int16 is not None:
+            out = window_product(padded, t, 1, blocks, self.int16, self._block_bias, "int16")
+        elif self.bf16 is not None:
+            out = window_product(padded, t, 1, blocks, self.bf16, self._block_bias, "bf16")
         elif self.packed is not None and compiled.resolve(_kernels) is not None:
             out = window_product(padded, t, 1, blocks, self.packed, self._block_bias)
         else:

@@ -2,17 +2,22 @@
 
 - ``"fp32"``: today's kernels (float32 window products, BLAS): any CPU, the fallback.
 - ``"bf16"``: bfloat16 dot products (``vdpbf16ps``, AVX512_BF16; ``bf16_kernels.py``) for
-  the decoder transformer's linears and two of SEANet's transposed convs (``mimi.use_bf16``),
-  whose inputs and weights are rounded to bfloat16 while sums, biases, residuals and the
-  streaming state stay float32. The other layers stay float32: rounding every layer cost
-  ~44 dB SNR against fp32 on the full-size random pack, these ≥ 46 dB (``test_wide_units.py``).
+  the decoder transformer's linears and two of SEANet's transposed convs, whose inputs and
+  weights are rounded to bfloat16 while sums, biases, residuals and the streaming state stay
+  float32. The other convs stay float32: rounding every conv to bfloat16 cost ~44 dB SNR
+  against fp32 on the full-size random pack.
+- ``"int16"``: int16 dot products (``vpdpwssd``, AVX512_VNNI; ``int16_kernels.py``) for every
+  SEANet conv and transposed conv that packs (all but the last, one channel wide): 16-bit
+  weights, 13-bit inputs scaled row by row; the transformer stays float32.
+- ``"bf16+int16"``: both, the transformer's linears on bfloat16 and the convs on int16 (the
+  widest units of a CPU with both, such as AMD Zen 4 or Intel Sapphire Rapids).
 
 ``choose_units(requested, precision)``: the units a load runs — ``requested`` (the
 ``mimi_units`` argument), else the ``POCKET_TTS_MIMI_UNITS`` environment variable, else
 ``"auto"``: with a narrow ``precision`` ("int8", "bf16": the caller traded exactness for speed)
-``"bf16"`` where the CPU has AVX512_BF16 and numba is installed, else ``"fp32"`` (precision
-"fp32" stays float32 end to end: parity with upstream). Asking for ``"bf16"`` where the CPU
-lacks it is a ``LoadOptionError`` saying so (never a silent fallback).
+the widest of those this CPU has (numba installed), else ``"fp32"`` (precision "fp32" stays
+float32 end to end: parity with upstream). Asking for units the CPU lacks is a
+``LoadOptionError`` saying so (never a silent fallback).
 """
 
 from __future__ import annotations
@@ -20,12 +25,25 @@ from __future__ import annotations
 import functools
 import os
 from types import ModuleType
+from typing import NamedTuple
+
+import numpy as np
 
 from ...errors import LoadOptionError
 from . import compiled
 
 UNITS_ENV = "POCKET_TTS_MIMI_UNITS"
-MIMI_UNITS = ("auto", "fp32", "bf16")
+MIMI_UNITS = ("auto", "fp32", "bf16", "int16", "bf16+int16")
+#: What each of the units needs beyond numba, as /proc/cpuinfo spells it.
+_NEEDS = {"bf16": ("avx512_bf16",), "int16": ("avx512_vnni",)}
+
+
+class Int16Weight(NamedTuple):
+    """A weight packed for ``int16_kernels.int16_window_matmul``: codes [N / 32, K / 2, 32]
+    uint32 (int16 pairs) and one float32 scale per output column [N]."""
+
+    codes: np.ndarray
+    scales: np.ndarray
 
 
 def bf16_kernels() -> ModuleType | None:
@@ -35,19 +53,35 @@ def bf16_kernels() -> ModuleType | None:
         return None
     from . import bf16_kernels as module
 
-    if not module.BF16_DOT:
+    return _warm(module) if module.BF16_DOT else None
+
+
+def int16_kernels() -> ModuleType | None:
+    """The int16 kernels module (warmed up at its first use) when numba is installed and
+    numba compiles for a CPU with AVX512_VNNI, else None."""
+    if compiled.optional() is None:
         return None
-    _warm(module)
-    return module
+    from . import int16_kernels as module
+
+    return _warm(module) if module.INT16_DOT else None
 
 
 @functools.cache
-def _warm(module: ModuleType) -> None:
+def _warm(module: ModuleType) -> ModuleType:
     module.warm_up()
+    return module
+
+
+def _available(units: str) -> bool:
+    """Whether this process can run ``units``."""
+    parts = units.split("+")
+    return ("bf16" not in parts or bf16_kernels() is not None) and (
+        "int16" not in parts or int16_kernels() is not None
+    )
 
 
 def choose_units(requested: str | None = None, precision: str = "fp32") -> str:
-    """The units Mimi runs on: "fp32" or "bf16" (see the module docstring)."""
+    """The units Mimi runs on, one of ``MIMI_UNITS`` but "auto" (the module docstring)."""
     units = requested or os.environ.get(UNITS_ENV) or "auto"
     if units not in MIMI_UNITS:
         raise LoadOptionError(
@@ -55,11 +89,13 @@ def choose_units(requested: str | None = None, precision: str = "fp32") -> str:
             f"got {units!r}"
         )
     if units == "auto":
-        narrow = precision != "fp32"
-        return "bf16" if narrow and bf16_kernels() is not None else "fp32"
-    if units == "bf16" and bf16_kernels() is None:
+        if precision == "fp32":
+            return "fp32"
+        return next(u for u in ("bf16+int16", "bf16", "int16", "fp32") if _available(u))
+    if not _available(units):
+        flags = " and ".join(flag for part in units.split("+") for flag in _NEEDS[part])
         raise LoadOptionError(
-            "mimi_units='bf16' needs numba and a CPU with AVX512_BF16 (avx512_bf16 in "
+            f"mimi_units={units!r} needs numba and a CPU with {flags.upper()} ({flags} in "
             "/proc/cpuinfo), which this process does not have: use 'auto' or 'fp32'"
         )
     return units
@@ -67,12 +103,18 @@ def choose_units(requested: str | None = None, precision: str = "fp32") -> str:
 
 def describe_units(units: str) -> str:
     """A line for the load log and ``PocketTTS.kernels``: what Mimi's decoder runs on."""
-    if units == "bf16":
-        return (
-            "Mimi decoder: bfloat16 dot products (AVX512_BF16 vdpbf16ps) in the transformer "
-            "and two SEANet transposed convs, float32 elsewhere; frame blocks bit for bit"
-        )
-    return "Mimi decoder: float32 (window kernels and BLAS)"
+    parts = {
+        "bf16": "bfloat16 dot products (AVX512_BF16 vdpbf16ps) in the transformer and two "
+        "SEANet transposed convs, float32 elsewhere",
+        "int16": "int16 dot products (AVX512_VNNI vpdpwssd) in the SEANet convs, float32 "
+        "in the transformer",
+        "bf16+int16": "bfloat16 dot products (AVX512_BF16 vdpbf16ps) in the transformer, "
+        "int16 dot products (AVX512_VNNI vpdpwssd) in the SEANet convs",
+    }
+    if units not in parts:
+        return "Mimi decoder: float32 (window kernels and BLAS)"
+    blocks = "; frame blocks bit for bit" if "bf16" in units else ""
+    return f"Mimi decoder: {parts[units]}{blocks}"
 
 
 def fits_bf16(depth: int, columns: int) -> bool:

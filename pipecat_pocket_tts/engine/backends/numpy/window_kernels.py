@@ -10,7 +10,11 @@ weight vector loaded once feeds four FMAs.
 Against OpenBLAS on the Mimi decoder's convs (full-size ``english``, 6 streams, one thread,
 each conv timed both ways in one process), the narrow ones gain most (1.5–1.7× at 32 output
 columns): OpenBLAS packs both operands for every call, here the weight is packed once, at
-load. The transposed convs stay on BLAS, which won on their wide outputs.
+load. The transposed convs stay on BLAS at "fp32" units, which won on their wide outputs.
+
+A tile is four consecutive rows of the flattened B · R windows, so it may span streams
+(``TileAddresses``, which the bfloat16 and int16 kernels' tiles use too): two streams of two
+windows fill one tile. Each row's sums are its own, whatever the tile holds.
 """
 
 from __future__ import annotations
@@ -43,66 +47,102 @@ def pack_columns(matrix: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(blocks, dtype=np.float32)
 
 
+class TileAddresses:
+    """Where a tile's windows and output vectors lie (LLVM IR, for the window kernels'
+    intrinsics). A tile is ``rows`` consecutive rows of the flattened ``B · R`` windows, so it
+    may span streams: row ``first + r`` is window ``(first + r) % R`` of stream
+    ``(first + r) // R``, read and written through each array's own strides."""
+
+    def __init__(self, context, builder, sig, args, rows: int) -> None:
+        self.builder = builder
+        self.intp = context.get_value_type(types.intp)
+        x_arr, w_arr, o_arr = (
+            context.make_array(sig.args[i])(context, builder, args[i]) for i in range(3)
+        )
+        self.x, self.w, self.o = x_arr, w_arr, o_arr
+        self.x_strides = cgutils.unpack_tuple(builder, x_arr.strides, 3)
+        self.w_strides = cgutils.unpack_tuple(builder, w_arr.strides, 3)
+        self.o_strides = cgutils.unpack_tuple(builder, o_arr.strides, 3)
+        self.w_shape = cgutils.unpack_tuple(builder, w_arr.shape, 3)
+        per_seq = cgutils.unpack_tuple(builder, x_arr.shape, 3)[1]
+        first = args[3]
+        self.places = []  # (stream, window) of each row of the tile
+        for r in range(rows):
+            flat = builder.add(first, self.const(r))
+            seq = builder.sdiv(flat, per_seq)
+            self.places.append((seq, builder.sub(flat, builder.mul(seq, per_seq))))
+
+    def const(self, value: int) -> ir.Constant:
+        return ir.Constant(self.intp, value)
+
+    def _bytes(self, array) -> ir.Value:
+        return self.builder.bitcast(array.data, ir.IntType(8).as_pointer())
+
+    def windows(self) -> list[ir.Value]:
+        """A byte pointer to the start of each row's window."""
+        b, (s0, s1) = self.builder, self.x_strides[:2]
+        base = self._bytes(self.x)
+        return [b.gep(base, [b.add(b.mul(seq, s0), b.mul(row, s1))]) for seq, row in self.places]
+
+    def weight_block(self, block: ir.Value) -> ir.Value:
+        """A byte pointer to packed weight block ``block``."""
+        return self.builder.gep(self._bytes(self.w), [self.builder.mul(block, self.w_strides[0])])
+
+    def load_vectors(self, start: ir.Value, vector: ir.VectorType, count: int) -> list:
+        """``count`` consecutive vectors loaded from the byte pointer ``start``."""
+        bits = getattr(vector.element, "width", 32)  # an int's width; float32 has none
+        b, width = self.builder, vector.count * bits // 8
+        return [
+            b.load(b.bitcast(b.gep(start, [self.const(width * v)]), vector.as_pointer()), align=4)
+            for v in range(count)
+        ]
+
+    def outputs(self, column_bytes: ir.Value, vector: ir.VectorType, count: int) -> list:
+        """Pointers to ``count`` consecutive vectors of each row's output from byte
+        ``column_bytes`` on, row by row."""
+        b, (s0, s1) = self.builder, self.o_strides[:2]
+        base, width = self._bytes(self.o), vector.count * 4
+        pointers = []
+        for seq, row in self.places:
+            start = b.gep(base, [b.add(b.add(b.mul(seq, s0), b.mul(row, s1)), column_bytes)])
+            pointers += [
+                b.bitcast(b.gep(start, [self.const(width * v)]), vector.as_pointer())
+                for v in range(count)
+            ]
+        return pointers
+
+
 @intrinsic
-def _window_tile(typingctx, windows, packed, out, seq, row, block):  # pragma: no cover - compiled
-    """out[seq, row : row + 4, 16·block : 16·block + 16] += windows[seq, row : row + 4, :] ·
-    packed[block] (windows [B, R, K] f32 of any strides; packed [blocks, K, 16] and out
-    [B, R, N] f32 with unit strides in their last axis)."""
+def _window_tile(typingctx, windows, packed, out, first, block):  # pragma: no cover - compiled
+    """Rows ``first … first + 3`` of the flattened windows: out[row, 16·block : 16·block + 16]
+    += windows[row, :] · packed[block] (windows [B, R, K] f32 of any strides; packed
+    [blocks, K, 16] and out [B, R, N] f32 with unit strides in their last axis)."""
     fits = all(isinstance(a, types.Array) and a.ndim == 3 for a in (windows, packed, out)) and all(
         a.dtype == types.float32 for a in (windows, packed, out)
     )
     if not fits:
         return None
-    signature = types.none(windows, packed, out, seq, row, block)
+    signature = types.none(windows, packed, out, first, block)
 
     def codegen(context, builder, sig, args):
-        x_arr, w_arr, o_arr = (
-            context.make_array(sig.args[i])(context, builder, args[i]) for i in range(3)
-        )
-        seq_, row_, block_ = args[3], args[4], args[5]
-        i8, i32, f32 = ir.IntType(8), ir.IntType(32), ir.FloatType()
+        tile = TileAddresses(context, builder, sig, args, WINDOW_ROWS)
+        i32, f32 = ir.IntType(32), ir.FloatType()
         vec = ir.VectorType(f32, 8)
-        intp = context.get_value_type(types.intp)
-
-        def const(value: int) -> ir.Constant:
-            return ir.Constant(intp, value)
-
-        def byte_pointer(array) -> ir.Value:
-            return builder.bitcast(array.data, i8.as_pointer())
-
-        x_strides = cgutils.unpack_tuple(builder, x_arr.strides, 3)
-        w_strides = cgutils.unpack_tuple(builder, w_arr.strides, 3)
-        o_strides = cgutils.unpack_tuple(builder, o_arr.strides, 3)
-        k_count = cgutils.unpack_tuple(builder, w_arr.shape, 3)[1]
-        x_seq = builder.gep(byte_pointer(x_arr), [builder.mul(seq_, x_strides[0])])
-        x_rows = [
-            builder.gep(x_seq, [builder.mul(builder.add(row_, const(r)), x_strides[1])])
-            for r in range(WINDOW_ROWS)
-        ]
-        w_block = builder.gep(byte_pointer(w_arr), [builder.mul(block_, w_strides[0])])
-        o_seq = builder.gep(byte_pointer(o_arr), [builder.mul(seq_, o_strides[0])])
-        column = builder.mul(block_, const(4 * COLUMN_BLOCK))
-        o_vectors = []
-        for r in range(WINDOW_ROWS):
-            start = builder.add(builder.mul(builder.add(row_, const(r)), o_strides[1]), column)
-            o_row = builder.gep(o_seq, [start])
-            o_vectors += [
-                builder.bitcast(builder.gep(o_row, [const(32 * v)]), vec.as_pointer())
-                for v in range(COLUMN_VECTORS)
-            ]
+        const = tile.const
+        k_count = tile.w_shape[1]
+        x_rows = tile.windows()
+        w_block = tile.weight_block(args[4])
+        column = builder.mul(args[4], const(4 * COLUMN_BLOCK))
+        o_vectors = tile.outputs(column, vec, COLUMN_VECTORS)
+        x_step, w_step = tile.x_strides[2], tile.w_strides[1]
         sums = [cgutils.alloca_once_value(builder, builder.load(p, align=4)) for p in o_vectors]
         lanes = ir.Constant(ir.VectorType(i32, 8), None)  # all-zero mask: lane 0 everywhere
         with cgutils.for_range(builder, k_count) as loop:
             k = loop.index
-            w_k = builder.gep(w_block, [builder.mul(k, w_strides[1])])
-            weights = [
-                builder.load(
-                    builder.bitcast(builder.gep(w_k, [const(32 * v)]), vec.as_pointer()), align=4
-                )
-                for v in range(COLUMN_VECTORS)
-            ]
+            w_k = builder.gep(w_block, [builder.mul(k, w_step)])
+            weights = tile.load_vectors(w_k, vec, COLUMN_VECTORS)
             for r, x_row in enumerate(x_rows):
-                x_at = builder.gep(x_row, [builder.mul(k, x_strides[2])])
+                x_at = builder.gep(x_row, [builder.mul(k, x_step)])
                 x_value = builder.load(builder.bitcast(x_at, f32.as_pointer()), align=4)
                 value = builder.insert_element(ir.Constant(vec, None), x_value, i32(0))
                 splat = builder.shuffle_vector(value, ir.Constant(vec, None), lanes)
@@ -120,17 +160,17 @@ def _window_tile(typingctx, windows, packed, out, seq, row, block):  # pragma: n
 @jit
 def window_matmul(windows, packed, out):  # pragma: no cover - compiled
     """out [B, R, N] += windows [B, R, K] · W, W [K, N] packed by ``pack_columns`` into
-    packed [N / 16, K, 16]. R a multiple of ``WINDOW_ROWS``; ``windows`` may be a strided view
-    whose rows overlap (the windows of a conv); out holds the bias (or zeros) on entry."""
-    batch, rows = windows.shape[0], windows.shape[1]
+    packed [N / 16, K, 16]. B · R a multiple of ``WINDOW_ROWS`` (a tile may take rows of two
+    streams: a stream of 2 windows fills half a tile, not a whole one); ``windows`` may be a
+    strided view whose rows overlap (the windows of a conv); out holds the bias (or zeros) on
+    entry. Each row's sums are its own: the same in any batch."""
+    total = windows.shape[0] * windows.shape[1]
     blocks = packed.shape[0]
     if packed.size * 4 > CACHED_WEIGHT_BYTES:
         for b in range(blocks):  # large weights: each block read once a call
-            for s in range(batch):
-                for r in range(0, rows, WINDOW_ROWS):
-                    _window_tile(windows, packed, out, s, r, b)
+            for first in range(0, total, WINDOW_ROWS):
+                _window_tile(windows, packed, out, first, b)
     else:
-        for s in range(batch):  # small weights: each stream's windows read once a call
+        for first in range(0, total, WINDOW_ROWS):  # small weights: windows read once a call
             for b in range(blocks):
-                for r in range(0, rows, WINDOW_ROWS):
-                    _window_tile(windows, packed, out, s, r, b)
+                _window_tile(windows, packed, out, first, b)

@@ -172,9 +172,10 @@ def test_narrow_linears_multiply_by_their_dense_weight(rows, shape):
 
 @pytest.mark.parametrize("shape", ((96, 64), (41, 56), (23, 200), (2, 8)))
 def test_the_float_int8_kernel_multiplies_by_the_dense_weight(monkeypatch, shape):
-    # What hosts without AVX2 run (ARM64, older x86): activations stay float32.
+    # What hosts without AVX2 (nor AVX512_VNNI) run (ARM64, older x86): activations stay float32.
     kernels = linears.load_kernels()
     monkeypatch.setattr(kernels, "int8_matmul", kernels.int8_matmul_float)
+    monkeypatch.setattr(linears, "int16_kernels", lambda: None)
     rng = np.random.default_rng(shape[0])
     linear = make_linear(rng.standard_normal(shape).astype(np.float32), "int8")
     for rows in (1, 2, 3, *WIDENED, KERNEL_MAX_ROWS):
@@ -203,11 +204,9 @@ def test_int8_prefills_run_the_kernel_in_blocks_up_to_its_limit(monkeypatch):
     limit = linears.int8_chunked_max_rows(linear._kernels)
     assert limit == (8 if linear._kernels.AVX2 else 2) * KERNEL_MAX_ROWS
     calls = []
-    kernel = linear._kernels.int8_matmul
+    kernel = linear._matmul  # the kernel chosen at construction (``choose_int8_kernel``)
     monkeypatch.setattr(
-        linear._kernels,
-        "int8_matmul",
-        lambda *args: calls.append(args[0].shape[0]) or kernel(*args),
+        linear, "_matmul", lambda *args: calls.append(args[0].shape[0]) or kernel(*args)
     )
     linear(np.ones((limit, 40), np.float32))
     assert calls == [KERNEL_MAX_ROWS] * (limit // KERNEL_MAX_ROWS)
@@ -419,11 +418,14 @@ def test_the_int8_kernel_follows_the_cpu_numba_compiles_for(monkeypatch):
 
 @pytest.mark.parametrize("precision", ("fp32", *NARROW))
 def test_the_load_log_says_how_the_linears_run(packs, caplog, precision):
-    kernels = linears.load_kernels()
     expected = {
         "fp32": "float32 (compiled kernels for steps)",
         "bf16": "bfloat16 weights widened",
-        "int8": "integer multiply-adds (AVX2)" if kernels.AVX2 else "widened to float32",
+        "int8": {
+            "vnni": "integer dot products (AVX512_VNNI)",
+            "avx2": "integer multiply-adds (AVX2)",
+            "float": "widened to float32",
+        }[linears.choose_int8_kernel()],
     }[precision]
     with caplog.at_level("INFO", logger="pipecat_pocket_tts.engine.backends.numpy.backend"):
         PocketTTS.load(backend="numpy", model_dir=packs["standard"], precision=precision)

@@ -54,6 +54,7 @@ def _frame_by_frame(mimi: Mimi, latents: np.ndarray) -> np.ndarray:
 # -- the choice at load ------------------------------------------------------------------------
 def test_without_the_units_auto_runs_fp32_and_asking_for_bf16_says_why(monkeypatch):
     monkeypatch.setattr(wide_units, "bf16_kernels", lambda: None)  # a CPU without AVX512_BF16
+    monkeypatch.setattr(wide_units, "int16_kernels", lambda: None)  # ... nor AVX512_VNNI
     monkeypatch.delenv(wide_units.UNITS_ENV, raising=False)
     assert wide_units.choose_units(None, "int8") == "fp32"
     with pytest.raises(LoadOptionError, match="AVX512_BF16"):
@@ -77,10 +78,14 @@ def test_fp32_precision_keeps_mimi_fp32_and_the_environment_overrides(monkeypatc
 
 
 @needs_bf16
-def test_auto_takes_bf16_with_a_narrow_precision_and_the_model_says_so(engine_pack_dir):
-    assert wide_units.choose_units(None, "int8") == "bf16"
+def test_auto_takes_bf16_with_a_narrow_precision_and_the_model_says_so(
+    engine_pack_dir, monkeypatch
+):
+    monkeypatch.delenv(wide_units.UNITS_ENV, raising=False)
+    widest = "bf16" if wide_units.int16_kernels() is None else "bf16+int16"
+    assert wide_units.choose_units(None, "int8") == widest
     tts = PocketTTS.load(backend="numpy", model_dir=engine_pack_dir, precision="int8")
-    assert tts.backend.mimi.units == "bf16"
+    assert tts.backend.mimi.units == widest
     assert "vdpbf16ps" in tts.kernels["mimi"] and tts.kernels["flow_lm"].startswith("int8")
 
 
@@ -96,7 +101,7 @@ def test_the_kernel_sums_bfloat16_products_in_float32(rows, depth, columns):
     x = rng.standard_normal((rows, depth)).astype(np.float32)
     weight = rng.standard_normal((depth, columns)).astype(np.float32)
     packed = bf16_kernels.pack_bf16_columns(weight)
-    out = window_product(x[None], rows, 1, 1, packed, None, narrow=True)[0]
+    out = window_product(x[None], rows, 1, 1, packed, None, units="bf16")[0]
     rounded_x = from_bfloat16_bits(to_bfloat16_bits(x)).reshape(x.shape)
     rounded_w = from_bfloat16_bits(to_bfloat16_bits(weight)).reshape(weight.shape)
     expected = rounded_x.astype(np.float64) @ rounded_w.astype(np.float64)

@@ -1,0 +1,377 @@
+"""int16 dot products on AVX512_VNNI (``int16_kernels.py``): Mimi's convs on int16 units
+(``"int16"`` and ``"bf16+int16"``), the FlowLM's int8 linears on ``vpdpwssd``, the choice of
+either at load, and their fidelity against fp32 frame by frame.
+
+Every path this CPU supports runs; the VNNI paths are skipped, saying why, on a CPU without
+AVX512_VNNI, where the fallback (the choice and the errors) is tested instead.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numba
+import numpy as np
+import pytest
+from reference_fixtures import FAMILIES, load_family, snr_db
+
+from pipecat_pocket_tts.devpack import random_weights
+from pipecat_pocket_tts.engine.backends.numpy import compiled, linears, wide_units
+from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
+from pipecat_pocket_tts.engine.backends.numpy.mimi import Mimi
+from pipecat_pocket_tts.engine.backends.numpy.streaming_conv import (
+    StreamingConv1d,
+    StreamingConvTranspose1d,
+    window_product,
+)
+from pipecat_pocket_tts.engine.errors import LoadOptionError
+from pipecat_pocket_tts.engine.model.config import get_config
+
+needs_vnni = pytest.mark.skipif(
+    wide_units.int16_kernels() is None,
+    reason="this CPU has no AVX512_VNNI (or numba is missing): the int16 paths cannot run "
+    "here; their fallback is tested by the tests without this mark",
+)
+needs_both = pytest.mark.skipif(
+    wide_units.int16_kernels() is None or wide_units.bf16_kernels() is None,
+    reason="this CPU lacks AVX512_VNNI or AVX512_BF16: 'bf16+int16' cannot run here",
+)
+#: Least SNR (dB) of any new path against fp32 frame by frame (issue 42's bound).
+MIN_SNR_DB = 45.0
+
+
+@pytest.fixture(scope="module")
+def full_mimi_weights() -> dict[str, np.ndarray]:
+    weights = random_weights(get_config("english"), prefix="mimi.")
+    return {key[len("mimi.") :]: value for key, value in weights.items()}
+
+
+def _frame_by_frame(mimi: Mimi, latents: np.ndarray) -> np.ndarray:
+    states = [mimi.new_state() for _ in range(latents.shape[0])]
+    return np.stack([mimi.decode_batch(states, latents[:, f]) for f in range(latents.shape[1])], 1)
+
+
+def _latents(frames: int, streams: int = 1, seed: int = 3) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((streams, frames, 32)).astype(np.float32)
+
+
+def _level(audio: np.ndarray) -> np.ndarray:  # dB per frame
+    return 10 * np.log10(np.mean(audio.astype(np.float64) ** 2, axis=-1) + 1e-30)
+
+
+# -- the choice at load ------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("bf16", "int16", "widest"),
+    [
+        (True, True, "bf16+int16"),
+        (True, False, "bf16"),
+        (False, True, "int16"),
+        (False, False, "fp32"),
+    ],
+)
+def test_auto_takes_the_widest_units_the_cpu_has(monkeypatch, bf16, int16, widest):
+    monkeypatch.setattr(wide_units, "bf16_kernels", lambda: object() if bf16 else None)
+    monkeypatch.setattr(wide_units, "int16_kernels", lambda: object() if int16 else None)
+    monkeypatch.delenv(wide_units.UNITS_ENV, raising=False)
+    assert wide_units.choose_units(None, "int8") == widest
+    assert wide_units.choose_units(None, "fp32") == "fp32"  # parity with upstream untouched
+
+
+def test_asking_for_units_the_cpu_lacks_names_the_flag(monkeypatch):
+    monkeypatch.setattr(wide_units, "int16_kernels", lambda: None)  # a CPU without AVX512_VNNI
+    with pytest.raises(LoadOptionError, match="AVX512_VNNI"):
+        wide_units.choose_units("int16", "int8")
+    monkeypatch.setenv(wide_units.UNITS_ENV, "bf16+int16")
+    with pytest.raises(LoadOptionError, match="AVX512_VNNI"):
+        wide_units.choose_units(None, "int8")
+
+
+def test_each_units_says_what_runs():
+    assert "vpdpwssd" in wide_units.describe_units("int16")
+    both = wide_units.describe_units("bf16+int16")
+    assert "vpdpwssd" in both and "vdpbf16ps" in both and "frame blocks" in both
+
+
+# -- the window kernel --------------------------------------------------------------------------
+def _quantized(x: np.ndarray) -> np.ndarray:
+    """x [B, L, C] as the kernel reads it: each row's codes times its scale."""
+    from pipecat_pocket_tts.engine.backends.numpy import int16_kernels
+
+    codes = np.empty(x.shape, np.int16)
+    scales = np.empty(x.shape[:2], np.float32)
+    int16_kernels.quantize_rows(x, codes, scales)
+    return codes.astype(np.float64) * scales[..., None].astype(np.float64)
+
+
+@needs_vnni
+@pytest.mark.parametrize(
+    ("batch", "rows", "channels", "taps", "step", "columns"),
+    [(1, 2, 32, 3, 1, 32), (3, 2, 64, 2, 2, 64), (5, 7, 32, 1, 1, 96), (2, 16, 512, 7, 1, 64)],
+)
+def test_the_kernel_sums_each_tap_at_its_rows_scale(batch, rows, channels, taps, step, columns):
+    """Windows spanning rows of different loudness, across streams (B · rows not a multiple of
+    the tile), every product exact in int32: the output is the float64 product of the
+    quantized operands within float32 rounding."""
+    from pipecat_pocket_tts.engine.backends.numpy import int16_kernels
+
+    rng = np.random.default_rng(rows * channels)
+    length = (rows - 1) * step + taps
+    loudness = rng.uniform(1e-3, 30.0, (batch, length, 1)).astype(np.float32)
+    x = rng.standard_normal((batch, length, channels)).astype(np.float32) * loudness
+    weight = rng.standard_normal((taps * channels, columns)).astype(np.float32)
+    packed = wide_units.Int16Weight(*int16_kernels.pack_int16_columns(weight, channels))
+    bias = rng.standard_normal(columns).astype(np.float32)
+    out = window_product(x, rows, step, taps, packed, bias, "int16")
+    blocks, pairs, _ = packed.codes.shape  # int16 pairs: (row 2p, row 2p + 1) per column
+    codes = packed.codes.view(np.int16).reshape(blocks, pairs, 32, 2).transpose(1, 3, 0, 2)
+    codes = codes.reshape(2 * pairs, blocks * 32).astype(np.float64) * packed.scales
+    q = _quantized(x)
+    expected = (
+        bias
+        + np.stack(
+            [
+                np.stack([q[b, r * step : r * step + taps].reshape(-1) for r in range(rows)])
+                for b in range(batch)
+            ]
+        )
+        @ codes
+    )
+    assert np.abs(out - expected).max() <= 2e-6 * np.abs(expected).max()
+    plain = (
+        np.stack(
+            [
+                np.stack([x[b, r * step : r * step + taps].reshape(-1) for r in range(rows)])
+                for b in range(batch)
+            ]
+        ).astype(np.float64)
+        @ weight
+        + bias
+    )
+    assert snr_db(plain, out) >= 60.0  # 13-bit rows, 16-bit columns: ~72 dB on noise
+
+
+@needs_vnni
+def test_no_sum_can_wrap_at_the_largest_codes():
+    """Inputs and weights all at their largest: every flush holds the most a sum can, and the
+    column's scale keeps it inside int32 (a wrap would flip the sign)."""
+    from pipecat_pocket_tts.engine.backends.numpy import int16_kernels
+
+    channels, taps, columns = 512, 7, 32
+    for sign in (1.0, -1.0):
+        weight = np.full((taps * channels, columns), sign, np.float32)
+        packed = wide_units.Int16Weight(*int16_kernels.pack_int16_columns(weight, channels))
+        x = np.full((1, 4 + taps - 1, channels), 1.0, np.float32)
+        out = window_product(x, 4, 1, taps, packed, None, "int16")
+        np.testing.assert_allclose(out, sign * taps * channels, rtol=1e-3)
+
+
+@needs_vnni
+def test_a_row_holding_nan_or_infinity_gives_nan_where_it_is_read():
+    from pipecat_pocket_tts.engine.backends.numpy import int16_kernels
+
+    x = np.ones((1, 6, 32), np.float32)
+    x[0, 4, 3] = np.nan
+    x[0, 1] = 0.0  # a silent row: scale 0, codes 0, no NaN
+    packed = wide_units.Int16Weight(
+        *int16_kernels.pack_int16_columns(np.ones((3 * 32, 32), np.float32), 32)
+    )
+    out = window_product(x, 4, 1, 3, packed, None, "int16")  # window r reads rows r … r + 2
+    assert np.isfinite(out[0, :2]).all() and np.isnan(out[0, 2:]).all()
+    np.testing.assert_allclose(out[0, 0], 2 * 32, rtol=1e-3)
+
+
+@needs_vnni
+def test_the_compiled_kernels_run_the_vnni_instruction():
+    from pipecat_pocket_tts.engine.backends.numpy import int16_kernels
+
+    fresh = numba.njit(int16_kernels.int16_window_matmul.py_func)  # the cached one has no text
+    codes, scales = int16_kernels.pack_int16_columns(np.ones((32, 32), np.float32), 32)
+    fresh(
+        np.ones((1, 4, 32), np.int16),
+        codes,
+        np.zeros((1, 4, 32), np.float32),
+        np.ones((1, 4), np.float32),
+        scales,
+        1,
+        32,
+    )
+    assembly = "".join(fresh.inspect_asm(signature) for signature in fresh.signatures)
+    assert "vpdpwssd" in assembly and "zmm" in assembly
+
+
+@needs_vnni
+def test_the_warm_up_compiled_every_int16_kernel_a_decode_runs():
+    """In a fresh interpreter: convs and a transposed conv on int16, batched and solo, and int8
+    linears on weights writable and read-only, compile nothing after the warm-up at load."""
+    script = """
+import numpy as np
+from pipecat_pocket_tts.engine.backends.numpy import int16_kernels, wide_units
+from pipecat_pocket_tts.engine.backends.numpy.streaming_conv import (
+    StreamingConv1d, StreamingConvTranspose1d)
+wide_units.int16_kernels()  # what a load does
+kernels = (
+    int16_kernels.int16_window_matmul, int16_kernels.quantize_rows, int16_kernels.int8_matmul_vnni
+)
+at_load = [set(k.signatures) for k in kernels]
+rng = np.random.default_rng(0)
+weight = rng.standard_normal((32, 32, 3)).astype(np.float32)
+conv = StreamingConv1d(weight, np.zeros(32, np.float32))
+one = StreamingConv1d(rng.standard_normal((64, 32, 1)).astype(np.float32), None)
+up = StreamingConvTranspose1d(rng.standard_normal((32, 32, 4)).astype(np.float32), None, stride=2)
+for layer in (conv, one, up):
+    assert layer.use_int16()
+x = np.ones((2, 4, 32), np.float32)
+conv.call_batch(x, [conv.initial_history()] * 2, activate=True)
+conv(x[0], conv.initial_history())
+one.call_batch(x, [one.initial_history()] * 2)
+up.call_batch(x, [up.initial_partial()] * 2, activate=True)
+from pipecat_pocket_tts.engine.backends.numpy.linears import make_linear, restore_linear
+linear = make_linear(rng.standard_normal((64, 1024)).astype(np.float32), "int8")
+arrays = {name: array.copy() for name, array in linear.arrays().items()}
+for array in arrays.values():
+    array.flags.writeable = False  # as memory-mapped from the narrow cache
+for each in (linear, restore_linear("int8", arrays)):
+    for rows in (1, 6, 16):
+        each(np.ones((rows, 1024), np.float32))
+added = [set(k.signatures) - before for k, before in zip(kernels, at_load)]
+assert not any(added), added
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+# -- fidelity against fp32 frame by frame -------------------------------------------------------
+@needs_vnni
+@pytest.mark.parametrize(
+    ("units", "least"),
+    # measured on this pack: int16 63.2 (random) / 63.6 dB (quiet); bf16+int16 60.0 / 48.1
+    [("int16", 60.0), pytest.param("bf16+int16", MIN_SNR_DB, marks=needs_both)],
+)
+def test_full_size_int16_mimi_stays_within_the_bound_and_quiet_stays_quiet(
+    full_mimi_weights, units, least
+):
+    config = get_config("english").mimi
+    random = _latents(24)
+    quiet = _latents(40)
+    quiet[:, 10:] = 0.0  # the quietest stretch random weights give: zero latents after loud
+    for latents in (random, quiet):
+        reference = _frame_by_frame(Mimi(config, full_mimi_weights, units="fp32"), latents)[0]
+        wide = _frame_by_frame(Mimi(config, full_mimi_weights, units=units), latents)[0]
+        assert snr_db(reference, wide) >= least
+        assert np.all(np.abs(_level(wide) - _level(reference)) <= 0.1)  # measured: ≤ 0.01 dB
+
+
+@needs_both
+def test_bf16_with_int16_convs_is_never_below_bf16_alone(full_mimi_weights):
+    """The widest units replace the bfloat16 transposed convs and the float32 convs: against
+    fp32, never further than what "bf16" alone gave (50.0 / 46.2 dB measured)."""
+    config = get_config("english").mimi
+    latents = _latents(40)
+    latents[:, 10:] = 0.0
+    reference = _frame_by_frame(Mimi(config, full_mimi_weights, units="fp32"), latents)[0]
+    scores = {
+        units: snr_db(
+            reference, _frame_by_frame(Mimi(config, full_mimi_weights, units=units), latents)[0]
+        )
+        for units in ("bf16", "bf16+int16")
+    }
+    assert scores["bf16+int16"] >= scores["bf16"]
+
+
+@needs_vnni
+@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("units", ["int16", pytest.param("bf16+int16", marks=needs_both)])
+def test_each_tiny_family_stays_within_the_bound(name, units):
+    config, weights_path, _, _ = load_family(name)
+    latents = _latents(16, seed=0)[0]
+    audio = {}
+    for which in ("fp32", units):
+        backend = NumpyBackend.from_files(config, weights_path, mimi_units=which)
+        state = backend.new_mimi_state()
+        audio[which] = np.concatenate([backend.decode(state, latent) for latent in latents])
+    assert snr_db(audio["fp32"], audio[units]) >= MIN_SNR_DB
+
+
+@needs_both
+def test_a_block_decodes_bit_for_bit_as_its_frames_on_the_widest_units(full_mimi_weights):
+    mimi = Mimi(get_config("english").mimi, full_mimi_weights, units="bf16+int16")
+    assert mimi.blocks_exact  # each input row quantized alone, each window summed alone
+    latents = _latents(12, streams=3)
+    states = [mimi.new_state() for _ in range(3)]
+    blocks, start = [], 0
+    for size in (1, 3, 4, 2, 2):
+        blocks.append(mimi.decode_frames(states, latents[:, start : start + size]))
+        start += size
+    np.testing.assert_array_equal(np.concatenate(blocks, axis=1), _frame_by_frame(mimi, latents))
+
+
+def test_convs_that_do_not_pack_stay_float32():
+    """A conv one channel wide (Mimi's last) or dilated keeps the float32 paths."""
+    rng = np.random.default_rng(0)
+    last = StreamingConv1d(rng.standard_normal((1, 64, 3)).astype(np.float32), None)
+    dilated = StreamingConv1d(rng.standard_normal((32, 64, 3)).astype(np.float32), None, dilation=2)
+    depthwise = StreamingConvTranspose1d(
+        rng.standard_normal((32, 1, 4)).astype(np.float32), None, stride=2, groups=32
+    )
+    assert not any(layer.use_int16() for layer in (last, dilated, depthwise))
+
+
+# -- the FlowLM's int8 linears on vpdpwssd ------------------------------------------------------
+@needs_vnni
+@pytest.mark.parametrize("rows", [1, 3, 4, 6, 16])
+@pytest.mark.parametrize("depth", [512, 4096])
+def test_the_vnni_int8_matmul_matches_the_avx2_one(rows, depth):
+    """The same integer products; up to 512 inputs the same float32 bits (one int32 sum either
+    way), beyond that within float32 rounding (AVX2 adds its 512-input sums in float32)."""
+    from pipecat_pocket_tts.engine.backends.numpy import int16_kernels
+
+    kernels = compiled.required()
+    rng = np.random.default_rng(rows + depth)
+    codes, scales = linears.quantize_int8(rng.standard_normal((64, depth)).astype(np.float32))
+    x = rng.standard_normal((rows, depth)).astype(np.float32)
+    avx2, vnni = np.empty((rows, 64), np.float32), np.empty((rows, 64), np.float32)
+    kernels.int8_matmul_int16(x, codes, scales, avx2)
+    int16_kernels.int8_matmul_vnni(x, codes, scales, vnni)
+    if depth <= 512:
+        np.testing.assert_array_equal(vnni, avx2)
+    else:
+        assert np.abs(vnni - avx2).max() <= 1e-6 * np.abs(avx2).max()
+    x[rows - 1, 5] = np.nan  # NaN stays NaN (the float kernel), in its row only
+    int16_kernels.int8_matmul_vnni(x, codes, scales, vnni)
+    assert np.isnan(vnni[rows - 1]).all()
+
+
+@needs_vnni
+def test_int8_linears_take_vnni_by_default_and_the_environment_overrides(monkeypatch):
+    from pipecat_pocket_tts.engine.backends.numpy import int16_kernels
+
+    weight = np.random.default_rng(0).standard_normal((64, 1024)).astype(np.float32)
+    monkeypatch.delenv(linears.INT8_KERNEL_ENV, raising=False)
+    assert linears.make_linear(weight, "int8")._matmul is int16_kernels.int8_matmul_vnni
+    assert "AVX512_VNNI" in linears.how_linears_run("int8")
+    monkeypatch.setenv(linears.INT8_KERNEL_ENV, "avx2")
+    assert linears.make_linear(weight, "int8")._matmul is compiled.required().int8_matmul
+    assert "(AVX2)" in linears.how_linears_run("int8")
+
+
+def test_the_int8_kernel_choice_names_what_is_missing(monkeypatch):
+    monkeypatch.setattr(linears, "int16_kernels", lambda: None)  # a CPU without AVX512_VNNI
+    monkeypatch.setenv(linears.INT8_KERNEL_ENV, "vnni")
+    with pytest.raises(LoadOptionError, match="AVX512_VNNI"):
+        linears.choose_int8_kernel()
+    monkeypatch.setenv(linears.INT8_KERNEL_ENV, "auto")
+    assert linears.choose_int8_kernel() in ("avx2", "float")
+    monkeypatch.setenv(linears.INT8_KERNEL_ENV, "sse")
+    with pytest.raises(LoadOptionError, match=linears.INT8_KERNEL_ENV):
+        linears.choose_int8_kernel()
+
+
+def test_this_file_runs_every_path_the_cpu_supports():
+    """The marks above skip only what this CPU lacks (the flags the machine reports)."""
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    if "avx512_vnni" in flags and compiled.optional() is not None:
+        assert wide_units.int16_kernels() is not None
