@@ -40,6 +40,8 @@ PREFILL_SLACK_SECONDS = 0.4
 BLOCK_FRAMES = 4
 """Most frames of one stream a decode call takes (a frame block, on backends with
 ``capabilities.frame_blocks``)."""
+BLOCK_PART_FRAMES = 4
+"""Most frames a decode task of frame blocks holds (``_finer``)."""
 BLOCK_LEAD_SECONDS = 0.4
 """Lead from which a stream's decode may wait a tick to grow into a block: below it (and for
 an utterance's first frame) every sampled frame is decoded at once."""
@@ -129,7 +131,13 @@ def choose_tick(
         prefills, starting=sum(not s.started for s in ordered), threads=threads
     )
     prefills = [item for item in prefills if item not in first_frames]
-    step_parts = _split(stepping, _step_groups(threads, bool(decoding or prefills)))
+    other_work = costs.decode_per_stream * sum(frames[s] for s in decoding) + sum(
+        costs.prefill_per_token * tokens for _, tokens in prefills
+    )
+    step_parts = _split(
+        stepping,
+        _step_groups(threads, bool(decoding or prefills), len(stepping), other_work, costs),
+    )
     frames = {s: frames[s] for s in decoding}
     decode_parts = _decode_parts(
         decoding, frames, first_frames, step_parts, prefills, threads, costs
@@ -227,12 +235,28 @@ def _first_frames(
     ]
 
 
-def _step_groups(threads: int, other_work: bool) -> int:
+def _step_groups(
+    threads: int,
+    other_work: bool,
+    stepping: int = 0,
+    other: float = 0.0,
+    costs: StageCosts | None = None,
+) -> int:
     """FlowLM step tasks: one for up to 2 threads (a call reads every weight once); a tick
-    with nothing but steps gives every thread a part (its threads would otherwise wait)."""
+    with nothing but steps gives every thread a part (its threads would otherwise wait), and
+    so does one whose other work (``other`` seconds, estimated) would leave threads waiting
+    on one step longer than the smaller steps' extra cost (``costs.step`` by batch size)."""
     if not other_work:
         return threads
-    return 1 if threads <= 2 else threads // 2
+    fewer = 1 if threads <= 2 else threads // 2
+    if costs is None or stepping < 2 * threads:
+        return fewer
+
+    def makespan(groups: int) -> float:
+        part = costs.step(-(-stepping // groups))
+        return max(part, (groups * part + other) / threads)
+
+    return threads if makespan(threads) < makespan(fewer) else fewer
 
 
 def _decode_parts(
@@ -254,8 +278,22 @@ def _decode_parts(
         threads,
     )
     total = sum(frames[s] for s in decoding)
-    shares = sorted(decode_shares(loads, total, costs.decode_per_stream), reverse=True)
-    return _cut_frames(decoding, frames, [share for share in shares if share])
+    shares = [share for share in decode_shares(loads, total, costs.decode_per_stream) if share]
+    if any(count > 1 for count in frames.values()):
+        shares = _finer(shares)
+    return _cut_frames(decoding, frames, sorted(shares, reverse=True))
+
+
+def _finer(shares: list[int]) -> list[int]:
+    """Shares of block decodes cut into parts of at most ``BLOCK_PART_FRAMES`` frames: the
+    threads take them as they come free, so an estimate off by a few frames leaves no thread
+    waiting long (a block's decode costs about as much a frame in a part of one stream as of
+    several: the block already fills the kernels' tiles)."""
+    finer = []
+    for share in shares:
+        parts = -(-share // BLOCK_PART_FRAMES)
+        finer += [share // parts + (i < share % parts) for i in range(parts)]
+    return finer
 
 
 class TickPlan:

@@ -196,6 +196,42 @@ def test_decode_parts_are_cut_by_frames_when_streams_decode_blocks():
     assert [len(p) for p in _cut_frames(streams, ones, [3, 1])] == [3, 1]  # type: ignore[arg-type]
 
 
+def test_block_decodes_go_in_parts_of_a_stream_or_two_so_threads_finish_together():
+    """Four streams decoding blocks of 4 beside one step: cut into parts of at most
+    ``BLOCK_PART_FRAMES`` frames that the threads take as they come free (two parts of 8 once
+    sat behind a 39 ms step on one thread: 20 ms idle a tick); single frames stay whole."""
+    from pipecat_pocket_tts.engine.runtime.ticks import BLOCK_PART_FRAMES, _finer
+
+    assert _finer([16, 5]) == [4, 4, 4, 4, 3, 2]
+    assert all(part <= BLOCK_PART_FRAMES for part in _finer([13, 1]))
+    costs = StageCosts(step_by_batch={4: 0.039, 2: 0.030}, decode_per_stream=0.010)
+    streams = [
+        _Ahead(f"s{i}", started=True, wants_step=True, wants_decode=True, pending=4)
+        for i in range(4)
+    ]
+    choice = choose_tick(streams, 0.0, 2, 1.0, costs, blocks=False)  # type: ignore[arg-type]
+    assert [len(part) for part in choice.decode_parts] == [4]  # single frames: one call
+    for stream in streams:
+        stream.ahead = 2.0  # far ahead: its pending frames decode as one block
+    choice = choose_tick(streams, 0.0, 2, 1.0, costs, blocks=True)  # type: ignore[arg-type]
+    assert set(choice.frames.values()) == {4}
+    assert [len(part) for part in choice.decode_parts] == [1, 1, 1, 1]
+
+
+def test_a_step_splits_when_the_other_work_cannot_fill_the_other_thread():
+    """16 streams step (40 ms as one call, 23 ms as half); the other thread has one stream's
+    decode (4 ms): two halves end the tick at ~25 ms where one call took 40."""
+    costs = StageCosts(step_by_batch={16: 0.040, 8: 0.023}, decode_per_stream=0.004)
+    streams = [_Stream(f"s{i}", started=True, wants_step=True) for i in range(16)]
+    streams[0].wants_decode = True
+    choice = choose_tick(streams, 0.0, 2, 1.0, costs)  # type: ignore[arg-type]
+    assert [len(part) for part in choice.step_parts] == [8, 8]
+    for stream in streams:  # every stream decodes (16 · 4 ms): the step stays one call
+        stream.wants_decode = True
+    choice = choose_tick(streams, 0.0, 2, 1.0, costs)  # type: ignore[arg-type]
+    assert [len(part) for part in choice.step_parts] == [16]
+
+
 @dataclass(eq=False)
 class _Ahead(_Stream):
     pending: int = 1

@@ -169,6 +169,8 @@ class MimiTransformer:
             rows = rows @ self.input_proj.T
         scale = np.float32(1.0 / np.sqrt(dh))
         scores = np.empty((batch, h, chunk, slots), dtype=np.float32)
+        # keys · queries as BLAS takes it quickest (both operands as stored), then turned
+        key_scores = np.empty((h, slots, chunk), dtype=np.float32)
         attended = np.empty((batch, t, h, dh), dtype=np.float32)
         for index, layer in enumerate(self.layers):
             qkv = layer.in_proj(layer_norm(rows, *layer.norm1, LAYER_NORM_EPS))  # [B·T, 3D]
@@ -183,7 +185,8 @@ class MimiTransformer:
                     keys, values, ring = cache.keys[index], cache.values[index], stream[i][0]
                     keys[:, ring] = k[b, :, span]  # [H, slots, Dh]
                     values[:, ring] = v[b, :, span]
-                    np.matmul(q[b, :, span], keys.transpose(0, 2, 1), out=scores[b])
+                    np.matmul(keys, q[b, :, span].transpose(0, 2, 1), out=key_scores)
+                    scores[b] = key_scores.transpose(0, 2, 1)
                 scores += masks[i]
                 scores -= scores.max(axis=-1, keepdims=True)
                 np.exp(scores, out=scores)
