@@ -693,13 +693,14 @@ class BlockSpy:
 
 @pytest.fixture(scope="module")
 def blocks_tts(tmp_path_factory):
-    """A tiny never-EOS pack wide enough that its Mimi decodes frame blocks exactly (bf16
-    units: AVX512_BF16), loaded at int8 (whose default Mimi units are the widest)."""
+    """A tiny never-EOS pack wide enough that its Mimi decodes frame blocks exactly (int16
+    units: AVX512_VNNI, or bf16: AVX512_BF16), loaded at int8 (whose default Mimi units are
+    the best the CPU has)."""
     from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
     from pipecat_pocket_tts.engine.backends.numpy import wide_units
 
-    if wide_units.bf16_kernels() is None:
-        pytest.skip("no AVX512_BF16 here: Mimi runs fp32, whose blocks are not bit for bit")
+    if wide_units.int16_kernels() is None and wide_units.bf16_kernels() is None:
+        pytest.skip("no AVX512_VNNI nor BF16 here: Mimi runs fp32, not bit for bit in blocks")
     config = tiny_config_dict("standard")
     config["mimi"]["seanet"]["n_filters"] = 8  # transposed convs wide enough to pack
     folder = tmp_path_factory.mktemp("blocks_pack") / "english"

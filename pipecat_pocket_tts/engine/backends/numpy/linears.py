@@ -36,7 +36,7 @@ from ...model.options import NUMPY_PRECISIONS
 from . import compiled
 from .layers import linear_rows
 from .streaming_conv import window_product
-from .wide_units import int16_kernels
+from .wide_units import Int16Weight, int16_kernels
 
 PRECISIONS = NUMPY_PRECISIONS
 Shape: TypeAlias = tuple[int, ...]
@@ -261,26 +261,49 @@ class Int8Linear(Linear):
         return {"codes": self.codes, "scales": self.scales}
 
 
-class Bf16DotLinear(Linear):
-    """A float32 weight run by bfloat16 dot products: x [n, in] → [n, out], x and the weight
-    rounded to bfloat16, sums in float32 (Mimi's transformer under ``"bf16"`` units)."""
+class DotLinear(Linear):
+    """A float32 weight run by the window kernel of wider units (``wide_units``): x [n, in] →
+    [n, out], each row summed alone (Mimi's transformer). ``units`` "bf16": x and the weight
+    rounded to bfloat16, sums in float32; "int16": each row of x quantized to 13 bits with its
+    own scale, each column of the weight to 16 bits, exact int32 sums."""
 
-    precision = "bf16-dot"
-
-    def __init__(self, weight: np.ndarray) -> None:
+    def __init__(self, weight: np.ndarray, units: str) -> None:
         super().__init__(weight.shape)
-        from .bf16_kernels import pack_bf16_columns
+        self.weight, self.units = weight, units
+        self.precision = f"{units}-dot"
+        columns = np.ascontiguousarray(weight.T)  # [in, out]
+        if units == "int16":
+            from .int16_kernels import pack_int16_columns
 
-        self.weight = weight
-        self.packed = pack_bf16_columns(np.ascontiguousarray(weight.T))
+            self.packed: np.ndarray | Int16Weight = Int16Weight(
+                *pack_int16_columns(columns, weight.shape[1])
+            )
+        else:
+            from .bf16_kernels import pack_bf16_columns
+
+            self.packed = pack_bf16_columns(columns)
+
+    @staticmethod
+    def fits(units: str, shape: tuple[int, int]) -> bool:
+        """Whether a weight [out, in] packs for ``units``' kernel."""
+        out, width = shape
+        if units == "int16":
+            from .int16_kernels import fits_int16
+
+            return fits_int16(width, out, width)
+        from .wide_units import fits_bf16
+
+        return fits_bf16(width, out)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         x = np.ascontiguousarray(x, np.float32)
-        return window_product(x[None], x.shape[0], 1, 1, self.packed, None, units="bf16")[0]
+        return window_product(x[None], x.shape[0], 1, 1, self.packed, None, self.units)[0]
 
     @property
     def nbytes(self) -> int:
-        return self.weight.nbytes + self.packed.nbytes
+        packed = self.packed
+        parts = packed if isinstance(packed, Int16Weight) else (packed,)
+        return self.weight.nbytes + sum(part.nbytes for part in parts)
 
     def dense_rows(self, start: int, stop: int) -> np.ndarray:
         return self.weight[start:stop]

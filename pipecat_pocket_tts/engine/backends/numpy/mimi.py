@@ -28,10 +28,9 @@ import numpy as np
 from ...errors import CloneAudioError, CloningUnavailableError, WeightsMismatchError
 from ...model.config import MimiConfig, MimiTransformerConfig
 from .layers import apply_rope, gelu_tanh, layer_norm, rope_tables
-from .linears import Bf16DotLinear, Linear, make_linear
+from .linears import DotLinear, Linear, make_linear
 from .seanet import SEANet, ShapeRecorder, fetch_weight
 from .streaming_conv import StreamingConv1d, StreamingConvTranspose1d
-from .wide_units import fits_bf16
 
 LAYER_NORM_EPS = 1e-5
 DECODE_GROUP = 4
@@ -289,10 +288,10 @@ class Mimi:
         )
         self.decoder = SEANet(decoder_seanet, weights, "decoder", decoder=True)
         self.units = units
-        if units in ("bf16", "bf16+int16"):
+        if units == "bf16":
             use_bf16(self.decoder_transformer, self.decoder)
-        if units in ("int16", "bf16+int16"):
-            use_int16(self.decoder)  # over bfloat16 where a conv packs for both
+        elif units == "int16":
+            use_int16(self.decoder_transformer, self.decoder)
         #: whether ``decode_frames`` gives the same samples bit for bit as frame by frame
         self.blocks_exact = blocks_exact(self.decoder_transformer, self.decoder)
 
@@ -476,30 +475,37 @@ def use_bf16(transformer: MimiTransformer, decoder: SEANet) -> None:
     latents after loud ones, the quietest these weights give; random latents in brackets):
     the transformer alone 48.2 dB (63.6), with these two transposed convs 46.2 (~50), with all
     three 45.3 (48.0), with the first conv too 44.5 (46.6), every conv 44.3 (random): the
-    residual, first and last convs stay float32 (or go to int16: ``use_int16``).
+    residual, first and last convs stay float32.
     """
-    for layer in transformer.layers:
-        for name in ("in_proj", "out_proj", "linear1", "linear2"):
-            linear = getattr(layer, name)
-            if fits_bf16(linear.shape[1], linear.shape[0]):
-                object.__setattr__(layer, name, Bf16DotLinear(linear.dense()))
+    _dot_linears(transformer, "bf16")
     for index, conv in enumerate(_dense_transposed(decoder)):
         if index == 0 or not conv.use_bf16():
             conv.use_windows()
 
 
-def use_int16(decoder: SEANet) -> None:
-    """Put every SEANet conv and dense transposed conv of a Mimi decoder whose weight packs
-    for it on int16 dot products (all but the last conv, one channel wide, at full size).
+def use_int16(transformer: MimiTransformer, decoder: SEANet) -> None:
+    """Put a Mimi decoder's transformer linears and every SEANet conv and dense transposed conv
+    whose weight packs for it (all but the last conv, one channel wide, at full size) on int16
+    dot products. A dense transposed conv that does not pack runs the float32 window kernel
+    (each row summed alone: ``blocks_exact``).
 
-    Measured on the full-size random pack against fp32 frame by frame: these convs alone
-    61.3 dB; with the transformer on bfloat16 ("bf16+int16") the transformer's 8 bits bound
-    it (``test_int16_units.py`` has the figures). A dense transposed conv that does not pack
-    runs a window kernel all the same (each row summed alone: ``blocks_exact``)."""
+    Measured on the full-size random pack against fp32 frame by frame: 63.0 dB (random
+    latents) and 62.1 dB (the quiet stretch of ``use_bf16``); the convs alone 63.2 / 63.6,
+    the bfloat16 transformer with these convs 60.0 / 48.1 (``test_int16_units.py``)."""
+    _dot_linears(transformer, "int16")
     dense = _dense_transposed(decoder)
     for conv in decoder.convs():
         if not conv.use_int16() and conv in dense:
             conv.use_windows()
+
+
+def _dot_linears(transformer: MimiTransformer, units: str) -> None:
+    """The transformer's linears that pack for ``units`` on its dot products (``DotLinear``)."""
+    for layer in transformer.layers:
+        for name in ("in_proj", "out_proj", "linear1", "linear2"):
+            linear = getattr(layer, name)
+            if DotLinear.fits(units, linear.shape):
+                object.__setattr__(layer, name, DotLinear(linear.dense(), units))
 
 
 def _dense_transposed(decoder: SEANet) -> list[StreamingConvTranspose1d]:
@@ -512,7 +518,7 @@ def _dense_transposed(decoder: SEANet) -> list[StreamingConvTranspose1d]:
 
 def blocks_exact(transformer: MimiTransformer, decoder: SEANet) -> bool:
     """Whether a block of frames decodes bit for bit as its frames one by one: every
-    transformer linear on the bfloat16 kernel and every dense transposed conv on a window
+    transformer linear on a wide units' kernel and every dense transposed conv on a window
     kernel (int16, bfloat16 or float32: each row summed alone; BLAS's sums may follow the
     matrix's height). The attention runs frame by frame in a block
     (``MimiTransformer.call_batch``)."""
@@ -524,7 +530,7 @@ def blocks_exact(transformer: MimiTransformer, decoder: SEANet) -> bool:
     return (
         transformer.input_proj is None
         and transformer.output_proj is None
-        and all(isinstance(linear, Bf16DotLinear) for linear in linears)
+        and all(isinstance(linear, DotLinear) for linear in linears)
         and all(
             conv.int16 is not None or conv.bf16 is not None or conv.packed is not None
             for conv in _dense_transposed(decoder)

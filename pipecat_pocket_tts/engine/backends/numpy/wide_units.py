@@ -6,18 +6,18 @@
   weights are rounded to bfloat16 while sums, biases, residuals and the streaming state stay
   float32. The other convs stay float32: rounding every conv to bfloat16 cost ~44 dB SNR
   against fp32 on the full-size random pack.
-- ``"int16"``: int16 dot products (``vpdpwssd``, AVX512_VNNI; ``int16_kernels.py``) for every
-  SEANet conv and transposed conv that packs (all but the last, one channel wide): 16-bit
-  weights, 13-bit inputs scaled row by row; the transformer stays float32.
-- ``"bf16+int16"``: both, the transformer's linears on bfloat16 and the convs on int16 (the
-  widest units of a CPU with both, such as AMD Zen 4 or Intel Sapphire Rapids).
+- ``"int16"``: int16 dot products (``vpdpwssd``, AVX512_VNNI; ``int16_kernels.py``) for the
+  transformer's linears and every SEANet conv and transposed conv that packs (all but the
+  last, one channel wide): 16-bit weights a column, 13-bit inputs scaled row by row, exact
+  int32 sums; ~62–63 dB against fp32 on the full-size random pack where "bf16" gave 46–50,
+  at the speed of "bf16" (the same multiply-adds an instruction).
 
 ``choose_units(requested, precision)``: the units a load runs — ``requested`` (the
 ``mimi_units`` argument), else the ``POCKET_TTS_MIMI_UNITS`` environment variable, else
 ``"auto"``: with a narrow ``precision`` ("int8", "bf16": the caller traded exactness for speed)
-the widest of those this CPU has (numba installed), else ``"fp32"`` (precision "fp32" stays
-float32 end to end: parity with upstream). Asking for units the CPU lacks is a
-``LoadOptionError`` saying so (never a silent fallback).
+the best of those this CPU has (numba installed), else ``"fp32"`` (precision "fp32" stays
+float32 end to end: parity with upstream): "int16" first, then "bf16". Asking for units the
+CPU lacks is a ``LoadOptionError`` saying so (never a silent fallback).
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from ...errors import LoadOptionError
 from . import compiled
 
 UNITS_ENV = "POCKET_TTS_MIMI_UNITS"
-MIMI_UNITS = ("auto", "fp32", "bf16", "int16", "bf16+int16")
+MIMI_UNITS = ("auto", "fp32", "bf16", "int16")
 #: What each of the units needs beyond numba, as /proc/cpuinfo spells it.
-_NEEDS = {"bf16": ("avx512_bf16",), "int16": ("avx512_vnni",)}
+_NEEDS = {"bf16": "avx512_bf16", "int16": "avx512_vnni"}
 
 
 class Int16Weight(NamedTuple):
@@ -74,10 +74,8 @@ def _warm(module: ModuleType) -> ModuleType:
 
 def _available(units: str) -> bool:
     """Whether this process can run ``units``."""
-    parts = units.split("+")
-    return ("bf16" not in parts or bf16_kernels() is not None) and (
-        "int16" not in parts or int16_kernels() is not None
-    )
+    kernels = {"bf16": bf16_kernels, "int16": int16_kernels}.get(units)
+    return kernels is None or kernels() is not None
 
 
 def choose_units(requested: str | None = None, precision: str = "fp32") -> str:
@@ -91,11 +89,11 @@ def choose_units(requested: str | None = None, precision: str = "fp32") -> str:
     if units == "auto":
         if precision == "fp32":
             return "fp32"
-        return next(u for u in ("bf16+int16", "bf16", "int16", "fp32") if _available(u))
+        return next(u for u in ("int16", "bf16", "fp32") if _available(u))
     if not _available(units):
-        flags = " and ".join(flag for part in units.split("+") for flag in _NEEDS[part])
+        flag = _NEEDS[units]
         raise LoadOptionError(
-            f"mimi_units={units!r} needs numba and a CPU with {flags.upper()} ({flags} in "
+            f"mimi_units={units!r} needs numba and a CPU with {flag.upper()} ({flag} in "
             "/proc/cpuinfo), which this process does not have: use 'auto' or 'fp32'"
         )
     return units
@@ -103,18 +101,17 @@ def choose_units(requested: str | None = None, precision: str = "fp32") -> str:
 
 def describe_units(units: str) -> str:
     """A line for the load log and ``PocketTTS.kernels``: what Mimi's decoder runs on."""
-    parts = {
-        "bf16": "bfloat16 dot products (AVX512_BF16 vdpbf16ps) in the transformer and two "
-        "SEANet transposed convs, float32 elsewhere",
-        "int16": "int16 dot products (AVX512_VNNI vpdpwssd) in the SEANet convs, float32 "
-        "in the transformer",
-        "bf16+int16": "bfloat16 dot products (AVX512_BF16 vdpbf16ps) in the transformer, "
-        "int16 dot products (AVX512_VNNI vpdpwssd) in the SEANet convs",
-    }
-    if units not in parts:
-        return "Mimi decoder: float32 (window kernels and BLAS)"
-    blocks = "; frame blocks bit for bit" if "bf16" in units else ""
-    return f"Mimi decoder: {parts[units]}{blocks}"
+    if units == "bf16":
+        return (
+            "Mimi decoder: bfloat16 dot products (AVX512_BF16 vdpbf16ps) in the transformer "
+            "and two SEANet transposed convs, float32 elsewhere; frame blocks bit for bit"
+        )
+    if units == "int16":
+        return (
+            "Mimi decoder: int16 dot products (AVX512_VNNI vpdpwssd) in the transformer and "
+            "the SEANet convs; frame blocks bit for bit"
+        )
+    return "Mimi decoder: float32 (window kernels and BLAS)"
 
 
 def fits_bf16(depth: int, columns: int) -> bool:
