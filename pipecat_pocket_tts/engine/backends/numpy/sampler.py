@@ -23,7 +23,7 @@ import numpy as np
 
 from ...model.config import ModelConfig
 from .layers import layer_norm, silu
-from .linears import Linear, make_linear
+from .linears import Linear, packed_linear
 from .weights import num_time_conds
 
 #: LayerNorm eps of the flow net's blocks and final layer.
@@ -49,7 +49,7 @@ class Sampler:
             return weights[f"flow_lm.flow_net.{name}"]
 
         def affine(name: str) -> _Affine:
-            return _Affine(make_linear(w(f"{name}.weight")), w(f"{name}.bias"))
+            return _Affine(packed_linear(w(f"{name}.weight")), w(f"{name}.bias"))
 
         self.cond = affine("cond_embed")
         self.input = affine("input_proj")

@@ -433,3 +433,18 @@ def test_the_load_log_says_how_the_linears_run(packs, caplog, precision):
         r.getMessage() for r in caplog.records if "FlowLM transformer linears" in r.getMessage()
     )
     assert f"in {precision}: " in line and expected in line and "Mimi decoder: " in line
+
+
+def test_the_samplers_packed_linear_sums_each_row_alone():
+    """The sampler's linears on the float32 window kernel: a row gives the same bits alone or
+    in any batch (a stream sounds the same alone and beside others), the dense product within
+    float32 rounding."""
+    weight = np.random.default_rng(3).standard_normal((64, 96)).astype(np.float32)
+    linear = linears.packed_linear(weight)
+    assert isinstance(linear, linears.WindowLinear)
+    x = np.random.default_rng(4).standard_normal((7, 96)).astype(np.float32)
+    batch = linear(x)
+    for row in range(7):
+        np.testing.assert_array_equal(linear(x[row : row + 1])[0], batch[row])
+    np.testing.assert_allclose(batch, x.astype(np.float64) @ weight.T, rtol=1e-5, atol=1e-5)
+    assert isinstance(linears.packed_linear(weight[:40]), linears.DenseLinear)  # 40 columns
