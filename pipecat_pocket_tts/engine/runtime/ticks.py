@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..model.config import FRAME_SECONDS
 from .generation import ChunkEnd
 from .tick_costs import StageCosts, decode_shares, thread_loads
 
@@ -140,7 +141,7 @@ def choose_tick(
     )
     frames = {s: frames[s] for s in decoding}
     decode_parts = _decode_parts(
-        decoding, frames, first_frames, step_parts, prefills, threads, costs
+        decoding, frames, first_frames, step_parts, prefills, threads, costs, leads
     )
     full = (
         not prefills
@@ -267,9 +268,11 @@ def _decode_parts(
     prefills: list[tuple[ScheduledStream, int]],
     threads: int,
     costs: StageCosts,
+    leads: dict[ScheduledStream, float] | None = None,
 ) -> list[list[ScheduledStream]]:
     """The decodes cut so every thread finishes at about the same time (``tick_costs``;
-    a decode is priced per frame, so a stream's share counts its block's frames)."""
+    a decode is priced per frame, so a stream's share counts its block's frames). With block
+    decodes, the last block may be shortened (``frames`` changed) to level the threads."""
     first_frame = 2 * costs.step(1) + costs.decode_per_stream
     loads = thread_loads(
         [costs.prefill_per_token * tokens + first_frame for _, tokens in first_frames]
@@ -279,9 +282,38 @@ def _decode_parts(
     )
     total = sum(frames[s] for s in decoding)
     shares = [share for share in decode_shares(loads, total, costs.decode_per_stream) if share]
-    if any(count > 1 for count in frames.values()):
-        shares = _finer(shares)
-    return _cut_frames(decoding, frames, sorted(shares, reverse=True))
+    if not any(count > 1 for count in frames.values()):
+        return _cut_frames(decoding, frames, sorted(shares, reverse=True))
+    parts = _cut_frames(decoding, frames, sorted(_finer(shares), reverse=True))
+    _level_last_block(parts, frames, loads, costs.decode_per_stream, leads or {})
+    return parts
+
+
+def _level_last_block(
+    parts: list[list[ScheduledStream]],
+    frames: dict[ScheduledStream, int],
+    loads: list[float],
+    per_frame: float,
+    leads: dict[ScheduledStream, float],
+) -> None:
+    """If the last decode part would leave the thread that takes it finishing after every
+    other (the pool takes parts in order, each by the thread free first), decode fewer of its
+    last stream's block now: the frames it would run past the others wait a tick (that stream
+    is far enough ahead: its lead covers them beyond ``BLOCK_LEAD_SECONDS``)."""
+    finish = list(loads)
+    taker = 0
+    for part in parts:
+        taker = finish.index(min(finish))
+        finish[taker] += per_frame * sum(frames[s] for s in part)
+    others = [load for i, load in enumerate(finish) if i != taker]
+    if not parts or not others or finish[taker] <= max(others):
+        return
+    stream = parts[-1][-1]
+    spare = int((leads.get(stream, 0.0) - BLOCK_LEAD_SECONDS) / FRAME_SECONDS)
+    over = int((finish[taker] - max(others)) / per_frame)
+    trim = min(frames[stream] - 1, over, spare)
+    if trim > 0:
+        frames[stream] -= trim
 
 
 def _finer(shares: list[int]) -> list[int]:

@@ -214,8 +214,29 @@ def test_block_decodes_go_in_parts_of_a_stream_or_two_so_threads_finish_together
     for stream in streams:
         stream.ahead = 2.0  # far ahead: its pending frames decode as one block
     choice = choose_tick(streams, 0.0, 2, 1.0, costs, blocks=True)  # type: ignore[arg-type]
-    assert set(choice.frames.values()) == {4}
     assert [len(part) for part in choice.decode_parts] == [1, 1, 1, 1]
+    assert [choice.frames[part[0]] for part in choice.decode_parts[:3]] == [4, 4, 4]
+
+
+def test_the_last_block_is_shortened_to_level_the_threads_only_with_lead_to_spare():
+    """A 36 ms step on one thread, three blocks of 4 frames (4 ms a frame) that the other
+    takes one after another: 48 ms against 36. The last stream decodes 1 frame now and 3 a
+    tick later, if its lead covers them beyond ``BLOCK_LEAD_SECONDS``; else all 4."""
+    from pipecat_pocket_tts.engine.runtime.ticks import BLOCK_LEAD_SECONDS
+
+    costs = StageCosts(step_by_batch={3: 0.036, 2: 0.034}, decode_per_stream=0.004)
+    streams = [
+        _Ahead(f"s{i}", started=True, wants_step=True, wants_decode=True, pending=4, ahead=2.0)
+        for i in range(3)
+    ]
+    choice = choose_tick(streams, 0.0, 2, 3.0, costs, blocks=True)  # type: ignore[arg-type]
+    assert [len(part) for part in choice.decode_parts] == [1, 1, 1]
+    last = choice.decode_parts[-1][0]
+    assert sorted(choice.frames.values()) == [1, 4, 4] and choice.frames[last] == 1
+    for stream in streams:
+        stream.ahead = BLOCK_LEAD_SECONDS + 0.05  # a block, but no frame to spare
+    choice = choose_tick(streams, 0.0, 2, 3.0, costs, blocks=True)  # type: ignore[arg-type]
+    assert set(choice.frames.values()) == {4}
 
 
 def test_a_step_splits_when_the_other_work_cannot_fill_the_other_thread():
