@@ -26,7 +26,8 @@ import numpy as np
 
 from ..model.config import FRAME_SECONDS
 from .generation import ChunkEnd
-from .tick_costs import StageCosts, decode_shares, thread_loads
+from .tick_costs import StageCosts
+from .tick_parts import cut_decodes, split_streams, step_groups
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -41,8 +42,6 @@ PREFILL_SLACK_SECONDS = 0.4
 BLOCK_FRAMES = 4
 """Most frames of one stream a decode call takes (a frame block, on backends with
 ``capabilities.frame_blocks``)."""
-BLOCK_PART_FRAMES = 4
-"""Most frames a decode task of frame blocks holds (``_finer``)."""
 BLOCK_LEAD_SECONDS = 0.4
 """Lead from which a stream's decode may wait a tick to grow into a block: below it (and for
 an utterance's first frame) every sampled frame is decoded at once."""
@@ -135,13 +134,15 @@ def choose_tick(
     other_work = costs.decode_per_stream * sum(frames[s] for s in decoding) + sum(
         costs.prefill_per_token * tokens for _, tokens in prefills
     )
-    step_parts = _split(
+    step_parts = split_streams(
         stepping,
-        _step_groups(threads, bool(decoding or prefills), len(stepping), other_work, costs),
+        step_groups(threads, bool(decoding or prefills), len(stepping), other_work, costs),
     )
     frames = {s: frames[s] for s in decoding}
-    decode_parts = _decode_parts(
-        decoding, frames, first_frames, step_parts, prefills, threads, costs, leads
+    # frames a block may leave for the next tick: those its lead covers beyond the block lead
+    spare = {s: int((leads[s] - BLOCK_LEAD_SECONDS) / FRAME_SECONDS) for s in decoding}
+    decode_parts = cut_decodes(
+        decoding, frames, first_frames, step_parts, prefills, threads, costs, spare
     )
     full = (
         not prefills
@@ -234,98 +235,6 @@ def _first_frames(
         for stream, tokens in prefills
         if not (stream.started or stream.wants_decode) and tokens == stream.run.prefill_left  # type: ignore[union-attr]
     ]
-
-
-def _step_groups(
-    threads: int,
-    other_work: bool,
-    stepping: int = 0,
-    other: float = 0.0,
-    costs: StageCosts | None = None,
-) -> int:
-    """FlowLM step tasks: one for up to 2 threads (a call reads every weight once); a tick
-    with nothing but steps gives every thread a part (its threads would otherwise wait), and
-    so does one whose other work (``other`` seconds, estimated) would leave threads waiting
-    on one step longer than the smaller steps' extra cost (``costs.step`` by batch size)."""
-    if not other_work:
-        return threads
-    fewer = 1 if threads <= 2 else threads // 2
-    if costs is None or stepping < 2 * threads:
-        return fewer
-
-    def makespan(groups: int) -> float:
-        part = costs.step(-(-stepping // groups))
-        return max(part, (groups * part + other) / threads)
-
-    return threads if makespan(threads) < makespan(fewer) else fewer
-
-
-def _decode_parts(
-    decoding: list[ScheduledStream],
-    frames: dict[ScheduledStream, int],
-    first_frames: list[tuple[ScheduledStream, int]],
-    step_parts: list[list[ScheduledStream]],
-    prefills: list[tuple[ScheduledStream, int]],
-    threads: int,
-    costs: StageCosts,
-    leads: dict[ScheduledStream, float] | None = None,
-) -> list[list[ScheduledStream]]:
-    """The decodes cut so every thread finishes at about the same time (``tick_costs``;
-    a decode is priced per frame, so a stream's share counts its block's frames). With block
-    decodes, the last block may be shortened (``frames`` changed) to level the threads."""
-    first_frame = 2 * costs.step(1) + costs.decode_per_stream
-    loads = thread_loads(
-        [costs.prefill_per_token * tokens + first_frame for _, tokens in first_frames]
-        + [costs.step(len(part)) for part in step_parts]
-        + [costs.prefill_per_token * tokens for _, tokens in prefills],
-        threads,
-    )
-    total = sum(frames[s] for s in decoding)
-    shares = [share for share in decode_shares(loads, total, costs.decode_per_stream) if share]
-    if not any(count > 1 for count in frames.values()):
-        return _cut_frames(decoding, frames, sorted(shares, reverse=True))
-    parts = _cut_frames(decoding, frames, sorted(_finer(shares), reverse=True))
-    _level_last_block(parts, frames, loads, costs.decode_per_stream, leads or {})
-    return parts
-
-
-def _level_last_block(
-    parts: list[list[ScheduledStream]],
-    frames: dict[ScheduledStream, int],
-    loads: list[float],
-    per_frame: float,
-    leads: dict[ScheduledStream, float],
-) -> None:
-    """If the last decode part would leave the thread that takes it finishing after every
-    other (the pool takes parts in order, each by the thread free first), decode fewer of its
-    last stream's block now: the frames it would run past the others wait a tick (that stream
-    is far enough ahead: its lead covers them beyond ``BLOCK_LEAD_SECONDS``)."""
-    finish = list(loads)
-    taker = 0
-    for part in parts:
-        taker = finish.index(min(finish))
-        finish[taker] += per_frame * sum(frames[s] for s in part)
-    others = [load for i, load in enumerate(finish) if i != taker]
-    if not parts or not others or finish[taker] <= max(others):
-        return
-    stream = parts[-1][-1]
-    spare = int((leads.get(stream, 0.0) - BLOCK_LEAD_SECONDS) / FRAME_SECONDS)
-    over = int((finish[taker] - max(others)) / per_frame)
-    trim = min(frames[stream] - 1, over, spare)
-    if trim > 0:
-        frames[stream] -= trim
-
-
-def _finer(shares: list[int]) -> list[int]:
-    """Shares of block decodes cut into parts of at most ``BLOCK_PART_FRAMES`` frames: the
-    threads take them as they come free, so an estimate off by a few frames leaves no thread
-    waiting long (a block's decode costs about as much a frame in a part of one stream as of
-    several: the block already fills the kernels' tiles)."""
-    finer = []
-    for share in shares:
-        parts = -(-share // BLOCK_PART_FRAMES)
-        finer += [share // parts + (i < share % parts) for i in range(parts)]
-    return finer
 
 
 class TickPlan:
@@ -575,42 +484,3 @@ def _step_one(backend: Backend, state: Any, previous: Any, probe: Any) -> Any:
     if probe is None:
         return backend.step(state, previous)
     return backend.step(state, previous, probe=probe)  # type: ignore[call-arg]
-
-
-def _cut(streams: list[ScheduledStream], sizes: list[int]) -> list[list[ScheduledStream]]:
-    """Streams cut into consecutive parts of the given sizes (summing to their number)."""
-    parts, start = [], 0
-    for size in sizes:
-        parts.append(streams[start : start + size])
-        start += size
-    return parts
-
-
-def _cut_frames(
-    streams: list[ScheduledStream], frames: dict[ScheduledStream, int], shares: list[int]
-) -> list[list[ScheduledStream]]:
-    """Streams cut into consecutive parts holding about ``shares`` frames each (summing to
-    their frames): a part closes once it holds its share; the last takes the rest."""
-    if all(frames[s] == 1 for s in streams):
-        return _cut(streams, shares)
-    parts: list[list[ScheduledStream]] = []
-    current: list[ScheduledStream] = []
-    held = 0
-    for stream in streams:
-        current.append(stream)
-        held += frames[stream]
-        if len(parts) < len(shares) - 1 and held >= shares[len(parts)]:
-            parts.append(current)
-            current, held = [], 0
-    if current:
-        parts.append(current)
-    return parts
-
-
-def _split(streams: list[ScheduledStream], groups: int) -> list[list[ScheduledStream]]:
-    """Streams cut into at most ``groups`` contiguous, non-empty parts."""
-    if not streams:
-        return []
-    groups = min(groups, len(streams))
-    size = -(-len(streams) // groups)
-    return [streams[i : i + size] for i in range(0, len(streams), size)]

@@ -186,21 +186,21 @@ def test_streams_all_running_ahead_step_together_across_the_lead_limit():
 
 
 def test_decode_parts_are_cut_by_frames_when_streams_decode_blocks():
-    from pipecat_pocket_tts.engine.runtime.ticks import _cut_frames
+    from pipecat_pocket_tts.engine.runtime.tick_parts import cut_frames
 
     streams = [_Stream(f"s{i}") for i in range(4)]
     frames = dict(zip(streams, (4, 1, 1, 2), strict=True))
-    parts = _cut_frames(streams, frames, [4, 4])  # type: ignore[arg-type]
+    parts = cut_frames(streams, frames, [4, 4])  # type: ignore[arg-type]
     assert [[s.name for s in part] for part in parts] == [["s0"], ["s1", "s2", "s3"]]
     ones = dict.fromkeys(streams, 1)
-    assert [len(p) for p in _cut_frames(streams, ones, [3, 1])] == [3, 1]  # type: ignore[arg-type]
+    assert [len(p) for p in cut_frames(streams, ones, [3, 1])] == [3, 1]  # type: ignore[arg-type]
 
 
 def test_block_decodes_go_in_parts_of_a_stream_or_two_so_threads_finish_together():
     """Four streams decoding blocks of 4 beside one step: cut into parts of at most
     ``BLOCK_PART_FRAMES`` frames that the threads take as they come free (two parts of 8 once
     sat behind a 39 ms step on one thread: 20 ms idle a tick); single frames stay whole."""
-    from pipecat_pocket_tts.engine.runtime.ticks import BLOCK_PART_FRAMES, _finer
+    from pipecat_pocket_tts.engine.runtime.tick_parts import BLOCK_PART_FRAMES, _finer
 
     assert _finer([16, 5]) == [4, 4, 4, 4, 3, 2]
     assert all(part <= BLOCK_PART_FRAMES for part in _finer([13, 1]))
