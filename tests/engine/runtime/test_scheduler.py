@@ -404,27 +404,41 @@ class FrozenClock:
 
 
 def test_a_stream_far_ahead_waits_while_a_new_one_starts(engine_endless_tts):
+    """A stream 1.6 s ahead (frozen clock: every frame adds 80 ms of lead) waits while a new
+    one is more than the 1 s limit behind it, then goes on beside it."""
     scheduler = Scheduler(engine_endless_tts.backend, threads=2, clock=FrozenClock())
+    new_frames = [0]  # the new stream's frames so far, as each of the first's comes out
+    seen: list[int] = []
+
+    def tap(item) -> None:
+        if not isinstance(item, str):
+            seen.append(new_frames[0])
+
+    def count(item) -> None:
+        if not isinstance(item, str):
+            new_frames[0] += 1
+
     try:
         ahead_stream, ahead = start(
-            scheduler, engine_endless_tts, ["A long text that goes on."], seed=1, end=False
+            scheduler, engine_endless_tts, ["A long text that goes on."], seed=1, end=False, tap=tap
         )
         ahead.wait_frames(20)  # 1.6 s of lead
         new_stream, new = start(
-            scheduler, engine_endless_tts, ["Another long text here."], seed=2, end=False
+            scheduler, engine_endless_tts, ["Another long text here."], seed=2, end=False, tap=count
         )
         new.wait_frames(1)
         with ahead.lock:
             frames_when_new_started = len(ahead.frames)
-        new.wait_frames(10)  # 0.8 s: still behind the 1 s limit
-        with ahead.lock:
-            # at most the one frame already in the pipeline when the new stream arrived
-            assert len(ahead.frames) <= frames_when_new_started + 1
-        new.wait_frames(20)
+        new.wait_frames(20)  # 1.6 s: within 1 s of the one ahead, which goes on with it
+        ahead.wait_frames(frames_when_new_started + 2)
         scheduler.cancel(ahead_stream)
         scheduler.cancel(new_stream)
     finally:
         scheduler.close()
+    # Beyond the one frame already in the pipeline when the new stream arrived, none of the
+    # first stream's frames came out before the new one had 5 (0.4 s: over 1 s behind).
+    later = seen[frames_when_new_started + 1 :]
+    assert later and min(later) >= 5
 
 
 class PrefillSpy:
