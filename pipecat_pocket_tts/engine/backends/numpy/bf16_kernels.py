@@ -131,31 +131,22 @@ def _bf16_tile(typingctx, windows, packed, out, first, block):  # pragma: no cov
             ir.FunctionType(fvec, [fvec, bvec, bvec]),
             "llvm.x86.avx512bf16.dpbf16ps.512",
         )
-        const = tile.const
-        pair_count = tile.w_shape[1]
-        pair_stride = builder.mul(tile.x_strides[2], const(2))
+        pair_stride = builder.mul(tile.x_strides[2], tile.const(2))
         x_rows = tile.windows()
         w_block = tile.weight_block(args[4])
-        column = builder.mul(args[4], const(4 * BF16_COLUMN_BLOCK))
-        o_vectors = tile.outputs(column, fvec, 2)
-        sums = [cgutils.alloca_once_value(builder, builder.load(p, align=4)) for p in o_vectors]
-        lanes = ir.Constant(ir.VectorType(i32, BF16_LANES), None)  # lane 0 everywhere
-        with cgutils.for_range(builder, pair_count) as loop:
+        o_vectors = tile.outputs(builder.mul(args[4], tile.const(4 * BF16_COLUMN_BLOCK)), fvec, 2)
+        sums = tile.accumulators(o_vectors)
+        with cgutils.for_range(builder, tile.w_shape[1]) as loop:
             p = loop.index
             w_p = builder.gep(w_block, [builder.mul(p, tile.w_strides[1])])
             weights = tile.load_vectors(w_p, ivec, 2)
             for r, x_row in enumerate(x_rows):
-                x_at = builder.gep(x_row, [builder.mul(p, pair_stride)])
-                pair = builder.load(builder.bitcast(x_at, i32.as_pointer()), align=2)
-                value = builder.insert_element(ir.Constant(ivec, None), pair, i32(0))
-                splat = builder.shuffle_vector(value, ir.Constant(ivec, None), lanes)
+                pair = tile.splat(tile.element(x_row, p, pair_stride, i32, 2), ivec)
                 for v, weight in enumerate(weights):
                     acc = sums[r * 2 + v]
-                    pairs = [builder.bitcast(splat, bvec), builder.bitcast(weight, bvec)]
-                    total = builder.call(dot, [builder.load(acc), *pairs])
-                    builder.store(total, acc)
-        for acc, pointer in zip(sums, o_vectors, strict=True):
-            builder.store(builder.load(acc), pointer, align=4)
+                    pairs = [builder.bitcast(pair, bvec), builder.bitcast(weight, bvec)]
+                    builder.store(builder.call(dot, [builder.load(acc), *pairs]), acc)
+        tile.write_back(sums, o_vectors)
         return context.get_dummy_value()
 
     return signature, codegen

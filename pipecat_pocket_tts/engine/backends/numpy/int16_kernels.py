@@ -192,24 +192,11 @@ def _int16_tile(
         zero_f, zero_i = ir.Constant(fvec, None), ir.Constant(ivec, None)
         floats = [cgutils.alloca_once_value(builder, zero_f) for _ in o_vectors]
         ints = [cgutils.alloca_once_value(builder, zero_i) for _ in o_vectors]
-        lanes = ir.Constant(ir.VectorType(i32, INT16_LANES), None)  # lane 0 everywhere
-
-        def splat(value: ir.Value, vector: ir.VectorType) -> ir.Value:
-            single = builder.insert_element(ir.Constant(vector, None), value, i32(0))
-            return builder.shuffle_vector(single, ir.Constant(vector, None), lanes)
 
         with cgutils.for_range(builder, taps) as tap_loop:
             tap = tap_loop.index
             row_scales_now = [
-                splat(
-                    builder.load(
-                        builder.bitcast(
-                            builder.gep(row, [builder.mul(tap, s_strides[1])]), f32.as_pointer()
-                        )
-                    ),
-                    fvec,
-                )
-                for row in scale_rows
+                tile.splat(tile.element(row, tap, s_strides[1], f32, 4), fvec) for row in scale_rows
             ]
             with cgutils.for_range(builder, flushes) as flush_loop:
                 start = builder.add(
@@ -222,9 +209,8 @@ def _int16_tile(
                     w_p = builder.gep(w_block, [builder.mul(p, tile.w_strides[1])])
                     weights = tile.load_vectors(w_p, wvec, 2)
                     for r, x_row in enumerate(x_rows):
-                        x_at = builder.gep(x_row, [builder.mul(p, pair_stride)])
-                        pair = builder.load(builder.bitcast(x_at, i32.as_pointer()), align=2)
-                        inputs = builder.bitcast(splat(pair, ivec), wvec)
+                        pair = tile.splat(tile.element(x_row, p, pair_stride, i32, 2), ivec)
+                        inputs = builder.bitcast(pair, wvec)
                         for v, weight in enumerate(weights):
                             acc = ints[r * 2 + v]
                             builder.store(

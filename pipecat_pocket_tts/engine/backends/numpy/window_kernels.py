@@ -97,6 +97,32 @@ class TileAddresses:
             for v in range(count)
         ]
 
+    def element(
+        self, start: ir.Value, index: ir.Value, step: ir.Value, kind: ir.Type, align: int
+    ) -> ir.Value:
+        """The ``kind`` value ``index`` steps of ``step`` bytes from the byte pointer ``start``
+        (a window's element, or a pair of 16-bit ones read as one int32: ``align`` 2)."""
+        b = self.builder
+        pointer = b.bitcast(b.gep(start, [b.mul(index, step)]), kind.as_pointer())
+        return b.load(pointer, align=align)
+
+    def splat(self, value: ir.Value, vector: ir.VectorType) -> ir.Value:
+        """``value`` in every lane of a ``vector`` (a broadcast)."""
+        b, lane = self.builder, ir.IntType(32)
+        single = b.insert_element(ir.Constant(vector, None), value, lane(0))
+        everywhere = ir.Constant(ir.VectorType(lane, vector.count), None)  # lane 0 each time
+        return b.shuffle_vector(single, ir.Constant(vector, None), everywhere)
+
+    def accumulators(self, pointers: list) -> list:
+        """One register-held sum per output vector, starting from what the output holds (the
+        bias); ``write_back`` stores them."""
+        b = self.builder
+        return [cgutils.alloca_once_value(b, b.load(p, align=4)) for p in pointers]
+
+    def write_back(self, sums: list, pointers: list) -> None:
+        for acc, pointer in zip(sums, pointers, strict=True):
+            self.builder.store(self.builder.load(acc), pointer, align=4)
+
     def outputs(self, column_bytes: ir.Value, vector: ir.VectorType, count: int) -> list:
         """Pointers to ``count`` consecutive vectors of each row's output from byte
         ``column_bytes`` on, row by row."""
@@ -126,32 +152,24 @@ def _window_tile(typingctx, windows, packed, out, first, block):  # pragma: no c
 
     def codegen(context, builder, sig, args):
         tile = TileAddresses(context, builder, sig, args, WINDOW_ROWS)
-        i32, f32 = ir.IntType(32), ir.FloatType()
+        f32 = ir.FloatType()
         vec = ir.VectorType(f32, 8)
-        const = tile.const
-        k_count = tile.w_shape[1]
         x_rows = tile.windows()
         w_block = tile.weight_block(args[4])
-        column = builder.mul(args[4], const(4 * COLUMN_BLOCK))
+        column = builder.mul(args[4], tile.const(4 * COLUMN_BLOCK))
         o_vectors = tile.outputs(column, vec, COLUMN_VECTORS)
-        x_step, w_step = tile.x_strides[2], tile.w_strides[1]
-        sums = [cgutils.alloca_once_value(builder, builder.load(p, align=4)) for p in o_vectors]
-        lanes = ir.Constant(ir.VectorType(i32, 8), None)  # all-zero mask: lane 0 everywhere
-        with cgutils.for_range(builder, k_count) as loop:
+        sums = tile.accumulators(o_vectors)
+        with cgutils.for_range(builder, tile.w_shape[1]) as loop:
             k = loop.index
-            w_k = builder.gep(w_block, [builder.mul(k, w_step)])
+            w_k = builder.gep(w_block, [builder.mul(k, tile.w_strides[1])])
             weights = tile.load_vectors(w_k, vec, COLUMN_VECTORS)
             for r, x_row in enumerate(x_rows):
-                x_at = builder.gep(x_row, [builder.mul(k, x_step)])
-                x_value = builder.load(builder.bitcast(x_at, f32.as_pointer()), align=4)
-                value = builder.insert_element(ir.Constant(vec, None), x_value, i32(0))
-                splat = builder.shuffle_vector(value, ir.Constant(vec, None), lanes)
+                splat = tile.splat(tile.element(x_row, k, tile.x_strides[2], f32, 4), vec)
                 for v, weight in enumerate(weights):
                     acc = sums[r * COLUMN_VECTORS + v]
                     product = builder.fmul(splat, weight, flags=("fast",))
                     builder.store(builder.fadd(builder.load(acc), product, flags=("fast",)), acc)
-        for acc, pointer in zip(sums, o_vectors, strict=True):
-            builder.store(builder.load(acc), pointer, align=4)
+        tile.write_back(sums, o_vectors)
         return context.get_dummy_value()
 
     return signature, codegen
