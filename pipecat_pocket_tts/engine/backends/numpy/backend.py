@@ -59,8 +59,9 @@ class NumpyBackend(Backend):
         ``precision``: "fp32", "bf16" or "int8" for the FlowLM attention and feed-forward
         linears (the rest stays fp32); narrow ones need numba (``PrecisionUnavailableError``).
         ``mimi_units``: what Mimi's decoder runs on, "auto" (None: the environment's
-        ``POCKET_TTS_MIMI_UNITS``, else "auto": "bf16" with a narrow ``precision`` on a CPU
-        with AVX512_BF16), "fp32" or "bf16" (``wide_units.py``).
+        ``POCKET_TTS_MIMI_UNITS``, else "auto": with a narrow ``precision``, "int16" on a CPU
+        with AVX512_VNNI, else "bf16" on one with AVX512_BF16), "fp32", "bf16" or "int16"
+        (``wide_units.py``).
         """
         check_precision(precision)
         compiled.optional()  # the kernels imported and compiled (or read from the cache) here

@@ -31,12 +31,11 @@ from typing import TypeAlias
 
 import numpy as np
 
-from ...errors import LoadOptionError
 from ...model.options import NUMPY_PRECISIONS
 from . import compiled
 from .layers import linear_rows
 from .streaming_conv import window_product
-from .wide_units import Int16Weight, int16_kernels
+from .wide_units import Int16Weight, choose_among, int16_kernels
 
 PRECISIONS = NUMPY_PRECISIONS
 Shape: TypeAlias = tuple[int, ...]
@@ -81,21 +80,15 @@ def choose_int8_kernel() -> str:
     (``int16_kernels.int8_matmul_vnni``: AVX512_VNNI ``vpdpwssd``), "avx2"
     (``int8_matmul_int16``: ``vpmaddwd``), or on "auto" the widest this CPU has, else "float"
     (int8 widened to float32). Asking for one the CPU lacks is a ``LoadOptionError``."""
-    wanted = os.environ.get(INT8_KERNEL_ENV) or "auto"
-    if wanted not in INT8_KERNELS:
-        raise LoadOptionError(
-            f"{INT8_KERNEL_ENV} must be one of {', '.join(INT8_KERNELS)}, got {wanted!r}"
-        )
     has = {"vnni": int16_kernels() is not None, "avx2": bool(load_kernels().AVX2)}
-    if wanted == "auto":
-        return next((kernel for kernel in ("vnni", "avx2") if has[kernel]), "float")
-    if not has[wanted]:
-        flag = "AVX512_VNNI (avx512_vnni" if wanted == "vnni" else "AVX2 (avx2"
-        raise LoadOptionError(
-            f"{INT8_KERNEL_ENV}={wanted!r} needs a CPU with {flag} in /proc/cpuinfo), which "
-            "this process does not have: use 'auto'"
-        )
-    return wanted
+    return choose_among(
+        INT8_KERNEL_ENV,
+        os.environ.get(INT8_KERNEL_ENV) or "auto",
+        INT8_KERNELS[1:],
+        has.__getitem__,
+        {"vnni": "avx512_vnni", "avx2": "avx2"},
+        fallback="float",
+    )
 
 
 def how_linears_run(precision: str) -> str:

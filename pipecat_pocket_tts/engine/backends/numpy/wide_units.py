@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import NamedTuple
 
@@ -33,7 +34,8 @@ from ...errors import LoadOptionError
 from . import compiled
 
 UNITS_ENV = "POCKET_TTS_MIMI_UNITS"
-MIMI_UNITS = ("auto", "fp32", "bf16", "int16")
+_BEST_FIRST = ("int16", "bf16", "fp32")
+MIMI_UNITS = ("auto", *_BEST_FIRST)
 #: What each of the units needs beyond numba, as /proc/cpuinfo spells it.
 _NEEDS = {"bf16": "avx512_bf16", "int16": "avx512_vnni"}
 
@@ -78,25 +80,39 @@ def _available(units: str) -> bool:
     return kernels is None or kernels() is not None
 
 
+def choose_among(
+    setting: str,
+    value: str,
+    best_first: tuple[str, ...],
+    available: Callable[[str], bool],
+    needs: Mapping[str, str],
+    fallback: str | None = None,
+) -> str:
+    """``value`` of a kernel ``setting`` (as its errors name it): "auto" is the first of
+    ``best_first`` that is ``available`` (else ``fallback``, which nobody may ask for); a value
+    ``needs`` names a CPU flag for must be available, or it is a ``LoadOptionError`` naming the
+    flag (never a silent fallback); the others of ``best_first`` stand."""
+    choices = ("auto", *best_first)
+    if value not in choices:
+        raise LoadOptionError(f"{setting} must be one of {', '.join(choices)}, got {value!r}")
+    if value == "auto":
+        return next((choice for choice in best_first if available(choice)), fallback)
+    if value in needs and not available(value):
+        flag = needs[value]
+        raise LoadOptionError(
+            f"{setting}={value!r} needs numba and a CPU with {flag.upper()} ({flag} in "
+            "/proc/cpuinfo), which this process does not have: use 'auto'"
+        )
+    return value
+
+
 def choose_units(requested: str | None = None, precision: str = "fp32") -> str:
-    """The units Mimi runs on, one of ``MIMI_UNITS`` but "auto" (the module docstring)."""
+    """The units Mimi runs on, one of ``MIMI_UNITS`` but "auto" (the module docstring); the
+    argument, else ``POCKET_TTS_MIMI_UNITS``."""
     units = requested or os.environ.get(UNITS_ENV) or "auto"
-    if units not in MIMI_UNITS:
-        raise LoadOptionError(
-            f"mimi_units must be one of {', '.join(MIMI_UNITS)} (argument or {UNITS_ENV}), "
-            f"got {units!r}"
-        )
-    if units == "auto":
-        if precision == "fp32":
-            return "fp32"
-        return next(u for u in ("int16", "bf16", "fp32") if _available(u))
-    if not _available(units):
-        flag = _NEEDS[units]
-        raise LoadOptionError(
-            f"mimi_units={units!r} needs numba and a CPU with {flag.upper()} ({flag} in "
-            "/proc/cpuinfo), which this process does not have: use 'auto' or 'fp32'"
-        )
-    return units
+    if units == "auto" and precision == "fp32":
+        return "fp32"
+    return choose_among("mimi_units", units, _BEST_FIRST, _available, _NEEDS)
 
 
 def describe_units(units: str) -> str:
