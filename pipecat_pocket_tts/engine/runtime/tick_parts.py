@@ -20,21 +20,16 @@ BLOCK_PART_FRAMES = 4
 """Most frames a decode task of frame blocks holds (``_finer``)."""
 
 
-def step_groups(
-    threads: int,
-    other_work: bool,
-    stepping: int = 0,
-    other: float = 0.0,
-    costs: StageCosts | None = None,
-) -> int:
-    """FlowLM step tasks: one for up to 2 threads (a call reads every weight once); a tick
-    with nothing but steps gives every thread a part (its threads would otherwise wait), and
-    so does one whose other work (``other`` seconds, estimated) would leave threads waiting
-    on one step longer than the smaller steps' extra cost (``costs.step`` by batch size)."""
-    if not other_work:
+def step_groups(threads: int, stepping: int, other: float | None, costs: StageCosts) -> int:
+    """FlowLM step tasks for ``stepping`` streams: one for up to 2 threads (a call reads every
+    weight once); a tick with nothing but steps (``other`` None) gives every thread a part
+    (its threads would otherwise wait), and so does one whose other work (``other`` seconds,
+    estimated) would leave threads waiting on one step longer than the smaller steps' extra
+    cost (``costs.step`` by batch size)."""
+    if other is None:
         return threads
     fewer = 1 if threads <= 2 else threads // 2
-    if costs is None or stepping < 2 * threads:
+    if stepping < 2 * threads:
         return fewer
 
     def makespan(groups: int) -> float:

@@ -131,13 +131,12 @@ def choose_tick(
         prefills, starting=sum(not s.started for s in ordered), threads=threads
     )
     prefills = [item for item in prefills if item not in first_frames]
-    other_work = costs.decode_per_stream * sum(frames[s] for s in decoding) + sum(
-        costs.prefill_per_token * tokens for _, tokens in prefills
-    )
-    step_parts = split_streams(
-        stepping,
-        step_groups(threads, bool(decoding or prefills), len(stepping), other_work, costs),
-    )
+    other = None  # seconds of the tick's work beside its steps (None: there is none)
+    if decoding or prefills:
+        other = costs.decode_per_stream * sum(frames[s] for s in decoding) + sum(
+            costs.prefill_per_token * tokens for _, tokens in prefills
+        )
+    step_parts = split_streams(stepping, step_groups(threads, len(stepping), other, costs))
     frames = {s: frames[s] for s in decoding}
     # frames a block may leave for the next tick: those its lead covers beyond the block lead
     spare = {s: int((leads[s] - BLOCK_LEAD_SECONDS) / FRAME_SECONDS) for s in decoding}
