@@ -12,10 +12,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+import mimi_decoding
 import numba
 import numpy as np
 import pytest
-from reference_fixtures import FAMILIES, load_family, snr_db
+from mimi_decoding import (
+    MIN_SNR_DB,
+    frame_by_frame,
+    in_blocks,
+    level,
+    quiet_latents,
+    random_latents,
+    tiny_family_audio,
+)
+from reference_fixtures import FAMILIES, snr_db
 
 from pipecat_pocket_tts.devpack import random_weights
 from pipecat_pocket_tts.engine import PocketTTS
@@ -39,27 +49,11 @@ needs_both = pytest.mark.skipif(
     wide_units.int16_kernels() is None or wide_units.bf16_kernels() is None,
     reason="this CPU lacks AVX512_VNNI or AVX512_BF16: int16 and bf16 cannot be compared here",
 )
-#: Least SNR (dB) of any new path against fp32 frame by frame (issue 42's bound).
-MIN_SNR_DB = 45.0
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def full_mimi_weights() -> dict[str, np.ndarray]:
-    weights = random_weights(get_config("english"), prefix="mimi.")
-    return {key[len("mimi.") :]: value for key, value in weights.items()}
-
-
-def _frame_by_frame(mimi: Mimi, latents: np.ndarray) -> np.ndarray:
-    states = [mimi.new_state() for _ in range(latents.shape[0])]
-    return np.stack([mimi.decode_batch(states, latents[:, f]) for f in range(latents.shape[1])], 1)
-
-
-def _latents(frames: int, streams: int = 1, seed: int = 3) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal((streams, frames, 32)).astype(np.float32)
-
-
-def _level(audio: np.ndarray) -> np.ndarray:  # dB per frame
-    return 10 * np.log10(np.mean(audio.astype(np.float64) ** 2, axis=-1) + 1e-30)
+    return mimi_decoding.full_mimi_weights()
 
 
 # -- the choice at load ------------------------------------------------------------------------
@@ -248,21 +242,14 @@ assert not any(added), added
 
 
 # -- fidelity against fp32 frame by frame -------------------------------------------------------
-def _quiet(frames: int = 40) -> np.ndarray:
-    """Zero latents after loud ones: the quietest stretch random weights give."""
-    latents = _latents(frames)
-    latents[:, 10:] = 0.0
-    return latents
-
-
 @needs_vnni
 def test_full_size_int16_mimi_stays_within_the_bound_and_quiet_stays_quiet(full_mimi_weights):
     config = get_config("english").mimi
-    for latents in (_latents(24), _quiet()):
-        reference = _frame_by_frame(Mimi(config, full_mimi_weights, units="fp32"), latents)[0]
-        wide = _frame_by_frame(Mimi(config, full_mimi_weights, units="int16"), latents)[0]
+    for latents in (random_latents(24), quiet_latents()):
+        reference = frame_by_frame(Mimi(config, full_mimi_weights, units="fp32"), latents)[0]
+        wide = frame_by_frame(Mimi(config, full_mimi_weights, units="int16"), latents)[0]
         assert snr_db(reference, wide) >= 60.0  # measured: 63.0 random, 62.1 quiet
-        assert np.all(np.abs(_level(wide) - _level(reference)) <= 0.1)  # measured: ≤ 0.01 dB
+        assert np.all(np.abs(level(wide) - level(reference)) <= 0.1)  # measured: ≤ 0.01 dB
 
 
 @needs_vnni
@@ -293,20 +280,20 @@ def test_int16_mimi_is_never_below_todays_int8_path():
         audio.append(np.concatenate([exact.decode(mimi_state, pair[which]) for pair in pairs]))
     floor = snr_db(audio[0], audio[1])
     mimi = {k[len("mimi.") :]: v for k, v in weights.items() if k.startswith("mimi.")}
-    for latents in (_latents(24), _quiet()):
-        reference = _frame_by_frame(Mimi(config.mimi, mimi, units="fp32"), latents)[0]
-        wide = _frame_by_frame(Mimi(config.mimi, mimi, units="int16"), latents)[0]
+    for latents in (random_latents(24), quiet_latents()):
+        reference = frame_by_frame(Mimi(config.mimi, mimi, units="fp32"), latents)[0]
+        wide = frame_by_frame(Mimi(config.mimi, mimi, units="int16"), latents)[0]
         assert snr_db(reference, wide) >= floor
 
 
 @needs_both
 def test_int16_is_never_below_bf16(full_mimi_weights):
     config = get_config("english").mimi
-    for latents in (_latents(24), _quiet()):
-        reference = _frame_by_frame(Mimi(config, full_mimi_weights, units="fp32"), latents)[0]
+    for latents in (random_latents(24), quiet_latents()):
+        reference = frame_by_frame(Mimi(config, full_mimi_weights, units="fp32"), latents)[0]
         scores = {
             units: snr_db(
-                reference, _frame_by_frame(Mimi(config, full_mimi_weights, units=units), latents)[0]
+                reference, frame_by_frame(Mimi(config, full_mimi_weights, units=units), latents)[0]
             )
             for units in ("bf16", "int16")
         }
@@ -316,13 +303,7 @@ def test_int16_is_never_below_bf16(full_mimi_weights):
 @needs_vnni
 @pytest.mark.parametrize("name", FAMILIES)
 def test_each_tiny_family_stays_within_the_bound(name):
-    config, weights_path, _, _ = load_family(name)
-    latents = _latents(16, seed=0)[0]
-    audio = {}
-    for which in ("fp32", "int16"):
-        backend = NumpyBackend.from_files(config, weights_path, mimi_units=which)
-        state = backend.new_mimi_state()
-        audio[which] = np.concatenate([backend.decode(state, latent) for latent in latents])
+    audio = tiny_family_audio(name, ("fp32", "int16"))
     assert snr_db(audio["fp32"], audio["int16"]) >= MIN_SNR_DB
 
 
@@ -330,13 +311,10 @@ def test_each_tiny_family_stays_within_the_bound(name):
 def test_a_block_decodes_bit_for_bit_as_its_frames_on_int16_units(full_mimi_weights):
     mimi = Mimi(get_config("english").mimi, full_mimi_weights, units="int16")
     assert mimi.blocks_exact  # each input row quantized alone, each window summed alone
-    latents = _latents(12, streams=3)
-    states = [mimi.new_state() for _ in range(3)]
-    blocks, start = [], 0
-    for size in (1, 3, 4, 2, 2):
-        blocks.append(mimi.decode_frames(states, latents[:, start : start + size]))
-        start += size
-    np.testing.assert_array_equal(np.concatenate(blocks, axis=1), _frame_by_frame(mimi, latents))
+    latents = random_latents(12, streams=3)
+    np.testing.assert_array_equal(
+        in_blocks(mimi, latents, (1, 3, 4, 2, 2)), frame_by_frame(mimi, latents)
+    )
 
 
 def test_convs_that_do_not_pack_stay_float32():

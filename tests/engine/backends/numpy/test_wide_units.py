@@ -8,16 +8,24 @@ AVX512_BF16, where its fallback (fp32, and the error when asked for) is tested i
 
 from __future__ import annotations
 
+import mimi_decoding
 import numba
 import numpy as np
 import pytest
-from reference_fixtures import FAMILIES, load_family, snr_db
+from mimi_decoding import (
+    MIN_SNR_DB,
+    frame_by_frame,
+    in_blocks,
+    level,
+    quiet_latents,
+    random_latents,
+    tiny_family_audio,
+)
+from reference_fixtures import FAMILIES, snr_db
 
-from pipecat_pocket_tts.devpack import random_weights
 from pipecat_pocket_tts.engine import PocketTTS
 from pipecat_pocket_tts.engine.backends.base import Backend
 from pipecat_pocket_tts.engine.backends.numpy import bf16_kernels, wide_units
-from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
 from pipecat_pocket_tts.engine.backends.numpy.linears import from_bfloat16_bits, to_bfloat16_bits
 from pipecat_pocket_tts.engine.backends.numpy.mimi import Mimi
 from pipecat_pocket_tts.engine.backends.numpy.streaming_conv import window_product
@@ -29,26 +37,11 @@ needs_bf16 = pytest.mark.skipif(
     reason="this CPU has no AVX512_BF16 (or numba is missing): the bfloat16 path cannot run "
     "here; its fallback is tested by the tests without this mark",
 )
-#: Least SNR (dB) of any new path against fp32 frame by frame (issue 42's bound).
-MIN_SNR_DB = 45.0
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def full_mimi_weights() -> dict[str, np.ndarray]:
-    """The full-size English Mimi's random weights (the devpack's), without the prefix."""
-    weights = random_weights(get_config("english"), prefix="mimi.")
-    return {key[len("mimi.") :]: value for key, value in weights.items()}
-
-
-def _latents(frames: int, streams: int = 1, seed: int = 3) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    return rng.standard_normal((streams, frames, 32)).astype(np.float32)
-
-
-def _frame_by_frame(mimi: Mimi, latents: np.ndarray) -> np.ndarray:
-    """latents [B, F, 32] → audio [B, F, frame_size], one ``decode_batch`` a frame."""
-    states = [mimi.new_state() for _ in range(latents.shape[0])]
-    return np.stack([mimi.decode_batch(states, latents[:, f]) for f in range(latents.shape[1])], 1)
+    return mimi_decoding.full_mimi_weights()
 
 
 # -- the choice at load ------------------------------------------------------------------------
@@ -123,17 +116,12 @@ def test_full_size_bf16_mimi_stays_within_the_bound_and_keeps_quiet_stretches_qu
     full_mimi_weights,
 ):
     # Random weights have no true silence: zero latents after loud ones give the quietest
-    # stretch they can (~7 dB under the loud frames, fading); no frame may get louder.
+    # stretch they can; no frame may get louder.
     config = get_config("english").mimi
-    latents = _latents(40)
-    latents[:, 10:] = 0.0
-    reference = _frame_by_frame(Mimi(config, full_mimi_weights, units="fp32"), latents)[0]
-    narrow = _frame_by_frame(Mimi(config, full_mimi_weights, units="bf16"), latents)[0]
+    latents = quiet_latents()
+    reference = frame_by_frame(Mimi(config, full_mimi_weights, units="fp32"), latents)[0]
+    narrow = frame_by_frame(Mimi(config, full_mimi_weights, units="bf16"), latents)[0]
     assert snr_db(reference, narrow) >= MIN_SNR_DB
-
-    def level(audio: np.ndarray) -> np.ndarray:  # dB per frame
-        return 10 * np.log10(np.mean(audio.astype(np.float64) ** 2, axis=-1) + 1e-30)
-
     quiet = level(reference) < np.median(level(reference))  # the quieter half
     assert np.all(level(narrow)[quiet] <= level(reference)[quiet] + 3.0)
     assert np.all(np.abs(level(narrow) - level(reference)) <= 0.1)  # measured: ≤ 0.01 dB
@@ -142,56 +130,41 @@ def test_full_size_bf16_mimi_stays_within_the_bound_and_keeps_quiet_stretches_qu
 @needs_bf16
 def test_full_size_random_weights_with_biases_stay_within_the_bound(full_mimi_weights):
     config = get_config("english").mimi
-    latents = _latents(24)
-    reference = _frame_by_frame(Mimi(config, full_mimi_weights, units="fp32"), latents)
-    narrow = _frame_by_frame(Mimi(config, full_mimi_weights, units="bf16"), latents)
+    latents = random_latents(24)
+    reference = frame_by_frame(Mimi(config, full_mimi_weights, units="fp32"), latents)
+    narrow = frame_by_frame(Mimi(config, full_mimi_weights, units="bf16"), latents)
     assert snr_db(reference, narrow) >= MIN_SNR_DB
 
 
 @needs_bf16
 @pytest.mark.parametrize("name", FAMILIES)
 def test_each_tiny_family_stays_within_the_bound(name):
-    config, weights_path, _, _ = load_family(name)
-    latents = _latents(16, seed=0)[0]
-    audio = {}
-    for units in ("fp32", "bf16"):
-        backend = NumpyBackend.from_files(config, weights_path, mimi_units=units)
-        state = backend.new_mimi_state()
-        audio[units] = np.concatenate([backend.decode(state, latent) for latent in latents])
+    audio = tiny_family_audio(name, ("fp32", "bf16"))
     assert snr_db(audio["fp32"], audio["bf16"]) >= MIN_SNR_DB
 
 
 # -- frame blocks -------------------------------------------------------------------------------
-def _in_blocks(mimi: Mimi, latents: np.ndarray, sizes: tuple[int, ...]) -> np.ndarray:
-    states = [mimi.new_state() for _ in range(latents.shape[0])]
-    blocks, start = [], 0
-    for size in sizes:
-        blocks.append(mimi.decode_frames(states, latents[:, start : start + size]))
-        start += size
-    return np.concatenate(blocks, axis=1)
-
-
 @needs_bf16
 def test_a_block_decodes_bit_for_bit_as_its_frames_on_bf16_units(full_mimi_weights):
     mimi = Mimi(get_config("english").mimi, full_mimi_weights, units="bf16")
     assert mimi.blocks_exact
-    latents = _latents(12, streams=3)
+    latents = random_latents(12, streams=3)
     np.testing.assert_array_equal(
-        _in_blocks(mimi, latents, (1, 3, 4, 2, 2)), _frame_by_frame(mimi, latents)
+        in_blocks(mimi, latents, (1, 3, 4, 2, 2)), frame_by_frame(mimi, latents)
     )
 
 
 def test_fp32_blocks_match_frame_by_frame_within_float_rounding(full_mimi_weights):
     mimi = Mimi(get_config("english").mimi, full_mimi_weights, units="fp32")
     assert not mimi.blocks_exact  # the scheduler decodes fp32 frame by frame
-    latents = _latents(8, streams=2)
-    frames = _frame_by_frame(mimi, latents)
-    assert snr_db(frames, _in_blocks(mimi, latents, (3, 4, 1))) >= 110.0  # measured: ~123 dB
+    latents = random_latents(8, streams=2)
+    frames = frame_by_frame(mimi, latents)
+    assert snr_db(frames, in_blocks(mimi, latents, (3, 4, 1))) >= 110.0  # measured: ~123 dB
 
 
 def test_a_backend_without_blocks_loops_its_frames(engine_tts):
     backend = engine_tts.backend
-    latents = _latents(5, streams=2)
+    latents = random_latents(5, streams=2)
     states = [backend.new_mimi_state() for _ in range(2)]
     looped = Backend.decode_frames(backend, states, latents)  # the default every backend has
     states = [backend.new_mimi_state() for _ in range(2)]
