@@ -113,8 +113,8 @@ def window_product(
         source = padded
     seq, row, item = source.strides
     windows = as_strided(source, (batch, tiles, width * channels), (seq, row * step, item))
-    columns = packed.codes.shape[0] * packed.codes.shape[2] if units == "int16" else None
-    out = np.empty((batch, tiles, columns or packed.shape[0] * packed.shape[2]), np.float32)
+    blocks, _, block = (packed.codes if isinstance(packed, Int16Weight) else packed).shape
+    out = np.empty((batch, tiles, blocks * block), np.float32)
     out[:] = 0.0 if bias is None else bias
     if units == "int16":
         kernels.int16_window_matmul(
