@@ -73,7 +73,7 @@ class LayerTimes:
     """Wraps the ``call_batch`` of every Mimi decoder layer to add up its thread CPU time."""
 
     def __init__(self, mimi) -> None:
-        from pipecat_pocket_tts.engine.backends.numpy.seanet import ResidualBlock
+        from pipecat_pocket_tts.engine.backends.numpy.layers.seanet import ResidualBlock
 
         self.seconds: dict[str, float] = {}
         layers = [("upsample", mimi.upsample), ("transformer", mimi.decoder_transformer)]

@@ -44,8 +44,9 @@ for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 from pipecat_pocket_tts.devpack import random_weights  # noqa: E402
-from pipecat_pocket_tts.engine.backends.numpy import flowlm, layers  # noqa: E402
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend  # noqa: E402
+from pipecat_pocket_tts.engine.backends.numpy.layers import blocks as layers  # noqa: E402
+from pipecat_pocket_tts.engine.backends.numpy.layers import flowlm  # noqa: E402
 from pipecat_pocket_tts.engine.model.config import get_config  # noqa: E402
 
 KERNELS = layers._kernels

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from pipecat_pocket_tts.engine import PocketTTS  # noqa: E402
-from pipecat_pocket_tts.engine.backends.coreml import cli  # noqa: E402
+from pipecat_pocket_tts.engine.backends.coreml import cli_options as cli  # noqa: E402
 from pipecat_pocket_tts.engine.backends.coreml.backend import StageModels  # noqa: E402
 
 TEXT = (

@@ -66,7 +66,7 @@ from full_size_pack import build_files  # noqa: E402
 from pipecat_pocket_tts.engine import PocketTTS  # noqa: E402
 from pipecat_pocket_tts.engine.backends.base import Backend  # noqa: E402
 from pipecat_pocket_tts.engine.model.config import FRAME_SIZE, SAMPLE_RATE  # noqa: E402
-from pipecat_pocket_tts.engine.planner import TextPlanner  # noqa: E402
+from pipecat_pocket_tts.engine.text.planner import TextPlanner  # noqa: E402
 
 
 class CountingBackend(Backend):

@@ -15,12 +15,12 @@ import statistics
 import time
 from pathlib import Path
 
-from pipecat_pocket_tts.engine.backends.numpy.finite import check_finite_weights
-from pipecat_pocket_tts.engine.backends.numpy.weights import (
+from pipecat_pocket_tts.engine.backends.numpy.weights.checkpoint import (
     check_weights,
     iter_safetensors,
     load_checkpoint,
 )
+from pipecat_pocket_tts.engine.backends.numpy.weights.finite import check_finite_weights
 from pipecat_pocket_tts.engine.model.config import get_config
 
 

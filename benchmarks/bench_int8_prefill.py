@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 from bench_precision import ensure_pack  # noqa: E402
 
 from pipecat_pocket_tts.engine import PocketTTS  # noqa: E402
-from pipecat_pocket_tts.engine.backends.numpy import linears  # noqa: E402
+from pipecat_pocket_tts.engine.backends.numpy.layers import linears  # noqa: E402
 
 FLOAT_KERNEL_LIMIT = 32
 

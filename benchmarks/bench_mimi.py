@@ -37,7 +37,7 @@ for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
-from pipecat_pocket_tts.engine.backends.numpy.mimi import Mimi, mimi_weight_shapes  # noqa: E402
+from pipecat_pocket_tts.engine.backends.numpy.layers.mimi import Mimi, mimi_weight_shapes  # noqa: E402
 from pipecat_pocket_tts.engine.model.config import get_config  # noqa: E402
 
 

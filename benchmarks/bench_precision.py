@@ -144,7 +144,7 @@ def baseline(precision: str) -> dict[str, float]:
 
     before = memory_mb()["VmRSS"]
     if precision != NUMPY_ONLY:
-        from pipecat_pocket_tts.engine.backends.numpy import compiled
+        from pipecat_pocket_tts.engine.backends.numpy.kernels import compiled
 
         compiled.required()
     return {"python_numpy_mb": before, "with_kernels_mb": memory_mb()["VmRSS"]}

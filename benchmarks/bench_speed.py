@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from pipecat_pocket_tts.engine import PocketTTS
+from pipecat_pocket_tts.engine.audio.tempo import TimeScaler
 from pipecat_pocket_tts.engine.model.config import FRAME_SIZE, SAMPLE_RATE
-from pipecat_pocket_tts.engine.tempo import TimeScaler
 
 SPEEDS = (0.5, 0.8, 1.25, 1.5, 2.0, 4.0)
 TEXT = "The quick brown fox jumps over the lazy dog, and then it runs back home again."

@@ -54,7 +54,7 @@ def _affine_macs(affine) -> int:
 
 def _mimi_decode_macs(mimi) -> int:
     """Multiply-adds of one Mimi decode frame: projection, upsampling, transformer, SEANet."""
-    from pipecat_pocket_tts.engine.backends.numpy.streaming_conv import StreamingConv1d
+    from pipecat_pocket_tts.engine.backends.numpy.layers.streaming_conv import StreamingConv1d
 
     macs = mimi.latent_projection.size
     rows = 1  # frames of the current layer per latent frame
@@ -102,7 +102,7 @@ def _register_loops() -> dict:
     from numba.core import cgutils, types
     from numba.extending import intrinsic
 
-    from pipecat_pocket_tts.engine.backends.numpy.matmul_kernels import AVX2
+    from pipecat_pocket_tts.engine.backends.numpy.kernels.matmul import AVX2
 
     i16, i32, f32 = ir.IntType(16), ir.IntType(32), ir.FloatType()
     v8i, v8f, v16 = ir.VectorType(i32, 8), ir.VectorType(f32, 8), ir.VectorType(i16, 16)

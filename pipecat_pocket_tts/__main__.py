@@ -38,9 +38,9 @@ EXIT_INTERRUPTED = 130
 
 def cmd_say(args: argparse.Namespace) -> int:
     from .engine import PocketTTS
-    from .engine.audio import write_wav
-    from .engine.backends.coreml.cli import backend_options
-    from .engine.output_file import audio_format, check_output
+    from .engine.audio.output_file import audio_format, check_output
+    from .engine.audio.wav import write_wav
+    from .engine.backends.coreml.cli_options import backend_options
     from .engine.timing.subtitles import timestamps_text, write_timestamps
 
     if args.save_voice is not None and args.clone_voice is None:
@@ -96,7 +96,7 @@ def cmd_say(args: argparse.Namespace) -> int:
 
 def cmd_voices(args: argparse.Namespace) -> int:
     from .engine.backends import find_pack_files
-    from .engine.backends.numpy import files
+    from .engine.backends.numpy.weights import pack_files as files
     from .engine.model.config import get_config
     from .engine.model.languages import find_language, pack_name
 
@@ -210,7 +210,7 @@ def cmd_languages(args: argparse.Namespace) -> int:
 
 
 def cmd_download(args: argparse.Namespace) -> int:
-    from .engine.backends.numpy.files import download_pack, select_voices
+    from .engine.backends.numpy.weights.pack_files import download_pack, select_voices
     from .engine.model.languages import pack_name
 
     language = pack_name(args.language)
@@ -242,7 +242,15 @@ def cmd_download(args: argparse.Namespace) -> int:
 
 
 def cmd_warmup(args: argparse.Namespace) -> int:
-    from .engine.backends.numpy import compiled, kernel_cache, wide_units
+    from .engine.backends.numpy.kernels import (
+        arithmetic as wide_units,
+    )
+    from .engine.backends.numpy.kernels import (
+        cache as kernel_cache,
+    )
+    from .engine.backends.numpy.kernels import (
+        compiled,
+    )
 
     if not compiled.numba_installed():
         print(
@@ -359,7 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _pack_language(model_dir: Path | None) -> str:
     """Without --language: the config a --model-dir pack's voices record, else english."""
     if model_dir is not None:
-        from .engine.backends.numpy.files import VOICES_FOLDER
+        from .engine.backends.numpy.weights.pack_files import VOICES_FOLDER
         from .engine.voices.voice import recorded_config
 
         found = recorded_config(model_dir / VOICES_FOLDER)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from .devpack import cli as devpack_cli
-from .engine.backends.coreml import cli as coreml_cli
+from .engine.backends.coreml import cli_options as coreml_cli
 from .server import cli as server_cli
 
 PROG = "python -m pipecat_pocket_tts"

@@ -23,7 +23,7 @@ os.environ.setdefault("PIPECAT_POCKET_TTS_CACHE", tempfile.mkdtemp(prefix="pocke
 def kernels_compiled() -> None:
     """The numba kernels compiled (or read from this checkout's cache) before any test, so no
     CLI subprocess prints the first-compile line in the middle of output a test compares."""
-    from pipecat_pocket_tts.engine.backends.numpy import compiled
+    from pipecat_pocket_tts.engine.backends.numpy.kernels import compiled
 
     compiled.optional()
 
@@ -70,7 +70,8 @@ def no_numba(monkeypatch: pytest.MonkeyPatch) -> None:
     """This process without numba: ``import numba`` fails, and the kernel modules (imported
     from the start of the run) and the warmed-up module ``compiled`` holds are forgotten, so
     the next use of the kernels tries the import again; all put back after the test."""
-    from pipecat_pocket_tts.engine.backends.numpy import compiled, kernels
+    from pipecat_pocket_tts.engine.backends.numpy.kernels import catalog as kernels
+    from pipecat_pocket_tts.engine.backends.numpy.kernels import compiled
 
     monkeypatch.setitem(sys.modules, "numba", None)  # import numba → ImportError
     for name in kernels.MODULES:

@@ -37,11 +37,11 @@ from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine.backends import find_pack_files
 from pipecat_pocket_tts.engine.backends.coreml.backend import CoreMLBackend, StageModels
 from pipecat_pocket_tts.engine.backends.coreml.constants import write_floats
-from pipecat_pocket_tts.engine.backends.coreml.contracts import TensorSpec, mimi_state_layout
 from pipecat_pocket_tts.engine.backends.coreml.files import FLOWLM_MODELS, stage_folders
+from pipecat_pocket_tts.engine.backends.coreml.io_specs import TensorSpec, mimi_state_layout
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
-from pipecat_pocket_tts.engine.backends.numpy.flowlm import KVCache
-from pipecat_pocket_tts.engine.backends.numpy.streaming_conv import StreamingConvTranspose1d
+from pipecat_pocket_tts.engine.backends.numpy.layers.flowlm import KVCache
+from pipecat_pocket_tts.engine.backends.numpy.layers.streaming_conv import StreamingConvTranspose1d
 from pipecat_pocket_tts.engine.text.tokenizer import Tokenizer
 from pipecat_pocket_tts.engine.tts import PocketTTS
 from pipecat_pocket_tts.engine.voices.voice import Voice
@@ -504,7 +504,7 @@ def standin_loader(
     ``metadata.json`` describes the stand-in it returns, and records (folder name, compute
     units) in ``loader.loaded`` (and the full paths in ``loader.paths``).
     """
-    from pipecat_pocket_tts.engine.backends.coreml.runtime import read_model_io
+    from pipecat_pocket_tts.engine.backends.coreml.compiled_models import read_model_io
 
     by_folder = {
         "cond_prefill.mlmodelc": models.cond_prefill,

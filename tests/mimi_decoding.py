@@ -10,7 +10,7 @@ from reference_fixtures import load_family
 
 from pipecat_pocket_tts.devpack import random_weights
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
-from pipecat_pocket_tts.engine.backends.numpy.mimi import Mimi
+from pipecat_pocket_tts.engine.backends.numpy.layers.mimi import Mimi
 from pipecat_pocket_tts.engine.model.config import get_config
 
 #: Least SNR (dB) of any wider units against fp32 frame by frame (issue 42's bound).

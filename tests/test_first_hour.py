@@ -20,7 +20,7 @@ import pytest
 from cli_process import run_cli
 
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
-from pipecat_pocket_tts.engine.audio import write_wav
+from pipecat_pocket_tts.engine.audio.wav import write_wav
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 README = REPO_ROOT / "README.md"

@@ -149,3 +149,34 @@ def test_the_wings_checks_find_an_import_across():
 def test_the_circle_finder_finds_a_circle():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert circles(graph) == [["a", "b", "c"]]
+
+
+FRONT_DOOR = {f"{PACKAGE}.engine", f"{PACKAGE}.engine.contract", f"{PACKAGE}.engine.errors"}
+
+
+def past_the_front_door(graph: dict[str, set[str]], wing: str) -> dict[str, list[str]]:
+    """The modules of ``wing`` that import an engine module other than its front door."""
+    found = imports_between(graph, wing, ["engine"])
+    return {
+        name: inner
+        for name, targets in found.items()
+        if (inner := [t for t in targets if t not in FRONT_DOOR])
+    }
+
+
+def test_the_wings_enter_the_engine_by_its_front_door():
+    """The service, the client and the server import the engine only from
+    ``pipecat_pocket_tts.engine``, ``engine.contract`` and ``engine.errors``."""
+    graph = import_graph()
+    for wing in ("service", "client", "server"):
+        assert past_the_front_door(graph, wing) == {}, wing
+
+
+def test_the_front_door_check_finds_an_inner_import():
+    graph = {
+        f"{PACKAGE}.server.x": {f"{PACKAGE}.engine", f"{PACKAGE}.engine.model.config"},
+        f"{PACKAGE}.server.y": {f"{PACKAGE}.engine.errors"},
+    }
+    assert past_the_front_door(graph, "server") == {
+        f"{PACKAGE}.server.x": [f"{PACKAGE}.engine.model.config"]
+    }

@@ -26,6 +26,8 @@ from .. import wire as p
 from ..engine import (
     AdmissionWait,
     AudioFrame,
+    ChannelOutput,
+    FrameChannel,
     Marker,
     PocketTTSError,
     ServerUnavailableError,
@@ -35,7 +37,6 @@ from ..engine import (
     WordStart,
 )
 from ..engine.errors import InvalidSettingError
-from ..engine.runtime.channel import ChannelOutput, FrameChannel
 
 REPLY_TIMEOUT_S = 10.0
 """How long a request the server answers (start, voice check, cancel) waits for its answer."""

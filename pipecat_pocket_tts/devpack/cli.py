@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..engine.backends.numpy.files import KNOWN_VOICES, select_voices
+from ..engine.backends.numpy.weights.pack_files import KNOWN_VOICES, select_voices
 from ..engine.errors import PocketTTSError
 from .configs import tiny_config_dict
 from .pack import DEFAULT_VOICES, build_pack

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from ..engine._atomic import atomic_write_bytes
+from ..engine.atomic_files import atomic_write_bytes
 from ..engine.backends.numpy.backend import NumpyBackend
 from ..engine.model.config import ModelConfig, get_config
 from .tokenizer import TokenizerFormat, write_tokenizer

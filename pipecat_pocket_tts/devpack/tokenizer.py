@@ -20,7 +20,7 @@ import sentencepiece as spm
 import tokenizers
 from tokenizers import Regex, decoders, models, normalizers
 
-from ..engine._atomic import atomic_write_bytes
+from ..engine.atomic_files import atomic_write_bytes
 
 TokenizerFormat = Literal["model", "json"]
 

@@ -14,9 +14,9 @@ import numpy as np
 import safetensors
 import safetensors.numpy
 
-from ..engine._atomic import atomic_path
+from ..engine.atomic_files import atomic_path
 from ..engine.backends.base import Backend
-from ..engine.backends.numpy.weights import expected_shapes, is_cloning_key
+from ..engine.backends.numpy.weights.checkpoint import expected_shapes, is_cloning_key
 from ..engine.model.config import ModelConfig
 
 #: Loudness of the random decoder's output (RMS of float samples in [-1, 1]).

@@ -1,11 +1,17 @@
 """The PocketTTS engine: text in, 24 kHz audio out, on NumPy or CoreML (never torch).
 
 ``PocketTTS.load("english")`` loads a pack; ``synthesize``, ``stream`` and ``session`` make it
-speak. Everything a caller needs is importable from here.
+speak. Everything a caller needs is importable from here: the service, the client and the
+server import the engine only from this module, ``engine.contract`` and ``engine.errors``
+(``tests/test_import_graph.py`` holds them to it).
 """
 
 from __future__ import annotations
 
+from .audio.pcm import SAMPLE_FORMATS, FrameEncoder, mulaw, to_pcm16
+from .audio.wav import read_wav, write_wav
+from .backends import concrete_options, resolve_backend_name
+from .checks import check_lexicon, check_normalize, check_seed, check_speed, check_temperature
 from .errors import (
     BackendUnavailableError,
     BreakTagError,
@@ -33,29 +39,41 @@ from .errors import (
     WeightsMismatchError,
 )
 from .frames import AudioFrame
-from .model.config import FRAME_SIZE, SAMPLE_RATE, get_config
+from .model.config import FRAME_RATE, FRAME_SECONDS, FRAME_SIZE, SAMPLE_RATE, get_config
 from .model.config_registry import config_names
+from .model.languages import LANGUAGES, find_language, pack_name, text_variant
 from .model.options import LoadOptions
-from .runtime.channel import Marker
+from .runtime.channel import ChannelOutput, FrameChannel, Marker
 from .runtime.scheduler import AdmissionWait
 from .session import Session
+from .text.breaks import has_breaks, strip_breaks
+from .text.speechless import speaks
 from .timing.subtitles import write_timestamps
 from .timing.word_timing import Word, WordStart
 from .tts import PocketTTS, TimedAudio
 from .utterance import UtteranceOptions
+from .voices.cloning import AUDIO_SUFFIXES
 from .voices.voice import Voice
 
 __all__ = [
+    "AUDIO_SUFFIXES",
+    "FRAME_RATE",
+    "FRAME_SECONDS",
     "FRAME_SIZE",
+    "LANGUAGES",
+    "SAMPLE_FORMATS",
     "SAMPLE_RATE",
     "AdmissionWait",
     "AudioFrame",
     "BackendUnavailableError",
     "BreakTagError",
+    "ChannelOutput",
     "CloneAudioError",
     "CloningUnavailableError",
     "ContextOverflowError",
     "EmptyTextError",
+    "FrameChannel",
+    "FrameEncoder",
     "GatedRepoError",
     "HubUnreachableError",
     "LexiconError",
@@ -83,7 +101,24 @@ __all__ = [
     "WeightsMismatchError",
     "Word",
     "WordStart",
+    "check_lexicon",
+    "check_normalize",
+    "check_seed",
+    "check_speed",
+    "check_temperature",
+    "concrete_options",
     "config_names",
+    "find_language",
     "get_config",
+    "has_breaks",
+    "mulaw",
+    "pack_name",
+    "read_wav",
+    "resolve_backend_name",
+    "speaks",
+    "strip_breaks",
+    "text_variant",
+    "to_pcm16",
     "write_timestamps",
+    "write_wav",
 ]

@@ -22,12 +22,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from .audio.shaping import OutputShaper, Shape
 from .frames import AudioFrame, GenerationSettings
-from .planner import FedText, TextPlanner, TimedText
 from .runtime.channel import ChannelOutput, FrameChannel, Marker
 from .runtime.scheduler import AdmissionWait, Scheduler, SessionLink
-from .shaping import OutputShaper, Shape
 from .text.breaks import Break, BreakStream, Piece, has_breaks, split_breaks
+from .text.planner import FedText, TextPlanner, TimedText
 from .timing.heads import Heads
 from .timing.word_timing import SessionWords
 from .utterance import UtteranceOptions, UtteranceRun

@@ -21,8 +21,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import audio as audio_ops
-from . import output_file
+from .audio import output_file
+from .audio.wav import write_wav
 from .backends.base import Backend, FlowState
 from .contract import EngineCapabilities, SpeechProbe
 from .errors import (
@@ -33,15 +33,15 @@ from .errors import (
     UnknownVoiceError,
 )
 from .frames import AudioFrame
-from .loading import SharedModels, load_parts, resolve_load
+from .model.assembly import SharedModels, load_parts, resolve_load
 from .model.config import SAMPLE_RATE, ModelConfig
 from .model.options import LoadOptions
 from .model.packs import PackFiles
-from .planner import TextPlanner
 from .runtime.lazy_scheduler import LazyScheduler
 from .runtime.scheduler import AdmissionWait, Scheduler
 from .session import Session
 from .text.breaks import has_breaks, strip_breaks
+from .text.planner import TextPlanner
 from .text.prepare import TextPreparer
 from .text.tokenizer import Tokenizer
 from .timing.heads import Heads, heads_fit, heads_for
@@ -380,7 +380,7 @@ class PocketTTS:
         samples = [frame.samples for frame in frames]
         audio = np.concatenate(samples) if samples else np.zeros(0, np.float32)
         if post_process:
-            audio = audio_ops.post_process(audio, self.sample_rate)
+            audio = post_process(audio, self.sample_rate)
         if timestamps:
             return TimedAudio(audio, tuple(w for frame in frames for w in frame.completed_words))
         return audio
@@ -403,7 +403,7 @@ class PocketTTS:
         output = output_file.check_output(path)
         chosen = output_file.audio_format(output, audio_format)
         audio = self.synthesize(text, **options)
-        return audio_ops.write_wav(path, audio, self.sample_rate, audio_format=chosen)
+        return write_wav(path, audio, self.sample_rate, audio_format=chosen)
 
     # -- voices -------------------------------------------------------------------------
     def clone_voice(self, source: AudioSource, *, sample_rate: float | None = None) -> Voice:

@@ -19,8 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..engine import SAMPLE_RATE
-from ..engine.audio import to_pcm16
+from ..engine import SAMPLE_RATE, to_pcm16
 
 
 @dataclass(frozen=True)

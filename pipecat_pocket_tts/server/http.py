@@ -26,9 +26,7 @@ import numpy as np
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from ..engine import SAMPLE_RATE, PocketTTSError, UnknownVoiceError
-from ..engine.audio import read_wav
-from ..engine.checks import check_speed
+from ..engine import SAMPLE_RATE, PocketTTSError, UnknownVoiceError, check_speed, read_wav
 from .audio_formats import FORMATS, StreamEncoder, open_encoder, streaming_wav_header
 from .openai_api import (
     FieldError,

@@ -19,7 +19,7 @@ from prometheus_client import (
     generate_latest,
 )
 
-from ..engine.model.config import FRAME_SECONDS
+from ..engine import FRAME_SECONDS
 
 _LATENCY_BUCKETS = (0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0)
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine import SAMPLE_RATE
-from ..engine.audio import to_pcm16
+from ..engine import SAMPLE_RATE, to_pcm16
 from ..engine.errors import InvalidSettingError
 from .encodings import mulaw
 

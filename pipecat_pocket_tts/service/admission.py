@@ -17,7 +17,7 @@ from pipecat.frames.frames import MetricsFrame
 from pipecat.metrics.metrics import MetricsData
 from pipecat.processors.frame_processor import FrameProcessor
 
-from ..engine.runtime.scheduler import AdmissionWait
+from ..engine import AdmissionWait
 
 
 class AdmissionWaitMetricsData(MetricsData):

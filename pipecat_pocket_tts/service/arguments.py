@@ -20,9 +20,8 @@ from typing import Any
 
 from pipecat.services.tts_service import TTSService
 
-from ..engine.backends import concrete_options, resolve_backend_name
+from ..engine import LoadOptions, concrete_options, resolve_backend_name
 from ..engine.errors import LoadOptionError
-from ..engine.model.options import LoadOptions
 from .loading import LoadSettings
 
 _SETTING = "a setting here: settings=PocketTTSService.Settings({name}=...)"

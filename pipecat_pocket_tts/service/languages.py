@@ -10,30 +10,30 @@ from __future__ import annotations
 
 from pipecat.transcriptions.language import Language
 
-from ..engine.model import languages as registry
+from ..engine import LANGUAGES, find_language
 
 #: One pack per spoken language (the registry's defaults: the 6-layer distilled models, fast
 #: enough for real time on a CPU). The 24-layer variants (``french_24l``...) go by pack name.
 LANGUAGE_TO_PACK: dict[Language, str] = {
-    Language(info.code): info.default_pack for info in registry.LANGUAGES
+    Language(info.code): info.default_pack for info in LANGUAGES
 }
 
 
 def language_to_pack(language: Language) -> str | None:
     """The pack speaking ``language`` (regional variants by base code), or None."""
-    info = registry.find_language(language)
+    info = find_language(language)
     return None if info is None else info.default_pack
 
 
 def pack_iso_code(pack: str) -> str:
     """ISO 639-1 code of the language a pack speaks ("english_7m_2026-10" → "en"; "en" when
     the name tells no language, as a custom pack's may not)."""
-    info = registry.find_language(pack)
+    info = find_language(pack)
     return "en" if info is None else info.code
 
 
 def pack_default_voice(pack: str) -> str | None:
     """The voice a pack's language speaks with by default ("english" → "alba"); None when
     the name tells no language (a custom pack: its voices are known once it is loaded)."""
-    info = registry.find_language(pack)
+    info = find_language(pack)
     return None if info is None else info.default_voice

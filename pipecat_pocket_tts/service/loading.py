@@ -24,10 +24,9 @@ from loguru import logger
 from pipecat.utils.types import is_given
 
 from ..client import RemoteTTS
+from ..engine import LoadOptions, pack_name
 from ..engine.contract import SpeechEngine
 from ..engine.errors import PocketTTSError, ServerUnavailableError, UnknownLanguageError
-from ..engine.model.languages import pack_name
-from ..engine.model.options import LoadOptions
 from .collector import freeze_heap_once
 
 if TYPE_CHECKING:

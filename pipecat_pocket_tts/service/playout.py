@@ -32,7 +32,7 @@ from pipecat.frames.frames import (
     TTSStartedFrame,
 )
 
-from ..engine.model.config import FRAME_RATE
+from ..engine import FRAME_RATE
 
 _TURN_FRAMES = (LLMFullResponseStartFrame, TTSStartedFrame, LLMFullResponseEndFrame)
 

@@ -20,7 +20,7 @@ import weakref
 import numpy as np
 import soxr
 
-from ..engine.audio import to_pcm16
+from ..engine import to_pcm16
 
 _EMPTY = np.zeros(0, dtype=np.float32)
 

@@ -29,9 +29,8 @@ from pipecat.transcriptions.language import Language
 from pipecat.utils.context.word_timestamp_tracker import WordTimestamp
 from pipecat.utils.tracing.service_decorators import traced_tts
 
+from ..engine import LoadOptions, text_variant
 from ..engine.errors import PocketTTSError
-from ..engine.model.languages import text_variant
-from ..engine.model.options import LoadOptions
 from .arguments import service_load_settings
 from .context_output import ContextOutput
 from .languages import language_to_pack, pack_default_voice, pack_iso_code

@@ -9,13 +9,7 @@ from typing import TYPE_CHECKING, Any
 from pipecat.services.settings import TTSSettings
 from pipecat.utils.types import NOT_GIVEN, NotGiven, is_given
 
-from ..engine.checks import (
-    check_lexicon,
-    check_normalize,
-    check_seed,
-    check_speed,
-    check_temperature,
-)
+from ..engine import check_lexicon, check_normalize, check_seed, check_speed, check_temperature
 from ..engine.errors import PocketTTSError
 
 if TYPE_CHECKING:

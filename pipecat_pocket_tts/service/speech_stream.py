@@ -28,18 +28,14 @@ import numpy as np
 from pipecat.frames.frames import Frame, TTSTextFrame
 from pipecat.utils.types import is_given
 
+from ..engine import SAMPLE_RATE, Marker, UtteranceOptions, has_breaks, speaks, strip_breaks
 from ..engine.contract import OFF_LOOP_CHARS
 from ..engine.errors import BreakTagError
-from ..engine.model.config import SAMPLE_RATE
-from ..engine.runtime.channel import Marker
-from ..engine.text.breaks import has_breaks, strip_breaks
-from ..engine.text.speechless import speaks
-from ..engine.utterance import UtteranceOptions
 from .handover import handover
 
 if TYPE_CHECKING:
+    from ..engine import AudioFrame
     from ..engine.contract import SpeechSession
-    from ..engine.frames import AudioFrame
     from .context_output import ContextOutput
     from .resampler import OutputResampler
     from .settings import PocketTTSSettings

@@ -9,7 +9,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..engine.model.config import SAMPLE_RATE
+from ..engine import SAMPLE_RATE
 from .admission import admission_reporter
 from .resampler import OutputResampler
 from .speech_stream import SpeechStream, Turn

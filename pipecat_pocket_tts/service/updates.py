@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from pipecat.utils.types import NOT_GIVEN, is_given
 
+from ..engine import text_variant
 from ..engine.errors import PocketTTSError, UnknownLanguageError
-from ..engine.model.languages import text_variant
 from .loading import EngineLoader
 from .settings import PocketTTSSettings
 

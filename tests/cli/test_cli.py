@@ -16,7 +16,7 @@ from paths import REPO_ROOT
 from pipecat_pocket_tts.__main__ import main, shell_wording
 from pipecat_pocket_tts.cli_arguments import build_parser
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
-from pipecat_pocket_tts.engine.backends.numpy import files as numpy_files
+from pipecat_pocket_tts.engine.backends.numpy.weights import pack_files as numpy_files
 from pipecat_pocket_tts.engine.model.config import get_config
 from pipecat_pocket_tts.engine.model.config_registry import config_names
 
@@ -317,7 +317,7 @@ def test_download_from_a_populated_cache(hf_cache: Path, pack: Path, capsys) -> 
 
 @pytest.fixture(scope="module")
 def speaker_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from pipecat_pocket_tts.engine.audio import write_wav
+    from pipecat_pocket_tts.engine.audio.wav import write_wav
 
     rng = np.random.default_rng(0)
     t = np.arange(24_000 * 2) / 24_000

@@ -10,7 +10,7 @@ import pytest
 from cli_process import run_cli
 from paths import REPO_ROOT
 
-from pipecat_pocket_tts.engine.backends.numpy.files import KNOWN_VOICES
+from pipecat_pocket_tts.engine.backends.numpy.weights.pack_files import KNOWN_VOICES
 from pipecat_pocket_tts.engine.model.languages import LANGUAGES, LITERARY_VOICES, language_info
 
 

@@ -13,7 +13,7 @@ import tokenizers
 from pipecat_pocket_tts import devpack
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
-from pipecat_pocket_tts.engine.backends.numpy.weights import (
+from pipecat_pocket_tts.engine.backends.numpy.weights.checkpoint import (
     expected_shapes,
     is_cloning_key,
     iter_safetensors,

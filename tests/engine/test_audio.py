@@ -10,16 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipecat_pocket_tts.engine import audio
-from pipecat_pocket_tts.engine.audio import (
+from pipecat_pocket_tts.engine.audio import wav
+from pipecat_pocket_tts.engine.audio.signal import (
     fade_in,
     high_shelf_coefficients,
     post_process,
-    read_wav,
     resample,
     to_mono,
-    write_wav,
 )
+from pipecat_pocket_tts.engine.audio.wav import read_wav, write_wav
 from pipecat_pocket_tts.engine.errors import CloneAudioError
 
 # -- write_wav ----------------------------------------------------------------------------
@@ -60,7 +59,7 @@ def test_write_wav_interrupted_mid_write_leaves_no_partial_file(
     def broken_header(**_: int) -> bytes:
         raise OSError("disk full")
 
-    monkeypatch.setattr(audio, "_wav_header", broken_header)
+    monkeypatch.setattr(wav, "_wav_header", broken_header)
     with pytest.raises(OSError, match="disk full"):
         write_wav(tmp_path / "out.wav", np.zeros(100, np.float32))
     assert list(tmp_path.iterdir()) == []

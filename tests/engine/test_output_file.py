@@ -18,8 +18,8 @@ from paths import REPO_ROOT
 
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine import OutputFormatError, PocketTTS
-from pipecat_pocket_tts.engine.audio import write_wav
-from pipecat_pocket_tts.engine.output_file import OutputKind, check_output
+from pipecat_pocket_tts.engine.audio.output_file import OutputKind, check_output
+from pipecat_pocket_tts.engine.audio.wav import write_wav
 from pipecat_pocket_tts.engine.timing.subtitles import write_timestamps
 
 TONE = (0.3 * np.sin(np.arange(2400) / 8.0)).astype(np.float32)

@@ -7,9 +7,9 @@ import pytest
 from audio_checks import centroid, silent_run
 
 from pipecat_pocket_tts.engine import PocketTTS
+from pipecat_pocket_tts.engine.audio.tempo import TOLERANCE, TimeScaler
 from pipecat_pocket_tts.engine.errors import BreakTagError, InvalidSettingError
 from pipecat_pocket_tts.engine.model.config import FRAME_SIZE, SAMPLE_RATE
-from pipecat_pocket_tts.engine.tempo import TOLERANCE, TimeScaler
 
 TEXT = "Hello there, how are you today? I am fine."
 BROKEN = 'Hello there. <break time="800ms"/> And now more.'

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from pipecat_pocket_tts.devpack import tiny_config_dict
 from pipecat_pocket_tts.engine import FRAME_SIZE, PocketTTS
-from pipecat_pocket_tts.engine.audio import post_process
+from pipecat_pocket_tts.engine.audio.signal import post_process
 from pipecat_pocket_tts.engine.backends.base import (
     Backend,
     BackendCapabilities,
@@ -24,12 +24,12 @@ from pipecat_pocket_tts.engine.backends.base import (
 )
 from pipecat_pocket_tts.engine.frames import GenerationSettings
 from pipecat_pocket_tts.engine.model.config import ModelConfig
-from pipecat_pocket_tts.engine.planner import TextPlanner
 from pipecat_pocket_tts.engine.runtime.generation import (
     FADE_IN_SAMPLES,
     MIN_FRAMES_BEFORE_EOS,
     draw_noise,
 )
+from pipecat_pocket_tts.engine.text.planner import TextPlanner
 from pipecat_pocket_tts.engine.text.prepare import PreparedChunk
 
 CONFIG = ModelConfig.from_dict("english", tiny_config_dict("standard"))

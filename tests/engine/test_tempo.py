@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pipecat_pocket_tts.engine.audio.tempo import TimeScaler
 from pipecat_pocket_tts.engine.checks import check_speed
 from pipecat_pocket_tts.engine.errors import InvalidSettingError, SettingTypeError
 from pipecat_pocket_tts.engine.model.config import FRAME_SIZE, SAMPLE_RATE
-from pipecat_pocket_tts.engine.tempo import TimeScaler
 
 
 def tone(seconds: float, hz: float = 220.0) -> np.ndarray:

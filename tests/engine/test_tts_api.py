@@ -217,7 +217,7 @@ def test_bad_seed_and_sampler_steps(engine_tts: PocketTTS, engine_pack_dir: Path
 
 @pytest.mark.skipif(sys.platform == "darwin", reason="auto picks CoreML where it can run")
 def test_coreml_options_are_ignored_where_auto_picks_numpy(engine_pack_dir: Path, caplog):
-    with caplog.at_level(logging.INFO, logger="pipecat_pocket_tts.engine.loading"):
+    with caplog.at_level(logging.INFO, logger="pipecat_pocket_tts.engine.model.assembly"):
         tts = PocketTTS.load(
             "english", backend="auto", model_dir=engine_pack_dir, precision="int8",
             compute_units="no-ane",
@@ -231,7 +231,7 @@ def test_coreml_options_are_ignored_where_auto_picks_numpy(engine_pack_dir: Path
 def test_a_bare_recording_file_name_is_cloned(
     engine_tts: PocketTTS, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    from pipecat_pocket_tts.engine.audio import write_wav
+    from pipecat_pocket_tts.engine.audio.wav import write_wav
 
     audio = engine_tts.synthesize(TEXT, seed=1, eos_threshold=100.0, max_frames=30)
     write_wav(tmp_path / "speaker.wav", audio, engine_tts.sample_rate)

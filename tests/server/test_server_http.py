@@ -19,7 +19,7 @@ from server_process import ServerProcess
 from websockets.asyncio.client import connect
 
 from pipecat_pocket_tts import wire as p
-from pipecat_pocket_tts.engine.audio import write_wav
+from pipecat_pocket_tts.engine.audio.wav import write_wav
 
 
 def wav_fields(data: bytes) -> tuple[int, int, int]:

@@ -13,7 +13,7 @@ import pytest
 from file_server import FileServer, Redirect
 from server_process import ServerProcess
 
-from pipecat_pocket_tts.engine.audio import write_wav
+from pipecat_pocket_tts.engine.audio.wav import write_wav
 from pipecat_pocket_tts.engine.errors import ServerConfigError
 from pipecat_pocket_tts.server.errors import RequestError
 from pipecat_pocket_tts.server.voice_urls import VoiceUrls, resolve_voice_url_hosts

@@ -35,7 +35,7 @@ from pipecat_pocket_tts import PocketTTSService
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine import PocketTTS
 from pipecat_pocket_tts.engine.model.config import FRAME_SIZE
-from pipecat_pocket_tts.engine.planner import TextPlanner
+from pipecat_pocket_tts.engine.text.planner import TextPlanner
 from pipecat_pocket_tts.service.admission import AdmissionWaitMetricsData
 
 START = 60.0  # run_test start timeout: eight services load and warm up at once

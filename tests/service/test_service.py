@@ -47,9 +47,9 @@ from pipecat.transcriptions.language import Language
 from pipecat_pocket_tts import PocketTTSService
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine import PocketTTS, Session, UtteranceOptions
-from pipecat_pocket_tts.engine.audio import write_wav
+from pipecat_pocket_tts.engine.audio.wav import write_wav
 from pipecat_pocket_tts.engine.errors import LexiconError, UnknownLanguageError, VoiceFileError
-from pipecat_pocket_tts.engine.planner import TextPlanner
+from pipecat_pocket_tts.engine.text.planner import TextPlanner
 from pipecat_pocket_tts.engine.text.prepare import TextStream
 from pipecat_pocket_tts.engine.tts import WARMUP_FRAMES, WARMUP_TEXT
 from pipecat_pocket_tts.service import context_output as output_module

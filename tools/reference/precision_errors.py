@@ -40,7 +40,7 @@ from pocket_tts.quantization import RECOMMENDED_CONFIG, apply_dynamic_int8  # no
 from precision_stages import STAGES  # noqa: E402
 from reference_fixtures import FAMILIES, load_family, snr_db  # noqa: E402
 
-from pipecat_pocket_tts.engine.backends.numpy.linears import PRECISIONS  # noqa: E402
+from pipecat_pocket_tts.engine.backends.numpy.layers.linears import PRECISIONS  # noqa: E402
 
 logging.getLogger("pocket_tts").setLevel(logging.ERROR)
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..audio import fade_in
+from ..audio.signal import fade_in
 from ..backends.base import AttentionProbe
 from ..model.config import SAMPLE_RATE
 

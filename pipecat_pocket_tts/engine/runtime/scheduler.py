@@ -54,7 +54,7 @@ from .ticks import (
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
-    from ..planner import TimedText
+    from ..text.planner import TimedText
     from ..text.prepare import PreparedChunk
     from ..timing.heads import Heads
     from ..timing.word_timing import SessionWords

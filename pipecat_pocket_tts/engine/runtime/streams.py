@@ -27,7 +27,7 @@ from .generation import ChunkEnd, FadeIn, attention_probe, draw_noise, frame_lim
 
 if TYPE_CHECKING:
     from ..backends.base import AttentionProbe, Backend, FlowState, MimiState, StepOutput
-    from ..planner import ChunkTiming, TimedText
+    from ..text.planner import ChunkTiming, TimedText
     from ..text.prepare import PreparedChunk
     from ..timing.heads import Heads
     from ..timing.word_timing import FrameWords, SessionWords

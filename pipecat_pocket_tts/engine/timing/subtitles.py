@@ -11,7 +11,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from .. import output_file
+from ..audio import output_file
 from ..errors import TimestampsFormatError
 from .word_timing import Word
 

@@ -38,7 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import audio as audio_ops
+from ..audio.signal import resample, to_mono
+from ..audio.wav import read_wav
 from ..backends.base import Backend, VoiceKV
 from ..errors import CloneAudioError, CloningUnavailableError
 from ..model.config import FRAME_SIZE, SAMPLE_RATE
@@ -161,7 +162,7 @@ def load_source(
         samples, rate = source, sample_rate
         label = "samples"
     rate = _check_rate(rate)
-    return audio_ops.to_mono(_as_float(samples)), rate, label
+    return to_mono(_as_float(samples)), rate, label
 
 
 def is_audio_path(value: object) -> bool:
@@ -187,7 +188,7 @@ def read_audio(path: Path) -> tuple[np.ndarray, int]:
         )
     if _looks_like_wav(path):
         try:
-            return audio_ops.read_wav(path)
+            return read_wav(path)
         except CloneAudioError as wav_error:
             if _soundfile() is None:
                 raise
@@ -306,7 +307,7 @@ def prepare_prompt(
         audio = audio[:keep]
 
     if sample_rate != model_rate:
-        audio = audio_ops.resample(audio, _rate_arg(sample_rate), model_rate)[:limit]
+        audio = resample(audio, _rate_arg(sample_rate), model_rate)[:limit]
 
     window = max(1, round(LEVEL_WINDOW_SECONDS * model_rate))
     loudest = float(np.max(_window_rms(audio, window), initial=0.0))

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._atomic import atomic_path
+from ..atomic_files import atomic_path
 from ..backends.base import VoiceKV
 from ..errors import VoiceFileError
 from ..model.config import ModelConfig, get_config

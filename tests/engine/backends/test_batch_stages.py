@@ -16,7 +16,7 @@ from reference_fixtures import load_family, snr_db
 from pipecat_pocket_tts.devpack import random_weights, tiny_config_dict
 from pipecat_pocket_tts.engine.backends.base import Backend, VoiceKV
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
-from pipecat_pocket_tts.engine.backends.numpy.weights import load_checkpoint
+from pipecat_pocket_tts.engine.backends.numpy.weights.checkpoint import load_checkpoint
 from pipecat_pocket_tts.engine.model.config import ModelConfig
 
 MIN_SNR_DB = 60.0
@@ -208,7 +208,7 @@ def test_batched_stages_check_their_shapes(backend):
 @pytest.mark.parametrize("group", [1, 2])
 def test_decode_batch_in_stream_groups_equals_solo(backend, monkeypatch, group):
     """The last SEANet layers run a few streams at a time: the audio does not change."""
-    from pipecat_pocket_tts.engine.backends.numpy import mimi as mimi_module
+    from pipecat_pocket_tts.engine.backends.numpy.layers import mimi as mimi_module
 
     monkeypatch.setattr(mimi_module, "DECODE_GROUP", group)
     solo, batched = _decoded_solo_and_batched(backend, 3, seed=4)

@@ -13,7 +13,7 @@ from paths import REPO_ROOT
 from pipecat.transcriptions.language import Language
 
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
-from pipecat_pocket_tts.engine.backends.numpy import files as numpy_files
+from pipecat_pocket_tts.engine.backends.numpy.weights import pack_files as numpy_files
 from pipecat_pocket_tts.engine.errors import UnknownLanguageError
 from pipecat_pocket_tts.engine.model import languages
 from pipecat_pocket_tts.engine.model.config import get_config

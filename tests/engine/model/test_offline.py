@@ -27,7 +27,7 @@ from pipecat_pocket_tts.engine import (
     PackFilesMissingError,
     PocketTTS,
 )
-from pipecat_pocket_tts.engine.backends.numpy import files as numpy_files
+from pipecat_pocket_tts.engine.backends.numpy.weights import pack_files as numpy_files
 from pipecat_pocket_tts.engine.model import hub_reachability
 from pipecat_pocket_tts.engine.model.config import get_config
 

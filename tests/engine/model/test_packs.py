@@ -17,8 +17,8 @@ from huggingface_hub import errors as hf_errors
 
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine.backends import find_pack_files
-from pipecat_pocket_tts.engine.backends.numpy import files as numpy_files
-from pipecat_pocket_tts.engine.backends.numpy.files import KNOWN_VOICES
+from pipecat_pocket_tts.engine.backends.numpy.weights import pack_files as numpy_files
+from pipecat_pocket_tts.engine.backends.numpy.weights.pack_files import KNOWN_VOICES
 from pipecat_pocket_tts.engine.errors import (
     GatedRepoError,
     PackFilesMissingError,

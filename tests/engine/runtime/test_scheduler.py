@@ -17,11 +17,11 @@ from reference_fixtures import snr_db
 from pipecat_pocket_tts.engine import PocketTTS
 from pipecat_pocket_tts.engine.errors import ContextOverflowError
 from pipecat_pocket_tts.engine.frames import GenerationSettings
-from pipecat_pocket_tts.engine.planner import TextPlanner
 from pipecat_pocket_tts.engine.runtime.scheduler import AdmissionWait, ChunkJob, Notice, Scheduler
 from pipecat_pocket_tts.engine.runtime.slots import AUTO_LOAD, FREE_LOAD
 from pipecat_pocket_tts.engine.runtime.streams import ChunkRun
 from pipecat_pocket_tts.engine.runtime.tick_costs import StageCosts
+from pipecat_pocket_tts.engine.text.planner import TextPlanner
 from pipecat_pocket_tts.engine.utterance import UtteranceRun
 
 MIN_SNR_DB = 60.0
@@ -711,7 +711,7 @@ def blocks_tts(tmp_path_factory):
     units: AVX512_VNNI, or bf16: AVX512_BF16), loaded at int8 (whose default Mimi units are
     the best the CPU has)."""
     from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
-    from pipecat_pocket_tts.engine.backends.numpy import wide_units
+    from pipecat_pocket_tts.engine.backends.numpy.kernels import arithmetic as wide_units
 
     if wide_units.int16_kernels() is None and wide_units.bf16_kernels() is None:
         pytest.skip("no AVX512_VNNI nor BF16 here: Mimi runs fp32, not bit for bit in blocks")

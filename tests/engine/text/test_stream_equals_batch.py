@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine import PocketTTS
-from pipecat_pocket_tts.engine.planner import TextPlanner
 from pipecat_pocket_tts.engine.text.chunking import ABBREVIATIONS
+from pipecat_pocket_tts.engine.text.planner import TextPlanner
 
 LANGUAGES = ["english", "french", "german", "spanish", "italian", "portuguese", "dutch"]
 WORDS = {

@@ -21,7 +21,7 @@ from reference_fixtures import FIXTURES_DIR, load_family
 from pipecat_pocket_tts.engine.backends.base import VoiceKV
 from pipecat_pocket_tts.engine.backends.numpy import NumpyBackend
 from pipecat_pocket_tts.engine.frames import GenerationSettings
-from pipecat_pocket_tts.engine.planner import TextPlanner
+from pipecat_pocket_tts.engine.text.planner import TextPlanner
 from pipecat_pocket_tts.engine.text.tokenizer import Tokenizer
 from pipecat_pocket_tts.engine.timing.heads import (
     UnitStart,

@@ -218,7 +218,7 @@ PIECES = [
 @pytest.fixture(scope="module")
 def planner(sp_model_path):
     from pipecat_pocket_tts.engine.model.config import get_config
-    from pipecat_pocket_tts.engine.planner import TextPlanner
+    from pipecat_pocket_tts.engine.text.planner import TextPlanner
     from pipecat_pocket_tts.engine.text.tokenizer import Tokenizer
 
     return TextPlanner(get_config("english"), Tokenizer.from_file(sp_model_path))

@@ -9,7 +9,7 @@ import pytest
 from hub_cache import HUB_REPO, publish_voice
 
 from pipecat_pocket_tts.engine import PocketTTS
-from pipecat_pocket_tts.engine.audio import write_wav
+from pipecat_pocket_tts.engine.audio.wav import write_wav
 from pipecat_pocket_tts.engine.errors import (
     CloneAudioError,
     PackFilesMissingError,

@@ -40,8 +40,11 @@ from ..base import (
     check_token_ids,
     check_voice_kv,
 )
+from .compiled_models import CompiledModel, CoreMLModel
 from .constants import PackConstants
-from .contracts import (
+from .encoder import MAX_VOICE_FRAMES, Reprojection, VoiceEncoder
+from .files import CoreMLPackFiles, find_coreml_pack_files
+from .io_specs import (
     BOS_EMB,
     CONDITIONING,
     FLOW_HIDDEN,
@@ -56,9 +59,6 @@ from .contracts import (
     PrefillContract,
     StepContract,
 )
-from .encoder import MAX_VOICE_FRAMES, Reprojection, VoiceEncoder
-from .files import CoreMLPackFiles, find_coreml_pack_files
-from .runtime import CompiledModel, CoreMLModel
 from .states import CoreMLFlowState, CoreMLMimiState
 
 logger = logging.getLogger(__name__)

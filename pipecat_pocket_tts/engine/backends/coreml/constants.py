@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import PackFilesMissingError, WeightsMismatchError
-from .contracts import TensorSpec
+from .io_specs import TensorSpec
 
 TEXT_EMBED_TABLE = "text_embed_table.bin"
 BOS_EMB = "bos_emb.bin"

@@ -26,9 +26,9 @@ import numpy as np
 
 from ...errors import CloneAudioError, WeightsMismatchError
 from ...model.config import ModelConfig
+from .compiled_models import CoreMLModel
 from .constants import read_matrix
-from .contracts import ENCODER_AUDIO, EncoderContract
-from .runtime import CoreMLModel
+from .io_specs import ENCODER_AUDIO, EncoderContract
 
 #: Frames the v2.1 encoders give for their 10 s window (and the longest cloned prompt).
 MAX_VOICE_FRAMES = 125

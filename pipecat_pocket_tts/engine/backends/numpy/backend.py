@@ -26,15 +26,15 @@ from ..base import (
     VoiceKV,
     check_voice_kv,
 )
-from . import compiled
-from .files import find_numpy_pack_files
-from .flowlm import CHUNK_POSITIONS, DEFAULT_CAPACITY, FlowLM, KVCache
-from .linears import Linear, check_precision, how_linears_run
-from .mimi import Mimi, MimiDecoderState
-from .safetensors_file import drop_resident_pages
-from .sampler import Sampler
-from .weights import check_weights, has_voice_cloning, load_checkpoint
-from .wide_units import choose_units, describe_units
+from .kernels import compiled
+from .kernels.arithmetic import choose_units, describe_units
+from .layers.flowlm import CHUNK_POSITIONS, DEFAULT_CAPACITY, FlowLM, KVCache
+from .layers.linears import Linear, check_precision, how_linears_run
+from .layers.mimi import Mimi, MimiDecoderState
+from .layers.sampler import Sampler
+from .weights.checkpoint import check_weights, has_voice_cloning, load_checkpoint
+from .weights.pack_files import find_numpy_pack_files
+from .weights.safetensors_file import drop_resident_pages
 
 logger = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from pipecat_pocket_tts.devpack import tiny_config_dict
 from pipecat_pocket_tts.engine import PocketTTS
 from pipecat_pocket_tts.engine.backends import find_pack_files, resolve_backend_name
 from pipecat_pocket_tts.engine.backends.coreml.backend import CoreMLBackend
-from pipecat_pocket_tts.engine.backends.coreml.contracts import mimi_state_layout
-from pipecat_pocket_tts.engine.backends.coreml.runtime import CompiledModel
+from pipecat_pocket_tts.engine.backends.coreml.compiled_models import CompiledModel
+from pipecat_pocket_tts.engine.backends.coreml.io_specs import mimi_state_layout
 from pipecat_pocket_tts.engine.errors import (
     BackendUnavailableError,
     CloningUnavailableError,

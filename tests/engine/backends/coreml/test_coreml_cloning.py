@@ -27,11 +27,10 @@ from coreml_standins import (
 )
 
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
-from pipecat_pocket_tts.engine.audio import write_wav
+from pipecat_pocket_tts.engine.audio.wav import write_wav
 from pipecat_pocket_tts.engine.backends import find_pack_files
 from pipecat_pocket_tts.engine.backends.coreml.backend import CoreMLBackend
 from pipecat_pocket_tts.engine.backends.coreml.constants import write_floats
-from pipecat_pocket_tts.engine.backends.coreml.contracts import EncoderContract, TensorSpec
 from pipecat_pocket_tts.engine.backends.coreml.encoder import (
     Reprojection,
     VoiceEncoder,
@@ -40,8 +39,9 @@ from pipecat_pocket_tts.engine.backends.coreml.encoder import (
     usable_frames,
 )
 from pipecat_pocket_tts.engine.backends.coreml.files import EncoderFiles, find_encoder
+from pipecat_pocket_tts.engine.backends.coreml.io_specs import EncoderContract, TensorSpec
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
-from pipecat_pocket_tts.engine.backends.numpy.weights import load_checkpoint
+from pipecat_pocket_tts.engine.backends.numpy.weights.checkpoint import load_checkpoint
 from pipecat_pocket_tts.engine.errors import CloningUnavailableError, WeightsMismatchError
 from pipecat_pocket_tts.engine.text.tokenizer import Tokenizer
 from pipecat_pocket_tts.engine.tts import PocketTTS

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from coreml_standins import metadata_document
 
-from pipecat_pocket_tts.engine.backends.coreml import cli
+from pipecat_pocket_tts.engine.backends.coreml import cli_options as cli
+from pipecat_pocket_tts.engine.backends.coreml.compiled_models import read_model_io
 from pipecat_pocket_tts.engine.backends.coreml.constants import PackConstants, write_floats
-from pipecat_pocket_tts.engine.backends.coreml.contracts import (
+from pipecat_pocket_tts.engine.backends.coreml.io_specs import (
     FlowDecoderContract,
     MimiContract,
     PackContract,
@@ -21,7 +22,6 @@ from pipecat_pocket_tts.engine.backends.coreml.contracts import (
     TensorSpec,
     mimi_state_layout,
 )
-from pipecat_pocket_tts.engine.backends.coreml.runtime import read_model_io
 from pipecat_pocket_tts.engine.errors import PackFilesMissingError, WeightsMismatchError
 from pipecat_pocket_tts.engine.model.compute_units import (
     PRESETS,

@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict, write_safetensors
 from pipecat_pocket_tts.engine import PocketTTS
-from pipecat_pocket_tts.engine.backends.numpy.finite import (
+from pipecat_pocket_tts.engine.backends.numpy.weights.checkpoint import iter_safetensors
+from pipecat_pocket_tts.engine.backends.numpy.weights.finite import (
     SLICE_ELEMENTS,
     check_finite_weights,
     first_non_finite,
 )
-from pipecat_pocket_tts.engine.backends.numpy.weights import iter_safetensors
 from pipecat_pocket_tts.engine.errors import WeightsMismatchError
 
 POISONED = "flow_lm.transformer.layers.0.linear1.weight"

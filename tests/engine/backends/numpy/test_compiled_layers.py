@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 from reference_fixtures import FAMILIES, load_family, snr_db
 
-from pipecat_pocket_tts.engine.backends.numpy import flowlm, kernels, layers
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
-from pipecat_pocket_tts.engine.backends.numpy.weights import load_checkpoint
+from pipecat_pocket_tts.engine.backends.numpy.kernels import catalog as kernels
+from pipecat_pocket_tts.engine.backends.numpy.layers import blocks as layers
+from pipecat_pocket_tts.engine.backends.numpy.layers import flowlm
+from pipecat_pocket_tts.engine.backends.numpy.weights.checkpoint import load_checkpoint
 
 
 @pytest.fixture

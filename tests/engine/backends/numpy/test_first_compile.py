@@ -94,10 +94,10 @@ def test_no_compile_line_when_the_hub_fails_first(tmp_path: Path) -> None:
 
 PREDICT_THEN_ASK_NUMBA = """
 import json, sys
-from pipecat_pocket_tts.engine.backends.numpy import kernel_cache
+from pipecat_pocket_tts.engine.backends.numpy.kernels import cache as kernel_cache
 predicted = kernel_cache.cache_folder()
 assert "numba" not in sys.modules, "the prediction imported numba"
-from pipecat_pocket_tts.engine.backends.numpy import kernels
+from pipecat_pocket_tts.engine.backends.numpy.kernels import catalog as kernels
 used = {getattr(getattr(f, "_cache", None), "_cache_path", None) for f in vars(kernels).values()}
 print(json.dumps({"source": kernel_cache.SOURCE_FOLDER, "predicted": str(predicted),
                   "used": sorted(path for path in used if path)}))
@@ -162,7 +162,7 @@ def test_a_read_only_install_caches_in_numbas_per_user_folder(tmp_path: Path) ->
         copy / "pipecat_pocket_tts",
         ignore=shutil.ignore_patterns("__pycache__"),
     )
-    kernels_folder = copy / "pipecat_pocket_tts" / "engine" / "backends" / "numpy"
+    kernels_folder = copy / "pipecat_pocket_tts" / "engine" / "backends" / "numpy" / "kernels"
     (kernels_folder / "__pycache__").write_text("not a folder")
     user_cache = tmp_path / "xdg"
     found = _predicted_and_used({"XDG_CACHE_HOME": str(user_cache)}, tmp_path, pythonpath=copy)
@@ -247,7 +247,7 @@ def test_ctrl_c_during_the_first_compile_is_one_line_and_exit_130(tmp_path: Path
 def test_mark_compiled_writes_where_is_compiled_looks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pipecat_pocket_tts.engine.backends.numpy import kernel_cache
+    from pipecat_pocket_tts.engine.backends.numpy.kernels import cache as kernel_cache
 
     if kernel_cache.numba_version() is None:
         pytest.skip("numba is not installed: no kernels, nothing to mark")
@@ -265,7 +265,7 @@ def test_mark_compiled_writes_where_is_compiled_looks(
 def test_locators_of_the_users_own_leave_the_folder_unknown_and_say_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from pipecat_pocket_tts.engine.backends.numpy import kernel_cache
+    from pipecat_pocket_tts.engine.backends.numpy.kernels import cache as kernel_cache
 
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("NUMBA_CACHE_LOCATOR_CLASSES", "mypackage.MyLocator")

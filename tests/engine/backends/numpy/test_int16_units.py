@@ -29,10 +29,12 @@ from reference_fixtures import FAMILIES, snr_db
 
 from pipecat_pocket_tts.devpack import random_weights
 from pipecat_pocket_tts.engine import PocketTTS
-from pipecat_pocket_tts.engine.backends.numpy import compiled, linears, wide_units
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
-from pipecat_pocket_tts.engine.backends.numpy.mimi import Mimi
-from pipecat_pocket_tts.engine.backends.numpy.streaming_conv import (
+from pipecat_pocket_tts.engine.backends.numpy.kernels import arithmetic as wide_units
+from pipecat_pocket_tts.engine.backends.numpy.kernels import compiled
+from pipecat_pocket_tts.engine.backends.numpy.layers import linears
+from pipecat_pocket_tts.engine.backends.numpy.layers.mimi import Mimi
+from pipecat_pocket_tts.engine.backends.numpy.layers.streaming_conv import (
     StreamingConv1d,
     StreamingConvTranspose1d,
     window_product,
@@ -94,7 +96,7 @@ def test_an_int8_model_runs_int16_units_and_says_so(engine_pack_dir, monkeypatch
 # -- the window kernel --------------------------------------------------------------------------
 def _quantized(x: np.ndarray) -> np.ndarray:
     """x [B, L, C] as the kernel reads it: each row's codes times its scale."""
-    from pipecat_pocket_tts.engine.backends.numpy import int16_kernels
+    from pipecat_pocket_tts.engine.backends.numpy.kernels import int16 as int16_kernels
 
     codes = np.empty(x.shape, np.int16)
     scales = np.empty(x.shape[:2], np.float32)
@@ -111,7 +113,7 @@ def test_the_kernel_sums_each_tap_at_its_rows_scale(batch, rows, channels, taps,
     """Windows spanning rows of different loudness, across streams (B · rows not a multiple of
     the tile), every product exact in int32: the output is the float64 product of the
     quantized operands within float32 rounding."""
-    from pipecat_pocket_tts.engine.backends.numpy import int16_kernels
+    from pipecat_pocket_tts.engine.backends.numpy.kernels import int16 as int16_kernels
 
     rng = np.random.default_rng(rows * channels)
     length = (rows - 1) * step + taps
@@ -153,7 +155,7 @@ def test_the_kernel_sums_each_tap_at_its_rows_scale(batch, rows, channels, taps,
 def test_no_sum_can_wrap_at_the_largest_codes():
     """Inputs and weights all at their largest: every flush holds the most a sum can, and the
     column's scale keeps it inside int32 (a wrap would flip the sign)."""
-    from pipecat_pocket_tts.engine.backends.numpy import int16_kernels
+    from pipecat_pocket_tts.engine.backends.numpy.kernels import int16 as int16_kernels
 
     channels, taps, columns = 512, 7, 32
     for sign in (1.0, -1.0):
@@ -166,7 +168,7 @@ def test_no_sum_can_wrap_at_the_largest_codes():
 
 @needs_vnni
 def test_a_row_holding_nan_or_infinity_gives_nan_where_it_is_read():
-    from pipecat_pocket_tts.engine.backends.numpy import int16_kernels
+    from pipecat_pocket_tts.engine.backends.numpy.kernels import int16 as int16_kernels
 
     x = np.ones((1, 6, 32), np.float32)
     x[0, 4, 3] = np.nan
@@ -181,7 +183,7 @@ def test_a_row_holding_nan_or_infinity_gives_nan_where_it_is_read():
 
 @needs_vnni
 def test_the_compiled_kernels_run_the_vnni_instruction():
-    from pipecat_pocket_tts.engine.backends.numpy import int16_kernels
+    from pipecat_pocket_tts.engine.backends.numpy.kernels import int16 as int16_kernels
 
     fresh = numba.njit(int16_kernels.int16_window_matmul.py_func)  # the cached one has no text
     codes, scales = int16_kernels.pack_int16_columns(np.ones((32, 32), np.float32), 32)
@@ -204,8 +206,9 @@ def test_the_warm_up_compiled_every_int16_kernel_a_decode_runs():
     linears on weights writable and read-only, compile nothing after the warm-up at load."""
     script = """
 import numpy as np
-from pipecat_pocket_tts.engine.backends.numpy import int16_kernels, wide_units
-from pipecat_pocket_tts.engine.backends.numpy.streaming_conv import (
+from pipecat_pocket_tts.engine.backends.numpy.kernels import arithmetic as wide_units
+from pipecat_pocket_tts.engine.backends.numpy.kernels import int16 as int16_kernels
+from pipecat_pocket_tts.engine.backends.numpy.layers.streaming_conv import (
     StreamingConv1d, StreamingConvTranspose1d)
 wide_units.int16_kernels()  # what a load does
 kernels = (
@@ -224,7 +227,7 @@ conv.call_batch(x, [conv.initial_history()] * 2, activate=True)
 conv(x[0], conv.initial_history())
 one.call_batch(x, [one.initial_history()] * 2)
 up.call_batch(x, [up.initial_partial()] * 2, activate=True)
-from pipecat_pocket_tts.engine.backends.numpy.linears import make_linear, restore_linear
+from pipecat_pocket_tts.engine.backends.numpy.layers.linears import make_linear, restore_linear
 linear = make_linear(rng.standard_normal((64, 1024)).astype(np.float32), "int8")
 arrays = {name: array.copy() for name, array in linear.arrays().items()}
 for array in arrays.values():
@@ -335,7 +338,7 @@ def test_convs_that_do_not_pack_stay_float32():
 def test_the_vnni_int8_matmul_matches_the_avx2_one(rows, depth):
     """The same integer products; up to 512 inputs the same float32 bits (one int32 sum either
     way), beyond that within float32 rounding (AVX2 adds its 512-input sums in float32)."""
-    from pipecat_pocket_tts.engine.backends.numpy import int16_kernels
+    from pipecat_pocket_tts.engine.backends.numpy.kernels import int16 as int16_kernels
 
     kernels = compiled.required()
     rng = np.random.default_rng(rows + depth)
@@ -355,7 +358,7 @@ def test_the_vnni_int8_matmul_matches_the_avx2_one(rows, depth):
 
 @needs_vnni
 def test_int8_linears_take_vnni_by_default_and_the_environment_overrides(monkeypatch):
-    from pipecat_pocket_tts.engine.backends.numpy import int16_kernels
+    from pipecat_pocket_tts.engine.backends.numpy.kernels import int16 as int16_kernels
 
     weight = np.random.default_rng(0).standard_normal((64, 1024)).astype(np.float32)
     monkeypatch.delenv(linears.INT8_KERNEL_ENV, raising=False)

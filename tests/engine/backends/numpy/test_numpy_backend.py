@@ -17,7 +17,10 @@ from reference_fixtures import (
 
 from pipecat_pocket_tts.engine.backends.base import Backend, VoiceKV
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
-from pipecat_pocket_tts.engine.backends.numpy.weights import is_cloning_key, load_checkpoint
+from pipecat_pocket_tts.engine.backends.numpy.weights.checkpoint import (
+    is_cloning_key,
+    load_checkpoint,
+)
 from pipecat_pocket_tts.engine.errors import (
     CloningUnavailableError,
     ContextOverflowError,

@@ -10,14 +10,14 @@ import pytest
 from reference_fixtures import FAMILIES, MAX_ABS_TOLERANCE, load_family, max_abs_error
 
 from pipecat_pocket_tts.engine.backends.base import FlowState
-from pipecat_pocket_tts.engine.backends.numpy.flowlm import (
+from pipecat_pocket_tts.engine.backends.numpy.layers.flowlm import (
     CHUNK_POSITIONS,
     DEFAULT_CAPACITY,
     FlowLM,
     KVCache,
 )
-from pipecat_pocket_tts.engine.backends.numpy.sampler import Sampler
-from pipecat_pocket_tts.engine.backends.numpy.weights import load_checkpoint
+from pipecat_pocket_tts.engine.backends.numpy.layers.sampler import Sampler
+from pipecat_pocket_tts.engine.backends.numpy.weights.checkpoint import load_checkpoint
 from pipecat_pocket_tts.engine.errors import ContextOverflowError
 
 

@@ -17,10 +17,11 @@ from reference_fixtures import (
 )
 from safetensors.numpy import load_file
 
-from pipecat_pocket_tts.engine.backends.numpy import compiled, streaming_conv
-from pipecat_pocket_tts.engine.backends.numpy import mimi as mimi_module
-from pipecat_pocket_tts.engine.backends.numpy.linears import KERNEL_MAX_ROWS
-from pipecat_pocket_tts.engine.backends.numpy.mimi import (
+from pipecat_pocket_tts.engine.backends.numpy.kernels import compiled
+from pipecat_pocket_tts.engine.backends.numpy.layers import mimi as mimi_module
+from pipecat_pocket_tts.engine.backends.numpy.layers import streaming_conv
+from pipecat_pocket_tts.engine.backends.numpy.layers.linears import KERNEL_MAX_ROWS
+from pipecat_pocket_tts.engine.backends.numpy.layers.mimi import (
     ENCODER_PREFIXES,
     Mimi,
     MimiEncoder,

@@ -12,13 +12,13 @@ import pytest
 from paths import FIXTURES_DIR
 from safetensors.numpy import save_file
 
-from pipecat_pocket_tts.engine.backends.numpy.safetensors_file import drop_resident_pages
-from pipecat_pocket_tts.engine.backends.numpy.weights import (
+from pipecat_pocket_tts.engine.backends.numpy.weights.checkpoint import (
     expected_shapes,
     has_voice_cloning,
     is_cloning_key,
     load_checkpoint,
 )
+from pipecat_pocket_tts.engine.backends.numpy.weights.safetensors_file import drop_resident_pages
 from pipecat_pocket_tts.engine.errors import WeightsMismatchError
 from pipecat_pocket_tts.engine.model.config import ModelConfig, get_config
 

@@ -8,10 +8,11 @@ from precision_stages import STAGES, recorded_errors, stage_errors
 from reference_fixtures import FAMILIES, snr_db
 
 from pipecat_pocket_tts.engine import PocketTTS, PrecisionUnavailableError
-from pipecat_pocket_tts.engine.backends.numpy import flowlm, linears, narrow_cache, wide_units
-from pipecat_pocket_tts.engine.backends.numpy.flowlm import KVCache
-from pipecat_pocket_tts.engine.backends.numpy.kernels import WIDEN_FROM_ROWS
-from pipecat_pocket_tts.engine.backends.numpy.linears import (
+from pipecat_pocket_tts.engine.backends.numpy.kernels import arithmetic as wide_units
+from pipecat_pocket_tts.engine.backends.numpy.kernels.catalog import WIDEN_FROM_ROWS
+from pipecat_pocket_tts.engine.backends.numpy.layers import flowlm, linears
+from pipecat_pocket_tts.engine.backends.numpy.layers.flowlm import KVCache
+from pipecat_pocket_tts.engine.backends.numpy.layers.linears import (
     KERNEL_MAX_ROWS,
     Bf16Linear,
     DenseLinear,
@@ -21,6 +22,7 @@ from pipecat_pocket_tts.engine.backends.numpy.linears import (
     quantize_int8,
     to_bfloat16_bits,
 )
+from pipecat_pocket_tts.engine.backends.numpy.weights import narrow_cache
 
 NARROW = ("bf16", "int8")
 #: Slack under the committed measurement (the kernels' summation order may differ by CPU).
@@ -403,7 +405,7 @@ def test_the_integer_kernel_passes_non_finite_input_as_the_float_kernel(bad):
 def test_the_int8_kernel_follows_the_cpu_numba_compiles_for(monkeypatch):
     import numba
 
-    from pipecat_pocket_tts.engine.backends.numpy import matmul_kernels
+    from pipecat_pocket_tts.engine.backends.numpy.kernels import matmul as matmul_kernels
 
     kernels = linears.load_kernels()
     assert (kernels.int8_matmul is kernels.int8_matmul_int16) == kernels.AVX2

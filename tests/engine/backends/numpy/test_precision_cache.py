@@ -13,9 +13,13 @@ import numpy as np
 import pytest
 
 from pipecat_pocket_tts.engine import PocketTTS
-from pipecat_pocket_tts.engine.backends.numpy import linears, narrow_cache
-from pipecat_pocket_tts.engine.backends.numpy.safetensors_file import map_tensors, read_header
-from pipecat_pocket_tts.engine.backends.numpy.weights import is_narrow_key
+from pipecat_pocket_tts.engine.backends.numpy.layers import linears
+from pipecat_pocket_tts.engine.backends.numpy.weights import narrow_cache
+from pipecat_pocket_tts.engine.backends.numpy.weights.checkpoint import is_narrow_key
+from pipecat_pocket_tts.engine.backends.numpy.weights.safetensors_file import (
+    map_tensors,
+    read_header,
+)
 
 TEXT = "Cached weights speak the same."
 NARROW = ("bf16", "int8")

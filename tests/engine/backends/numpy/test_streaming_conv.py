@@ -13,8 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipecat_pocket_tts.engine.backends.numpy import streaming_conv
-from pipecat_pocket_tts.engine.backends.numpy.streaming_conv import StreamingConv1d, elu_numpy
+from pipecat_pocket_tts.engine.backends.numpy.layers import streaming_conv
+from pipecat_pocket_tts.engine.backends.numpy.layers.streaming_conv import (
+    StreamingConv1d,
+    elu_numpy,
+)
 
 # (C_in, C_out, kernel, stride): Mimi's decoder and encoder shapes, shrunk, and odd ones.
 SHAPES = [
@@ -133,7 +136,7 @@ def test_replicate_padding_on_the_packed_path() -> None:
 
 
 def test_window_matmul_accumulates_into_out_over_overlapping_windows() -> None:
-    from pipecat_pocket_tts.engine.backends.numpy import kernels
+    from pipecat_pocket_tts.engine.backends.numpy.kernels import catalog as kernels
 
     rng = np.random.default_rng(7)
     padded = rng.standard_normal((2, 23, 8)).astype(np.float32)
@@ -155,7 +158,7 @@ def test_the_warm_up_compiled_every_window_product_a_conv_runs() -> None:
     none on a stream's first frame. In a fresh interpreter: this one's kernels have run."""
     script = """
 import numpy as np
-from pipecat_pocket_tts.engine.backends.numpy import compiled
+from pipecat_pocket_tts.engine.backends.numpy.kernels import compiled
 from test_streaming_conv import SHAPES, make_conv, run_batch, run_solo
 kernels = compiled.optional()
 at_load = set(kernels.window_matmul.signatures)

@@ -25,10 +25,18 @@ from reference_fixtures import FAMILIES, snr_db
 
 from pipecat_pocket_tts.engine import PocketTTS
 from pipecat_pocket_tts.engine.backends.base import Backend
-from pipecat_pocket_tts.engine.backends.numpy import bf16_kernels, wide_units
-from pipecat_pocket_tts.engine.backends.numpy.linears import from_bfloat16_bits, to_bfloat16_bits
-from pipecat_pocket_tts.engine.backends.numpy.mimi import Mimi
-from pipecat_pocket_tts.engine.backends.numpy.streaming_conv import window_product
+from pipecat_pocket_tts.engine.backends.numpy.kernels import (
+    arithmetic as wide_units,
+)
+from pipecat_pocket_tts.engine.backends.numpy.kernels import (
+    bf16 as bf16_kernels,
+)
+from pipecat_pocket_tts.engine.backends.numpy.layers.linears import (
+    from_bfloat16_bits,
+    to_bfloat16_bits,
+)
+from pipecat_pocket_tts.engine.backends.numpy.layers.mimi import Mimi
+from pipecat_pocket_tts.engine.backends.numpy.layers.streaming_conv import window_product
 from pipecat_pocket_tts.engine.errors import LoadOptionError
 from pipecat_pocket_tts.engine.model.config import get_config
 

@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipecat_pocket_tts.engine.model.config import MAX_TOKENS_PER_CHUNK
-from pipecat_pocket_tts.engine.planner import TextPlanner
+from pipecat_pocket_tts.engine.text.planner import TextPlanner
 
 NUMBERY = [
     "On 2026-11-30 at 15:45 we paid $1,234,567.89 for 12 kg of coffee.",

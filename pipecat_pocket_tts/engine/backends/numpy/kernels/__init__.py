@@ -1,0 +1,1 @@
+"""Compiled kernels (numba) and which of them this CPU runs."""

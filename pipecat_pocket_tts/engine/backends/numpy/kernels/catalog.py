@@ -1,0 +1,107 @@
+"""The compiled kernels (numba: the optional ``fast`` extra), as one module.
+
+Three families, each in its own file, on what they share (``kernel_base.py``: compile options,
+float32 bit casts):
+
+- ``matmul_kernels.py``: matmuls of a few rows at fp32, bf16 and int8 (``linears.py``);
+- ``layer_kernels.py``: one-pass ELU, GELU-tanh, LayerNorm, RoPE, one step's attention and the
+  bfloat16 KV cache's rounding (``layers.py``, ``flowlm.py``, ``streaming_conv.py``);
+- ``window_kernels.py``: sliding windows times a packed weight, Mimi's convolutions
+  (``streaming_conv.py``).
+
+Callers reach every kernel as an attribute of this module, the one ``compiled.optional()`` /
+``required()`` hands out after ``warm_up``. The kernels release the GIL and are serial:
+sessions on different threads run them side by side, and numba's thread pool (unsafe for
+concurrent callers under its default threading layer) is never used. Compiled code is cached
+on disk (``cache=True``), so only the first process on a machine pays the JIT compile.
+Importing this module needs numba.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .layer import (
+    attend_one,
+    elu_flat,
+    gelu_tanh_flat,
+    layer_norm_rows,
+    rope_pairs,
+    store_bfloat16,
+)
+from .matmul import (
+    AVX2,
+    MADD_BLOCK,
+    WIDEN_FROM_ROWS,
+    bf16_matmul,
+    f32_matmul,
+    int8_matmul,
+    int8_matmul_float,
+    int8_matmul_int16,
+)
+from .window import COLUMN_BLOCK, WINDOW_ROWS, pack_columns, window_matmul
+
+__all__ = [
+    "AVX2",
+    "COLUMN_BLOCK",
+    "MADD_BLOCK",
+    "WIDEN_FROM_ROWS",
+    "WINDOW_ROWS",
+    "attend_one",
+    "bf16_matmul",
+    "elu_flat",
+    "f32_matmul",
+    "gelu_tanh_flat",
+    "int8_matmul",
+    "int8_matmul_float",
+    "int8_matmul_int16",
+    "layer_norm_rows",
+    "pack_columns",
+    "rope_pairs",
+    "store_bfloat16",
+    "warm_up",
+    "window_matmul",
+]
+
+#: The modules that make up the kernels (a test that hides numba forgets all of them).
+MODULES = ("kernel_base", "matmul_kernels", "layer_kernels", "window_kernels", "kernels")
+
+
+def warm_up() -> None:
+    """Compile (or load from the disk cache) every kernel now rather than on the first call,
+    for writable weights and for read-only ones (memory-mapped from a checkpoint or the cached
+    narrow copy: numba compiles each apart)."""
+    x = np.zeros((1, 8), np.float32)
+    out = np.empty((1, 6), np.float32)
+    eps = np.float32(1e-5)
+    for writable in (True, False):
+        codes, scales = np.zeros((6, 8), np.int8), np.ones(6, np.float32)
+        weight, bits = np.zeros((6, 8), np.float32), np.zeros((6, 8), np.uint16)
+        vector = np.ones(8, np.float32)
+        for array in (codes, scales, weight, bits, vector):
+            array.flags.writeable = writable
+        int8_matmul(x, codes, scales, out)
+        f32_matmul(x, weight, out)
+        bf16_matmul(x, bits, out)
+        layer_norm_rows(x, vector, vector, eps, x)
+    layer_norm_rows(x, None, None, eps, x)
+    elu_flat(x[0], x[0])
+    gelu_tanh_flat(x[0], x[0])
+    pairs, table = np.zeros((1, 2, 8), np.float32), np.zeros((1, 4), np.float32)
+    rope_pairs(pairs, table, table, pairs)
+    cache = np.zeros((1, 4, 8), np.float32)
+    attend_one(pairs[0], cache, cache, 1, np.float32(1.0), np.empty(4, np.float32), pairs[0])
+    padded = np.zeros((1, WINDOW_ROWS + 1, COLUMN_BLOCK), np.float32)
+    seq, row, item = padded.strides
+    windows = np.lib.stride_tricks.as_strided(
+        padded, (1, WINDOW_ROWS, 2 * COLUMN_BLOCK), (seq, row, item)
+    )
+    packed = pack_columns(np.zeros((2 * COLUMN_BLOCK, COLUMN_BLOCK), np.float32))
+    # Overlapping windows (a view of layout A) and a 1x1 conv's, which are C-contiguous.
+    for view in (windows, np.zeros((1, WINDOW_ROWS, 2 * COLUMN_BLOCK), np.float32)):
+        window_matmul(view, packed, np.zeros((1, WINDOW_ROWS, COLUMN_BLOCK), np.float32))
+    narrow_cache = np.zeros((1, 4, 8), np.uint16)
+    store_bfloat16(np.zeros((1, 1, 8), np.float32), narrow_cache, 0)
+    attend_one(
+        pairs[0], narrow_cache, narrow_cache, 1, np.float32(1.0), np.empty(4, np.float32), pairs[0]
+    )

@@ -1,0 +1,1 @@
+"""The model's layers in NumPy: FlowLM, the sampler, Mimi, SEANet, convolutions, linears."""

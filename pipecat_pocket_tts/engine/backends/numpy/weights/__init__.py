@@ -1,0 +1,1 @@
+"""Weight files: the pack layout, safetensors, checkpoint keys, narrowed copies, finite checks."""
