@@ -66,7 +66,9 @@ class FrameEncoder:
         if rate <= 0 or source_rate <= 0:
             raise ValueError(f"sample rates must be positive, got {source_rate} → {rate}")
         if sample_format not in SAMPLE_FORMATS:
-            raise ValueError(f"sample_format must be one of {SAMPLE_FORMATS}, got {sample_format!r}")
+            raise ValueError(
+                f"sample_format must be one of {SAMPLE_FORMATS}, got {sample_format!r}"
+            )
         self.rate = rate
         self.source_rate = source_rate
         self.sample_format = sample_format
