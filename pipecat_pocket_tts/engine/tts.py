@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .audio import output_file
+from .audio.signal import post_process as polish
 from .audio.wav import write_wav
 from .backends.base import Backend, FlowState
 from .contract import EngineCapabilities, SpeechProbe
@@ -380,7 +381,7 @@ class PocketTTS:
         samples = [frame.samples for frame in frames]
         audio = np.concatenate(samples) if samples else np.zeros(0, np.float32)
         if post_process:
-            audio = post_process(audio, self.sample_rate)
+            audio = polish(audio, self.sample_rate)
         if timestamps:
             return TimedAudio(audio, tuple(w for frame in frames for w in frame.completed_words))
         return audio

@@ -64,7 +64,7 @@ __all__ = [
 ]
 
 #: The modules that make up the kernels (a test that hides numba forgets all of them).
-MODULES = ("kernel_base", "matmul_kernels", "layer_kernels", "window_kernels", "kernels")
+MODULES = ("base", "matmul", "layer", "window", "catalog")
 
 
 def warm_up() -> None:
