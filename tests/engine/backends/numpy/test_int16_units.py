@@ -32,12 +32,12 @@ from pipecat_pocket_tts.engine import PocketTTS
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
 from pipecat_pocket_tts.engine.backends.numpy.kernels import arithmetic as wide_units
 from pipecat_pocket_tts.engine.backends.numpy.kernels import compiled
+from pipecat_pocket_tts.engine.backends.numpy.kernels.dispatch import window_product
 from pipecat_pocket_tts.engine.backends.numpy.layers import linears
 from pipecat_pocket_tts.engine.backends.numpy.layers.mimi import Mimi
 from pipecat_pocket_tts.engine.backends.numpy.layers.streaming_conv import (
     StreamingConv1d,
     StreamingConvTranspose1d,
-    window_product,
 )
 from pipecat_pocket_tts.engine.errors import LoadOptionError
 from pipecat_pocket_tts.engine.model.config import get_config

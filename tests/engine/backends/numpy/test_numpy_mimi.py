@@ -17,7 +17,7 @@ from reference_fixtures import (
 )
 from safetensors.numpy import load_file
 
-from pipecat_pocket_tts.engine.backends.numpy.kernels import compiled
+from pipecat_pocket_tts.engine.backends.numpy.kernels import compiled, dispatch
 from pipecat_pocket_tts.engine.backends.numpy.layers import mimi as mimi_module
 from pipecat_pocket_tts.engine.backends.numpy.layers import streaming_conv
 from pipecat_pocket_tts.engine.backends.numpy.layers.linears import KERNEL_MAX_ROWS
@@ -271,25 +271,25 @@ def test_bad_audio_and_latents_are_rejected() -> None:
 
 
 def test_compiled_elu_equals_numpy_elu_on_every_kind_of_input() -> None:
-    assert streaming_conv._kernels is not None, "numba (the dev extra) is installed here"
+    assert dispatch._kernels is not None, "numba (the dev extra) is installed here"
     rng = np.random.default_rng(3)
     x = (rng.standard_normal((3, 50, 64)) * 4).astype(np.float32)
     x[0, 0, :8] = [np.nan, -np.inf, np.inf, -1e4, -87.5, 0.0, -0.0, 1e-30]
-    expected = streaming_conv.elu_numpy(x)
-    got = streaming_conv.elu(x)
+    expected = dispatch.elu_numpy(x)
+    got = dispatch.elu(x)
     assert np.array_equal(np.isnan(got), np.isnan(expected))
     finite = ~np.isnan(expected)
     np.testing.assert_allclose(got[finite], expected[finite], rtol=0, atol=2e-7)
     assert got[0, 0, 1] == -1.0 and got[0, 0, 2] == np.inf
     # Into a padded buffer (not contiguous as a whole) and in place: the same values.
     padded = np.full((3, 53, 64), 7.0, np.float32)
-    streaming_conv.elu(x, out=padded[:, 3:])
+    dispatch.elu(x, out=padded[:, 3:])
     np.testing.assert_array_equal(padded[:, 3:], got)
     assert np.all(padded[:, :3] == 7.0)
     in_place = x.copy()
-    streaming_conv.elu(in_place, out=in_place)
+    dispatch.elu(in_place, out=in_place)
     np.testing.assert_array_equal(in_place, got)
-    strided = streaming_conv.elu(x[0, :, ::2].T[0])  # a strided vector
+    strided = dispatch.elu(x[0, :, ::2].T[0])  # a strided vector
     np.testing.assert_allclose(strided, expected[0, :, 0], rtol=0, atol=2e-7)
 
 
@@ -305,7 +305,7 @@ def test_decode_with_the_compiled_kernels_equals_decode_with_numpys(
     assert packed, "the tiny decoder's 16- and 32-channel convs run the packed kernel"
     latents = _denormalize(weights, arrays["mimi_latents"])
     compiled = _stream(mimi, latents)
-    monkeypatch.setattr(streaming_conv, "_kernels", None)
+    monkeypatch.setattr(dispatch, "_kernels", None)
     numpy_only = _stream(mimi, latents)
     assert snr_db(numpy_only, compiled) >= 100
 
@@ -334,7 +334,7 @@ def test_full_size_decoder_convs_run_packed_with_the_audio_of_blas(
         return np.stack([mimi.decode_batch(states, frame) for frame in latents])
 
     kernels = decode()
-    monkeypatch.setattr(streaming_conv, "_kernels", None)
+    monkeypatch.setattr(dispatch, "_kernels", None)
     assert snr_db(decode(), kernels) >= 100
 
 

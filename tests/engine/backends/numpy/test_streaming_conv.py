@@ -13,11 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipecat_pocket_tts.engine.backends.numpy.layers import streaming_conv
-from pipecat_pocket_tts.engine.backends.numpy.layers.streaming_conv import (
-    StreamingConv1d,
-    elu_numpy,
-)
+from pipecat_pocket_tts.engine.backends.numpy.kernels import dispatch
+from pipecat_pocket_tts.engine.backends.numpy.kernels.dispatch import elu_numpy
+from pipecat_pocket_tts.engine.backends.numpy.layers.streaming_conv import StreamingConv1d
 
 # (C_in, C_out, kernel, stride): Mimi's decoder and encoder shapes, shrunk, and odd ones.
 SHAPES = [
@@ -76,7 +74,7 @@ def run_solo(conv, signal: np.ndarray, chunks: list[int], activate: bool) -> np.
 def test_mimi_shaped_convs_run_the_packed_kernel_here() -> None:
     """numba (the dev extra) is installed here: convs with 16·n output channels are packed;
     dilated ones, and ones whose outputs no column block covers, keep BLAS."""
-    assert streaming_conv._kernels is not None
+    assert dispatch._kernels is not None
     assert make_conv((16, 32, 3, 1))._packed is not None
     assert make_conv((16, 32, 3, 1), dilation=2)._packed is None
     assert make_conv((16, 1, 3, 1))._packed is None

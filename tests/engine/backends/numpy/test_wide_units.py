@@ -31,12 +31,12 @@ from pipecat_pocket_tts.engine.backends.numpy.kernels import (
 from pipecat_pocket_tts.engine.backends.numpy.kernels import (
     bf16 as bf16_kernels,
 )
+from pipecat_pocket_tts.engine.backends.numpy.kernels.dispatch import window_product
 from pipecat_pocket_tts.engine.backends.numpy.layers.linears import (
     from_bfloat16_bits,
     to_bfloat16_bits,
 )
 from pipecat_pocket_tts.engine.backends.numpy.layers.mimi import Mimi
-from pipecat_pocket_tts.engine.backends.numpy.layers.streaming_conv import window_product
 from pipecat_pocket_tts.engine.errors import LoadOptionError
 from pipecat_pocket_tts.engine.model.config import get_config
 
@@ -102,7 +102,7 @@ def test_the_kernel_sums_bfloat16_products_in_float32(rows, depth, columns):
     x = rng.standard_normal((rows, depth)).astype(np.float32)
     weight = rng.standard_normal((depth, columns)).astype(np.float32)
     packed = bf16_kernels.pack_bf16_columns(weight)
-    out = window_product(x[None], rows, 1, 1, packed, None, units="bf16")[0]
+    out = window_product(x[None], rows, 1, 1, packed, None, arithmetic="bf16")[0]
     rounded_x = from_bfloat16_bits(to_bfloat16_bits(x)).reshape(x.shape)
     rounded_w = from_bfloat16_bits(to_bfloat16_bits(weight)).reshape(weight.shape)
     expected = rounded_x.astype(np.float64) @ rounded_w.astype(np.float64)

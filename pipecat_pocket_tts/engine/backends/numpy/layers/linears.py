@@ -34,8 +34,8 @@ import numpy as np
 from ....model.options import NUMPY_PRECISIONS
 from ..kernels import compiled
 from ..kernels.arithmetic import Int16Weight, choose_among, int16_kernels
+from ..kernels.dispatch import window_product
 from .blocks import linear_rows
-from .streaming_conv import window_product
 
 PRECISIONS = NUMPY_PRECISIONS
 Shape: TypeAlias = tuple[int, ...]
@@ -291,17 +291,20 @@ class Int8Linear(Linear):
 
 
 class DotLinear(Linear):
-    """A float32 weight run by the window kernel of wider units (``wide_units``): x [n, in] →
-    [n, out], each row summed alone (Mimi's transformer). ``units`` "bf16": x and the weight
-    rounded to bfloat16, sums in float32; "int16": each row of x quantized to 13 bits with its
-    own scale, each column of the weight to 16 bits, exact int32 sums."""
+    """A float32 weight run by the window kernel of a wider arithmetic (Mimi's transformer).
 
-    def __init__(self, weight: np.ndarray, units: str) -> None:
+    x [n, in] → [n, out], each row summed alone. "bf16": x and the weight rounded to
+    bfloat16, sums in float32; "int16": each row of x quantized to 13 bits with its own scale,
+    each column of the weight to 16 bits, exact int32 sums (``kernels/arithmetic.py``).
+    """
+
+    def __init__(self, weight: np.ndarray, arithmetic: str) -> None:
+        """Pack ``weight`` [out, in] for the kernel of ``arithmetic`` ("bf16" or "int16")."""
         super().__init__(weight.shape)
-        self.weight, self.units = weight, units
-        self.precision = f"{units}-dot"
-        columns = np.ascontiguousarray(weight.T)  # [in, out]
-        if units == "int16":
+        self.weight, self.arithmetic = weight, arithmetic
+        self.precision = f"{arithmetic}-dot"
+        columns = np.ascontiguousarray(weight.T)
+        if arithmetic == "int16":
             from ..kernels.int16 import pack_int16_columns
 
             self.packed: np.ndarray | Int16Weight = Int16Weight(
@@ -313,10 +316,10 @@ class DotLinear(Linear):
             self.packed = pack_bf16_columns(columns)
 
     @staticmethod
-    def fits(units: str, shape: tuple[int, int]) -> bool:
-        """Whether a weight [out, in] packs for ``units``' kernel."""
+    def fits(arithmetic: str, shape: tuple[int, int]) -> bool:
+        """Whether a weight [out, in] packs for the kernel of ``arithmetic``."""
         out, width = shape
-        if units == "int16":
+        if arithmetic == "int16":
             from ..kernels.int16 import fits_int16
 
             return fits_int16(width, out, width)
@@ -326,7 +329,7 @@ class DotLinear(Linear):
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         x = np.ascontiguousarray(x, np.float32)
-        return window_product(x[None], x.shape[0], 1, 1, self.packed, None, self.units)[0]
+        return window_product(x[None], x.shape[0], 1, 1, self.packed, None, self.arithmetic)[0]
 
     @property
     def nbytes(self) -> int:

@@ -20,7 +20,8 @@ import numpy as np
 
 from ....errors import WeightsMismatchError
 from ....model.config import SEANetConfig
-from .streaming_conv import StreamingConv1d, StreamingConvTranspose1d, elu
+from ..kernels.dispatch import elu
+from .streaming_conv import StreamingConv1d, StreamingConvTranspose1d
 
 GROUP_FROM_WEIGHTS = 2_000_000
 """Weights (floats) of the last layers below which ``call_batch`` may run streams in groups."""

@@ -2,13 +2,12 @@
 
 Signals are ``[T, C]`` float32 (time first, channels last), so a convolution is a product of
 the input's sliding windows with weights reshaped once at construction. With numba (the
-``fast`` extra), ``window_kernels.window_matmul`` reads the windows where they lie and
-multiplies them by weights packed once at construction (convs of dilation 1 and a multiple of
-16 output channels: all of Mimi's but the last); otherwise an im2col of the call's frames and
-one BLAS matmul (per-tap matmuls on long inputs). The transposed convs keep one BLAS matmul:
-with their wide outputs the kernel lost to it on batches (``bench_batch_stages.py --layers``).
-On wider units (``wide_units``) both run the bfloat16 or int16 window kernels instead
-(``use_bf16``, ``use_int16``; ``window_product``'s ``units``).
+``fast`` extra) a conv of dilation 1 and a multiple of 16 output channels (all of Mimi's but
+the last) runs a window kernel on a weight packed once (``kernels/dispatch.py``); otherwise an
+im2col of the call's frames and one BLAS matmul (per-tap matmuls on long inputs). The
+transposed convs keep one BLAS matmul: with their wide outputs the kernel lost to it on
+batches (``bench_batch_stages.py --layers``). On wider arithmetic (``kernels/arithmetic.py``)
+both run the bfloat16 or int16 window kernels instead (``use_bf16``, ``use_int16``).
 Streaming state lives outside the layer objects (plain arrays handed in and returned), so one
 set of weights serves any number of sequences:
 
@@ -22,152 +21,15 @@ set of weights serves any number of sequences:
 from __future__ import annotations
 
 from functools import cached_property
-from types import ModuleType
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ..kernels import compiled
-from ..kernels.arithmetic import Int16Weight, bf16_kernels, int16_kernels
+from ..kernels.arithmetic import Int16Weight
+from ..kernels.dispatch import compiled_kernels, elu, pack_fp32, pack_int16, window_product
 
-TAPS_MIN_FRAMES = 64  # from this many output frames, per-tap matmuls beat im2col
-
-# The ``fast`` extra: ELU in one pass and the packed window products. Imported and compiled at
-# model load (``NumpyBackend``), never at import; a test sets None to run NumPy alone.
-_kernels = compiled.AT_FIRST_USE
-
-
-def _pack(matrix: np.ndarray) -> np.ndarray | None:
-    """``matrix`` [K, N] packed for ``window_matmul``, or None (no numba, or N not a multiple
-    of its column block)."""
-    kernels = compiled.resolve(_kernels)
-    if kernels is None or matrix.shape[1] % kernels.COLUMN_BLOCK:
-        return None
-    return kernels.pack_columns(matrix)
-
-
-def _pack_int16(matrix: np.ndarray, channels: int) -> Int16Weight | None:
-    """``matrix`` [K, N] (taps ``channels`` deep) packed for the int16 kernel, or None where
-    it does not pack."""
-    from ..kernels.int16 import fits_int16, pack_int16_columns
-
-    if not fits_int16(*matrix.shape, channels):
-        return None
-    return Int16Weight(*pack_int16_columns(matrix, channels))
-
-
-def tiled_rows(batch: int, rows: int, tile: int) -> int:
-    """The fewest rows ≥ ``rows`` per stream that make ``batch`` streams' rows whole tiles."""
-    while (batch * rows) % tile:
-        rows += 1
-    return rows
-
-
-def window_product(
-    padded: np.ndarray,
-    rows: int,
-    step: int,
-    width: int,
-    packed: np.ndarray | Int16Weight,
-    bias: np.ndarray | None,
-    units: str = "fp32",
-) -> np.ndarray:
-    """padded [B, L, C] float32 → [B, rows, N]: row r of stream b is the window of ``width``
-    frames of padded[b] from frame r·step (one run of memory, read where it lies) times a
-    packed weight, plus ``bias`` [N]; each row's sums are its own (the same in any batch).
-
-    ``units``: "fp32", ``window_matmul`` with ``packed`` from ``pack_columns``; "bf16",
-    ``bf16_window_matmul`` on padded rounded once to bfloat16, ``pack_bf16_columns``; "int16",
-    ``int16_window_matmul`` on padded's rows quantized once (``quantize_rows``), an
-    ``Int16Weight``. The kernels take the B · rows windows four at a time, across streams:
-    where B · rows is not a multiple of four, rows past the input's end read zero frames (a
-    copy extended with them) and are dropped."""
-    batch, length, channels = padded.shape
-    if units == "int16":
-        kernels = int16_kernels()
-        tile = kernels.INT16_ROWS
-    elif units == "bf16":
-        kernels = bf16_kernels()
-        tile = kernels.BF16_ROWS
-    else:
-        kernels = compiled.resolve(_kernels)
-        tile = kernels.WINDOW_ROWS
-    tiles = tiled_rows(batch, rows, tile)
-    needed = max(length, (tiles - 1) * step + width)
-    scales = None
-    if units == "int16":
-        source = np.empty((batch, needed, channels), np.int16)
-        scales = np.empty((batch, needed), np.float32)
-        source[:, length:] = 0
-        scales[:, length:] = 0.0
-        kernels.quantize_rows(np.ascontiguousarray(padded), source, scales)
-    elif units == "bf16":
-        source = np.zeros((batch, needed, channels), np.uint16)
-        for b in range(batch):
-            flat = np.ascontiguousarray(padded[b]).reshape(-1)
-            kernels.to_bf16(flat, source[b, :length].reshape(-1))
-    elif needed > length:
-        source = np.zeros((batch, needed, channels), np.float32)
-        source[:, :length] = padded
-    else:
-        source = padded
-    seq, row, item = source.strides
-    windows = as_strided(source, (batch, tiles, width * channels), (seq, row * step, item))
-    blocks, _, block = (packed.codes if isinstance(packed, Int16Weight) else packed).shape
-    out = np.empty((batch, tiles, blocks * block), np.float32)
-    out[:] = 0.0 if bias is None else bias
-    if units == "int16":
-        kernels.int16_window_matmul(
-            windows, packed.codes, out, scales, packed.scales, step, channels
-        )
-    elif units == "bf16":
-        kernels.bf16_window_matmul(windows, packed, out)
-    else:
-        kernels.window_matmul(windows, packed, out)
-    return out if tiles == rows else out[:, :rows]
-
-
-def elu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """ELU (alpha 1) of float32 x, written into ``out`` when given (same shape; may be x).
-
-    With numba installed, the compiled one-pass kernel (``kernels.elu_flat``, ~5× quicker on
-    the decoder's activations), else ``elu_numpy``; they agree within 2e-7.
-    """
-    if out is None:
-        out = np.empty(x.shape, np.float32)
-    kernels = compiled.resolve(_kernels)
-    if kernels is None:
-        return elu_numpy(x, out)
-    _elu_blocks(kernels, x, out)
-    return out
-
-
-def _elu_blocks(kernels: ModuleType, x: np.ndarray, out: np.ndarray) -> None:
-    """The compiled ELU on each C-contiguous block of x and out (a view per leading index
-    where they are not contiguous as a whole, such as an input written into a padded one)."""
-    if x.flags.c_contiguous and out.flags.c_contiguous:
-        kernels.elu_flat(x.reshape(-1), out.reshape(-1))
-        return
-    if x.ndim == 1:  # strided vectors: not met in the decoder, kept correct all the same
-        out[:] = elu_numpy(np.ascontiguousarray(x))
-        return
-    for x_block, out_block in zip(x, out, strict=True):
-        _elu_blocks(kernels, x_block, out_block)
-
-
-def elu_numpy(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """ELU (alpha 1) as max(x, exp(-|x|) - 1), written into ``out`` when given.
-
-    For x ≤ 0 that is exp(x) - 1; for x > 0, exp(-x) - 1 < 0 < x. ``exp`` - 1 rather than
-    ``expm1`` (NumPy's float32 exp is vectorized and ~8× faster; the difference, ≤ 1 ulp of
-    1.0, is far below the float32 noise of the convs), and no ``minimum`` pass (slower than
-    ``abs`` in NumPy): 5 cheap passes and one exp.
-    """
-    out = np.abs(x, out=out)
-    np.negative(out, out=out)
-    np.exp(out, out=out)
-    out -= np.float32(1.0)
-    return np.maximum(x, out, out=out)
+#: From this many output frames, per-tap matmuls beat im2col.
+TAPS_MIN_FRAMES = 64
 
 
 class StreamingConv1d:
@@ -191,7 +53,8 @@ class StreamingConv1d:
         self.stride = stride
         self.dilation = dilation
         self.pad_mode = pad_mode
-        self.history = (kernel - 1) * dilation + 1 - stride  # left-context frames carried
+        # The input frames of left context carried from one call to the next.
+        self.history = (kernel - 1) * dilation + 1 - stride
         if self.history < 0:
             raise NotImplementedError("conv with stride larger than its receptive field")
         # [K·C_in, C_out]; row k·C_in + c multiplies input channel c at tap k.
@@ -199,14 +62,15 @@ class StreamingConv1d:
             weight.astype(np.float32).transpose(2, 1, 0).reshape(kernel * c_in, c_out)
         )
         self.bias = None if bias is None else bias.astype(np.float32)
-        self.int16: Int16Weight | None = None  # packed for int16 dot products (``use_int16``)
+        #: The weight packed for int16 dot products, once ``use_int16`` puts the conv on them.
+        self.int16: Int16Weight | None = None
 
     @cached_property
     def _packed(self) -> np.ndarray | None:
         """The matrix packed for ``window_matmul`` at the first call (a model built only for
         its shapes compiles nothing), or None: BLAS. A window of a dilated conv is not one run
         of memory: those keep the BLAS paths."""
-        return _pack(self.matrix) if self.dilation == 1 else None
+        return pack_fp32(self.matrix) if self.dilation == 1 else None
 
     @property
     def weight_size(self) -> int:
@@ -214,16 +78,16 @@ class StreamingConv1d:
         return int(self.matrix.size)
 
     def use_int16(self) -> bool:
-        """Run this conv on int16 dot products (``wide_units``) if its windows are one run of
-        memory and its weight packs for them; whether it does."""
-        self.int16 = _pack_int16(self.matrix, self.in_channels) if self.dilation == 1 else None
+        """Run this conv on int16 dot products if its windows are one run of memory and its
+        weight packs for them (``kernels/arithmetic.py``); whether it does."""
+        self.int16 = pack_int16(self.matrix, self.in_channels) if self.dilation == 1 else None
         return self.int16 is not None
 
     @property
     def _runs_packed(self) -> bool:
         """Whether calls go to a window kernel (int16, or packed with kernels present)."""
         return self.int16 is not None or (
-            self._packed is not None and compiled.resolve(_kernels) is not None
+            self._packed is not None and compiled_kernels() is not None
         )
 
     def _packed_product(self, padded: np.ndarray, n_out: int) -> np.ndarray:
@@ -283,13 +147,15 @@ class StreamingConv1d:
             padded[:, hist:] = x
         if hist:
             padded[:, :hist] = np.stack(histories)
-            next_histories = list(padded[:, t:].copy())  # one block; a view per stream
+            # One copy for all streams; each stream's history is a view of it.
+            next_histories = list(padded[:, t:].copy())
         else:
             next_histories = histories
         n_out = t // self.stride
         if self._runs_packed:
             return self._packed_product(padded, n_out), next_histories
-        if n_out >= TAPS_MIN_FRAMES:  # long inputs: little to share, per-stream taps
+        if n_out >= TAPS_MIN_FRAMES:
+            # Long inputs share little: each stream runs its per-tap matmuls.
             return np.stack([self._apply(padded[b], n_out) for b in range(batch)]), next_histories
         if self.kernel_size == 1 and self.stride == 1:
             out = padded.reshape(batch * n_out, self.in_channels) @ self.matrix
@@ -358,7 +224,8 @@ class StreamingConvTranspose1d:
             raise NotImplementedError("grouped ConvTranspose1d other than depthwise")
         self.in_channels = c_in
         self.out_channels = c_in if self.depthwise else c_out_per_group
-        self.carried = kernel - stride  # output frames that overlap the next call
+        # The output frames that overlap the next call's.
+        self.carried = kernel - stride
         if self.carried < 0:
             raise NotImplementedError("ConvTranspose1d with kernel smaller than stride")
         # Taps padded up to a multiple of the stride and cut in blocks of `stride` taps: block j
@@ -379,11 +246,13 @@ class StreamingConvTranspose1d:
                 blocks[::-1].reshape(self.blocks * c_in, stride * self.out_channels)
             )
         self.bias = None if bias is None else bias.astype(np.float32)
-        # the bias of a whole output block [stride · C_out] (dense: one matmul row's columns)
+        # The bias of a whole output block [stride · C_out]: a dense matmul row's columns.
         self._block_bias = None if bias is None else np.tile(self.bias, stride)
-        self.bf16: np.ndarray | None = None  # packed for bfloat16 dot products (``use_bf16``)
-        self.int16: Int16Weight | None = None  # packed for int16 dot products (``use_int16``)
-        self.packed: np.ndarray | None = None  # packed for ``window_matmul`` (``use_windows``)
+        # The weight packed for the kernel that runs it, if one does: bfloat16 (``use_bf16``),
+        # int16 (``use_int16``) or float32 windows (``use_windows``).
+        self.bf16: np.ndarray | None = None
+        self.int16: Int16Weight | None = None
+        self.packed: np.ndarray | None = None
         #: Dense: carry the overlapping output frames [K - stride, C_out] (the layout of
         #: CoreML's exported Mimi state) instead of the last input frames; a block of frames
         #: then sums its overlaps in another order than frame by frame.
@@ -395,12 +264,12 @@ class StreamingConvTranspose1d:
         kernels are there and its stacked blocks pack for them; whether it does."""
         if self.depthwise or self.bf16 is not None:
             return self.bf16 is not None
-        self.packed = _pack(self.stacked_blocks)
+        self.packed = pack_fp32(self.stacked_blocks)
         return self.packed is not None
 
     def use_bf16(self) -> bool:
-        """Run this transposed conv on bfloat16 dot products (``wide_units``) if it is dense
-        and its stacked blocks pack for them; whether it does."""
+        """Run this transposed conv on bfloat16 dot products if it is dense and its stacked
+        blocks pack for them (``kernels/arithmetic.py``); whether it does."""
         from ..kernels.arithmetic import fits_bf16
         from ..kernels.bf16 import pack_bf16_columns
 
@@ -411,12 +280,13 @@ class StreamingConvTranspose1d:
         return True
 
     def use_int16(self) -> bool:
-        """Run this transposed conv on int16 dot products (``wide_units``) if it is dense and
-        its stacked blocks pack for them; whether it does."""
+        """Run this transposed conv on int16 dot products if it is dense and its stacked blocks
+        pack for them (``kernels/arithmetic.py``); whether it does."""
         if not self.depthwise:
-            self.int16 = _pack_int16(self.stacked_blocks, self.in_channels)
+            self.int16 = pack_int16(self.stacked_blocks, self.in_channels)
         if self.int16 is not None:
-            self.bf16 = self.packed = None  # int16 runs it: no other copy kept
+            # int16 runs it, so no other copy is kept.
+            self.bf16 = self.packed = None
         return self.int16 is not None
 
     @property
@@ -466,12 +336,13 @@ class StreamingConvTranspose1d:
             elu(x, out=padded[:, pad:])
         else:
             padded[:, pad:] = x
-        next_histories = list(padded[:, t:].copy())  # one block; a view per stream
+        # One copy for all streams; each stream's history is a view of it.
+        next_histories = list(padded[:, t:].copy())
         if self.int16 is not None:
             out = window_product(padded, t, 1, blocks, self.int16, self._block_bias, "int16")
         elif self.bf16 is not None:
             out = window_product(padded, t, 1, blocks, self.bf16, self._block_bias, "bf16")
-        elif self.packed is not None and compiled.resolve(_kernels) is not None:
+        elif self.packed is not None and compiled_kernels() is not None:
             out = window_product(padded, t, 1, blocks, self.packed, self._block_bias)
         else:
             seq, row, item = padded.strides
@@ -503,7 +374,7 @@ class StreamingConvTranspose1d:
             batch, windows * s, c_out
         )
         y = out[:, : t * s]
-        next_partials = list(out[:, t * s : t * s + carried].copy())  # a view per stream
+        next_partials = list(out[:, t * s : t * s + carried].copy())
         if carried:
             y[:, :carried] += np.stack(partials)
         if self.bias is not None:
