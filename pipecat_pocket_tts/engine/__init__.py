@@ -44,7 +44,7 @@ from .model.config_registry import config_names
 from .model.languages import LANGUAGES, find_language, pack_name, text_variant
 from .model.options import LoadOptions
 from .runtime.channel import ChannelOutput, FrameChannel, Marker
-from .runtime.scheduler import AdmissionWait
+from .runtime.slots import AdmissionWait
 from .session import Session
 from .text.breaks import has_breaks, strip_breaks
 from .text.speechless import speaks

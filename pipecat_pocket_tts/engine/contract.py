@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from .frames import AudioFrame
     from .runtime.channel import Marker
-    from .runtime.scheduler import AdmissionWait
+    from .runtime.slots import AdmissionWait
     from .utterance import UtteranceOptions
 
 OFF_LOOP_CHARS = 2000

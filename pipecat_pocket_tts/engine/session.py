@@ -3,7 +3,7 @@
 One session owns everything that makes its audio one continuous voice: the sampler's random
 generator, the Mimi streaming state (never reset, so no seam between chunks or utterances) and
 the prefilled voice state every chunk starts from. Its work runs off the caller's thread, on
-the model's scheduler (``runtime.scheduler.SessionLink``: batched with every other stream):
+the model's scheduler (``runtime.session_link.SessionLink``: batched with every other stream):
 
     enqueue/feed/mark ─▶ link: prefill, step, sample, decode ─▶ [frame channel] ─▶ for / async for
 
@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Any
 from .audio.shaping import OutputShaper, Shape
 from .frames import AudioFrame, GenerationSettings
 from .runtime.channel import ChannelOutput, FrameChannel, Marker
-from .runtime.scheduler import AdmissionWait, Scheduler, SessionLink
+from .runtime.scheduler import Scheduler
+from .runtime.session_link import SessionLink
+from .runtime.slots import AdmissionWait
 from .text.breaks import Break, BreakStream, Piece, has_breaks, split_breaks
 from .text.planner import FedText, TextPlanner, TimedText
 from .timing.heads import Heads

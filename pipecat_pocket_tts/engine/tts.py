@@ -39,7 +39,8 @@ from .model.config import SAMPLE_RATE, ModelConfig
 from .model.options import LoadOptions
 from .model.packs import PackFiles
 from .runtime.lazy_scheduler import LazyScheduler
-from .runtime.scheduler import AdmissionWait, Scheduler
+from .runtime.scheduler import Scheduler
+from .runtime.slots import AdmissionWait
 from .session import Session
 from .text.breaks import has_breaks, strip_breaks
 from .text.planner import TextPlanner

@@ -40,13 +40,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..model.config import FRAME_SECONDS
 from .blas_threads import BLAS_THREADS, usable_cores
-from .channel import FrameChannel
 from .slots import AdmissionWait, StreamSlots
 from .streams import ChunkJob, Notice, ScheduledStream
 from .tick_costs import StageCosts
 from .ticks import (
-    PREFILL_PIECE_TOKENS,
-    PREFILL_TOKENS_PER_TICK,
     TickPlan,
     choose_tick,
     start_next_runs,
@@ -54,11 +51,7 @@ from .ticks import (
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
-    from ..text.planner import TimedText
-    from ..text.prepare import PreparedChunk
-    from ..timing.heads import Heads
     from ..timing.word_timing import SessionWords
-    from ..utterance import UtteranceRun
 
 logger = logging.getLogger(__name__)
 
@@ -126,12 +119,13 @@ class Scheduler:
         self.max_lead = max_lead
         self._clock = clock
         self._cond = threading.Condition()
-        self._costs = costs or StageCosts()  # what each kind of work costs: ticks, admission
+        # What each kind of work costs, for planning ticks and for admission.
+        self._costs = costs or StageCosts()
         self._slots = StreamSlots(
             max_streams, self._costs, self.threads, FRAME_SECONDS, clock, on_wait
         )
         self._ticks = 0
-        self._busy = 0  # pool threads running a task
+        self._busy = 0
         self._in_tick = False
         self._closed = False
         self._pool: list[threading.Thread] = []
@@ -140,7 +134,8 @@ class Scheduler:
         # so no slot; the coordinator hands them over before it plans its next tick (after
         # every output of the tick it was running), in submission order.
         self._idle_notices: list[tuple[ScheduledStream, Any]] = []
-        self._holds_blas = False  # whether this pool holds BLAS at one thread (blas_threads)
+        # Whether this pool holds BLAS at one thread (``blas_threads``).
+        self._holds_blas = False
 
     @property
     def max_streams(self) -> int | str | None:
@@ -192,7 +187,8 @@ class Scheduler:
             if threading.current_thread() not in self._pool:
                 while stream.busy:
                     self._cond.wait()
-        with stream.delivery:  # an output being handed over finishes first; no more follow
+        # An output being handed over finishes first; no more follow.
+        with stream.delivery:
             pass
 
     def stop(self, stream: ScheduledStream) -> int:
@@ -233,7 +229,8 @@ class Scheduler:
         for thread in pool:
             if thread is not threading.current_thread():
                 thread.join()
-        if holds_blas:  # after the joins: no BLAS call of this pool is left
+        # After the joins, no BLAS call of this pool is left.
+        if holds_blas:
             BLAS_THREADS.release()
 
     def _stop(self, stream: ScheduledStream) -> None:
@@ -245,7 +242,8 @@ class Scheduler:
     def _start_pool(self) -> None:
         if self._pool:
             return
-        BLAS_THREADS.hold()  # one BLAS thread per call: the pool's threads are the parallelism
+        # One BLAS thread per call: the pool's threads are the parallelism.
+        BLAS_THREADS.hold()
         self._holds_blas = True
         self._pool = [
             threading.Thread(target=self._coordinate, name="pocket-tts-scheduler", daemon=True)
@@ -315,10 +313,12 @@ class Scheduler:
                 blocks=self.backend.capabilities.frame_blocks,
             )
             for stream in choice.streams:
-                stream.busy = True  # until the tick ends (cancel waits for it)
+                # Busy until the tick ends; ``cancel`` waits for it.
+                stream.busy = True
             plan = TickPlan(self.backend, choice, self._costs, self._first_frame_done)
             self._in_tick = True
-        _deliver(due_outputs)  # due now: before any first frame of the tick
+        # Outputs due now go out before any first frame of the tick.
+        _deliver(due_outputs)
         outputs: list[tuple[ScheduledStream, list[Any]]] = []
         try:
             started = self._clock()
@@ -330,7 +330,8 @@ class Scheduler:
                 results, tick_failures = plan.apply(self._clock())
             outputs += results
             failed.update(tick_failures)
-        except Exception as exc:  # a scheduler bug: fail the tick's streams, keep serving
+        except Exception as exc:
+            # A scheduler bug: the tick's streams fail, the scheduler keeps serving.
             logger.exception("a scheduler tick failed")
             failed.update((stream, exc) for stream in plan.streams)
         plan.release()
@@ -347,7 +348,8 @@ class Scheduler:
                 if not stream.has_work:
                     stream.went_idle()
                     self._slots.release(stream, self._ticks)
-            self._slots.admit_waiting(self._ticks)  # under "auto": the estimates moved
+            # Under "auto" the estimates moved, so waiting streams may now fit.
+            self._slots.admit_waiting(self._ticks)
             self._in_tick = False
             self._cond.notify_all()
         _deliver(outputs)
@@ -358,7 +360,8 @@ class Scheduler:
         with self._cond:
             try:
                 items = plan.apply_first_frame(stream, self._clock())
-            except Exception as exc:  # its word timing, say: the stream's own failure
+            except Exception as exc:
+                # The stream's own failure (its word timing, for one).
                 if not stream.stopped:
                     self._stop(stream)
                 items = [exc]
@@ -367,7 +370,8 @@ class Scheduler:
     def _run_tick(self, plan: TickPlan) -> None:
         """Run the plan's tasks on the pool (this thread included); return when all are done."""
         if len(plan.tasks) == 1 and self.threads > 1:
-            with BLAS_THREADS.widened(self.threads):  # a lone task: every core
+            # A lone task gets every core.
+            with BLAS_THREADS.widened(self.threads):
                 self._run_tasks(_Tick(plan.tasks))
         elif plan.tasks:
             tick = _Tick(plan.tasks)
@@ -383,7 +387,8 @@ def _deliver(outputs: list[tuple[ScheduledStream, list[Any]]]) -> None:
         with stream.delivery:
             for item in items:
                 if stream.stopped and not isinstance(item, BaseException):
-                    continue  # cancelled meanwhile (or failed): no more frames come out
+                    # Cancelled meanwhile (or failed): no more frames come out.
+                    continue
                 try:
                     if isinstance(item, BaseException):
                         stream.on_error(item)
@@ -393,109 +398,4 @@ def _deliver(outputs: list[tuple[ScheduledStream, list[Any]]]) -> None:
                     logger.exception("the output callback of %s failed", stream.name)
 
 
-class SessionLink:
-    """A session's end of its model's scheduler: utterances in, frames and markers out.
-
-    Frames and notices go into the session's frame channel in order (``finish`` closes it
-    after the last frame); ``on_failure`` gets the error that stopped the stream, which then
-    also ends the channel. The random generator (``seed``) belongs to the stream, as it
-    belongs to a session. ``done``: utterances whose last frame is out.
-    """
-
-    def __init__(
-        self,
-        scheduler: Scheduler,
-        seed: int | None,
-        channel: FrameChannel[Any],
-        on_failure: Callable[[BaseException], None],
-        name: str | None = None,
-        words: SessionWords | None = None,
-        on_wait: Callable[[AdmissionWait], None] | None = None,
-    ) -> None:
-        self._scheduler = scheduler
-        self._channel = channel
-        self._on_failure = on_failure
-        self.done = 0
-        self._stream = scheduler.open_stream(
-            self._output, self._failed, seed=seed, name=name, words=words, on_wait=on_wait
-        )
-
-    def speak(
-        self,
-        utterance_index: int,
-        chunks: list[PreparedChunk],
-        run: UtteranceRun,
-        timed: TimedText | None = None,
-        heads: Heads | None = None,
-    ) -> None:
-        """Queue an utterance's prepared chunks, all started from ``run`` (its restart seed
-        with the first); ``timed``: its caller words, timed from ``heads`` or estimated."""
-        last = len(chunks) - 1
-        for i, chunk in enumerate(chunks):
-            job = ChunkJob(
-                chunk=chunk,
-                run=run,
-                utterance_index=utterance_index,
-                chunk_index=i,
-                is_last_chunk=i == last,
-                restart_seed=run.restart_seed if i == 0 else None,
-                timed=timed,
-                heads=heads,
-            )
-            self._scheduler.submit(self._stream, job)
-
-    def notice(self, item: Any) -> None:
-        """Put ``item`` (a marker) in the channel after every frame queued before it."""
-        self._scheduler.submit(self._stream, Notice(item))
-
-    def finish(self) -> None:
-        """Close the channel after every frame queued so far."""
-        self._scheduler.submit(self._stream, Notice(_FINISH))
-
-    def cancel(self) -> None:
-        """Drop everything; return once no computation of this stream runs."""
-        self._scheduler.cancel(self._stream)
-
-    def stop(self) -> int:
-        """Drop everything now, without waiting (``cancel`` waits); the ticks so far."""
-        return self._scheduler.stop(self._stream)
-
-    @property
-    def ticks(self) -> int:
-        """Ticks that computed for this stream, counted as each ends."""
-        return self._stream.ticks
-
-    def abandon(self) -> None:
-        """Its session was dropped without finish() or cancel(): drop its stream.
-
-        Called by a finalizer, possibly while this thread holds the scheduler's lock (a
-        garbage collection anywhere): the cancel runs on a thread of its own.
-        """
-        threading.Thread(target=self.cancel, name="pocket-tts-abandon", daemon=True).start()
-
-    def _output(self, item: Any) -> None:
-        if item is _FINISH:
-            self._channel.close()
-        elif self._channel.put(item) and getattr(item, "is_last_in_utterance", False):
-            self.done += 1
-
-    def _failed(self, error: BaseException) -> None:
-        self._on_failure(error)
-        self._channel.close(error)
-
-
-_FINISH: Any = object()
-
-
-__all__ = [
-    "MAX_LEAD_SECONDS",
-    "PREFILL_PIECE_TOKENS",
-    "PREFILL_TOKENS_PER_TICK",
-    "AdmissionWait",
-    "ChunkJob",
-    "Notice",
-    "ScheduledStream",
-    "Scheduler",
-    "SchedulerStats",
-    "SessionLink",
-]
+__all__ = ["MAX_LEAD_SECONDS", "Scheduler", "SchedulerStats"]

@@ -17,9 +17,9 @@ from reference_fixtures import snr_db
 from pipecat_pocket_tts.engine import PocketTTS
 from pipecat_pocket_tts.engine.errors import ContextOverflowError
 from pipecat_pocket_tts.engine.frames import GenerationSettings
-from pipecat_pocket_tts.engine.runtime.scheduler import AdmissionWait, ChunkJob, Notice, Scheduler
-from pipecat_pocket_tts.engine.runtime.slots import AUTO_LOAD, FREE_LOAD
-from pipecat_pocket_tts.engine.runtime.streams import ChunkRun
+from pipecat_pocket_tts.engine.runtime.scheduler import Scheduler
+from pipecat_pocket_tts.engine.runtime.slots import AUTO_LOAD, FREE_LOAD, AdmissionWait
+from pipecat_pocket_tts.engine.runtime.streams import ChunkJob, ChunkRun, Notice
 from pipecat_pocket_tts.engine.runtime.tick_costs import StageCosts
 from pipecat_pocket_tts.engine.text.planner import TextPlanner
 from pipecat_pocket_tts.engine.utterance import UtteranceRun
