@@ -41,6 +41,7 @@ import numpy as np
 from .words import ChunkUnits
 
 if TYPE_CHECKING:
+    from ..backends.base import Backend
     from ..model.config import ModelConfig
 
 SILENCE_RMS = 1e-3
@@ -93,6 +94,33 @@ def heads_fit(heads: Heads, config: ModelConfig) -> bool:
     return bool(heads) and all(
         0 <= layer < tr.num_layers and 0 <= head < tr.num_heads for layer, head in heads
     )
+
+
+def check_heads(heads: Heads | None, config: ModelConfig, backend: Backend) -> Heads | None:
+    """``heads`` as (int, int) pairs if ``config``'s model has them and ``backend`` reads
+    attention; raises ``ValueError`` saying which does not hold.
+
+    Args:
+        heads: (layer, head) pairs, or None (word times are then estimated).
+        config: The model whose FlowLM transformer the pairs must exist in.
+        backend: The backend that must read attention for them.
+
+    Returns:
+        The pairs as a tuple of int pairs, or None.
+    """
+    if heads is None:
+        return None
+    heads = tuple((int(layer), int(head)) for layer, head in heads)
+    if not heads_fit(heads, config):
+        raise ValueError(
+            f"timestamp heads {list(heads)} do not all exist in {config.name!r} "
+            f"({config.num_layers} layers × {config.flow_lm.transformer.num_heads} heads)"
+        )
+    if not backend.capabilities.attention_probe:
+        raise ValueError(
+            f"the {backend.name} backend cannot read attention: its word times are estimated"
+        )
+    return heads
 
 
 def is_voiced(samples: np.ndarray) -> bool:
@@ -334,6 +362,7 @@ __all__ = [
     "UnitStart",
     "UnitTiming",
     "WordPointer",
+    "check_heads",
     "heads_fit",
     "heads_for",
     "is_voiced",
