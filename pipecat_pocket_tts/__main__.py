@@ -275,9 +275,9 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _devpack(args: argparse.Namespace) -> int:
-    from .devpack import cli as devpack_cli
+    from .devpack import command as devpack_command
 
-    return devpack_cli.run(args)
+    return devpack_command.run(args)
 
 
 COMMANDS = {

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from .devpack import cli as devpack_cli
+from .devpack import command as devpack_command
 from .engine.backends.coreml import cli_options as coreml_cli
 from .server import cli as server_cli
 
@@ -204,11 +204,11 @@ def build_parser() -> argparse.ArgumentParser:
             description=server_cli.DESCRIPTION,
         )
     )
-    devpack_cli.add_arguments(
+    devpack_command.add_arguments(
         commands.add_parser(
             "devpack",
             help="write a random-weight pack (tests, offline trials)",
-            description=devpack_cli.DESCRIPTION,
+            description=devpack_command.DESCRIPTION,
         )
     )
     for command in commands.choices.values():  # -v after the verb too (``say -v``)

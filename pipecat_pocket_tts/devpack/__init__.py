@@ -1,4 +1,4 @@
-"""Development packs: random-weight language packs in the real file layout.
+"""Development packs: random-weight packs in the real file layout.
 
 Tests, examples and benchmarks need a pack without Hugging Face access. ``build_pack`` writes a
 folder that ``PocketTTS.load(model_dir=...)`` reads like a downloaded pack:
@@ -15,14 +15,14 @@ to generate up to ``max_frames``. Everything is deterministic for a given seed.
 
 Modules: ``configs`` (tiny configs), ``tokenizer`` (corpus, SentencePiece training, the
 tokenizer.json form), ``weights`` (random weights, decoder calibration, safetensors),
-``voices`` (random voice states), ``pack`` (``build_pack``), ``cli`` (the command line).
+``voices`` (random voice states), ``pack`` (``build_pack``), ``command`` (the command line).
 
 Command line (e.g. a full-size random English pack for benchmarks, ~440 MB):
 
     python -m pipecat_pocket_tts.devpack OUT --config english
 """
 
-from .cli import main
+from .command import main
 from .configs import tiny_config_dict
 from .pack import DEFAULT_VOICES, build_pack
 from .tokenizer import (

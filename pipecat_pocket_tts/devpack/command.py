@@ -1,4 +1,5 @@
-"""Command line: ``python -m pipecat_pocket_tts.devpack OUT [--config tiny]``."""
+"""The devpack command, ``python -m pipecat_pocket_tts.devpack OUT [--config tiny]``: its
+options (shared with ``python -m pipecat_pocket_tts devpack``) and its run."""
 
 from __future__ import annotations
 
