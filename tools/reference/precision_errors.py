@@ -40,7 +40,7 @@ from pocket_tts.quantization import RECOMMENDED_CONFIG, apply_dynamic_int8  # no
 from precision_stages import STAGES  # noqa: E402
 from reference_fixtures import FAMILIES, load_family, snr_db  # noqa: E402
 
-from pipecat_pocket_tts.engine.backends.numpy.layers.linears import PRECISIONS  # noqa: E402
+from pipecat_pocket_tts.engine.model.options import NUMPY_PRECISIONS  # noqa: E402
 
 logging.getLogger("pocket_tts").setLevel(logging.ERROR)
 
@@ -92,7 +92,7 @@ def full_size_errors(name: str, work: Path, seed: int = 5) -> dict[str, dict[str
     raw["mimi"].pop("weights_path", None)
     config = ModelConfig.from_dict(name, raw)
     table = {"upstream_int8": {s: round(snr_db(fp32[s], int8[s]), 2) for s in STAGES}}
-    ours = {p: precision_stages.run_stages(config, weights_path, fp32, p) for p in PRECISIONS}
+    ours = {p: precision_stages.run_stages(config, weights_path, fp32, p) for p in NUMPY_PRECISIONS}
     for precision in ("bf16", "int8"):
         table[f"ours_{precision}"] = {
             s: round(snr_db(ours["fp32"][s], ours[precision][s]), 2) for s in STAGES

@@ -4,7 +4,7 @@ The engine only ever sees the stage interface of ``base.Backend``; this module i
 that knows which implementations exist. Each backend owns its pack layout
 (``Backend.find_pack_files``, in its ``files.py``) and how it loads (``Backend.from_pack``)::
 
-    kind = resolve_backend_name(options.backend, language="english")
+    kind = resolve_backend_name(options.backend, pack_name="english")
     pack = find_pack_files("english", backend_kind=kind, model_dir=...)
     backend = load_backend(pack, options.for_backend(kind))
 """
@@ -67,17 +67,17 @@ def concrete_options(options: LoadOptions, kind: str) -> LoadOptions:
     why = None
     if kind == "numpy" and options.backend == "auto":
         folder = options.model_dir
-        where = f"in {folder}" if folder is not None else "for this language"
+        where = f"in {folder}" if folder is not None else "for this pack"
         why = coreml_unavailable_reason() or f"there is no CoreML pack {where}"
     return options.for_backend(kind, why=why)
 
 
 def resolve_backend_name(
-    name: str, *, language: str | None = None, model_dir: str | os.PathLike[str] | None = None
+    name: str, *, pack_name: str | None = None, model_dir: str | os.PathLike[str] | None = None
 ) -> str:
     """Map a user's backend name to a concrete one ("numpy" or "coreml").
 
-    "auto" picks CoreML where it can run and NumPy everywhere else; given ``language`` (and
+    "auto" picks CoreML where it can run and NumPy everywhere else; given ``pack_name`` (and
     ``model_dir``), it also picks NumPy when there is no CoreML pack for them. Raises
     ``UnknownBackendError`` for a name outside ``BACKEND_NAMES`` and
     ``BackendUnavailableError`` for "coreml" where CoreML cannot run.
@@ -93,10 +93,10 @@ def resolve_backend_name(
     if name == "auto":
         if reason:
             return "numpy"
-        if language is not None:
+        if pack_name is not None:
             from .coreml.files import has_coreml_pack
 
-            return "coreml" if has_coreml_pack(language, model_dir) else "numpy"
+            return "coreml" if has_coreml_pack(pack_name, model_dir) else "numpy"
         return "coreml"
     if reason:
         raise BackendUnavailableError(

@@ -1,4 +1,4 @@
-"""From a language and load options to a model's parts, and the models ``load_shared`` keeps.
+"""From a pack name and load options to a model's parts, and the models ``load_shared`` keeps.
 
 ``resolve_load`` settles which pack and backend a call means (and which options that backend
 takes); ``load_parts`` reads the pack's files into a backend and a tokenizer; ``SharedModels``
@@ -29,9 +29,12 @@ Model = TypeVar("Model")
 class ResolvedLoad:
     """Which pack, on which backend, with the options that backend takes."""
 
-    pack_name: str  # a config name: "english", "french_24l", or the custom pack's
-    backend_kind: str  # "numpy" or "coreml"
-    options: LoadOptions  # concrete: no "auto", only this backend's options
+    pack_name: str
+    """The pack's config name: "english", "french_24l", or a custom pack's."""
+    backend_kind: str
+    """The concrete backend: "numpy" or "coreml"."""
+    options: LoadOptions
+    """Concrete: no "auto", only this backend's options."""
 
     @property
     def shared_key(self) -> tuple[Any, ...]:
@@ -49,11 +52,22 @@ class ModelParts:
     options: LoadOptions
 
 
-def resolve_load(language: str, options: LoadOptions) -> ResolvedLoad:
-    """The pack name for ``language``, the backend ``options.backend`` picks for it, and the
-    options that backend takes (CoreML options dropped by ``auto`` on NumPy are logged)."""
-    name = pack_name(language, custom=options.model_dir is not None)
-    kind = resolve_backend_name(options.backend, language=name, model_dir=options.model_dir)
+def resolve_load(requested: str, options: LoadOptions) -> ResolvedLoad:
+    """Settle which pack and backend a load means.
+
+    CoreML options that ``auto`` drops on NumPy are logged.
+
+    Args:
+        requested: The caller's ``language=``: a pack name, or a language naming its default
+            pack.
+        options: The load options as given.
+
+    Returns:
+        The pack name, the backend ``options.backend`` picks for it, and the options that
+        backend takes.
+    """
+    name = pack_name(requested, custom=options.model_dir is not None)
+    kind = resolve_backend_name(options.backend, pack_name=name, model_dir=options.model_dir)
     concrete = concrete_options(options, kind)
     dropped = options.dropped_for(concrete)
     if dropped:

@@ -23,7 +23,7 @@ AUTO_STREAMS = "auto"
 """``max_streams="auto"``: admit streams while the measured cost of a tick keeps real time."""
 """Every name ``LoadOptions.backend`` accepts."""
 
-#: Precisions the NumPy backend runs (``backends.numpy.linears.PRECISIONS``); kept when "auto"
+#: Precisions the NumPy backend runs (``backends.numpy.layers.linears``); kept when "auto"
 #: picks NumPy (CoreML's "fp16" is refused there, never dropped).
 NUMPY_PRECISIONS = ("fp32", "bf16", "int8")
 #: Options only the CoreML backend reads (dropped when "auto" picks NumPy).

@@ -1,6 +1,6 @@
 """CoreML pack files: the hub layout, the download filter, and local pack folders.
 
-FluidInference/pocket-tts-coreml holds one folder per language pack, ``v2.1/<language>/``:
+FluidInference/pocket-tts-coreml holds one folder per pack, ``v2.1/<pack name>/``:
 
     cond_prefill.mlmodelc/         flowlm_step.mlmodelc/ (fp16)   flowlm_stepv2.mlmodelc/ (int8)
     flow_decoder_fused.mlmodelc/   mimi_decoder.mlmodelc/         constants_bin/ (see constants.py)
@@ -16,8 +16,8 @@ cloning encoder on the first clone (``encoder_patterns``: the pack's mimi_encode
 shared encoder with its reprojection files; English uses the shared encoder). Files land
 in the standard Hugging Face cache at a pinned revision (``HF_TOKEN``, ``HF_HUB_OFFLINE`` and
 ``HF_ENDPOINT`` apply); a FlowLM variant of the other precision left in the cache is deleted
-after each load. ``model_dir`` points at a local copy of one language folder (or at a folder
-holding ``v2.1/<language>/``); nothing is downloaded or deleted there. In such a folder the
+after each load. ``model_dir`` points at a local copy of one pack's folder (or at a folder
+holding ``v2.1/<pack name>/``); nothing is downloaded or deleted there. In such a folder the
 shared encoder files may sit beside the models or at the top (above ``v2.1/``).
 """
 
@@ -56,8 +56,8 @@ logger = logging.getLogger(__name__)
 PACK_VERSION = "v2.1"
 CONSTANTS_DIR = "constants_bin"
 
-#: Every language pack of v2.1: the registry config of the same name describes its model.
-LANGUAGES = (
+#: Every pack of v2.1, by pack name: the registry config of the same name describes its model.
+PACK_NAMES = (
     "english",
     "german",
     "italian",
@@ -69,8 +69,6 @@ LANGUAGES = (
     "portuguese_24l",
     "spanish_24l",
 )
-#: Voices every v2.1 pack ships (same names, language-specific states).
-VOICES = PUBLISHED_VOICES
 #: Stage → model folder name (without ``.mlmodelc``), FlowLM aside.
 STAGE_MODELS = {
     "cond_prefill": "cond_prefill",
@@ -79,14 +77,14 @@ STAGE_MODELS = {
 }
 #: Files of ``constants_bin/`` every load needs (``bos_before_voice.bin`` may be absent).
 CONSTANT_FILES = (TOKENIZER, TEXT_EMBED_TABLE, BOS_EMB, BOS_BEFORE_VOICE)
-#: Voice-cloning encoders: the pack's own (``v2.1/<language>/``) and the shared one (root).
+#: Voice-cloning encoders: the pack's own (``v2.1/<pack name>/``) and the shared one (root).
 PACK_ENCODER = "mimi_encoderv3"
 SHARED_ENCODER = "mimi_encoderv2"
 
 
-def pack_folder(language: str) -> str:
-    """The pack's folder in the repository: ``v2.1/<language>``."""
-    return f"{PACK_VERSION}/{language}"
+def pack_folder(pack_name: str) -> str:
+    """The pack's folder in the repository: ``v2.1/<pack name>``."""
+    return f"{PACK_VERSION}/{pack_name}"
 
 
 def stage_folders(precision: str) -> dict[str, str]:
@@ -100,26 +98,26 @@ def stage_folders(precision: str) -> dict[str, str]:
     }
 
 
-def model_patterns(language: str, precision: str) -> list[str]:
+def model_patterns(pack_name: str, precision: str) -> list[str]:
     """``allow_patterns`` for the four compiled models of one precision."""
-    root = pack_folder(language)
+    root = pack_folder(pack_name)
     return [f"{root}/{folder}/*" for folder in stage_folders(precision).values()]
 
 
-def constant_patterns(language: str) -> list[str]:
+def constant_patterns(pack_name: str) -> list[str]:
     """``allow_patterns`` for the constants (voices excluded: they come on first use)."""
-    root = f"{pack_folder(language)}/{CONSTANTS_DIR}"
+    root = f"{pack_folder(pack_name)}/{CONSTANTS_DIR}"
     return [f"{root}/{name}" for name in CONSTANT_FILES] + [f"{root}/{MIMI_INIT_STATE}/*"]
 
 
-def allow_patterns(language: str, precision: str = "fp16") -> list[str]:
-    """Everything a load of ``language`` at ``precision`` downloads (voices aside)."""
-    return model_patterns(language, precision) + constant_patterns(language)
+def allow_patterns(pack_name: str, precision: str = "fp16") -> list[str]:
+    """Everything a load of ``pack_name`` at ``precision`` downloads (voices aside)."""
+    return model_patterns(pack_name, precision) + constant_patterns(pack_name)
 
 
-def select_files(listing: Iterable[str], language: str, precision: str = "fp16") -> list[str]:
+def select_files(listing: Iterable[str], pack_name: str, precision: str = "fp16") -> list[str]:
     """The repository paths of ``listing`` that a load needs (the filter, spelled out)."""
-    root = pack_folder(language) + "/"
+    root = pack_folder(pack_name) + "/"
     models = set(stage_folders(precision).values())
     wanted = []
     for path in listing:
@@ -138,16 +136,16 @@ def select_files(listing: Iterable[str], language: str, precision: str = "fp16")
     return wanted
 
 
-def encoder_patterns(language: str, which: str) -> list[str]:
+def encoder_patterns(pack_name: str, which: str) -> list[str]:
     """``allow_patterns`` for a cloning encoder: ``which`` = "pack" (``mimi_encoderv3``) or
     "shared" (root ``mimi_encoderv2``, plus the reprojection files for other languages)."""
-    root = pack_folder(language)
+    root = pack_folder(pack_name)
     if which == "pack":
         return [f"{root}/{PACK_ENCODER}.mlmodelc/*"]
     if which != "shared":
         raise ValueError(f"which must be 'pack' or 'shared', got {which!r}")
     patterns = [f"{SHARED_ENCODER}.mlmodelc/*"]
-    if get_config(language).language != "english":
+    if get_config(pack_name).language != "english":
         patterns += [RECOVER_PINV, f"{root}/{CONSTANTS_DIR}/{SPEAKER_PROJ}"]
     return patterns
 
@@ -214,18 +212,18 @@ def missing_constants(folder: Path) -> list[str]:
     return [name for name in REQUIRED_FILES if not (folder / name).is_file()]
 
 
-def voice_path_in_repo(language: str, voice: str) -> str:
-    return f"{pack_folder(language)}/{CONSTANTS_DIR}/{voice}.safetensors"
+def voice_path_in_repo(pack_name: str, voice: str) -> str:
+    return f"{pack_folder(pack_name)}/{CONSTANTS_DIR}/{voice}.safetensors"
 
 
-def has_coreml_pack(language: str, model_dir: str | os.PathLike[str] | None = None) -> bool:
-    """Whether ``language`` has a CoreML pack on the hub, or ``model_dir`` holds one (no I/O
+def has_coreml_pack(pack_name: str, model_dir: str | os.PathLike[str] | None = None) -> bool:
+    """Whether ``pack_name`` has a CoreML pack on the hub, or ``model_dir`` holds one (no I/O
     beyond a file check): what ``backend="auto"`` asks before choosing CoreML."""
     if model_dir is None:
-        return language in LANGUAGES
+        return pack_name in PACK_NAMES
     folder = Path(model_dir).expanduser()
-    if (folder / pack_folder(language)).is_dir():
-        folder = folder / pack_folder(language)
+    if (folder / pack_folder(pack_name)).is_dir():
+        folder = folder / pack_folder(pack_name)
     return (folder / CONSTANTS_DIR / TEXT_EMBED_TABLE).is_file()
 
 
@@ -234,7 +232,7 @@ def has_coreml_pack(language: str, model_dir: str | os.PathLike[str] | None = No
 
 @dataclass(frozen=True)
 class CoreMLPackFiles(PackFiles):
-    """A CoreML pack: ``root`` is the language folder; models are fetched per precision."""
+    """A CoreML pack: ``root`` is the pack's folder; models are fetched per precision."""
 
     root: Path | None = None
     #: Why this pack cannot clone (None: it can; hub packs fetch the encoder on first use).
@@ -301,24 +299,24 @@ def find_coreml_pack_files(request: PackRequest) -> CoreMLPackFiles:
     )
 
 
-def resolve_local_coreml_pack(language: str, model_dir: str | os.PathLike[str]) -> CoreMLPackFiles:
-    """A CoreML pack in a local folder (the language folder, or a folder with ``v2.1/<lang>``)."""
+def resolve_local_coreml_pack(pack_name: str, model_dir: str | os.PathLike[str]) -> CoreMLPackFiles:
+    """A CoreML pack in a local folder (the pack's folder, or one holding ``v2.1/<pack name>``)."""
     folder = Path(model_dir).expanduser()
-    if (folder / pack_folder(language)).is_dir():
-        folder = folder / pack_folder(language)
+    if (folder / pack_folder(pack_name)).is_dir():
+        folder = folder / pack_folder(pack_name)
     if not folder.is_dir():
         raise PackFilesMissingError(
             f"model_dir {folder} does not exist or is not a folder. Pass the folder of a CoreML "
-            f"pack (the contents of {REPO}/{pack_folder(language)}), or leave model_dir out to "
+            f"pack (the contents of {REPO}/{pack_folder(pack_name)}), or leave model_dir out to "
             "download it."
         )
-    config = load_local_config(language, folder)
+    config = load_local_config(pack_name, folder)
     constants = folder / CONSTANTS_DIR
     missing = missing_constants(constants)
     if missing:
         raise PackFilesMissingError(
             f"model_dir {folder} is not a complete CoreML pack: {CONSTANTS_DIR}/ lacks "
-            f"{', '.join(missing)}. Copy the whole {pack_folder(language)} folder of {REPO}."
+            f"{', '.join(missing)}. Copy the whole {pack_folder(pack_name)} folder of {REPO}."
         )
     names, fetch_voice = local_voices(constants)
 
@@ -348,18 +346,18 @@ def resolve_local_coreml_pack(language: str, model_dir: str | os.PathLike[str]) 
 
 
 def resolve_hub_coreml_pack(
-    language: str, *, revision: str | None = None, token: str | bool | None = None
+    pack_name: str, *, revision: str | None = None, token: str | bool | None = None
 ) -> CoreMLPackFiles:
     """A v2.1 pack from the hub: constants now, models per precision on load, voices on use."""
-    if language not in LANGUAGES:
+    if pack_name not in PACK_NAMES:
         raise UnknownLanguageError(
-            f"there is no CoreML pack for {language!r}; CoreML packs: {', '.join(LANGUAGES)}. "
+            f"there is no CoreML pack for {pack_name!r}; CoreML packs: {', '.join(PACK_NAMES)}. "
             "Use backend='numpy' for the other models (or model_dir= with a converted pack)."
         )
-    config = get_config(language)
+    config = get_config(pack_name)
     rev = revision or REVISION
-    snapshot = download(constant_patterns(language), revision=rev, token=token, what="constants")
-    root = snapshot / pack_folder(language)
+    snapshot = download(constant_patterns(pack_name), revision=rev, token=token, what="constants")
+    root = snapshot / pack_folder(pack_name)
     lock = threading.Lock()
     fetched: dict[str, Path] = {}
 
@@ -367,25 +365,25 @@ def resolve_hub_coreml_pack(
         with lock:
             if name not in fetched:
                 path = download(
-                    [voice_path_in_repo(language, name)],
+                    [voice_path_in_repo(pack_name, name)],
                     revision=rev,
                     token=token,
                     what=f"voice {name!r}",
-                ) / voice_path_in_repo(language, name)
+                ) / voice_path_in_repo(pack_name, name)
                 if not path.is_file():
                     raise UnknownVoiceError(
-                        f"voice {name!r} is not published in {REPO}/{pack_folder(language)}; "
-                        f"pick another voice: {', '.join(VOICES)}"
+                        f"voice {name!r} is not published in {REPO}/{pack_folder(pack_name)}; "
+                        f"pick another voice: {', '.join(PUBLISHED_VOICES)}"
                     )
                 fetched[name] = path
             return fetched[name]
 
     def fetch_models(precision: str) -> Path:
         folder = download(
-            model_patterns(language, precision), revision=rev, token=token, what="models"
+            model_patterns(pack_name, precision), revision=rev, token=token, what="models"
         )
-        remove_unused_variant(folder / pack_folder(language), keep=precision)
-        return folder / pack_folder(language)
+        remove_unused_variant(folder / pack_folder(pack_name), keep=precision)
+        return folder / pack_folder(pack_name)
 
     english = config.language == "english"
 
@@ -393,19 +391,19 @@ def resolve_hub_coreml_pack(
         with lock:
             if not english:
                 folder = download(
-                    encoder_patterns(language, "pack"), revision=rev, token=token, what="encoder"
+                    encoder_patterns(pack_name, "pack"), revision=rev, token=token, what="encoder"
                 )
-                found = find_encoder(folder / pack_folder(language), english=False)
+                found = find_encoder(folder / pack_folder(pack_name), english=False)
                 if isinstance(found, EncoderFiles):
                     return found
             folder = download(
-                encoder_patterns(language, "shared"), revision=rev, token=token, what="encoder"
+                encoder_patterns(pack_name, "shared"), revision=rev, token=token, what="encoder"
             )
-            found = find_encoder(folder / pack_folder(language), english=english)
+            found = find_encoder(folder / pack_folder(pack_name), english=english)
             if isinstance(found, str):
                 raise CloningUnavailableError(
                     f"{REPO}@{rev} publishes no usable voice-cloning encoder for "
-                    f"{language!r}. {found}"
+                    f"{pack_name!r}. {found}"
                 )
             return found
 
@@ -413,7 +411,7 @@ def resolve_hub_coreml_pack(
     missing = missing_constants(constants)
     if missing:
         raise PackFilesMissingError(
-            f"{REPO}/{pack_folder(language)}@{rev} lacks {CONSTANTS_DIR}/{', '.join(missing)} in "
+            f"{REPO}/{pack_folder(pack_name)}@{rev} lacks {CONSTANTS_DIR}/{', '.join(missing)} in "
             "the local cache (offline, or an unpublished revision). Go online once, or pass "
             "model_dir= with a copy of the pack."
         )
@@ -422,7 +420,7 @@ def resolve_hub_coreml_pack(
         config=config,
         weights=root,
         tokenizer=constants / TOKENIZER,
-        voice_names=VOICES,
+        voice_names=PUBLISHED_VOICES,
         has_voice_cloning=reason is None,
         backend_kind="coreml",
         _fetch_voice=fetch_voice,
@@ -434,7 +432,7 @@ def resolve_hub_coreml_pack(
 
 
 def download_coreml_pack(
-    language: str,
+    pack_name: str,
     *,
     precision: str = "fp16",
     voices: Iterable[str] | None = None,
@@ -444,9 +442,9 @@ def download_coreml_pack(
 ) -> tuple[CoreMLPackFiles, dict[str, Path]]:
     """Fetch a pack's constants, models of ``precision`` and ``voices`` (None: all) now;
     with ``cloning`` also the voice-cloning encoder (for offline cloning later)."""
-    pack = resolve_hub_coreml_pack(language, revision=revision, token=token)
+    pack = resolve_hub_coreml_pack(pack_name, revision=revision, token=token)
     pack.model_paths(precision)
     if cloning:
         pack.encoder_files()
-    wanted = list(VOICES if voices is None else voices)
+    wanted = list(PUBLISHED_VOICES if voices is None else voices)
     return pack, {name: pack.voice_path(name) for name in wanted}

@@ -312,11 +312,11 @@ def test_auto_prefers_coreml_only_where_a_pack_exists(
 
     monkeypatch.setattr(backends, "coreml_unavailable_reason", lambda: None)  # "on a Mac"
     assert resolve_backend_name("auto") == "coreml"
-    assert resolve_backend_name("auto", language="french_24l") == "coreml"
-    assert resolve_backend_name("auto", language="dutch") == "numpy"
-    assert resolve_backend_name("auto", language="english_7m_2026-10") == "numpy"
-    assert resolve_backend_name("auto", language="english", model_dir=setup.coreml_dir) == "coreml"
-    assert resolve_backend_name("auto", language="english", model_dir=setup.numpy_dir) == "numpy"
+    assert resolve_backend_name("auto", pack_name="french_24l") == "coreml"
+    assert resolve_backend_name("auto", pack_name="dutch") == "numpy"
+    assert resolve_backend_name("auto", pack_name="english_7m_2026-10") == "numpy"
+    assert resolve_backend_name("auto", pack_name="english", model_dir=setup.coreml_dir) == "coreml"
+    assert resolve_backend_name("auto", pack_name="english", model_dir=setup.numpy_dir) == "numpy"
     assert (
-        resolve_backend_name("coreml", language="dutch") == "coreml"
+        resolve_backend_name("coreml", pack_name="dutch") == "coreml"
     )  # explicit: not second-guessed

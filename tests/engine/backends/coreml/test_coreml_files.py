@@ -18,6 +18,7 @@ from pipecat_pocket_tts.engine.errors import (
     UnknownVoiceError,
 )
 from pipecat_pocket_tts.engine.model import hub_reachability
+from pipecat_pocket_tts.engine.model.languages import PUBLISHED_VOICES
 
 MODEL_FILES = (
     "model.mil",
@@ -53,7 +54,7 @@ def _language_folder(prefix: str, models: tuple[str, ...]) -> list[str]:
     paths += [f"{constants}/{name}" for name in files.CONSTANT_FILES]
     paths += [f"{constants}/speaker_proj_weight.bin", f"{constants}/manifest.json"]
     paths += [f"{constants}/mimi_init_state/{name}.bin" for name in MIMI_STATE]
-    paths += [f"{constants}/{voice}.safetensors" for voice in files.VOICES]
+    paths += [f"{constants}/{voice}.safetensors" for voice in PUBLISHED_VOICES]
     paths += [f"{prefix}/constants/{n}" for n in ("bos_emb.npy", "mimi_init_state.npz")]
     paths += [f"{prefix}/manifest.json", f"{prefix}/verify.wav", f"{prefix}/.DS_Store"]
     return paths
@@ -65,7 +66,7 @@ def repo_listing() -> list[str]:
     for model in ("cond_step", "flowlm_step", "flow_decoder", "mimi_decoder_v2", "mimi_encoderv2"):
         paths += [f"{model}.mlmodelc/{f}" for f in MODEL_FILES]
     paths += ["constants_bin/bos_emb.bin", "constants_bin/tokenizer.model"]
-    for language in files.LANGUAGES:
+    for language in files.PACK_NAMES:
         paths += _language_folder(f"v2/{language}", ("cond_step", "flowlm_step", "mimi_decoder"))
         paths += _language_folder(f"v2.1/{language}", V21_MODELS)
     return paths
@@ -82,7 +83,7 @@ def expected_files(language: str, precision: str) -> set[str]:
 
 
 @pytest.mark.parametrize("precision", ["fp16", "int8"])
-@pytest.mark.parametrize("language", files.LANGUAGES)
+@pytest.mark.parametrize("language", files.PACK_NAMES)
 def test_filter_picks_exactly_the_needed_files(language: str, precision: str) -> None:
     listing = repo_listing()
     selected = files.select_files(listing, language, precision)
@@ -165,7 +166,7 @@ def test_hub_pack_fetches_constants_then_models_of_one_precision(hub: FakeHub) -
     assert all("/constants_bin/" in p for p in hub.downloaded())
     assert pack.tokenizer.name == "tokenizer.model" and pack.tokenizer.is_file()
     assert pack.config.name == "italian_24l" and pack.backend_kind == "coreml"
-    assert pack.voice_names == files.VOICES and pack.default_voice == "giovanni"
+    assert pack.voice_names == PUBLISHED_VOICES and pack.default_voice == "giovanni"
 
     paths = pack.model_paths("int8")
     assert paths["flowlm"].name == "flowlm_stepv2.mlmodelc"

@@ -37,9 +37,7 @@ from ..kernels.arithmetic import Int16Weight, choose_among, int16_kernels
 from ..kernels.dispatch import window_product
 from .blocks import linear_rows
 
-PRECISIONS = NUMPY_PRECISIONS
 Shape: TypeAlias = tuple[int, ...]
-KERNEL_EXTRA = compiled.KERNEL_EXTRA
 #: Longest input [n, in] a kernel takes in one call (longer: BLAS, or int8 in row blocks).
 KERNEL_MAX_ROWS = 16
 #: Longest input the int8 kernel still takes, KERNEL_MAX_ROWS rows at a time, by kernel
@@ -53,9 +51,9 @@ WIDEN_ROWS = 256
 
 def check_precision(precision: object) -> str:
     """Return ``precision`` if the NumPy backend knows it, else raise ``ValueError``."""
-    if precision not in PRECISIONS:
+    if precision not in NUMPY_PRECISIONS:
         raise ValueError(
-            f"precision must be one of {', '.join(PRECISIONS)} on the numpy backend, "
+            f"precision must be one of {', '.join(NUMPY_PRECISIONS)} on the numpy backend, "
             f"got {precision!r}"
         )
     return precision  # type: ignore[return-value]
