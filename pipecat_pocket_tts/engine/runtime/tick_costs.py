@@ -91,17 +91,18 @@ class StageCosts:
         step = self.step(streams)
         return max(step, (step + streams * self.decode_per_stream) / threads)
 
-    def measured(self, kind: str, seconds: float, units: int) -> None:
-        """A task of ``kind`` ("step", "decode", "prefill") took ``seconds`` for ``units``."""
-        if units <= 0 or seconds <= 0:
+    def measured(self, kind: str, seconds: float, count: int) -> None:
+        """A task of ``kind`` ("step", "decode", "prefill") took ``seconds`` for ``count``
+        streams (a step, a decode) or tokens (a prefill)."""
+        if count <= 0 or seconds <= 0:
             return
         if kind == "step":
-            old_call = self.step_by_batch.get(units, self.step(units))
-            self.step_by_batch[units] = old_call + SMOOTHING * (seconds - old_call)
+            old_call = self.step_by_batch.get(count, self.step(count))
+            self.step_by_batch[count] = old_call + SMOOTHING * (seconds - old_call)
             return
         name = "decode_per_stream" if kind == "decode" else "prefill_per_token"
         old = getattr(self, name)
-        setattr(self, name, old + SMOOTHING * (seconds / units - old))
+        setattr(self, name, old + SMOOTHING * (seconds / count - old))
 
 
 def decode_shares(loads: list[float], streams: int, per_stream: float) -> list[int]:

@@ -260,7 +260,8 @@ class TickPlan:
         self.full_streams = choice.full_streams
         self._first_applied: set[ScheduledStream] = set()
         self._results: dict[str, Any] = {}
-        self._spent: dict[str, tuple[str, float, int]] = {}  # key → (kind, CPU s, units)
+        # By key: the kind of work, its CPU seconds and its count.
+        self._spent: dict[str, tuple[str, float, int]] = {}
         self.tasks = self._tasks()
 
     def _tasks(self) -> list[Callable[[], None]]:
@@ -428,8 +429,8 @@ class TickPlan:
         out: dict[ScheduledStream, list[Any]] = {}
         failed: dict[ScheduledStream, BaseException] = {}
         if len(self.tasks) > 1:  # a lone task runs BLAS on every core: its CPU time is partial
-            for kind, seconds, units in self._spent.values():
-                self._costs.measured(kind, seconds, units)
+            for kind, seconds, count in self._spent.values():
+                self._costs.measured(kind, seconds, count)
         for i, part in enumerate(self.step_parts):
             result = self._results.get(f"step{i}")
             for j, stream in enumerate(part):

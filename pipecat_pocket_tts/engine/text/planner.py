@@ -2,7 +2,7 @@
 
 - ``TextPlanner``: normalize, filter, chunk, prepare, tokenize (≤ 50 tokens a chunk), whole
   (``plan``) or as fragments arrive (``stream``);
-- ``TimedText``: the caller's words of one text, mapped onto its chunks' units (word
+- ``TimedText``: the caller's words of one text, mapped onto its chunks' spans (word
   timestamps); ``ChunkTiming``: one chunk's share, which builds each frame's ``FrameWords``;
 - ``PreparedUtterance`` (``TextPlanner.prepare``: a whole text in one call) and ``FedText``
   (``TextPlanner.fed_text``: fragments): what a session submits to the runtime, the chunks
@@ -24,10 +24,10 @@ from ..timing.word_timing import FrameWords, WordLedger
 from ..timing.words import (
     CallerWord,
     CallerWordFeed,
-    ChunkUnits,
+    ChunkSpans,
     WordMapper,
     caller_words,
-    chunk_units,
+    chunk_spans,
     token_spans,
 )
 from .normalize import WordForms, language_code, normalize_text, text_normalizer
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 class TimedText:
     """The caller's words of one text (an enqueued text, or a fed stream), mapped onto its
-    chunks' units for word timestamps.
+    chunks' spans for word timestamps.
 
     ``add`` takes the caller's text (all of it, or fragments as they come) with the chunks it
     released; ``chunk`` maps each chunk, in order, when its frames are generated (off the
@@ -68,16 +68,16 @@ class TimedText:
         self._released += len(chunks)
         self._final = final
 
-    def units(self, chunk: PreparedChunk) -> ChunkUnits:
-        """The units of the next chunk (chunks must come in text order)."""
+    def spans(self, chunk: PreparedChunk) -> ChunkSpans:
+        """The spans of the next chunk (chunks must come in text order)."""
         self._mapped += 1
-        return self._planner.units(chunk, self._mapper)
+        return self._planner.spans(chunk, self._mapper)
 
     def chunk(self, chunk: PreparedChunk, utterance: int) -> ChunkTiming:
         """The word timing input of the next chunk's frames (chunks in text order)."""
-        units = self.units(chunk)
+        spans = self.spans(chunk)
         ends_text = self._final and self._mapped >= self._released
-        return ChunkTiming(utterance, self.ledger, units, ends_text)
+        return ChunkTiming(utterance, self.ledger, spans, ends_text)
 
 
 @dataclass(frozen=True, eq=False)
@@ -86,14 +86,14 @@ class ChunkTiming:
 
     utterance: int
     ledger: WordLedger
-    units: ChunkUnits
+    spans: ChunkSpans
     ends_text: bool
 
     def frame(self, frame: LatentFrame, *, last_in_utterance: bool) -> FrameWords:
         return FrameWords(
             self.utterance,
             self.ledger,
-            self.units,
+            self.spans,
             frame.attention,
             first_in_chunk=frame.frame_index == 0,
             last_in_chunk=frame.is_last,
@@ -272,11 +272,11 @@ class TextPlanner:
         """A ``TimedText`` for one enqueued text or fed text stream (word timestamps)."""
         return TimedText(self, normalize, lexicon)
 
-    def units(self, chunk: PreparedChunk, mapper: WordMapper) -> ChunkUnits:
-        """The text units of a prepared chunk, its lexical words mapped to caller words."""
+    def spans(self, chunk: PreparedChunk, mapper: WordMapper) -> ChunkSpans:
+        """The text spans of a prepared chunk, its lexical words mapped to caller words."""
         ids = [int(i) for i in chunk.token_ids]
-        spans = token_spans(self.preparer.tokenizer.decode, ids, chunk.text)
-        return chunk_units(chunk.text, spans, mapper)
+        tokens = token_spans(self.preparer.tokenizer.decode, ids, chunk.text)
+        return chunk_spans(chunk.text, tokens, mapper)
 
     def stream(
         self, *, normalize: bool = True, lexicon: Mapping[str, str] | None = None

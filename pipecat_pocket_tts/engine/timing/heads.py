@@ -4,18 +4,18 @@ The method of ``pocket-tts-timestamped`` 1.4.0 (MIT), re-expressed from its desc
 
 - At every generated frame, each configured (layer, query head) pair's attention logits over the
   chunk's text-token positions are softmaxed over those positions only, spread over the text
-  *units* (lexical words and punctuation runs) by the token → unit overlap matrix, and averaged
-  over the heads: one score per unit.
+  *spans* (lexical words and punctuation runs) by the token → span overlap matrix, and averaged
+  over the heads: one score per span.
 - A monotonic pointer opens the first word at the first voiced frame; at a voiced frame, the open
   word is closed and the next one opened when the next word scores above the open one, or when
   the open one scores below ``NEXT_WORD_ATTENTION`` and any later word scores above it.
-- At a quiet frame (RMS ≤ ``SILENCE_RMS``) the open word closes when any later unit scores
+- At a quiet frame (RMS ≤ ``SILENCE_RMS``) the open word closes when any later span scores
   above it, or when it is the last word and no written punctuation follows it; the next voiced
   frame opens the next word.
 - At the end of the chunk the open word closes; words never reached get estimated times.
 
-The pointer reports each word twice: a ``UnitStart`` on the frame that opens it and a
-``UnitTiming`` (start and end) on the frame that closes it. Times are in frames of the chunk (a
+The pointer reports each word twice: a ``SpanStart`` on the frame that opens it and a
+``SpanTiming`` (start and end) on the frame that closes it. Times are in frames of the chunk (a
 word opened at frame f starts where frame f starts; closed at frame f, it ends there). The heads
 per checkpoint are data (``heads.json`` beside this module, from the peer's configs).
 
@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .words import ChunkUnits
+from .words import ChunkSpans
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -129,49 +129,49 @@ def is_voiced(samples: np.ndarray) -> bool:
     return x.size > 0 and float(x @ x) > _SILENCE_RMS_F32**2 * x.size
 
 
-def unit_scores(logits: np.ndarray, token_to_unit: np.ndarray) -> np.ndarray:
-    """Attention logits [heads, tokens] → mean over heads of the softmax spread on units [U]."""
+def span_scores(logits: np.ndarray, token_to_span: np.ndarray) -> np.ndarray:
+    """Attention logits [heads, tokens] → mean over heads of the softmax spread on spans [U]."""
     z = np.asarray(logits, np.float32)
     z = np.exp(z - z.max(axis=-1, keepdims=True))
     z /= z.sum(axis=-1, keepdims=True)
-    return (z @ token_to_unit).sum(axis=0) / np.float32(z.shape[0])
+    return (z @ token_to_span).sum(axis=0) / np.float32(z.shape[0])
 
 
 @dataclass(frozen=True)
-class UnitStart:
-    """When one word unit of a chunk starts, in (possibly fractional) frames of the chunk."""
+class SpanStart:
+    """When one word span of a chunk starts, in (possibly fractional) frames of the chunk."""
 
-    unit: int  # index in ChunkUnits.units
+    span: int  # index in ChunkSpans.spans
     start: float
     estimated: bool
 
 
 @dataclass(frozen=True)
-class UnitTiming:
-    """When one word unit of a chunk is said, in (possibly fractional) frames of the chunk."""
+class SpanTiming:
+    """When one word span of a chunk is said, in (possibly fractional) frames of the chunk."""
 
-    unit: int  # index in ChunkUnits.units
+    span: int  # index in ChunkSpans.spans
     start: float
     end: float
     estimated: bool
 
 
-UnitEvent = UnitStart | UnitTiming
-"""A unit starts, or ends (with its start again); a unit's start always comes first."""
+SpanEvent = SpanStart | SpanTiming
+"""A span starts, or ends (with its start again); a span's start always comes first."""
 
 
 class WordPointer:
-    """The monotonic word pointer over one chunk's units (see the module docstring)."""
+    """The monotonic word pointer over one chunk's spans (see the module docstring)."""
 
-    def __init__(self, units: ChunkUnits) -> None:
-        self._units = units.units
-        self._words = units.word_units
+    def __init__(self, spans: ChunkSpans) -> None:
+        self._spans = spans.spans
+        self._words = spans.word_spans
         self._next = 0  # position in _words of the next word to open
         self._open: int | None = None  # position in _words of the open word
         self._open_start = 0
 
-    def frame(self, scores: np.ndarray, voiced: bool, index: int) -> list[UnitEvent]:
-        """Advance on frame ``index`` with unit scores [U]; the words it closes, then opens."""
+    def frame(self, scores: np.ndarray, voiced: bool, index: int) -> list[SpanEvent]:
+        """Advance on frame ``index`` with span scores [U]; the words it closes, then opens."""
         if not voiced:
             return self._quiet(scores, index)
         if self._open is None:
@@ -180,23 +180,23 @@ class WordPointer:
             return []
         return [self._close(index), self._open_next(index)]
 
-    def finish(self, frames: int) -> list[UnitEvent]:
+    def finish(self, frames: int) -> list[SpanEvent]:
         """The chunk ended after ``frames`` frames: close the open word, estimate the rest."""
-        out: list[UnitEvent] = [self._close(frames)] if self._open is not None else []
+        out: list[SpanEvent] = [self._close(frames)] if self._open is not None else []
         for p in range(self._next, len(self._words)):
-            unit = self._words[p]
-            out += [UnitStart(unit, frames, True), UnitTiming(unit, frames, frames, True)]
+            span = self._words[p]
+            out += [SpanStart(span, frames, True), SpanTiming(span, frames, frames, True)]
         self._next = len(self._words)
         return out
 
-    def _quiet(self, scores: np.ndarray, index: int) -> list[UnitEvent]:
+    def _quiet(self, scores: np.ndarray, index: int) -> list[SpanEvent]:
         if self._open is None:
             return []
-        unit = self._words[self._open]
-        later = scores[unit + 1 :]
-        louder_later = later.size > 0 and float(later.max()) > float(scores[unit])
+        span = self._words[self._open]
+        later = scores[span + 1 :]
+        louder_later = later.size > 0 and float(later.max()) > float(scores[span])
         last_word = self._open == len(self._words) - 1
-        written_after = any(not u.is_word and not u.synthetic for u in self._units[unit + 1 :])
+        written_after = any(not u.is_word and not u.synthetic for u in self._spans[span + 1 :])
         if louder_later or (last_word and not written_after):
             return [self._close(index)]
         return []
@@ -210,15 +210,15 @@ class WordPointer:
             return False
         return any(float(scores[u]) > current for u in self._words[self._next + 1 :])
 
-    def _open_next(self, index: int) -> UnitStart:
+    def _open_next(self, index: int) -> SpanStart:
         self._open = self._next
         self._open_start = index
         self._next += 1
-        return UnitStart(self._words[self._open], index, False)
+        return SpanStart(self._words[self._open], index, False)
 
-    def _close(self, index: int) -> UnitTiming:
+    def _close(self, index: int) -> SpanTiming:
         assert self._open is not None
-        timing = UnitTiming(self._words[self._open], self._open_start, index, False)
+        timing = SpanTiming(self._words[self._open], self._open_start, index, False)
         self._open = None
         return timing
 
@@ -249,9 +249,9 @@ class RateAligner:
     """The fallback for one chunk, frame by frame (see the module docstring): words start at
     a speaking rate from the first voiced frame; at the end, the words left share the rest."""
 
-    def __init__(self, units: ChunkUnits, frames_per_character: float) -> None:
-        self._words = units.word_units
-        lengths = [units.units[u].end - units.units[u].begin + 1 for u in self._words]
+    def __init__(self, spans: ChunkSpans, frames_per_character: float) -> None:
+        self._words = spans.word_spans
+        lengths = [spans.spans[u].end - spans.spans[u].begin + 1 for u in self._words]
         self._lengths = np.asarray(lengths, float)
         self._offsets = frames_per_character * np.concatenate([[0.0], np.cumsum(lengths)])
         self._first: int | None = None  # first voiced frame
@@ -270,14 +270,14 @@ class RateAligner:
         """Frames from the first voiced frame to the end of the last one, so far."""
         return 0 if self._first is None else self._voiced_end - self._first
 
-    def frame(self, voiced: bool) -> list[UnitEvent]:
+    def frame(self, voiced: bool) -> list[SpanEvent]:
         """One more frame: the words that start in it (each closing the one before)."""
         index = self._frames
         self._frames += 1
         if voiced:
             self._first = index if self._first is None else self._first
             self._voiced_end = index + 1
-        out: list[UnitEvent] = []
+        out: list[SpanEvent] = []
         while self._first is not None and self._next < len(self._words):
             start = max(self._first + float(self._offsets[self._next]), self._open_start)
             if start >= index + 1:
@@ -285,7 +285,7 @@ class RateAligner:
             out += self._start(start)
         return out
 
-    def finish(self) -> list[UnitEvent]:
+    def finish(self) -> list[SpanEvent]:
         """The chunk's last frame was fed: the open word and the words left share the rest
         of the voiced frames by spoken length (all frames if none was voiced)."""
         is_open = self._next > 0
@@ -296,40 +296,40 @@ class RateAligner:
         stop = max(float(self._voiced_end if self._first is not None else self._frames), begin)
         rest = self._lengths[positions.start :]
         edges = begin + (stop - begin) * np.concatenate([[0.0], np.cumsum(rest) / rest.sum()])
-        out: list[UnitEvent] = []
+        out: list[SpanEvent] = []
         for k, p in enumerate(positions):
-            unit, start, end = self._words[p], float(edges[k]), float(edges[k + 1])
+            span, start, end = self._words[p], float(edges[k]), float(edges[k + 1])
             if k or not is_open:
-                out.append(UnitStart(unit, start, True))
-            out.append(UnitTiming(unit, start, end, True))
+                out.append(SpanStart(span, start, True))
+            out.append(SpanTiming(span, start, end, True))
         self._next = len(self._words)
         return out
 
-    def _start(self, start: float) -> list[UnitEvent]:
-        out: list[UnitEvent] = []
+    def _start(self, start: float) -> list[SpanEvent]:
+        out: list[SpanEvent] = []
         if self._next:
-            out.append(UnitTiming(self._words[self._next - 1], self._open_start, start, True))
-        out.append(UnitStart(self._words[self._next], start, True))
+            out.append(SpanTiming(self._words[self._next - 1], self._open_start, start, True))
+        out.append(SpanStart(self._words[self._next], start, True))
         self._open_start = start
         self._next += 1
         return out
 
 
 class ChunkAligner:
-    """Word-unit starts and ends of one chunk, fed frame by frame (attention or fallback)."""
+    """Word-span starts and ends of one chunk, fed frame by frame (attention or fallback)."""
 
-    def __init__(self, units: ChunkUnits, *, attention: bool, rate: SpeakingRate | None = None):
-        self.units = units
+    def __init__(self, spans: ChunkSpans, *, attention: bool, rate: SpeakingRate | None = None):
+        self.spans = spans
         self._rate = rate
-        self._pointer = WordPointer(units) if attention else None
-        self._fallback = RateAligner(units, (rate or SpeakingRate()).frames_per_character)
+        self._pointer = WordPointer(spans) if attention else None
+        self._fallback = RateAligner(spans, (rate or SpeakingRate()).frames_per_character)
         self._frames = 0
 
     @property
     def estimated(self) -> bool:
         return self._pointer is None
 
-    def frame(self, samples: np.ndarray, logits: np.ndarray | None) -> list[UnitEvent]:
+    def frame(self, samples: np.ndarray, logits: np.ndarray | None) -> list[SpanEvent]:
         """One decoded frame [1920] and its heads' logits [heads, tokens] (None: fallback)."""
         voiced = is_voiced(samples)
         index = self._frames
@@ -338,9 +338,9 @@ class ChunkAligner:
             return self._fallback.frame(voiced)
         if logits is None:
             raise RuntimeError("a chunk aligned by attention needs every frame's logits")
-        return self._pointer.frame(unit_scores(logits, self.units.token_to_unit), voiced, index)
+        return self._pointer.frame(span_scores(logits, self.spans.token_to_span), voiced, index)
 
-    def finish(self) -> list[UnitEvent]:
+    def finish(self) -> list[SpanEvent]:
         """The chunk's last frame was fed: the remaining starts and ends."""
         if self._pointer is not None:
             return self._pointer.finish(self._frames)
@@ -357,14 +357,14 @@ __all__ = [
     "ChunkAligner",
     "Heads",
     "RateAligner",
+    "SpanEvent",
+    "SpanStart",
+    "SpanTiming",
     "SpeakingRate",
-    "UnitEvent",
-    "UnitStart",
-    "UnitTiming",
     "WordPointer",
     "check_heads",
     "heads_fit",
     "heads_for",
     "is_voiced",
-    "unit_scores",
+    "span_scores",
 ]

@@ -1,11 +1,11 @@
 """The caller's words of one utterance with their times, as its frames are decoded.
 
-``UtteranceWords`` runs a ``ChunkAligner`` per chunk and turns the chunks' word-unit starts
+``UtteranceWords`` runs a ``ChunkAligner`` per chunk and turns the chunks' word-span starts
 and ends into words of the caller's text. Each word is released twice, in order, once each:
 
-- a ``WordStart`` on the frame where it starts (its first unit's start): what a player needs
+- a ``WordStart`` on the frame where it starts (its first span's start): what a player needs
   to show or commit the word as it is heard;
-- a ``Word`` (start and end) on the frame where its end is known (its last unit's end, across
+- a ``Word`` (start and end) on the frame where its end is known (its last span's end, across
   chunks when a chunk boundary falls inside its spoken form; a fed stream's chunks are
   utterances of their own, and a word still under way when one ends ends there). Its start is
   the ``WordStart``'s.
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model.config import FRAME_RATE
-from .heads import ChunkAligner, SpeakingRate, UnitEvent, UnitStart
-from .words import CallerWord, ChunkUnits
+from .heads import ChunkAligner, SpanEvent, SpanStart, SpeakingRate
+from .words import CallerWord, ChunkSpans
 
 
 @dataclass(frozen=True)
@@ -123,16 +123,16 @@ class UtteranceWords:
         self._frame_seconds = 1.0 / frame_rate
         self._rate = rate or SpeakingRate()
         self._aligner: ChunkAligner | None = None
-        self._last_unit: dict[int, int] = {}  # caller word → its last unit in the chunk
+        self._last_span: dict[int, int] = {}  # caller word → its last span in the chunk
         self._chunk_start = 0  # utterance frame where the current chunk starts
         self._frames = 0  # frames of the utterance so far
         self._flights: dict[int, _Flight] = {}  # caller word → started, not yet released whole
         self._last_end = 0.0
 
-    def start_chunk(self, units: ChunkUnits, *, attention: bool) -> None:
-        """The next frames belong to a chunk with these units (attention: logits will come)."""
-        self._aligner = ChunkAligner(units, attention=attention, rate=self._rate)
-        self._last_unit = {u.word: i for i, u in enumerate(units.units) if u.word is not None}
+    def start_chunk(self, spans: ChunkSpans, *, attention: bool) -> None:
+        """The next frames belong to a chunk with these spans (attention: logits will come)."""
+        self._aligner = ChunkAligner(spans, attention=attention, rate=self._rate)
+        self._last_span = {u.word: i for i, u in enumerate(spans.spans) if u.word is not None}
         self._chunk_start = self._frames
 
     def frame(
@@ -143,7 +143,7 @@ class UtteranceWords:
             raise RuntimeError("start_chunk() must come before the chunk's frames")
         events = self._aligner.frame(samples, logits)
         self._frames += 1
-        out = self._take(events, self._aligner.units)
+        out = self._take(events, self._aligner.spans)
         if last_in_chunk:
             out += self._end_chunk()
         return out
@@ -163,14 +163,14 @@ class UtteranceWords:
     def _end_chunk(self) -> WordTimes:
         assert self._aligner is not None
         aligner, self._aligner = self._aligner, None
-        return self._take(aligner.finish(), aligner.units)
+        return self._take(aligner.finish(), aligner.spans)
 
-    def _take(self, events: list[UnitEvent], chunk: ChunkUnits) -> WordTimes:
+    def _take(self, events: list[SpanEvent], chunk: ChunkSpans) -> WordTimes:
         out = WordTimes()
         for event in events:
-            word = chunk.units[event.unit].word
+            word = chunk.spans[event.span].word
             assert word is not None
-            if isinstance(event, UnitStart):
+            if isinstance(event, SpanStart):
                 if word >= self._ledger.next:
                     frame = self._chunk_start + event.start
                     out += self._start_upto(word, frame)
@@ -182,7 +182,7 @@ class UtteranceWords:
             end = self._chunk_start + event.end
             flight.end = end if flight.end is None else max(flight.end, end)
             flight.estimated = flight.estimated or event.estimated
-            last = event.unit == self._last_unit[word] and word != chunk.open_word
+            last = event.span == self._last_span[word] and word != chunk.open_word
             flight.done = flight.done or last
             out += self._complete()
         return out
@@ -236,7 +236,7 @@ class FrameWords:
 
     utterance: int  # the utterance's index in its session
     ledger: WordLedger  # the caller words of the utterance's text
-    units: ChunkUnits  # the frame's chunk
+    spans: ChunkSpans  # the frame's chunk
     attention: np.ndarray | None  # [heads, chunk tokens] logits, None without heads
     first_in_chunk: bool
     last_in_chunk: bool
@@ -271,7 +271,7 @@ class SessionWords:
             )
         current = self._current
         if info.first_in_chunk:
-            current.start_chunk(info.units, attention=info.attention is not None)
+            current.start_chunk(info.spans, attention=info.attention is not None)
         self._frames += 1
         out = current.frame(samples, info.attention, last_in_chunk=info.last_in_chunk)
         if info.last_in_utterance:

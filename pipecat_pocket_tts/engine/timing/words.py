@@ -13,8 +13,8 @@ This module keeps the link:
   go to the caller words between them (context-dependent spoken forms, e.g. years); caller words
   with keys that nothing matched are reported as unspoken (kept, with estimated times);
   caller words without keys (markdown, emoji) are not words;
-- ``chunk_units``: one prepared chunk → its ``TextUnit``s (lexical words and punctuation runs,
-  in chunk-text characters) and the token → unit overlap matrix the aligner reduces attention by.
+- ``chunk_spans``: one prepared chunk → its ``TextSpan``s (lexical words and punctuation runs,
+  in chunk-text characters) and the token → span overlap matrix the aligner reduces attention by.
 
 A *lexical word* is a run of letters/digits (with combining marks), joined across ``-`` ``'`` ``’``
 when a letter or digit follows: "twenty-six", "don't".
@@ -318,7 +318,7 @@ class WordMapper:
 
 
 @dataclass(frozen=True)
-class TextUnit:
+class TextSpan:
     """A lexical word or a punctuation run of a chunk's text, as the aligner scores it."""
 
     begin: int  # [begin, end) in the chunk text
@@ -332,33 +332,33 @@ class TextUnit:
 
 
 @dataclass(frozen=True)
-class ChunkUnits:
-    """The units of one chunk and how its tokens spread over them."""
+class ChunkSpans:
+    """The spans of one chunk and how its tokens spread over them."""
 
-    units: tuple[TextUnit, ...]
-    token_to_unit: np.ndarray  # [tokens, units] float32; each row sums to 1 (or 0: no unit)
+    spans: tuple[TextSpan, ...]
+    token_to_span: np.ndarray  # [tokens, spans] float32; each row sums to 1 (or 0: no span)
     unspoken: tuple[int, ...]  # caller words skipped before this chunk's words
     open_word: int | None = None  # caller word that goes on in the next chunk
 
     @property
-    def word_units(self) -> list[int]:
-        return [i for i, unit in enumerate(self.units) if unit.is_word]
+    def word_spans(self) -> list[int]:
+        return [i for i, span in enumerate(self.spans) if span.is_word]
 
 
-def chunk_units(
+def chunk_spans(
     text: str,
     token_spans: Sequence[tuple[int, int]],
     mapper: WordMapper,
-) -> ChunkUnits:
-    """Units of the prepared chunk ``text`` (its lexical words mapped through ``mapper``)."""
-    spans = lexical_spans(text)
-    mapped = mapper.map([word_key(text[b:e]) for b, e in spans])
+) -> ChunkSpans:
+    """Spans of the prepared chunk ``text`` (its lexical words mapped through ``mapper``)."""
+    lexical = lexical_spans(text)
+    mapped = mapper.map([word_key(text[b:e]) for b, e in lexical])
     covered = np.zeros(len(text), bool)
-    units: list[TextUnit] = []
-    for (b, e), owner in zip(spans, mapped.owners, strict=True):
-        units.append(TextUnit(b, e, owner, synthetic=owner is None))
+    spans: list[TextSpan] = []
+    for (b, e), owner in zip(lexical, mapped.owners, strict=True):
+        spans.append(TextSpan(b, e, owner, synthetic=owner is None))
         covered[b:e] = True
-    last_word = max((u for u in units if u.is_word), key=lambda u: u.end, default=None)
+    last_word = max((u for u in spans if u.is_word), key=lambda u: u.end, default=None)
     i = 0
     while i < len(text):
         if covered[i] or not _is_punctuation(text[i]):
@@ -373,22 +373,22 @@ def chunk_units(
             and last_word.word is not None
             and not mapper.trailing_punctuation_is_written(last_word.word)
         )
-        units.append(TextUnit(i, j, None, synthetic=synthetic))
+        spans.append(TextSpan(i, j, None, synthetic=synthetic))
         i = j
-    units.sort(key=lambda u: (u.begin, u.end))
-    return ChunkUnits(
-        tuple(units), overlap_matrix(token_spans, units), mapped.unspoken, mapped.open_word
+    spans.sort(key=lambda u: (u.begin, u.end))
+    return ChunkSpans(
+        tuple(spans), overlap_matrix(token_spans, spans), mapped.unspoken, mapped.open_word
     )
 
 
-def overlap_matrix(token_spans: Sequence[tuple[int, int]], units: Sequence[TextUnit]) -> np.ndarray:
-    """[tokens, units] share of each token's characters in each unit (rows sum to 1 or 0)."""
-    if not token_spans or not units:
-        return np.zeros((len(token_spans), len(units)), np.float32)
+def overlap_matrix(token_spans: Sequence[tuple[int, int]], spans: Sequence[TextSpan]) -> np.ndarray:
+    """[tokens, spans] share of each token's characters in each span (rows sum to 1 or 0)."""
+    if not token_spans or not spans:
+        return np.zeros((len(token_spans), len(spans)), np.float32)
     tb = np.array([s[0] for s in token_spans])[:, None]
     te = np.array([s[1] for s in token_spans])[:, None]
-    ub = np.array([u.begin for u in units])[None, :]
-    ue = np.array([u.end for u in units])[None, :]
+    ub = np.array([u.begin for u in spans])[None, :]
+    ue = np.array([u.end for u in spans])[None, :]
     overlap = np.clip(np.minimum(te, ue) - np.maximum(tb, ub), 0, None).astype(np.float32)
     totals = overlap.sum(axis=1, keepdims=True)
     return np.divide(overlap, totals, out=np.zeros_like(overlap), where=totals > 0)
@@ -445,12 +445,12 @@ def _common_prefix(a: str, b: str) -> int:
 __all__ = [
     "CallerWord",
     "CallerWordFeed",
-    "ChunkUnits",
+    "ChunkSpans",
     "MappedChunk",
-    "TextUnit",
+    "TextSpan",
     "WordMapper",
     "caller_words",
-    "chunk_units",
+    "chunk_spans",
     "lexical_keys",
     "lexical_spans",
     "overlap_matrix",

@@ -20,28 +20,28 @@ from pipecat_pocket_tts.engine.timing.heads import (
     SILENCE_RMS,
     ChunkAligner,
     RateAligner,
+    SpanStart,
+    SpanTiming,
     SpeakingRate,
-    UnitStart,
-    UnitTiming,
     WordPointer,
     heads_fit,
     heads_for,
     is_voiced,
-    unit_scores,
+    span_scores,
 )
 from pipecat_pocket_tts.engine.timing.subtitles import timestamps_text, write_timestamps
 from pipecat_pocket_tts.engine.timing.word_timing import UtteranceWords, Word, WordStart, WordTimes
-from pipecat_pocket_tts.engine.timing.words import ChunkUnits, TextUnit, WordMapper, caller_words
+from pipecat_pocket_tts.engine.timing.words import ChunkSpans, TextSpan, WordMapper, caller_words
 
 FRAME = 1920
 
 
-def units_for(words: list[int | None], *, punct_end: bool = True) -> ChunkUnits:
-    """Units laid out one per 5 characters; word i owned by caller word words[i]."""
-    units = [TextUnit(5 * i, 5 * i + 4, w) for i, w in enumerate(words)]
+def units_for(words: list[int | None], *, punct_end: bool = True) -> ChunkSpans:
+    """Spans laid out one per 5 characters; word i owned by caller word words[i]."""
+    spans = [TextSpan(5 * i, 5 * i + 4, w) for i, w in enumerate(words)]
     if punct_end:
-        units.append(TextUnit(5 * len(words), 5 * len(words) + 1, None, synthetic=True))
-    return ChunkUnits(tuple(units), np.eye(len(units), dtype=np.float32), ())
+        spans.append(TextSpan(5 * len(words), 5 * len(words) + 1, None, synthetic=True))
+    return ChunkSpans(tuple(spans), np.eye(len(spans), dtype=np.float32), ())
 
 
 # -- head tables ---------------------------------------------------------------------------
@@ -146,7 +146,7 @@ def test_scores_are_the_text_only_softmax_spread_on_units_and_averaged_over_head
     logits = np.array([[0.0, 1.0, 2.0], [3.0, 0.0, 0.0]], np.float32)
     mapping = np.array([[1, 0], [0.5, 0.5], [0, 1]], np.float32)
     soft = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
-    np.testing.assert_allclose(unit_scores(logits, mapping), (soft @ mapping).mean(axis=0), 1e-6)
+    np.testing.assert_allclose(span_scores(logits, mapping), (soft @ mapping).mean(axis=0), 1e-6)
 
 
 def test_quiet_means_rms_at_most_the_threshold():
@@ -157,8 +157,8 @@ def test_quiet_means_rms_at_most_the_threshold():
 
 
 def test_pointer_follows_attention_and_closes_the_last_word_at_a_quiet_frame():
-    units = units_for([0, 1, 2])
-    pointer = WordPointer(units)
+    spans = units_for([0, 1, 2])
+    pointer = WordPointer(spans)
     # frame scores over [w0, w1, w2, "."]
     frames = [
         ([0.9, 0.1, 0.0, 0.0], True),  # opens w0 at 0
@@ -173,35 +173,35 @@ def test_pointer_follows_attention_and_closes_the_last_word_at_a_quiet_frame():
     for index, (scores, voiced) in enumerate(frames):
         events += [(index, e) for e in pointer.frame(np.array(scores, np.float32), voiced, index)]
     events += [(len(frames), e) for e in pointer.finish(len(frames))]
-    closed = [t for _, t in events if isinstance(t, UnitTiming)]
-    assert [(t.unit, t.start, t.end, t.estimated) for t in closed] == [
+    closed = [t for _, t in events if isinstance(t, SpanTiming)]
+    assert [(t.span, t.start, t.end, t.estimated) for t in closed] == [
         (0, 0, 2, False),
         (1, 2, 3, False),
         (2, 3, 5, False),
     ]
     # each word is reported on the frame that opens it, after the one before it closed
-    opened = [(n, t.unit, t.start) for n, t in events if isinstance(t, UnitStart)]
+    opened = [(n, t.span, t.start) for n, t in events if isinstance(t, SpanStart)]
     assert opened == [(0, 0, 0), (2, 1, 2), (3, 2, 3)]
-    assert [type(t).__name__ for _, t in events][:3] == ["UnitStart", "UnitTiming", "UnitStart"]
+    assert [type(t).__name__ for _, t in events][:3] == ["SpanStart", "SpanTiming", "SpanStart"]
 
 
 def test_words_the_pointer_never_reaches_are_estimated_not_missing():
     pointer = WordPointer(units_for([0, 1, 2]))
     events = pointer.frame(np.array([1, 0, 0, 0], np.float32), True, 0)
     events += pointer.finish(10)
-    assert [(t.unit, t.start, t.end, t.estimated) for t in events if isinstance(t, UnitTiming)] == [
+    assert [(t.span, t.start, t.end, t.estimated) for t in events if isinstance(t, SpanTiming)] == [
         (0, 0, 10, False),
         (1, 10, 10, True),
         (2, 10, 10, True),
     ]
-    starts = [(t.unit, t.start, t.estimated) for t in events if isinstance(t, UnitStart)]
+    starts = [(t.span, t.start, t.estimated) for t in events if isinstance(t, SpanStart)]
     assert starts == [(0, 0, False), (1, 10, True), (2, 10, True)]
 
 
-def _two_words() -> ChunkUnits:
+def _two_words() -> ChunkSpans:
     """Words of spoken lengths 2 ("a" and its space) and 8 ("bcdefgh" and its space)."""
-    return ChunkUnits(
-        (TextUnit(0, 1, 0), TextUnit(2, 9, 1), TextUnit(9, 10, None)),
+    return ChunkSpans(
+        (TextSpan(0, 1, 0), TextSpan(2, 9, 1), TextSpan(9, 10, None)),
         np.zeros((0, 3), np.float32),
         (),
     )
@@ -215,9 +215,9 @@ def _run_fallback(aligner: RateAligner, voiced: list[bool]) -> list[tuple[int, o
 def test_fallback_starts_words_at_the_speaking_rate_as_the_frames_go():
     voiced = [False, True, True, True, True, True, True, True, True, True, True, False]
     events = _run_fallback(RateAligner(_two_words(), frames_per_character=0.5), voiced)
-    starts = [(n, e.unit, e.start) for n, e in events if isinstance(e, UnitStart)]
+    starts = [(n, e.span, e.start) for n, e in events if isinstance(e, SpanStart)]
     assert starts == [(1, 0, 1.0), (2, 1, 2.0)]  # first voiced frame; then 2 characters × 0.5
-    ends = [(n, e.unit, e.start, e.end) for n, e in events if isinstance(e, UnitTiming)]
+    ends = [(n, e.span, e.start, e.end) for n, e in events if isinstance(e, SpanTiming)]
     assert ends == [(2, 0, 1.0, 2.0), (12, 1, 2.0, 11.0)]  # the last ends with the voice
     assert all(e.estimated for _, e in events)
 
@@ -225,11 +225,11 @@ def test_fallback_starts_words_at_the_speaking_rate_as_the_frames_go():
 def test_fallback_speech_faster_than_the_rate_shares_what_is_left_by_length():
     aligner = RateAligner(_two_words(), frames_per_character=2.0)
     events = _run_fallback(aligner, [False, True, True, True])
-    assert [(n, type(e).__name__, e.unit) for n, e in events] == [
-        (1, "UnitStart", 0),
-        (4, "UnitTiming", 0),
-        (4, "UnitStart", 1),
-        (4, "UnitTiming", 1),
+    assert [(n, type(e).__name__, e.span) for n, e in events] == [
+        (1, "SpanStart", 0),
+        (4, "SpanTiming", 0),
+        (4, "SpanStart", 1),
+        (4, "SpanTiming", 1),
     ]
     assert events[1][1].end == pytest.approx(1 + 3 * 2 / 10) == events[2][1].start
     assert events[3][1].end == 4
@@ -239,7 +239,7 @@ def test_fallback_speech_faster_than_the_rate_shares_what_is_left_by_length():
 def test_fallback_on_silence_spreads_the_words_over_the_chunk():
     events = _run_fallback(RateAligner(_two_words(), 0.8), [False] * 5)
     assert all(n == 5 for n, _ in events)  # nothing heard: all at the end
-    assert [(e.unit, e.start, e.end) for _, e in events if isinstance(e, UnitTiming)] == [
+    assert [(e.span, e.start, e.end) for _, e in events if isinstance(e, SpanTiming)] == [
         (0, 0.0, 1.0),
         (1, 1.0, 5.0),
     ]
@@ -259,10 +259,10 @@ def test_aligner_without_attention_releases_words_as_the_frames_go():
     rate = SpeakingRate(frames_per_character=0.5)  # 5-character words: 2.5 frames each
     aligner = ChunkAligner(units_for([0, 1]), attention=False, rate=rate)
     loud = np.full(FRAME, 0.1, np.float32)
-    assert [(e.unit, e.start) for e in aligner.frame(loud, None)] == [(0, 0.0)]
+    assert [(e.span, e.start) for e in aligner.frame(loud, None)] == [(0, 0.0)]
     assert aligner.frame(loud, None) == []
-    assert [type(e).__name__ for e in aligner.frame(loud, None)] == ["UnitTiming", "UnitStart"]
-    assert [(e.unit, e.start, e.end) for e in aligner.finish()] == [(1, 2.5, 3.0)]
+    assert [type(e).__name__ for e in aligner.frame(loud, None)] == ["SpanTiming", "SpanStart"]
+    assert [(e.span, e.start, e.end) for e in aligner.finish()] == [(1, 2.5, 3.0)]
     assert aligner.estimated
     assert rate.frames_per_character < 0.5  # 10 characters in 3 frames: learned
 
@@ -276,8 +276,8 @@ def _feed_all(
     done: list[Word] = []
     starts: list[tuple[int, WordStart]] = []
     n = 0
-    for units in chunks:
-        words.start_chunk(units, attention=False)
+    for spans in chunks:
+        words.start_chunk(spans, attention=False)
         for f in range(frames_per_chunk):
             got = words.frame(loud, None, last_in_chunk=f == frames_per_chunk - 1)
             done += got.words
@@ -298,8 +298,8 @@ def test_a_caller_word_spans_its_units_across_a_chunk_boundary():
     first = mapper.map(["it", "costs", "twelve", "dollars"])
     second = mapper.map(["and", "fifty", "cents", "today"])
     chunks = [
-        ChunkUnits(
-            tuple(TextUnit(5 * i, 5 * i + 4, o) for i, o in enumerate(m.owners)),
+        ChunkSpans(
+            tuple(TextSpan(5 * i, 5 * i + 4, o) for i, o in enumerate(m.owners)),
             np.zeros((0, 4), np.float32),
             m.unspoken,
             m.open_word,
@@ -313,7 +313,7 @@ def test_a_caller_word_spans_its_units_across_a_chunk_boundary():
     assert [w.text for w in words] == ["It", "costs", "$12.50", "today."]
     assert [(w.text, w.start) for _, w in starts] == [(w.text, w.start) for w in words]
     money = words[2]
-    # 5-character units at 0.8 frames per character: "it" 0, "costs" 4, then the chunk ends
+    # 5-character spans at 0.8 frames per character: "it" 0, "costs" 4, then the chunk ends
     # (8 frames): "costs", "twelve", "dollars" share 4–8. The second chunk, at the learned
     # rate (0.8·60 + 8) / (60 + 20) = 0.7: "and" 8, "fifty" 11.5, "cents" 15–15.5.
     assert money.start == pytest.approx(16 / 3 * 0.08) and money.end == pytest.approx(15.5 * 0.08)
@@ -328,12 +328,12 @@ def test_markup_is_not_a_word_and_unspoken_words_keep_their_place():
     mapper = WordMapper()
     mapper.add(words)
     mapped = mapper.map(["hello", "world"])
-    units = ChunkUnits(
-        tuple(TextUnit(6 * i, 6 * i + 5, o) for i, o in enumerate(mapped.owners)),
+    spans = ChunkSpans(
+        tuple(TextSpan(6 * i, 6 * i + 5, o) for i, o in enumerate(mapped.owners)),
         np.zeros((0, 2), np.float32),
         mapped.unspoken,
     )
-    out = _feed(UtteranceWords(mapper.words), [units], frames_per_chunk=6)
+    out = _feed(UtteranceWords(mapper.words), [spans], frames_per_chunk=6)
     assert [(w.text, w.estimated) for w in out] == [
         ("Hello", True),
         ("日本", True),
@@ -367,8 +367,8 @@ def test_session_words_put_each_utterance_on_the_session_clock():
         mapper = WordMapper()
         mapper.add(words)
         mapped = mapper.map([w.text for w in words])
-        units = ChunkUnits(
-            tuple(TextUnit(6 * i, 6 * i + 5, o) for i, o in enumerate(mapped.owners)),
+        spans = ChunkSpans(
+            tuple(TextSpan(6 * i, 6 * i + 5, o) for i, o in enumerate(mapped.owners)),
             np.eye(len(words), dtype=np.float32),
             (),
         )
@@ -378,7 +378,7 @@ def test_session_words_put_each_utterance_on_the_session_clock():
             got = session.frame(
                 loud,
                 FrameWords(
-                    utterance, WordLedger(mapper.words), units, logits, f == 0, f == 4, f == 4
+                    utterance, WordLedger(mapper.words), spans, logits, f == 0, f == 4, f == 4
                 ),
             )
             carried += [(utterance, f, w.text) for w in got.starts]

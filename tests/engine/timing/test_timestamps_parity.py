@@ -1,10 +1,10 @@
 """Word timestamps against pocket-tts-timestamped 1.4.0 on the reference fixtures' weights.
 
 The fixtures (``timestamps.json`` in three families, written by
-``tools/reference/make_timestamp_fixtures.py``) hold the peer's chunks, units, per-frame unit
+``tools/reference/make_timestamp_fixtures.py``) hold the peer's chunks, spans, per-frame span
 scores, voicing and words for temperature-0 generations (one sentence with numbers, one text of
 two chunks), and its pointer on seeded random scores. Here the NumPy engine runs the same
-generations and must give the same units, the same scores (float tolerance) and exactly the same
+generations and must give the same spans, the same scores (float tolerance) and exactly the same
 word start/end frames.
 """
 
@@ -24,14 +24,14 @@ from pipecat_pocket_tts.engine.frames import GenerationSettings
 from pipecat_pocket_tts.engine.text.planner import TextPlanner
 from pipecat_pocket_tts.engine.text.tokenizer import Tokenizer
 from pipecat_pocket_tts.engine.timing.heads import (
-    UnitStart,
-    UnitTiming,
+    SpanStart,
+    SpanTiming,
     WordPointer,
     is_voiced,
-    unit_scores,
+    span_scores,
 )
 from pipecat_pocket_tts.engine.timing.word_timing import UtteranceWords
-from pipecat_pocket_tts.engine.timing.words import ChunkUnits, TextUnit, WordMapper
+from pipecat_pocket_tts.engine.timing.words import ChunkSpans, TextSpan, WordMapper
 
 FAMILIES = ("tiny_lsd", "tiny_small", "tiny_inner512")
 SCORE_TOLERANCE = 1e-4
@@ -52,12 +52,12 @@ def engine(family: str):
     return backend, backend.flow_state_from_voice(voice), planner
 
 
-def _units_of(case_units: list) -> ChunkUnits:
-    units = tuple(
-        TextUnit(begin, end, k if is_word else None, synthetic)
+def _units_of(case_units: list) -> ChunkSpans:
+    spans = tuple(
+        TextSpan(begin, end, k if is_word else None, synthetic)
         for k, (begin, end, is_word, synthetic) in enumerate(case_units)
     )
-    return ChunkUnits(units, np.zeros((0, len(units)), np.float32), ())
+    return ChunkSpans(spans, np.zeros((0, len(spans)), np.float32), ())
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -72,21 +72,21 @@ def test_pointer_moves_as_the_peer_s_on_random_scores(family):
         ours += pointer.finish(len(case["voiced"]))
         # Starts and ends, in the peer's order, on the same frames.
         assert [_event(t) for t in ours if not t.estimated] == [tuple(e) for e in case["events"]]
-        reached = {unit for _, unit, _, _ in case["events"]}
-        assert all(t.estimated == (t.unit not in reached) for t in ours)  # never missing
-        assert [t.unit for t in ours if isinstance(t, UnitStart)] == [  # each word starts once
-            t.unit for t in ours if isinstance(t, UnitTiming)
+        reached = {span for _, span, _, _ in case["events"]}
+        assert all(t.estimated == (t.span not in reached) for t in ours)  # never missing
+        assert [t.span for t in ours if isinstance(t, SpanStart)] == [  # each word starts once
+            t.span for t in ours if isinstance(t, SpanTiming)
         ]
 
 
-def _event(t: UnitStart | UnitTiming) -> tuple:
-    if isinstance(t, UnitStart):
-        return ("start", t.unit, t.start, None)
-    return ("end", t.unit, t.start, t.end)
+def _event(t: SpanStart | SpanTiming) -> tuple:
+    if isinstance(t, SpanStart):
+        return ("start", t.span, t.start, None)
+    return ("end", t.span, t.start, t.end)
 
 
 def _run(family: str, text: str):
-    """Our generation of ``text``: chunks, units, per-frame scores/voicing, unit and word times."""
+    """Our generation of ``text``: chunks, spans, per-frame scores/voicing, span and word times."""
     backend, voice, planner = engine(family)
     heads = tuple(tuple(h) for h in peer(family)["heads"])
     settings = GenerationSettings(temperature=0.0, eos_threshold=1e9)
@@ -101,15 +101,15 @@ def _run(family: str, text: str):
     starts = []  # (utterance frame that carried it, WordStart)
     offset = 0
     for chunk in chunks:
-        units = planner.units(chunk, mapper)
-        words.start_chunk(units, attention=True)
-        pointer = WordPointer(units)
+        spans = planner.spans(chunk, mapper)
+        words.start_chunk(spans, attention=True)
+        pointer = WordPointer(spans)
         scores, voicing, timings = [], [], []
         for frame in generate_chunk(
             backend, voice, chunk, settings, rng, lambda: False, heads=heads
         ):
             samples = decoder.decode(frame.latent)
-            row = unit_scores(frame.attention, units.token_to_unit)
+            row = span_scores(frame.attention, spans.token_to_span)
             voiced = is_voiced(samples)
             scores.append(row)
             voicing.append(voiced)
@@ -118,7 +118,7 @@ def _run(family: str, text: str):
             timed_words += released.words
             starts += [(offset + frame.frame_index, w) for w in released.starts]
         timings += pointer.finish(len(voicing))
-        out.append((chunk, units, np.array(scores), voicing, timings, offset))
+        out.append((chunk, spans, np.array(scores), voicing, timings, offset))
         offset += len(voicing)
     released = words.finish()
     timed_words += released.words
@@ -136,18 +136,18 @@ def test_word_frames_match_the_peer(family, which):
         assert len(ours) >= 2  # longer than a chunk
     peer_words = []
     our_words = []
-    for (chunk, units, scores, voicing, timings, offset), theirs in zip(
+    for (chunk, spans, scores, voicing, timings, offset), theirs in zip(
         ours, reference["chunks"], strict=True
     ):
         assert [int(i) for i in chunk.token_ids] == theirs["token_ids"]
-        assert [[u.begin, u.end, u.is_word, u.synthetic] for u in units.units] == theirs["units"]
+        assert [[u.begin, u.end, u.is_word, u.synthetic] for u in spans.spans] == theirs["units"]
         assert voicing == theirs["voiced"]
         np.testing.assert_allclose(scores, theirs["scores"], atol=SCORE_TOLERANCE)
         for t in timings:
-            if isinstance(t, UnitTiming) and not t.estimated:
-                unit = units.units[t.unit]
+            if isinstance(t, SpanTiming) and not t.estimated:
+                span = spans.spans[t.span]
                 our_words.append(
-                    [chunk.text[unit.begin : unit.end], offset + t.start, offset + t.end]
+                    [chunk.text[span.begin : span.end], offset + t.start, offset + t.end]
                 )
     peer_words = [[w, s, e] for w, s, e in reference["words"]]
     # The peer names a word by its source spelling, we by the chunk's (capitalized) one.

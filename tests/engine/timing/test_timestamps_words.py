@@ -9,10 +9,10 @@ import pytest
 
 from pipecat_pocket_tts.engine.text.normalize import normalize_text
 from pipecat_pocket_tts.engine.timing.words import (
-    TextUnit,
+    TextSpan,
     WordMapper,
     caller_words,
-    chunk_units,
+    chunk_spans,
     lexical_keys,
     lexical_spans,
     overlap_matrix,
@@ -126,21 +126,21 @@ def test_units_mark_prepare_s_punctuation_synthetic_and_written_punctuation_not(
     mapper = WordMapper()
     mapper.add(caller_words("hello there", english))
     text = "Hello there."
-    units = chunk_units(text, [(0, 5), (5, 11), (11, 12)], mapper)
-    assert [(u.begin, u.end, u.word, u.synthetic) for u in units.units] == [
+    spans = chunk_spans(text, [(0, 5), (5, 11), (11, 12)], mapper)
+    assert [(u.begin, u.end, u.word, u.synthetic) for u in spans.spans] == [
         (0, 5, 0, False),
         (6, 11, 1, False),
         (11, 12, None, True),
     ]
     mapper = WordMapper()
     mapper.add(caller_words("hello there.", english))
-    units = chunk_units(text, [(0, 5), (5, 11), (11, 12)], mapper)
-    assert units.units[-1].synthetic is False
+    spans = chunk_spans(text, [(0, 5), (5, 11), (11, 12)], mapper)
+    assert spans.spans[-1].synthetic is False
 
 
 def test_overlap_matrix_shares_a_token_between_the_units_it_covers():
-    units = [TextUnit(0, 4, 0), TextUnit(4, 5, None)]
-    matrix = overlap_matrix([(0, 2), (2, 5), (5, 5)], units)
+    spans = [TextSpan(0, 4, 0), TextSpan(4, 5, None)]
+    matrix = overlap_matrix([(0, 2), (2, 5), (5, 5)], spans)
     np.testing.assert_allclose(matrix, [[1, 0], [2 / 3, 1 / 3], [0, 0]])
 
 
@@ -233,8 +233,8 @@ def _timed_words(planner, text: str, attention: bool, seed: int):
     words = UtteranceWords(mapper.words)
     out = WordTimes()
     for chunk in planner.plan(text):
-        units = planner.units(chunk, mapper)
-        words.start_chunk(units, attention=attention)
+        spans = planner.spans(chunk, mapper)
+        words.start_chunk(spans, attention=attention)
         frames = int(rng.integers(3, 30))
         for f in range(frames):
             samples = rng.standard_normal(1920).astype(np.float32) * rng.choice([0.0, 0.1])
