@@ -36,7 +36,8 @@ class StageCosts:
     stream and per token.
     """
 
-    step_per_stream: float = 0.004  # the prior only: measured steps go to step_by_batch
+    # The prior only: measured steps go to ``step_by_batch``.
+    step_per_stream: float = 0.004
     decode_per_stream: float = 0.012
     prefill_per_token: float = 0.002
     step_by_batch: dict[int, float] = field(default_factory=dict)
@@ -66,7 +67,8 @@ class StageCosts:
         if above:
             high = min(above)
             slope = (measured[high] - measured[low]) / (high - low)
-        elif len(below) > 1:  # the widest span: the steadiest slope
+        # The widest span gives the steadiest slope.
+        elif len(below) > 1:
             smallest = min(below)
             slope = (measured[low] - measured[smallest]) / (low - smallest)
         else:

@@ -80,13 +80,16 @@ class TickChoice:
 
     stepping: list[ScheduledStream]
     decoding: list[ScheduledStream]
-    prefills: list[tuple[ScheduledStream, int]]  # (stream, prefill tokens this tick)
-    frames: dict[ScheduledStream, int]  # frames each decoding stream decodes (a block when above 1)
-    first_frames: list[
-        tuple[ScheduledStream, int]
-    ]  # starting streams: last prefill and first frame
-    step_parts: list[list[ScheduledStream]]  # one FlowLM step task each
-    decode_parts: list[list[ScheduledStream]]  # one Mimi decode task each, largest first
+    prefills: list[tuple[ScheduledStream, int]]
+    """Each prefilling stream and its prefill tokens this tick."""
+    frames: dict[ScheduledStream, int]
+    """The frames each decoding stream decodes (a block when above 1)."""
+    first_frames: list[tuple[ScheduledStream, int]]
+    """Starting streams: their last prefill and first frame, in one task."""
+    step_parts: list[list[ScheduledStream]]
+    """The streams of each FlowLM step task."""
+    decode_parts: list[list[ScheduledStream]]
+    """The streams of each Mimi decode task, largest first."""
     #: Streams that each step and decode in a tick with nothing else (0: another tick):
     #: the ticks whose wall time prices admission (``StageCosts.tick_took``).
     full_streams: int
@@ -131,7 +134,8 @@ def choose_tick(
         prefills, starting=sum(not s.started for s in ordered), threads=threads
     )
     prefills = [item for item in prefills if item not in first_frames]
-    other = None  # seconds of the tick's work beside its steps (None: there is none)
+    # Seconds of the tick's work beside its steps, or None when there is none.
+    other = None
     if decoding or prefills:
         other = costs.decode_per_stream * sum(frames[s] for s in decoding) + sum(
             costs.prefill_per_token * tokens for _, tokens in prefills
@@ -275,7 +279,8 @@ class TickPlan:
             piece = run.prefill_piece(tokens)
             key = f"prefill-{stream.name}"
             tasks.append(self._task(key, ("prefill", tokens), self._prefill, run, piece))
-        for i, part in enumerate(self.decode_parts):  # largest first: the idlest thread's
+        # The largest part first, so it goes to the idlest thread.
+        for i, part in enumerate(self.decode_parts):
             counts = [self.frames[s] for s in part]
             latents = [
                 s.next_decodes(count) if count > 1 else s.next_decode()[None]
@@ -428,7 +433,9 @@ class TickPlan:
         streams that failed with their error)."""
         out: dict[ScheduledStream, list[Any]] = {}
         failed: dict[ScheduledStream, BaseException] = {}
-        if len(self.tasks) > 1:  # a lone task runs BLAS on every core: its CPU time is partial
+        # Costs are measured only when several tasks ran: a lone task runs BLAS on every
+        # core, so its CPU time counts only part of its work.
+        if len(self.tasks) > 1:
             for kind, seconds, count in self._spent.values():
                 self._costs.measured(kind, seconds, count)
         for i, part in enumerate(self.step_parts):
@@ -438,7 +445,8 @@ class TickPlan:
                 if isinstance(item, BaseException):
                     failed[stream] = item
                 elif not stream.stopped:
-                    try:  # word timing runs here: its failure is the stream's own
+                    # Word timing runs here: its failure is the stream's own.
+                    try:
                         stream.stepped(*item)
                     except Exception as exc:
                         failed[stream] = exc
@@ -461,7 +469,8 @@ class TickPlan:
                 failed[stream] = self._results[key]
                 continue
             try:
-                if stream not in self._first_applied and key in self._results:  # no hook
+                # Applied here when no hook applied it as the task ended.
+                if stream not in self._first_applied and key in self._results:
                     out.setdefault(stream, []).extend(self.apply_first_frame(stream, now))
                 second = self._results.get(f"{key}-second")
                 if isinstance(second, BaseException):

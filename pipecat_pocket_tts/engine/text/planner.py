@@ -54,9 +54,10 @@ class TimedText:
         self._stream = planner.word_stream(normalize=normalize, lexicon=lexicon)
         self._mapper = WordMapper()
         self.ledger = WordLedger(self._mapper.words)
-        self._released = 0  # chunks released for this text
-        self._final = False  # the text is complete
-        self._mapped = 0  # chunks mapped so far
+        # Chunks released and mapped for this text so far, and whether it is complete.
+        self._released = 0
+        self._final = False
+        self._mapped = 0
 
     @property
     def words(self) -> list[CallerWord]:
@@ -123,7 +124,8 @@ class PreparedUtterance:
     """A whole text ready for the runtime: its chunks and, word timestamps on, its caller
     words mapped onto them."""
 
-    chunks: list[PreparedChunk]  # [] when nothing is left to say
+    # Empty when nothing is left to say.
+    chunks: list[PreparedChunk]
     timed: TimedText | None = None
 
 
@@ -166,7 +168,8 @@ class TextPlanner:
         #: What the normalizer reads the text as: the pack's language unless a variant of it
         #: is asked for ("pt-BR" on the portuguese pack).
         self.text_language = language_code(text_language or config.name)
-        self._plans = PlanCache()  # shared by the copies of other text languages
+        # The copies made for other text languages share it.
+        self._plans = PlanCache()
 
     def with_text_language(self, text_language: str | None) -> TextPlanner:
         """This planner, normalizing as ``text_language`` (shares the tokenizer and preparer)."""

@@ -47,7 +47,8 @@ if TYPE_CHECKING:
 SILENCE_RMS = 1e-3
 """A frame whose RMS is at most this is quiet."""
 
-_SILENCE_RMS_F32 = float(np.float32(SILENCE_RMS))  # the threshold as float32 holds it (peer)
+# The threshold as float32 holds it, as the peer compares it.
+_SILENCE_RMS_F32 = float(np.float32(SILENCE_RMS))
 
 NEXT_WORD_ATTENTION = 1e-3
 """Below this score the open word gives way to any later word that scores above it."""
@@ -141,7 +142,8 @@ def span_scores(logits: np.ndarray, token_to_span: np.ndarray) -> np.ndarray:
 class SpanStart:
     """When one word span of a chunk starts, in (possibly fractional) frames of the chunk."""
 
-    span: int  # index in ChunkSpans.spans
+    span: int
+    """Its index in ``ChunkSpans.spans``."""
     start: float
     estimated: bool
 
@@ -166,8 +168,9 @@ class WordPointer:
     def __init__(self, spans: ChunkSpans) -> None:
         self._spans = spans.spans
         self._words = spans.word_spans
-        self._next = 0  # position in _words of the next word to open
-        self._open: int | None = None  # position in _words of the open word
+        # Positions in ``_words``: the next word to open, and the open word.
+        self._next = 0
+        self._open: int | None = None
         self._open_start = 0
 
     def frame(self, scores: np.ndarray, voiced: bool, index: int) -> list[SpanEvent]:
@@ -254,11 +257,14 @@ class RateAligner:
         lengths = [spans.spans[u].end - spans.spans[u].begin + 1 for u in self._words]
         self._lengths = np.asarray(lengths, float)
         self._offsets = frames_per_character * np.concatenate([[0.0], np.cumsum(lengths)])
-        self._first: int | None = None  # first voiced frame
-        self._voiced_end = 0  # last voiced frame + 1
+        # The first voiced frame, and the frame after the last voiced one.
+        self._first: int | None = None
+        self._voiced_end = 0
         self._frames = 0
-        self._next = 0  # position in _words of the next word to start
-        self._open_start = 0.0  # start of the open word (position _next - 1)
+        # The position in ``_words`` of the next word to start, and the start of the
+        # open word (at ``_next - 1``).
+        self._next = 0
+        self._open_start = 0.0
 
     @property
     def characters(self) -> float:

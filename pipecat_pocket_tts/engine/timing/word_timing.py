@@ -32,24 +32,34 @@ from .words import CallerWord, ChunkSpans
 class WordStart:
     """One word of the caller's text on the frame where it starts (its ``Word`` comes later)."""
 
-    text: str  # as the caller wrote it ("$12.50.")
-    index: int  # 0-based among its text's words (an enqueued text, or a fed stream)
-    start: float  # seconds from the start of the utterance's audio
-    session_start: float  # the same on the session's audio clock
-    estimated: bool  # the start was estimated (spread by length), not read from attention
+    text: str
+    """As the caller wrote it ("$12.50.")."""
+    index: int
+    """0-based among its text's words (an enqueued text, or a fed stream)."""
+    start: float
+    """Seconds from the start of the utterance's audio."""
+    session_start: float
+    """The same on the session's audio clock."""
+    estimated: bool
+    """Whether the start was estimated (spread by length) rather than read from attention."""
 
 
 @dataclass(frozen=True)
 class Word:
     """One word of the caller's text and when it is heard."""
 
-    text: str  # as the caller wrote it ("$12.50.")
-    index: int  # 0-based among its text's words (an enqueued text, or a fed stream)
-    start: float  # seconds from the start of the utterance's audio
+    text: str
+    """As the caller wrote it ("$12.50.")."""
+    index: int
+    """0-based among its text's words (an enqueued text, or a fed stream)."""
+    start: float
+    """Seconds from the start of the utterance's audio."""
     end: float
-    session_start: float  # the same on the session's audio clock
+    session_start: float
+    """The same on the session's audio clock."""
     session_end: float
-    estimated: bool  # its start or end was spread by length, not read from the model's attention
+    estimated: bool
+    """Whether its start or end was spread by length rather than read from attention."""
 
 
 @dataclass(frozen=True)
@@ -72,8 +82,10 @@ class WordLedger:
 
     def __init__(self, words: list[CallerWord]) -> None:
         self.words = words
-        self._next = 0  # first caller word not started
-        self._count = 0  # words started (the next Word.index)
+        # First caller word not started.
+        self._next = 0
+        # Words started (the next Word.index).
+        self._count = 0
 
     @property
     def next(self) -> int:
@@ -123,10 +135,14 @@ class UtteranceWords:
         self._frame_seconds = 1.0 / frame_rate
         self._rate = rate or SpeakingRate()
         self._aligner: ChunkAligner | None = None
-        self._last_span: dict[int, int] = {}  # caller word → its last span in the chunk
-        self._chunk_start = 0  # utterance frame where the current chunk starts
-        self._frames = 0  # frames of the utterance so far
-        self._flights: dict[int, _Flight] = {}  # caller word → started, not yet released whole
+        # Caller word → its last span in the chunk.
+        self._last_span: dict[int, int] = {}
+        # Utterance frame where the current chunk starts.
+        self._chunk_start = 0
+        # Frames of the utterance so far.
+        self._frames = 0
+        # Caller word → started, not yet released whole.
+        self._flights: dict[int, _Flight] = {}
         self._last_end = 0.0
 
     def start_chunk(self, spans: ChunkSpans, *, attention: bool) -> None:
@@ -151,7 +167,8 @@ class UtteranceWords:
     def finish(self, *, ends_text: bool = True) -> WordTimes:
         """The utterance ended: release its words (``ends_text``: and every word left)."""
         out = self._end_chunk() if self._aligner is not None else WordTimes()
-        for flight in self._flights.values():  # goes on in the next utterance: ends here
+        # A word that goes on in the next utterance ends here.
+        for flight in self._flights.values():
             flight.done = True
             flight.end = flight.start if flight.end is None else flight.end
         out += self._complete()
@@ -178,7 +195,8 @@ class UtteranceWords:
                 continue
             flight = self._flights.get(word)
             if flight is None:
-                continue  # a word already released (a continuation after a cut)
+                # A word already released (a continuation after a cut).
+                continue
             end = self._chunk_start + event.end
             flight.end = end if flight.end is None else max(flight.end, end)
             flight.estimated = flight.estimated or event.estimated
@@ -197,7 +215,8 @@ class UtteranceWords:
 
     def _start(self, caller: int, frame: float, estimated: bool) -> WordTimes:
         starts = []
-        for _, index in self._ledger.take(caller + 1):  # the one word ``caller``
+        # Taking up to ``caller + 1`` yields at most the one word ``caller``.
+        for _, index in self._ledger.take(caller + 1):
             self._flights[caller] = _Flight(index, frame, None, estimated)
             starts.append(self._word_start(caller, index, frame, estimated))
         return WordTimes(tuple(starts))
@@ -209,7 +228,8 @@ class UtteranceWords:
     def _complete(self) -> WordTimes:
         """Release the started words whose end is known, in order (each waits for earlier ones)."""
         out = []
-        for caller, flight in list(self._flights.items()):  # started in caller order
+        # The flights were started in caller order.
+        for caller, flight in list(self._flights.items()):
             if not flight.done:
                 break
             del self._flights[caller]
@@ -234,14 +254,19 @@ class UtteranceWords:
 class FrameWords:
     """What the word timing of one decoded frame needs besides its samples."""
 
-    utterance: int  # the utterance's index in its session
-    ledger: WordLedger  # the caller words of the utterance's text
-    spans: ChunkSpans  # the frame's chunk
-    attention: np.ndarray | None  # [heads, chunk tokens] logits, None without heads
+    utterance: int
+    """The utterance's index in its session."""
+    ledger: WordLedger
+    """The caller words of the utterance's text."""
+    spans: ChunkSpans
+    """The frame's chunk."""
+    attention: np.ndarray | None
+    """[heads, chunk tokens] logits, None without heads."""
     first_in_chunk: bool
     last_in_chunk: bool
     last_in_utterance: bool
-    ends_text: bool = True  # the utterance is the last of its text (enqueue; flush's last)
+    ends_text: bool = True
+    """Whether the utterance is the last of its text (enqueue's, or flush's last)."""
 
 
 class SessionWords:

@@ -36,7 +36,8 @@ from ..text.normalize import WordForms
 _CONTINUATIONS = frozenset("-‐‑'’")
 _FOLD = str.maketrans({"’": "'", "‐": "-", "‑": "-"})
 _SUB_OR_SPACE = re.compile(r"<sub\b.{0,2600}?</sub\s*>|\s+", re.I | re.S)
-_UNKNOWN_PIECE = "\u2047"  # how SentencePiece decodes an unknown piece
+# How SentencePiece decodes an unknown piece.
+_UNKNOWN_PIECE = "\u2047"
 
 
 def _is_mark(char: str) -> bool:
@@ -82,12 +83,17 @@ def lexical_keys(text: str) -> list[str]:
 class CallerWord:
     """One word of the caller's text."""
 
-    text: str  # as written (a <sub> element shown as its written form)
-    begin: int  # [begin, end) in the caller's text (the raw element for <sub>)
+    text: str
+    """As written (a <sub> element shown as its written form)."""
+    begin: int
+    """[begin, end) in the caller's text (the raw element for <sub>)."""
     end: int
-    keys: tuple[str, ...]  # lexical keys of its spoken form; () for markup-only words
-    punctuated: bool  # punctuation follows its last letter or digit (in the word itself)
-    opens_with_punctuation: bool  # punctuation before its first letter or digit
+    keys: tuple[str, ...]
+    """Lexical keys of its spoken form; () for markup-only words."""
+    punctuated: bool
+    """Whether punctuation follows its last letter or digit (in the word itself)."""
+    opens_with_punctuation: bool
+    """Whether punctuation comes before its first letter or digit."""
 
 
 def caller_words(
@@ -102,14 +108,16 @@ def caller_words(
     ``spoken_mid_line`` (when given) one that does not start a line ("2." in "Step 1. 2." is
     a number, at a line start a list marker); ``starts_line``: ``text`` begins a line. A
     ``WordForms`` as ``spoken`` gives the forms of all the words in one call."""
-    pieces: list[tuple[int, tuple[str, str, bool]]] = []  # (begin, (raw, read, mid_line))
+    # Each piece: (begin, (raw, read, mid_line)).
+    pieces: list[tuple[int, tuple[str, str, bool]]] = []
     start = 0
     at_line_start = starts_line
     for m in _SUB_OR_SPACE.finditer(text):
         if m[0][:1].isspace():
             if m.start() > start:
                 raw = text[start : m.start()]
-                if at_line_start:  # with the blanks after it: "1. " there is a list marker
+                # With the blanks after it: "1. " there is a list marker.
+                if at_line_start:
                     pieces.append((start, (raw, raw + m[0].split("\n")[0], False)))
                 else:
                     pieces.append((start, (raw, raw, True)))
@@ -119,7 +127,8 @@ def caller_words(
     if start < len(text):
         pieces.append((start, (text[start:], text[start:], not at_line_start)))
     forms = spoken if isinstance(spoken, WordForms) else WordForms(spoken, spoken_mid_line)
-    written_spoken = forms([word for _, word in pieces])  # one call for all the words
+    # One call for all the words.
+    written_spoken = forms([word for _, word in pieces])
     return [
         _caller_word(word[0], begin + offset, shown, said)
         for (begin, word), (shown, said) in zip(pieces, written_spoken, strict=True)
@@ -159,8 +168,10 @@ class CallerWordFeed:
             spoken if isinstance(spoken, WordForms) else WordForms(spoken, spoken_mid_line)
         )
         self._pending = ""
-        self._offset = 0  # caller-text offset of _pending
-        self._starts_line = True  # _pending begins a line
+        # Caller-text offset of _pending.
+        self._offset = 0
+        # Whether _pending begins a line.
+        self._starts_line = True
 
     def push(self, text: str, *, final: bool = False) -> list[CallerWord]:
         """``final``: the text is complete, its last words too (``flush`` in the same call)."""
@@ -198,9 +209,12 @@ class CallerWordFeed:
 class MappedChunk:
     """What ``WordMapper.map`` found for one chunk's lexical words."""
 
-    owners: tuple[int | None, ...]  # caller word index per spoken lexical word (None: unmapped)
-    unspoken: tuple[int, ...]  # caller words with keys that no spoken word matched (skipped)
-    open_word: int | None = None  # the caller word whose spoken form the next chunk goes on with
+    owners: tuple[int | None, ...]
+    """Caller word index per spoken lexical word (None: unmapped)."""
+    unspoken: tuple[int, ...]
+    """Caller words with keys that no spoken word matched (skipped)."""
+    open_word: int | None = None
+    """The caller word whose spoken form the next chunk goes on with."""
 
 
 class WordMapper:
@@ -208,8 +222,10 @@ class WordMapper:
 
     def __init__(self) -> None:
         self.words: list[CallerWord] = []
-        self._cursor = 0  # first caller word not finished
-        self._used = 0  # keys of the cursor word already matched
+        # First caller word not finished.
+        self._cursor = 0
+        # Keys of the cursor word already matched.
+        self._used = 0
 
     def add(self, words: Sequence[CallerWord]) -> None:
         """Append caller words (in text order)."""
@@ -237,7 +253,8 @@ class WordMapper:
             i += 1
         owners: list[int | None] = [None] * n
         matcher = difflib.SequenceMatcher(None, list(spoken_keys), expected, autojunk=False)
-        anchors: list[tuple[int, int]] = []  # (spoken index, expected index)
+        # Each anchor: (spoken index, expected index).
+        anchors: list[tuple[int, int]] = []
         for block in matcher.get_matching_blocks():
             for k in range(block.size):
                 anchors.append((block.a + k, block.b + k))
@@ -284,7 +301,8 @@ class WordMapper:
             if not gap:
                 continue
             assert left_owner is not None
-            if right_owner is None:  # trailing: the next word (anchors' word if it goes on)
+            # Trailing: the next word (anchors' word if it goes on).
+            if right_owner is None:
                 if left >= 0 and self._continues(left, anchors, owner_of):
                     candidates = [left_owner]
                 else:
@@ -321,10 +339,13 @@ class WordMapper:
 class TextSpan:
     """A lexical word or a punctuation run of a chunk's text, as the aligner scores it."""
 
-    begin: int  # [begin, end) in the chunk text
+    begin: int
+    """[begin, end) in the chunk text."""
     end: int
-    word: int | None  # caller word index (None: punctuation, or a word that maps to none)
-    synthetic: bool = False  # punctuation (or an unmapped word) the caller did not write
+    word: int | None
+    """Caller word index (None: punctuation, or a word that maps to none)."""
+    synthetic: bool = False
+    """Whether it is punctuation (or an unmapped word) the caller did not write."""
 
     @property
     def is_word(self) -> bool:
@@ -336,9 +357,12 @@ class ChunkSpans:
     """The spans of one chunk and how its tokens spread over them."""
 
     spans: tuple[TextSpan, ...]
-    token_to_span: np.ndarray  # [tokens, spans] float32; each row sums to 1 (or 0: no span)
-    unspoken: tuple[int, ...]  # caller words skipped before this chunk's words
-    open_word: int | None = None  # caller word that goes on in the next chunk
+    token_to_span: np.ndarray
+    """[tokens, spans] float32; each row sums to 1 (or 0: no span)."""
+    unspoken: tuple[int, ...]
+    """Caller words skipped before this chunk's words."""
+    open_word: int | None = None
+    """The caller word that goes on in the next chunk."""
 
     @property
     def word_spans(self) -> list[int]:
@@ -421,7 +445,8 @@ def token_spans(decode: Callable[[Sequence[int]], str], ids: Sequence[int], text
                 break
             mismatch = char != _UNKNOWN_PIECE and not _same_char(char, text[cursor])
             if mismatch and begin is not None and _same_char(char, text[cursor - 1]):
-                continue  # a compatibility form decoding to several characters
+                # A compatibility form decoding to several characters.
+                continue
             begin = cursor if begin is None else begin
             cursor += 1
             end = cursor

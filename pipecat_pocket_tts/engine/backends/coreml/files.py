@@ -154,9 +154,12 @@ def encoder_patterns(pack_name: str, which: str) -> list[str]:
 class EncoderFiles:
     """The cloning encoder a pack uses, and the reprojection files its output needs."""
 
-    model: Path  # a .mlmodelc folder
-    pack_local: bool  # mimi_encoderv3: output already in the pack's space
-    recover_pinv: Path | None = None  # both set: reproject the shared encoder's output
+    # A .mlmodelc folder.
+    model: Path
+    # True for mimi_encoderv3, whose output is already in the pack's space.
+    pack_local: bool
+    # With both set, the shared encoder's output is reprojected.
+    recover_pinv: Path | None = None
     speaker_proj: Path | None = None
 
     @property
@@ -415,7 +418,8 @@ def resolve_hub_coreml_pack(
             "the local cache (offline, or an unpublished revision). Go online once, or pass "
             "model_dir= with a copy of the pack."
         )
-    reason = _cloning_reason(constants, None)  # the encoder comes on the first clone
+    # The encoder is fetched on the first clone.
+    reason = _cloning_reason(constants, None)
     return CoreMLPackFiles(
         config=config,
         weights=root,

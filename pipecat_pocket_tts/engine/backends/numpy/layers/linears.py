@@ -117,7 +117,8 @@ class Linear:
     precision = "fp32"
 
     def __init__(self, shape: tuple[int, int]) -> None:
-        self.shape = shape  # (out, in), as the checkpoint stores the weight
+        # (out, in), as the checkpoint stores the weight.
+        self.shape = shape
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -137,7 +138,8 @@ class Linear:
     def _widened_matmul(self, x: np.ndarray) -> np.ndarray:
         """x [n, in] · Wᵀ by BLAS on the weight widened ``WIDEN_ROWS`` output rows at a time
         (long inputs: the prefill), so no fp32 copy of the whole weight is ever made."""
-        x = np.ascontiguousarray(x, np.float32)  # one layout, one rounding (``DenseLinear``)
+        # One layout, so one rounding (as in ``DenseLinear``).
+        x = np.ascontiguousarray(x, np.float32)
         out = np.empty((x.shape[0], self.shape[0]), np.float32)
         for start in range(0, self.shape[0], WIDEN_ROWS):
             stop = min(start + WIDEN_ROWS, self.shape[0])
@@ -156,7 +158,8 @@ class DenseLinear(Linear):
     def __init__(self, weight: np.ndarray) -> None:
         super().__init__(weight.shape)
         self.weight = weight
-        self._kernels = compiled.AT_FIRST_USE  # made by shape-only models too: compile nothing
+        # Shape-only models make these too: nothing is compiled before the first call.
+        self._kernels = compiled.AT_FIRST_USE
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         n = x.shape[0]
@@ -168,7 +171,8 @@ class DenseLinear(Linear):
             out = np.empty((n, self.shape[0]), np.float32)
             kernels.f32_matmul(x, self.weight, out)
             return out
-        if n > 1:  # a few rows (a batched step): one matrix-vector product each
+        # A few rows (a batched step): one matrix-vector product each.
+        if n > 1:
             return linear_rows(x, self.weight)
         return x @ self.weight.T
 
@@ -238,7 +242,8 @@ class WindowLinear(Linear):
         return self.packed.nbytes
 
     def dense_rows(self, start: int, stop: int) -> np.ndarray:
-        rows = self.packed.transpose(0, 2, 1).reshape(self.shape)  # row o: block o // 16
+        # Row o of the weight is in block o // 16.
+        rows = self.packed.transpose(0, 2, 1).reshape(self.shape)
         return np.ascontiguousarray(rows[start:stop])
 
 
@@ -270,7 +275,8 @@ class Int8Linear(Linear):
             return self._widened_matmul(x)
         x = np.ascontiguousarray(x, np.float32)
         out = np.empty((n, self.shape[0]), np.float32)
-        for start in range(0, n, KERNEL_MAX_ROWS):  # row blocks: contiguous views
+        # Blocks of rows, each a contiguous view.
+        for start in range(0, n, KERNEL_MAX_ROWS):
             stop = start + KERNEL_MAX_ROWS
             self._matmul(x[start:stop], self.codes, self.scales, out[start:stop])
         return out
@@ -405,7 +411,8 @@ def to_bfloat16_bits(weight: np.ndarray) -> np.ndarray:
     rounded = bits >> 16
     rounded &= 1
     rounded += 0x7FFF
-    rounded += bits  # wraps only for negative NaN patterns, fixed below
+    # This wraps only for negative NaN patterns, fixed below.
+    rounded += bits
     rounded >>= 16
     out = rounded.astype(np.uint16)
     nan = np.isnan(weight)

@@ -101,7 +101,8 @@ class SEANet:
         prefix: str,
         decoder: bool,
     ) -> None:
-        self.steps: list[tuple[bool, object]] = []  # (ELU before, layer)
+        # Each step: whether an ELU comes before it, and the layer.
+        self.steps: list[tuple[bool, object]] = []
         nf, res_kernel = config.n_filters, config.residual_kernel_size
         index = 0
 
@@ -124,7 +125,8 @@ class SEANet:
             )
             index += 1
             for ratio in config.ratios:
-                index += 1  # the ELU
+                # The ELU has an index of its own among the checkpoint's layers.
+                index += 1
                 c_in, c_out = mult * nf, mult * nf // 2
                 kernel = 2 * ratio
                 convtr = StreamingConvTranspose1d(
@@ -149,7 +151,8 @@ class SEANet:
             index += 1
             for ratio in reversed(config.ratios):
                 add_residuals(mult * nf)
-                index += 1  # the ELU
+                # The ELU has an index of its own among the checkpoint's layers.
+                index += 1
                 conv = _conv(weights, name(), mult * nf, mult * nf * 2, 2 * ratio, stride=ratio)
                 self.steps.append((True, conv))
                 index += 1
