@@ -72,7 +72,7 @@ def run_parity(
     sampler_backends: dict[str, Backend] | None = None,
     voice: VoiceKV | None = None,
 ) -> list[Check]:
-    """Every stage of ``backend`` against ``arrays`` (the fixture contract of stages.npz).
+    """Every stage of ``backend`` against ``arrays`` (the fixture specs of stages.npz).
 
     ``sampler_backends`` maps an extra sampler prefix (e.g. "sampler4") to a backend built with
     that many decode steps; ``voice`` is an upstream-exported voice to start the text from.

@@ -428,7 +428,7 @@ def text_ids_for(model: TTSModel, text: str) -> np.ndarray:
 
 @torch.no_grad()
 def record_stages(model: TTSModel, spec: StageSpec) -> dict[str, np.ndarray]:
-    """Run every stage with upstream code and return the arrays of the fixture contract."""
+    """Run every stage with upstream code and return the arrays of the fixture specs."""
     torch.manual_seed(spec.seed)
     gen = torch.Generator().manual_seed(spec.seed)
     flow_lm = model.flow_lm

@@ -12,7 +12,7 @@
                  the first clone
 
 Caches, positions and Mimi states live in the per-sequence state objects and are replaced by
-the model outputs after every call (matched as ``contracts`` says). Models come in through the
+the model outputs after every call (matched as ``io_specs`` says). Models come in through the
 ``CoreMLModel`` protocol: ``from_pack`` loads the real ``.mlmodelc`` files with coremltools;
 tests hand in stand-ins with the same I/O.
 """
@@ -52,12 +52,12 @@ from .io_specs import (
     MIMI_LATENT,
     SEQUENCE,
     VALID_LEN,
-    FlowDecoderContract,
+    FlowDecoderSpecs,
     KVBinding,
-    MimiContract,
-    PackContract,
-    PrefillContract,
-    StepContract,
+    MimiSpecs,
+    PackSpecs,
+    PrefillSpecs,
+    StepSpecs,
 )
 from .states import CoreMLFlowState, CoreMLMimiState
 
@@ -116,21 +116,17 @@ class CoreMLBackend(Backend):
         self.constants = constants
         self.precision = precision
         self.compute_units = dict(compute_units or {})
-        self.contract = PackContract(
-            prefill=PrefillContract.from_io(
-                models.cond_prefill.inputs, models.cond_prefill.outputs
-            ),
-            step=StepContract.from_io(models.flowlm.inputs, models.flowlm.outputs),
-            flow=FlowDecoderContract.from_io(
-                models.flow_decoder.inputs, models.flow_decoder.outputs
-            ),
-            mimi=MimiContract.from_io(models.mimi_decoder.inputs, models.mimi_decoder.outputs),
+        self.io_specs = PackSpecs(
+            prefill=PrefillSpecs.from_io(models.cond_prefill.inputs, models.cond_prefill.outputs),
+            step=StepSpecs.from_io(models.flowlm.inputs, models.flowlm.outputs),
+            flow=FlowDecoderSpecs.from_io(models.flow_decoder.inputs, models.flow_decoder.outputs),
+            mimi=MimiSpecs.from_io(models.mimi_decoder.inputs, models.mimi_decoder.outputs),
         )
-        self.contract.check(config)
-        self._kv = self.contract.step.kv
-        self._mimi_init = constants.initial_mimi_state(self.contract.mimi.state_inputs)
+        self.io_specs.check(config)
+        self._kv = self.io_specs.step.kv
+        self._mimi_init = constants.initial_mimi_state(self.io_specs.mimi.state_inputs)
         if isinstance(voice_encoder, VoiceEncoder):
-            voice_encoder.contract.check(config)
+            voice_encoder.io_specs.check(config)
         self._voice_encoder = voice_encoder
         self._encoder_lock = threading.Lock()
         reason = cloning_unavailable_reason
@@ -252,57 +248,55 @@ class CoreMLBackend(Backend):
     def prefill(self, state: CoreMLFlowState, embeddings: np.ndarray) -> None:
         """Append conditioning [n, d_model] through cond_prefill, 256 rows per call."""
         x = np.asarray(embeddings, dtype=np.float32)
-        contract = self.contract.prefill
-        if x.ndim != 2 or x.shape[1] != contract.d_model:
-            raise ValueError(f"embeddings must be [n, {contract.d_model}], got {x.shape}")
+        specs = self.io_specs.prefill
+        if x.ndim != 2 or x.shape[1] != specs.d_model:
+            raise ValueError(f"embeddings must be [n, {specs.d_model}], got {x.shape}")
         self._reserve(state, x.shape[0])
         model = self.models.cond_prefill
-        for start in range(0, x.shape[0], contract.window):
-            rows = x[start : start + contract.window]
-            conditioning = np.zeros((1, contract.window, contract.d_model), dtype=np.float32)
+        for start in range(0, x.shape[0], specs.window):
+            rows = x[start : start + specs.window]
+            conditioning = np.zeros((1, specs.window, specs.d_model), dtype=np.float32)
             conditioning[0, : rows.shape[0]] = rows
             feeds = {
                 CONDITIONING: conditioning,
                 VALID_LEN: np.array([rows.shape[0]], dtype=np.float32),
-                **self._kv_feeds(contract.kv, state),
+                **self._kv_feeds(specs.kv, state),
             }
-            self._take_kv(contract.kv, state, model.predict(feeds))
+            self._take_kv(specs.kv, state, model.predict(feeds))
 
     def step(self, state: CoreMLFlowState, latent: np.ndarray | None) -> StepOutput:
         """One flowlm call; None sends the all-NaN BOS sequence (the graph uses ``bos_emb``)."""
-        contract = self.contract.step
+        specs = self.io_specs.step
         if latent is None:
-            sequence = np.full((1, 1, contract.latent_dim), np.nan, dtype=np.float32)
+            sequence = np.full((1, 1, specs.latent_dim), np.nan, dtype=np.float32)
         else:
             vec = np.asarray(latent, dtype=np.float32)
-            if vec.size != contract.latent_dim:
-                raise ValueError(f"latent must be [{contract.latent_dim}], got {vec.shape}")
-            sequence = vec.reshape(1, 1, contract.latent_dim)
+            if vec.size != specs.latent_dim:
+                raise ValueError(f"latent must be [{specs.latent_dim}], got {vec.shape}")
+            sequence = vec.reshape(1, 1, specs.latent_dim)
         self._reserve(state, 1)
         feeds = {
             SEQUENCE: sequence,
             BOS_EMB: np.asarray(self.constants.bos_emb, dtype=np.float32),
-            **self._kv_feeds(contract.kv, state),
+            **self._kv_feeds(specs.kv, state),
         }
         out = self.models.flowlm.predict(feeds)
-        self._take_kv(contract.kv, state, out)
-        hidden = np.asarray(out[contract.hidden_output], dtype=np.float32).reshape(-1)
-        return StepOutput(
-            hidden=hidden, eos_logit=float(np.asarray(out[contract.eos_output]).flat[0])
-        )
+        self._take_kv(specs.kv, state, out)
+        hidden = np.asarray(out[specs.hidden_output], dtype=np.float32).reshape(-1)
+        return StepOutput(hidden=hidden, eos_logit=float(np.asarray(out[specs.eos_output]).flat[0]))
 
     def sample(self, hidden: np.ndarray, noise: np.ndarray) -> np.ndarray:
         """flow_decoder_fused: ``latent_init`` = noise (already ·√temperature) → latent [32]."""
-        contract = self.contract.flow
+        specs = self.io_specs.flow
         c = np.asarray(hidden, dtype=np.float32).reshape(1, -1)
         z = np.asarray(noise, dtype=np.float32).reshape(1, -1)
-        if c.shape[1] != contract.hidden_dim or z.shape[1] != contract.latent_dim:
+        if c.shape[1] != specs.hidden_dim or z.shape[1] != specs.latent_dim:
             raise ValueError(
-                f"sample takes hidden [{contract.hidden_dim}] and noise [{contract.latent_dim}], "
+                f"sample takes hidden [{specs.hidden_dim}] and noise [{specs.latent_dim}], "
                 f"got {np.shape(hidden)} and {np.shape(noise)}"
             )
         out = self.models.flow_decoder.predict({FLOW_HIDDEN: c, LATENT_INIT: z})
-        return np.asarray(out[contract.latent_output], dtype=np.float32).reshape(-1)
+        return np.asarray(out[specs.latent_output], dtype=np.float32).reshape(-1)
 
     def _reserve(self, state: CoreMLFlowState, n: int) -> None:
         if state.position + n > state.capacity:
@@ -367,16 +361,16 @@ class CoreMLBackend(Backend):
 
     def decode(self, state: CoreMLMimiState, latent: np.ndarray) -> np.ndarray:
         """Raw latent [32] → [1920] samples; all state tensors go in and come back."""
-        contract = self.contract.mimi
+        specs = self.io_specs.mimi
         z = np.asarray(latent, dtype=np.float32)
-        if z.size != contract.latent_dim:
-            raise ValueError(f"Mimi decode takes one latent [{contract.latent_dim}], got {z.shape}")
-        feeds = {MIMI_LATENT: z.reshape(1, contract.latent_dim), **state.tensors}
+        if z.size != specs.latent_dim:
+            raise ValueError(f"Mimi decode takes one latent [{specs.latent_dim}], got {z.shape}")
+        feeds = {MIMI_LATENT: z.reshape(1, specs.latent_dim), **state.tensors}
         out = self.models.mimi_decoder.predict(feeds)
-        shapes = {spec.name: spec.shape for spec in contract.state_inputs}
-        for output, name in contract.feedback:
+        shapes = {spec.name: spec.shape for spec in specs.state_inputs}
+        for output, name in specs.feedback:
             state.tensors[name] = np.asarray(out[output], dtype=np.float32).reshape(shapes[name])
-        return np.asarray(out[contract.audio_output], dtype=np.float32).reshape(-1)
+        return np.asarray(out[specs.audio_output], dtype=np.float32).reshape(-1)
 
     # -- Voice cloning ------------------------------------------------------------------
     def encode(self, audio: np.ndarray) -> np.ndarray:

@@ -28,7 +28,7 @@ from ...errors import CloneAudioError, WeightsMismatchError
 from ...model.config import ModelConfig
 from .compiled_models import CoreMLModel
 from .constants import read_matrix
-from .io_specs import ENCODER_AUDIO, EncoderContract
+from .io_specs import ENCODER_AUDIO, EncoderSpecs
 
 #: Frames the v2.1 encoders give for their 10 s window (and the longest cloned prompt).
 MAX_VOICE_FRAMES = 125
@@ -104,20 +104,20 @@ class VoiceEncoder:
         """Check the model's I/O against ``config`` (``WeightsMismatchError`` if it differs)."""
         self.model = model
         self.label = label
-        self.contract = EncoderContract.from_io(model.inputs, model.outputs, label)
-        self.contract.check(config)
+        self.io_specs = EncoderSpecs.from_io(model.inputs, model.outputs, label)
+        self.io_specs.check(config)
         self.reprojection = reprojection
         self.frame_size = config.mimi.frame_size
 
     def encode(self, audio: np.ndarray) -> np.ndarray:
         """24 kHz mono audio [n] → voice conditioning [P, d] float32 (P ≤ 125, see module)."""
-        contract = self.contract
-        window, real = fit_window(audio, contract.window_samples)
+        specs = self.io_specs
+        window, real = fit_window(audio, specs.window_samples)
         if real == 0:
             raise CloneAudioError("clone audio is empty: pass at least 1 s of speech")
         if not np.all(np.isfinite(window)):
             raise CloneAudioError("clone audio contains NaN or infinite samples: clean it first")
         out = self.model.predict({ENCODER_AUDIO: window})
-        frames = usable_frames(real, contract.frames, self.frame_size)
-        conditioning = read_conditioning(out[contract.output], frames, contract.d_model)
+        frames = usable_frames(real, specs.frames, self.frame_size)
+        conditioning = read_conditioning(out[specs.output], frames, specs.d_model)
         return conditioning if self.reprojection is None else self.reprojection(conditioning)

@@ -1,4 +1,4 @@
-"""I/O contracts of the PocketTTS v2.1 CoreML models, and how their outputs feed back.
+"""I/O specs of the PocketTTS v2.1 CoreML models, and how their outputs feed back.
 
 The four models of a ``gpu``-placement pack (shapes for the full-size models; N = 6 or 24
 layers, C = 512 cache slots, W = 256 conditioning rows; every tensor is float32):
@@ -61,7 +61,7 @@ class TensorSpec:
 
 def _mismatch(model: str, problem: str) -> WeightsMismatchError:
     return WeightsMismatchError(
-        f"CoreML model {model!r} does not follow the PocketTTS v2.1 contract: {problem}. "
+        f"CoreML model {model!r} does not follow the PocketTTS v2.1 I/O specs: {problem}. "
         "Use the v2.1 packs of FluidInference/pocket-tts-coreml (re-download the pack if its "
         "files were changed)."
     )
@@ -143,7 +143,7 @@ def _kv_binding(
 
 
 @dataclass(frozen=True)
-class PrefillContract:
+class PrefillSpecs:
     """cond_prefill: W conditioning rows per call (zero-padded, ``valid_len`` of them real)."""
 
     kv: KVBinding
@@ -156,7 +156,7 @@ class PrefillContract:
         inputs: Sequence[TensorSpec],
         outputs: Sequence[TensorSpec],
         model: str = "cond_prefill",
-    ) -> PrefillContract:
+    ) -> PrefillSpecs:
         conditioning = _by_name(model, inputs, CONDITIONING)
         valid_len = _by_name(model, inputs, VALID_LEN)
         if len(conditioning.shape) != 3 or conditioning.shape[0] != 1:
@@ -170,7 +170,7 @@ class PrefillContract:
 
 
 @dataclass(frozen=True)
-class StepContract:
+class StepSpecs:
     """flowlm_step / flowlm_stepv2: one latent in, head input and EOS logit out."""
 
     kv: KVBinding
@@ -182,7 +182,7 @@ class StepContract:
     @classmethod
     def from_io(
         cls, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], model: str = "flowlm_step"
-    ) -> StepContract:
+    ) -> StepSpecs:
         sequence = _by_name(model, inputs, SEQUENCE)
         bos = _by_name(model, inputs, BOS_EMB)
         if len(sequence.shape) != 3 or sequence.shape[:2] != (1, 1):
@@ -210,7 +210,7 @@ class StepContract:
 
 
 @dataclass(frozen=True)
-class FlowDecoderContract:
+class FlowDecoderSpecs:
     """flow_decoder_fused: head input + initial noise → latent (8 LSD steps inside)."""
 
     hidden_dim: int
@@ -223,7 +223,7 @@ class FlowDecoderContract:
         inputs: Sequence[TensorSpec],
         outputs: Sequence[TensorSpec],
         model: str = "flow_decoder_fused",
-    ) -> FlowDecoderContract:
+    ) -> FlowDecoderSpecs:
         hidden = _by_name(model, inputs, FLOW_HIDDEN)
         latent = _by_name(model, inputs, LATENT_INIT)
         if len(hidden.shape) != 2 or hidden.shape[0] != 1:
@@ -252,7 +252,7 @@ def _is_passthrough(spec: TensorSpec) -> bool:
 
 
 @dataclass(frozen=True)
-class MimiContract:
+class MimiSpecs:
     """mimi_decoder: one latent per call; every state input is fed back from an output."""
 
     latent_dim: int
@@ -267,7 +267,7 @@ class MimiContract:
         inputs: Sequence[TensorSpec],
         outputs: Sequence[TensorSpec],
         model: str = "mimi_decoder",
-    ) -> MimiContract:
+    ) -> MimiSpecs:
         latent = _by_name(model, inputs, MIMI_LATENT)
         if len(latent.shape) != 2 or latent.shape[0] != 1:
             raise _mismatch(model, f"latent has shape {list(latent.shape)}, not [1,32]")
@@ -364,7 +364,7 @@ def mimi_state_layout(config: ModelConfig, cache_slots: int | None = None) -> li
 
 
 @dataclass(frozen=True)
-class EncoderContract:
+class EncoderSpecs:
     """mimi_encoderv2 / mimi_encoderv3: a fixed audio window in, voice conditioning out."""
 
     window_samples: int  # the audio input [1, 1, window_samples]
@@ -378,7 +378,7 @@ class EncoderContract:
         inputs: Sequence[TensorSpec],
         outputs: Sequence[TensorSpec],
         model: str = "mimi_encoder",
-    ) -> EncoderContract:
+    ) -> EncoderSpecs:
         audio = _by_name(model, inputs, ENCODER_AUDIO)
         if len(inputs) != 1 or len(audio.shape) != 3 or audio.shape[:2] != (1, 1):
             raise _mismatch(
@@ -417,13 +417,13 @@ class EncoderContract:
 
 
 @dataclass(frozen=True)
-class PackContract:
-    """The contracts of the four models of one pack, checked against each other and a config."""
+class PackSpecs:
+    """The I/O specs of the four models of one pack, checked against each other and a config."""
 
-    prefill: PrefillContract
-    step: StepContract
-    flow: FlowDecoderContract
-    mimi: MimiContract
+    prefill: PrefillSpecs
+    step: StepSpecs
+    flow: FlowDecoderSpecs
+    mimi: MimiSpecs
 
     def check(self, config: ModelConfig) -> None:
         """Raise ``WeightsMismatchError`` unless the models fit ``config`` and each other."""

@@ -96,8 +96,8 @@ def test_caches_and_positions_are_fed_back(setup: Setup) -> None:
     setup.record(False)
     voice_len, n = setup.voice.length, setup.config.num_layers
     assert [float(c["position0"][0]) for c in prefill.calls] == [voice_len]
-    kv = setup.backend.contract.step.kv
-    chain = [(prefill.results[0], setup.backend.contract.prefill.kv)] + [
+    kv = setup.backend.io_specs.step.kv
+    chain = [(prefill.results[0], setup.backend.io_specs.prefill.kv)] + [
         (r, kv) for r in step.results
     ]
     for k, call in enumerate(step.calls):
@@ -120,14 +120,14 @@ def test_all_mimi_state_tensors_are_fed_back(setup: Setup) -> None:
     setup.record(False)
     layout = mimi_state_layout(setup.config)
     assert len(layout) == 24 and sum(s.size == 0 for s in layout) == 3
-    contract = setup.backend.contract.mimi
-    assert {name for _, name in contract.feedback} == {s.name for s in layout}
+    specs = setup.backend.io_specs.mimi
+    assert {name for _, name in specs.feedback} == {s.name for s in layout}
     for spec in layout:  # the first frame starts from zeros (no mimi_init_state files)
         assert mimi.calls[0][spec.name].shape == spec.shape
         assert not mimi.calls[0][spec.name].any()
     changed = set()
     for k in range(1, 4):
-        for output, name in contract.feedback:
+        for output, name in specs.feedback:
             np.testing.assert_array_equal(mimi.calls[k][name], mimi.results[k - 1][output])
             if mimi.calls[k][name].any():
                 changed.add(name)
@@ -163,7 +163,7 @@ def test_24_layer_pack(tmp_path: Path) -> None:
     config = tiny_config()
     config["flow_lm"]["transformer"]["num_layers"] = 24
     deep = Setup(tmp_path, config)
-    assert deep.backend.contract.step.kv.num_layers == 24
+    assert deep.backend.io_specs.step.kv.num_layers == 24
     state = deep.backend.flow_state_from_voice(deep.voice.kv)
     assert len(state.caches) == 24 and state.caches[23].shape[2] == 512
     numpy_engine, coreml_engine = deep.engines()

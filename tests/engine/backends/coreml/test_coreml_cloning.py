@@ -39,7 +39,7 @@ from pipecat_pocket_tts.engine.backends.coreml.encoder import (
     usable_frames,
 )
 from pipecat_pocket_tts.engine.backends.coreml.files import EncoderFiles, find_encoder
-from pipecat_pocket_tts.engine.backends.coreml.io_specs import EncoderContract, TensorSpec
+from pipecat_pocket_tts.engine.backends.coreml.io_specs import EncoderSpecs, TensorSpec
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
 from pipecat_pocket_tts.engine.backends.numpy.weights.checkpoint import load_checkpoint
 from pipecat_pocket_tts.engine.errors import CloningUnavailableError, WeightsMismatchError
@@ -379,12 +379,12 @@ def test_encoder_selection_rules(tmp_path: Path) -> None:
     assert "backend='numpy'" in find_encoder(touch(), english=True)  # type: ignore[operator]
 
 
-def test_encoder_contract_mismatches(english: ClonePack) -> None:
+def test_encoder_io_specs_mismatches(english: ClonePack) -> None:
     good_in = [TensorSpec("audio", (1, 1, ENCODER_SAMPLES))]
     good_out = [TensorSpec("conditioning", (1, 125, 64), "float16")]
-    contract = EncoderContract.from_io(good_in, good_out)
-    assert (contract.window_samples, contract.frames, contract.d_model) == (240_000, 125, 64)
-    anonymous = EncoderContract.from_io(good_in, [TensorSpec("var_91", (1, 125, 64))])
+    specs = EncoderSpecs.from_io(good_in, good_out)
+    assert (specs.window_samples, specs.frames, specs.d_model) == (240_000, 125, 64)
+    anonymous = EncoderSpecs.from_io(good_in, [TensorSpec("var_91", (1, 125, 64))])
     assert anonymous.output == "var_91"
     for inputs, outputs, message in [
         ([TensorSpec("samples", (1, 1, 240_000))], good_out, "no input 'audio'"),
@@ -392,7 +392,7 @@ def test_encoder_contract_mismatches(english: ClonePack) -> None:
         (good_in, [TensorSpec("a", (1, 125, 64)), TensorSpec("b", (1, 125, 64))], "one output"),
     ]:
         with pytest.raises(WeightsMismatchError, match=message):
-            EncoderContract.from_io(inputs, outputs)
+            EncoderSpecs.from_io(inputs, outputs)
     wide = encoder_standin(english.reference)
     wide._outputs = (TensorSpec("conditioning", (1, 125, 128)),)
     with pytest.raises(WeightsMismatchError, match="128-wide"):

@@ -47,13 +47,13 @@ def tts() -> PocketTTS:
     return PocketTTS.load(LANGUAGE, backend="coreml", model_dir=MODEL_DIR)
 
 
-def test_the_real_pack_follows_the_contract(tts: PocketTTS) -> None:
-    contract = tts.backend.contract
+def test_the_real_pack_follows_the_io_specs(tts: PocketTTS) -> None:
+    specs = tts.backend.io_specs
     assert tts.backend.name == "coreml"
-    assert contract.step.kv.num_layers == tts.config.num_layers
-    assert contract.step.kv.capacity == 512 and contract.prefill.window == 256
-    assert len(contract.mimi.state_inputs) == 24
-    assert contract.mimi.frame_size == 1920
+    assert specs.step.kv.num_layers == tts.config.num_layers
+    assert specs.step.kv.capacity == 512 and specs.prefill.window == 256
+    assert len(specs.mimi.state_inputs) == 24
+    assert specs.mimi.frame_size == 1920
 
 
 def test_synthesizes_a_sentence(tts: PocketTTS) -> None:

@@ -1,4 +1,4 @@
-"""CoreML model contracts at full size: names, shapes, output matching, descriptions, options."""
+"""CoreML models' I/O specs at full size: names, shapes, output matching, descriptions, options."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from pipecat_pocket_tts.engine.backends.coreml import cli_options as cli
 from pipecat_pocket_tts.engine.backends.coreml.compiled_models import read_model_io
 from pipecat_pocket_tts.engine.backends.coreml.constants import PackConstants, write_floats
 from pipecat_pocket_tts.engine.backends.coreml.io_specs import (
-    FlowDecoderContract,
-    MimiContract,
-    PackContract,
-    PrefillContract,
-    StepContract,
+    FlowDecoderSpecs,
+    MimiSpecs,
+    PackSpecs,
+    PrefillSpecs,
+    StepSpecs,
     TensorSpec,
     mimi_state_layout,
 )
@@ -87,7 +87,7 @@ def legacy_kv_outputs(n: int, positions_first: int = 445) -> list[TensorSpec]:
     return outs
 
 
-def real_pack_contract(n: int) -> PackContract:
+def real_pack_io_specs(n: int) -> PackSpecs:
     prefill_in = [
         TensorSpec("conditioning", (1, 256, 1024)),
         TensorSpec("valid_len", (1,)),
@@ -104,33 +104,33 @@ def real_pack_contract(n: int) -> PackContract:
     mimi_out = [TensorSpec("audio", (1, 1, 1920))] + [
         TensorSpec(f"{n_}_out", s) for n_, s in REAL_MIMI_STATE
     ]
-    return PackContract(
-        prefill=PrefillContract.from_io(prefill_in, legacy_kv_outputs(n, 3000)),
-        step=StepContract.from_io(step_in, step_out),
-        flow=FlowDecoderContract.from_io(flow_in, [TensorSpec("latent_final", (1, 32))]),
-        mimi=MimiContract.from_io(mimi_in, mimi_out),
+    return PackSpecs(
+        prefill=PrefillSpecs.from_io(prefill_in, legacy_kv_outputs(n, 3000)),
+        step=StepSpecs.from_io(step_in, step_out),
+        flow=FlowDecoderSpecs.from_io(flow_in, [TensorSpec("latent_final", (1, 32))]),
+        mimi=MimiSpecs.from_io(mimi_in, mimi_out),
     )
 
 
 @pytest.mark.parametrize(
     ("language", "layers"), [("english", 6), ("french_24l", 24), ("italian_24l", 24)]
 )
-def test_full_size_contracts_fit_their_configs(language: str, layers: int) -> None:
-    contract = real_pack_contract(layers)
-    contract.check(get_config(language))
-    step = contract.step
+def test_full_size_io_specs_fit_their_configs(language: str, layers: int) -> None:
+    specs = real_pack_io_specs(layers)
+    specs.check(get_config(language))
+    step = specs.step
     assert step.hidden_output == "input" and step.eos_output == "var_2582"
-    assert step.kv.capacity == 512 and contract.prefill.window == 256
+    assert step.kv.capacity == 512 and specs.prefill.window == 256
     # Spec order decides, not the names: the unnumbered cache is the last layer.
     assert step.kv.cache_outputs[-1] == "new_cache_internal_tensor_assign_2"
     assert step.kv.cache_outputs[0] == "new_cache_1_internal_tensor_assign_2"
     assert step.kv.position_outputs[1] == "var_829"
-    assert dict((i, o) for o, i in contract.mimi.feedback)["attn1_cache"] == "attn1_cache_out"
+    assert dict((i, o) for o, i in specs.mimi.feedback)["attn1_cache"] == "attn1_cache_out"
 
 
 def test_a_pack_for_another_layer_count_is_refused() -> None:
     with pytest.raises(WeightsMismatchError, match="24 layers"):
-        real_pack_contract(6).check(get_config("french_24l"))
+        real_pack_io_specs(6).check(get_config("french_24l"))
 
 
 def test_mimi_outputs_by_name_then_shape_in_spec_order() -> None:
@@ -141,9 +141,9 @@ def test_mimi_outputs_by_name_then_shape_in_spec_order() -> None:
     for name, shape in REAL_MIMI_STATE:
         keep = name.endswith("_first") or 0 in shape
         outputs.append(TensorSpec(name if keep else f"var_{next(numbers)}", shape))
-    contract = MimiContract.from_io(inputs, outputs)
-    mapping = {i: o for o, i in contract.feedback}
-    assert contract.audio_output == "var_9000" and contract.frame_size == 1920
+    specs = MimiSpecs.from_io(inputs, outputs)
+    mapping = {i: o for o, i in specs.feedback}
+    assert specs.audio_output == "var_9000" and specs.frame_size == 1920
     assert len(mapping) == 24 and mapping["conv0_first"] == "conv0_first"
     # res2_conv0_prev and conv_final_prev share a shape: spec order keeps them apart.
     order = [o.name for o in outputs]
@@ -154,37 +154,37 @@ def test_mimi_outputs_by_name_then_shape_in_spec_order() -> None:
     trimmed = [
         o for o in outputs if not (o.name.endswith("_first") or o.name.endswith("conv1_prev"))
     ]
-    contract = MimiContract.from_io(inputs, trimmed)
-    assert len(contract.feedback) == 24 - 11
+    specs = MimiSpecs.from_io(inputs, trimmed)
+    assert len(specs.feedback) == 24 - 11
 
 
-def test_mimi_contract_errors() -> None:
+def test_mimi_io_specs_errors() -> None:
     inputs = [TensorSpec("latent", (1, 32)), *(TensorSpec(n, s) for n, s in REAL_MIMI_STATE)]
     outputs = [TensorSpec("audio", (1, 1, 1920))] + [
         TensorSpec(f"{n}_out", s) for n, s in REAL_MIMI_STATE
     ]
     with pytest.raises(WeightsMismatchError, match="attn1_cache"):
-        MimiContract.from_io(inputs, [o for o in outputs if o.name != "attn1_cache_out"])
+        MimiSpecs.from_io(inputs, [o for o in outputs if o.name != "attn1_cache_out"])
     with pytest.raises(WeightsMismatchError, match="audio"):
-        MimiContract.from_io(inputs, outputs[1:])
+        MimiSpecs.from_io(inputs, outputs[1:])
     with pytest.raises(WeightsMismatchError, match="matches no state input"):
-        MimiContract.from_io(inputs, [*outputs, TensorSpec("var_1", (3, 3))])
+        MimiSpecs.from_io(inputs, [*outputs, TensorSpec("var_1", (3, 3))])
     with pytest.raises(WeightsMismatchError, match="latent"):
-        MimiContract.from_io(inputs[1:], outputs)
+        MimiSpecs.from_io(inputs[1:], outputs)
 
 
-def test_flowlm_contract_errors() -> None:
+def test_flowlm_io_specs_errors() -> None:
     step_in = [TensorSpec("sequence", (1, 1, 32)), TensorSpec("bos_emb", (32,)), *kv_inputs(2)]
     outs = [TensorSpec("x", (1, 1, 1024)), TensorSpec("eos", (1, 1, 1)), *legacy_kv_outputs(2)]
-    StepContract.from_io(step_in, outs)
+    StepSpecs.from_io(step_in, outs)
     with pytest.raises(WeightsMismatchError, match="2 cache outputs"):
-        StepContract.from_io(step_in, outs[:-2])
+        StepSpecs.from_io(step_in, outs[:-2])
     with pytest.raises(WeightsMismatchError, match="EOS"):
-        StepContract.from_io(step_in, outs[1:])
+        StepSpecs.from_io(step_in, outs[1:])
     with pytest.raises(WeightsMismatchError, match="cache0"):
-        StepContract.from_io([s for s in step_in if s.name != "cache1"], outs)
+        StepSpecs.from_io([s for s in step_in if s.name != "cache1"], outs)
     with pytest.raises(WeightsMismatchError, match="bos_emb"):
-        StepContract.from_io([s for s in step_in if s.name != "bos_emb"], outs)
+        StepSpecs.from_io([s for s in step_in if s.name != "bos_emb"], outs)
 
 
 # -- model descriptions -----------------------------------------------------------------------
