@@ -162,6 +162,7 @@ class LoadedModel:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    # -- facts --------------------------------------------------------------------------
     @property
     def pack_name(self) -> str:
         """The pack's name, its config's ("english", "french_24l")."""
