@@ -43,11 +43,8 @@ from .blas_threads import BLAS_THREADS, usable_cores
 from .slots import AdmissionWait, StreamSlots
 from .streams import ChunkJob, Notice, ScheduledStream
 from .tick_costs import StageCosts
-from .ticks import (
-    TickPlan,
-    choose_tick,
-    start_next_runs,
-)
+from .tick_plan import TickPlan
+from .ticks import choose_tick, start_next_runs
 
 if TYPE_CHECKING:
     from ..backends.base import Backend

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pipecat_pocket_tts.engine.runtime.tick_costs import StageCosts
-from pipecat_pocket_tts.engine.runtime.ticks import TickPlan, choose_tick, start_next_runs
+from pipecat_pocket_tts.engine.runtime.tick_plan import TickPlan
+from pipecat_pocket_tts.engine.runtime.ticks import choose_tick, start_next_runs
 
 
 @dataclass(eq=False)
