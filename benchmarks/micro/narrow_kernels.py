@@ -252,8 +252,8 @@ class Candidates:
         return out
 
 
-def load_kernels(name: str = "kernels"):
-    """A module of the package's numba kernels (``kernels``, the facade, or one of its parts),
+def load_kernels(name: str = "kernels.catalog"):
+    """A module of the package's numba kernels (``kernels.catalog``, or one of its parts),
     imported from its folder as the package ``narrow_kernels`` (the engine's other deps are not
     needed); numba's cache finds it again by that name."""
     if "narrow_kernels" not in sys.modules:
@@ -292,7 +292,7 @@ def four_row_int8_kernel():
     distant int8 rows at once for every n, each row of x against the int8 rows directly."""
     import numba
 
-    four_rows = load_kernels("matmul_kernels")._four_int8_rows
+    four_rows = load_kernels("kernels.matmul")._four_int8_rows
 
     @numba.njit(fastmath=True, nogil=True, boundscheck=False)
     def kernel(x, weight, scale, out):  # pragma: no cover - compiled
