@@ -17,9 +17,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .. import wire as p
+from .. import wire
 from ..engine import ServerUnavailableError
-from ..wire import hide_secret_headers
+from ..wire.handshake import hide_secret_headers
 
 CONNECT_TIMEOUT_S = 5.0
 """How long opening a session waits for the server before ``ServerUnavailableError``."""
@@ -46,7 +46,7 @@ class ServerLink:
         self._on_message = on_message
         self._on_lost = on_lost
         #: The server's ``ready`` of the latest connection (None before the first).
-        self.info: p.Ready | None = None
+        self.info: wire.Ready | None = None
         #: Why the latest connection attempt or connection ended (None: none ended yet).
         self.last_error: BaseException | None = None
         self._connected = threading.Event()
@@ -136,9 +136,9 @@ class ServerLink:
                     close_timeout=1.0,
                 ) as websocket:
                     first = await websocket.recv()
-                    ready = p.decode_server(first)
-                    if not isinstance(ready, p.Ready):
-                        raise p.ProtocolError(p.CloseCode.MALFORMED, "expected 'ready'")
+                    ready = wire.decode_server(first)
+                    if not isinstance(ready, wire.Ready):
+                        raise wire.ProtocolError(wire.CloseCode.MALFORMED, "expected 'ready'")
                     self.info = ready
                     self._outgoing = asyncio.Queue()
                     with self._attempts:
@@ -188,7 +188,7 @@ class ServerLink:
             for task in done:
                 task.result()  # raises the reason the connection ended
             code = websocket.close_code
-            if code not in (None, p.CloseCode.NORMAL) and not self._closed:
+            if code not in (None, wire.CloseCode.NORMAL) and not self._closed:
                 raise ConnectionError(f"closed by the server ({code}: {websocket.close_reason})")
         finally:
             for task in tasks:

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import SplitResult, urljoin, urlsplit
 
-from ..engine.errors import ServerConfigError
+from ...engine.errors import ServerConfigError
 from .errors import RequestError
 
 VOICE_URL_HOSTS_ENV = "POCKET_TTS_VOICE_URL_HOSTS"

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from .drain import Drain
-from .errors import RequestError
+from .errors import RequestError, error_body
 from .metrics import ServerMetrics
 
 Scope = MutableMapping[str, Any]
@@ -124,8 +124,7 @@ def _response(payload: dict[str, Any]) -> tuple[Message, Message]:
 def _draining(path: str) -> dict[str, Any]:
     if path == "/ready":
         return {"ready": False, "reason": "draining"}
-    message = "the server is draining; retry on another replica"
-    return {"error": {"message": message, "type": "server_error"}}
+    return error_body(503, "the server is draining; retry on another replica")
 
 
 async def _refuse(send: Send, path: str) -> None:

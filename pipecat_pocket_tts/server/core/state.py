@@ -6,11 +6,12 @@ import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..engine import LoadOptions, PocketTTS
+from ...engine import LoadOptions, PocketTTS
+from .auth import KeyCheck
 from .drain import Drain
 from .errors import RequestError
+from .limits import Limits
 from .metrics import ServerMetrics
-from .security import KeyCheck, Limits
 from .voice_urls import VoiceUrls
 from .voices import ServerVoices
 
@@ -82,4 +83,4 @@ class ServerState:
         self.tts = tts
 
 
-__all__ = ["RequestError", "ServerConfig", "ServerState"]
+__all__ = ["ServerConfig", "ServerState"]
