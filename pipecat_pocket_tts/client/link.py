@@ -50,13 +50,15 @@ class ServerLink:
         #: Why the latest connection attempt or connection ended (None: none ended yet).
         self.last_error: BaseException | None = None
         self._connected = threading.Event()
-        self._attempts = threading.Condition()  # notified after each connection attempt
+        self._attempts = threading.Condition()
+        """Notified after each connection attempt."""
         self._failures = 0
         self._closed = False
         self._loop = asyncio.new_event_loop()
         self._outgoing: asyncio.Queue[str] | None = None
         self._retry: asyncio.Event | None = None
-        hide_secret_headers()  # the handshake's Authorization never reaches a debug log
+        # The handshake's Authorization never reaches a debug log.
+        hide_secret_headers()
         self._thread = threading.Thread(target=self._run, name="pocket-tts-remote", daemon=True)
         self._thread.start()
 
@@ -72,7 +74,8 @@ class ServerLink:
             if self._connected.is_set():
                 return
             failures = self._failures
-            self._loop.call_soon_threadsafe(self._wake)  # try now, not after the backoff
+            # Try now, not after the backoff.
+            self._loop.call_soon_threadsafe(self._wake)
             self._attempts.wait_for(
                 lambda: self._connected.is_set() or self._failures > failures,
                 self._connect_timeout if timeout is None else timeout,
@@ -99,7 +102,8 @@ class ServerLink:
     # -- sending (any thread) ---------------------------------------------------------
     def send(self, text: str) -> None:
         """Queue a text message (dropped while disconnected: sessions fail then)."""
-        with contextlib.suppress(RuntimeError):  # the loop is closed
+        # A closed loop has nobody left to tell.
+        with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(self._enqueue, text)
 
     def _enqueue(self, text: str) -> None:
@@ -186,7 +190,8 @@ class ServerLink:
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
-                task.result()  # raises the reason the connection ended
+                # Raises the reason the connection ended.
+                task.result()
             code = websocket.close_code
             if code not in (None, wire.CloseCode.NORMAL) and not self._closed:
                 raise ConnectionError(f"closed by the server ({code}: {websocket.close_reason})")

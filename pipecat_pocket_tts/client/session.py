@@ -204,7 +204,8 @@ class RemoteSession(ChannelOutput["AudioFrame | Marker"]):
 
     def audio(self, header: wire.AudioHeader, samples: np.ndarray) -> None:
         if not samples.size:
-            return  # an encoder's tail; float32 has none
+            # An encoder's tail; float32 has none.
+            return
         frame = AudioFrame(
             samples=samples,
             frame_index=header.frame,

@@ -54,7 +54,8 @@ class RemoteTTS:
             url if url.rstrip("/").endswith(handshake.PATH) else url.rstrip("/") + handshake.PATH
         )
         self._sessions: dict[str, RemoteSession] = {}
-        self._answers: dict[int, concurrent.futures.Future[Any]] = {}  # checks by id
+        self._answers: dict[int, concurrent.futures.Future[Any]] = {}
+        """Checks by id."""
         self._ids = itertools.count()
         self._link = ServerLink(
             self.url,

@@ -95,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--drain-timeout",
         type=float,
         default=30.0,
-        help="on SIGTERM, seconds streams in flight may take to finish before they are closed "
+        help="on SIGTERM, seconds the replies in flight may take to finish before they are closed "
         "(30); /ready says 503 meanwhile",
     )
     parser.add_argument(

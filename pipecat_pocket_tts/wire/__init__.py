@@ -79,10 +79,12 @@ class CloseCode:
 class ErrorCode:
     """Codes of ``error`` messages (a context's failure, or the connection's)."""
 
-    BAD_REQUEST = "bad_request"  # a setting out of range, a duplicate context
+    BAD_REQUEST = "bad_request"
+    """A setting out of range, a duplicate context."""
     UNKNOWN_VOICE = "unknown_voice"
     TEXT_LIMIT = "text_limit"
-    SLOW_READER = "slow_reader"  # the client read too slowly: its context was ended
+    SLOW_READER = "slow_reader"
+    """The client read too slowly: its context was ended."""
     SYNTHESIS = "synthesis_failed"
     SERVER = "server_error"
 
@@ -140,7 +142,8 @@ class Mark:
     type: ClassVar[str] = "mark"
     context: str
     id: int
-    after_fed_text: bool = True  # False: after what is queued now (Session.mark)
+    after_fed_text: bool = True
+    """False: after what is queued now (Session.mark)."""
 
 
 @dataclass(frozen=True)
@@ -174,7 +177,8 @@ class CheckText:
     normalize: bool = True
     lexicon: dict[str, str] | None = None
     text_language: str | None = None
-    probe: int | None = None  # a streamed text's probe (its fragments, one message each)
+    probe: int | None = None
+    """A streamed text's probe (its fragments, one message each)."""
 
 
 # -- server → client ----------------------------------------------------------------------
@@ -200,8 +204,10 @@ class Started:
 class Admitted:
     type: ClassVar[str] = "admitted"
     context: str
-    waited: float  # seconds the context waited for a scheduler slot (max_streams)
-    active: int  # streams speaking when it got one
+    waited: float
+    """Seconds the context waited for a scheduler slot (max_streams)."""
+    active: int
+    """Streams speaking when it got one."""
 
 
 @dataclass(frozen=True)
@@ -360,7 +366,8 @@ def _fits(value: Any, annotation: str) -> bool:
         if kinds is None:
             continue
         if isinstance(value, bool) and option != "bool":
-            continue  # JSON true is no number
+            # JSON true is no number.
+            continue
         if isinstance(value, kinds):
             if option == "dict[str, str]":
                 return all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
@@ -393,12 +400,16 @@ class AudioHeader:
     """What a binary audio frame says about its samples."""
 
     context: str
-    utterance: int  # the client's utterance number
+    utterance: int
+    """The client's utterance number."""
     chunk: int
     frame: int
-    last: bool = False  # the last frame of an engine utterance (not of the client's)
-    words: list[WordTime] = field(default_factory=list)  # words starting in this frame
-    completed_words: list[WordTime] = field(default_factory=list)  # words ending by it
+    last: bool = False
+    """The last frame of an engine utterance (not of the client's)."""
+    words: list[WordTime] = field(default_factory=list)
+    """Words starting in this frame."""
+    completed_words: list[WordTime] = field(default_factory=list)
+    """Words ending by it."""
 
 
 def pack_audio(header: AudioHeader, samples: bytes) -> bytes:

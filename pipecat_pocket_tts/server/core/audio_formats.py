@@ -43,8 +43,10 @@ FORMATS: dict[str, ResponseFormat] = {
     for f in (
         ResponseFormat(
             "mp3", "audio/mpeg", "mp3", "libmp3lame", 64_000,
-            {"compression_level": "5"},  # LAME -q 5: a third less CPU than its default
-            {"id3v2_version": "0", "write_xing": "0"},  # plain frames: nothing to rewrite
+            # LAME -q 5: a third less CPU than its default.
+            {"compression_level": "5"},
+            # Plain frames: nothing to rewrite.
+            {"id3v2_version": "0", "write_xing": "0"},
         ),
         ResponseFormat("opus", "audio/ogg", "ogg", "libopus", 32_000),
         ResponseFormat("aac", "audio/aac", "adts", "aac", 64_000),
@@ -137,7 +139,8 @@ class CodecEncoder:
             track.bit_rate = spec.bit_rate
         track.codec_context.options = dict(spec.codec_options)
         self._track = track
-        self._container.start_encoding()  # the header, even for no audio
+        # The header, even for no audio.
+        self._container.start_encoding()
         self._pts = 0
         self._open = True
 

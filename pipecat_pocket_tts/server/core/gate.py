@@ -58,7 +58,8 @@ class Gate:
             return
         path, method = scope["path"], scope["method"]
         route = self._route(path)
-        status = 500  # an app that raised before it answered
+        # An app that raised before it answered counts as a 500.
+        status = 500
         if self._drain.draining and (path == "/ready" or path not in PROBES):
             status = 503
             await _refuse(send, path)

@@ -69,7 +69,19 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 
 def resolve_voice(state: ServerState, name: str | None, field: str) -> Any:
-    """The voice a request's field names (a 400 naming the field when there is none such)."""
+    """The voice a request's field names.
+
+    Args:
+        state: The server's state (the model loaded).
+        name: The voice name given (None: the default voice).
+        field: The request field that gave it, named in the refusal.
+
+    Returns:
+        The voice, as the engine takes it.
+
+    Raises:
+        FieldError: No voice of that name (a 400 naming the field).
+    """
     try:
         return state.voices.resolve(name)
     except UnknownVoiceError as e:

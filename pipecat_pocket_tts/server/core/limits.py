@@ -13,16 +13,25 @@ class Limits:
 
     max_connections: int = 64
     max_contexts_per_connection: int = 8
-    max_text_per_context: int = 100_000  # characters
-    max_text_per_connection: int = 1_000_000  # characters, over the connection's life
-    max_message_bytes: int = 256 * 1024  # one websocket message
-    max_body_bytes: int = 256 * 1024  # one HTTP request (uploads excepted)
-    max_upload_bytes: int = 10 * 1024 * 1024  # a voice recording for cloning (POST /tts)
+    max_text_per_context: int = 100_000
+    """Characters in one context."""
+    max_text_per_connection: int = 1_000_000
+    """Characters over a connection's life."""
+    max_message_bytes: int = 256 * 1024
+    """Bytes of one websocket message."""
+    max_body_bytes: int = 256 * 1024
+    """Bytes of one HTTP request (uploads excepted)."""
+    max_upload_bytes: int = 10 * 1024 * 1024
+    """Bytes of a voice recording for cloning (POST /tts)."""
     max_upload_seconds: float = 30.0
-    max_buffered_frames: int = 250  # per context, waiting for a slow client (20 s of audio)
-    max_http_text: int = 10_000  # characters of one HTTP synthesis request
-    idle_timeout: float = 60.0  # seconds a websocket with no context open may stay silent
-    handshake_timeout: float = 10.0  # seconds to send a request's head (HTTP or upgrade)
+    max_buffered_frames: int = 250
+    """Frames a context may have waiting for a slow client (250: 20 s of audio)."""
+    max_http_text: int = 10_000
+    """Characters of one HTTP synthesis request."""
+    idle_timeout: float = 60.0
+    """Seconds a websocket with no context open may stay silent."""
+    handshake_timeout: float = 10.0
+    """Seconds to send a request's head (HTTP or upgrade)."""
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():

@@ -99,9 +99,11 @@ class ContextPacer:
 
     def __init__(self, metrics: ServerMetrics) -> None:
         self._metrics = metrics
-        self._text_at: float | None = None  # the first text of the current run
+        self._text_at: float | None = None
+        """The first text of the current run."""
         self._first_frame_at: float | None = None
-        self._audio = 0.0  # seconds of audio sent since the first frame
+        self._audio = 0.0
+        """Seconds of audio sent since the first frame."""
 
     def text(self) -> None:
         """Text arrived: a run of audio begins unless one is going on."""

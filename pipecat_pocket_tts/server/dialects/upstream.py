@@ -75,11 +75,21 @@ async def upstream_tts(state: ServerState, request: Request) -> Response:
 
 
 def decode_recording(data: bytes, field: str) -> tuple[np.ndarray, int]:
-    """An uploaded or fetched recording → (samples [n] or [n, channels], rate); its messages
-    name the form field, never a file of the server."""
+    """An uploaded or fetched recording as samples.
+
+    Args:
+        data: The recording's bytes.
+        field: The form field it came in, named in a refusal (never a file of the server).
+
+    Returns:
+        The samples ([n] or [n, channels], float32) and their rate.
+
+    Raises:
+        FieldError: Not a recording this server reads.
+    """
+    # soundfile raises an OSError when libsndfile itself is missing.
     try:
         import soundfile
-    # An OSError: libsndfile itself is missing.
     except (ImportError, OSError):
         soundfile = None
     if soundfile is not None:
