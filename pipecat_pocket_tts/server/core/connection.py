@@ -71,9 +71,13 @@ class Connection:
         self._metrics = metrics
         self._outbox = Outbox(transport)
         self._contexts = Contexts(
-            self._outbox, dialect, metrics, public, limits.max_buffered_frames,
-            self._close_if_drained,
-        )  # fmt: skip
+            self._outbox,
+            dialect,
+            metrics,
+            public,
+            max_buffered_frames=limits.max_buffered_frames,
+            on_idle=self._close_if_drained,
+        )
         self._text_chars = 0
         self._probes: OrderedDict[int, SpeechProbe] = OrderedDict()
         """Streamed texts being checked, by the client's probe number."""

@@ -192,7 +192,7 @@ class Contexts:
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            logger.warning("context %s failed: %s", context.id, e)
+            logger.warning("%s context %s failed: %s", self._dialect.name, context.id, e)
             await self.fail(context, wire.ErrorCode.SYNTHESIS, f"{type(e).__name__}: {e}")
 
     def _marker(self, context: Context, payload: Any) -> None:

@@ -16,6 +16,7 @@ a control character) gets a coded error, and the connection goes on.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -49,15 +50,15 @@ Outgoing = str | bytes | CloseAfter
 """What a dialect sends: a text message, a binary message, or a close after the rest."""
 
 
-class Dialect:
+class Dialect(ABC):
     """How one client protocol speaks to the core; each method is the dialect's translation.
 
     A dialect object lives as long as its connection, so it may keep per-connection state (a
     context's output format, the open turn).
     """
 
-    route = "dialect"
-    """The dialect's name (in logs)."""
+    name = "dialect"
+    """The dialect's name, in the log lines of its connections."""
 
     def hello(self, ready: wire.Ready) -> list[Outgoing]:
         """What goes out when the connection opens.
@@ -70,6 +71,7 @@ class Dialect:
         """
         return []
 
+    @abstractmethod
     def decode(self, text: str) -> list[wire.ClientMessage | Reply]:
         """A client's text message as our messages, or replies that go straight back.
 
@@ -83,8 +85,8 @@ class Dialect:
             wire.ProtocolError: The message breaks the dialect's rules: the connection closes
                 with the error's code.
         """
-        raise NotImplementedError
 
+    @abstractmethod
     def encode(self, message: wire.ServerMessage) -> list[Outgoing]:
         """Our protocol's message as the dialect's (none when the dialect has no such message).
 
@@ -94,8 +96,8 @@ class Dialect:
         Returns:
             What goes out for it; a ``CloseAfter`` closes the connection after the rest.
         """
-        raise NotImplementedError
 
+    @abstractmethod
     def audio(self, header: wire.AudioHeader, samples: bytes) -> list[Outgoing]:
         """A frame's messages; the last one is the audio (counted against the slow reader).
 
@@ -106,8 +108,8 @@ class Dialect:
         Returns:
             The messages that carry the frame, the audio last.
         """
-        raise NotImplementedError
 
+    @abstractmethod
     def encoder(self, start: wire.Start) -> FrameEncoder:
         """How the context ``start`` opens turns samples into bytes.
 
@@ -120,7 +122,6 @@ class Dialect:
         Raises:
             InvalidSettingError: The client asked for a rate or format the dialect refuses.
         """
-        raise NotImplementedError
 
     def farewell(self, code: int, reason: str) -> list[Outgoing]:
         """What goes out before the server closes the connection for a broken rule.

@@ -74,7 +74,7 @@ class GradiumDialect(Dialect):
     for an utterance's end, a marker or an admission, so those are not sent.
     """
 
-    route = "gradium"
+    name = "gradium"
 
     def __init__(self) -> None:
         self._formats: dict[str, tuple[int, bool]] = {}

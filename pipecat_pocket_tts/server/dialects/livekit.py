@@ -51,7 +51,7 @@ class LiveKitDialect(Dialect):
     not sent.
     """
 
-    route = "livekit"
+    name = "livekit"
 
     def __init__(self) -> None:
         self._numbers = itertools.count(1)

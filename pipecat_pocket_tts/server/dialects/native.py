@@ -18,7 +18,7 @@ from ..core.dialect import Dialect, Outgoing, Reply, decode_json, id_problem, te
 class NativeDialect(Dialect):
     """Our protocol, unchanged."""
 
-    route = "native"
+    name = "native"
 
     def hello(self, ready: wire.Ready) -> list[Outgoing]:
         return [wire.encode(ready)]
