@@ -27,7 +27,8 @@ Send = Callable[[Message], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 PROBES = frozenset({"/health", "/ready", "/metrics"})
-RETRY_AFTER_S = 1
+DRAIN_RETRY_AFTER_S = 1
+"""What a 503 while the server drains tells a client to wait before it retries elsewhere."""
 
 
 class Gate:
@@ -115,7 +116,7 @@ def _response(payload: dict[str, Any]) -> tuple[Message, Message]:
     body = json.dumps(payload).encode()
     headers = [
         (b"content-type", b"application/json"),
-        (b"retry-after", str(RETRY_AFTER_S).encode()),
+        (b"retry-after", str(DRAIN_RETRY_AFTER_S).encode()),
         (b"content-length", str(len(body)).encode()),
     ]
     start = {"type": "http.response.start", "status": 503, "headers": headers}
