@@ -36,7 +36,8 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from full_size_pack import VOICE_FRAMES  # noqa: E402
-from pipecat_pocket_tts.server.audio_formats import FORMATS, open_encoder  # noqa: E402
+
+from pipecat_pocket_tts.server.core.audio_formats import FORMATS, open_encoder  # noqa: E402
 
 SAMPLE_RATE = 24_000
 FRAME = 1920
