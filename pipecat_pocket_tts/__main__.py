@@ -269,9 +269,9 @@ def cmd_warmup(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from .server import cli as server_cli
+    from .server import serve_command
 
-    return server_cli.run(args)
+    return serve_command.run(args)
 
 
 def _devpack(args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ from typing import NoReturn
 
 from .devpack import cli as devpack_cli
 from .engine.backends.coreml import cli_options as coreml_cli
-from .server import cli as server_cli
+from .server import serve_command
 
 PROG = "python -m pipecat_pocket_tts"
 
@@ -197,11 +197,11 @@ def build_parser() -> argparse.ArgumentParser:
         "Run it in a container image build, after pip install, so no container compiles at "
         "start.",
     )
-    server_cli.add_arguments(
+    serve_command.add_arguments(
         commands.add_parser(
             "serve",
             help="serve one model to every bot process (websocket, OpenAI and upstream HTTP)",
-            description=server_cli.DESCRIPTION,
+            description=serve_command.DESCRIPTION,
         )
     )
     devpack_cli.add_arguments(

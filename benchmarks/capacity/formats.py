@@ -32,7 +32,7 @@ import httpx
 import numpy as np
 
 from benchmarks.common import REPO, cpu_seconds, endless_pack, free_port, tree_env
-from pipecat_pocket_tts.server.audio_formats import FORMATS, open_encoder
+from pipecat_pocket_tts.server.core.audio_formats import FORMATS, open_encoder
 
 SAMPLE_RATE = 24_000
 FRAME = 1920

@@ -130,7 +130,7 @@ async def run_calls(mode: str, n: int, target: str) -> None:
 
         if mode == "server":
             return PocketTTSService(server_url=target)
-        from pipecat_pocket_tts.server.cli import parse_max_streams
+        from pipecat_pocket_tts.server.serve_command import parse_max_streams
 
         max_streams = parse_max_streams(os.environ.get(MAX_STREAMS_ENV, "auto"))
         return PocketTTSService(

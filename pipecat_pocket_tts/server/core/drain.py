@@ -2,9 +2,9 @@
 
 Draining: ``/ready`` says 503 (a balancer stops sending new work), new synthesis requests and
 websockets get 503 (the port stays open for probes), and what is in flight goes on: each
-websocket closes with 1001 (going away) once nothing is left to speak on it, each HTTP stream
+websocket closes with 1001 (going away) once nothing is left to speak on it, each HTTP response
 ends when its audio is sent. After ``drain_timeout`` seconds whatever is still open is closed
-(1001 "drain timeout" on a websocket; an HTTP stream is cut, its chunked body never ended, so
+(1001 "drain timeout" on a websocket; an HTTP response is cut, its chunked body never ended, so
 the client sees an incomplete response, not a short one). A second signal stops at once.
 """
 
@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_DRAIN_TIMEOUT_S = 30.0
-_FINAL_GRACE_S = 2  # uvicorn's own bound once the drain is over (its shutdown)
+_FINAL_GRACE_S = 2
+"""Uvicorn's own bound once the drain is over (its shutdown)."""
 
 
 class Drain:
@@ -101,7 +102,8 @@ class DrainingServer(uvicorn.Server):
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self._loop is None or self._signalled or self.should_exit:
-            self.should_exit = self.force_exit = True  # a second signal: stop now
+            # A second signal stops at once.
+            self.should_exit = self.force_exit = True
             return
         self._signalled = True
         logger.info("%s: draining for up to %g s", signal.Signals(sig).name, self._timeout)

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import SplitResult, urljoin, urlsplit
 
-from ..engine.errors import ServerConfigError
+from ...engine.errors import ServerConfigError
 from .errors import RequestError
 
 VOICE_URL_HOSTS_ENV = "POCKET_TTS_VOICE_URL_HOSTS"
@@ -152,7 +152,8 @@ def _get(parts: SplitResult, limit: int, deadline: float) -> tuple[int, str | No
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     try:
         connection.connect()
-        sock = connection.sock  # the response reads through it after the connection lets go
+        # The response reads through the socket after the connection lets go of it.
+        sock = connection.sock
         connection.request("GET", target, headers={"User-Agent": "pocket-tts-server"})
         response = connection.getresponse()
         if response.status != 200:
@@ -166,7 +167,8 @@ def _get(parts: SplitResult, limit: int, deadline: float) -> tuple[int, str | No
             if remaining <= 0:
                 raise RequestError(504, "fetching voice_url took too long")
             sock.settimeout(remaining)
-            chunk = response.read1(_CHUNK_BYTES)  # what one receive brings: a drip is timed
+            # What one receive brings, so a drip is timed.
+            chunk = response.read1(_CHUNK_BYTES)
             if not chunk:
                 return 200, None, bytes(body)
             body += chunk

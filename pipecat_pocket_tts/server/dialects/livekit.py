@@ -31,64 +31,76 @@ import itertools
 import json
 from typing import Any
 
-from .. import wire as p
-from .dialect import Dialect, Outgoing, Reply, check_setting, decode_json, text_problem
-from .rates import RateEncoder
+from ... import wire
+from ...engine import FrameEncoder
+from ..core.dialect import Dialect, Outgoing, Reply, check_setting, decode_json, text_problem
 
 PATH = "/tts/ws"
+
+MIN_RATE = 8000
+MAX_RATE = 48000
+"""The output rates a client may ask for, in Hz."""
 
 _TYPES = ("config", "text", "flush", "cancel", "ping")
 
 
 class LiveKitDialect(Dialect):
-    """The plugin's messages in and out; one context per turn."""
+    """The plugin's messages in and out; one context per turn.
 
-    route = "livekit"
+    The plugin has no message for an utterance's end, a marker or an admission, so those are
+    not sent.
+    """
+
+    name = "livekit"
 
     def __init__(self) -> None:
         self._numbers = itertools.count(1)
-        self._turn: str | None = None  # the open turn's context
+        self._turn: str | None = None
         self._rate = 24000
         self._binary = True
 
-    def hello(self, ready: p.Ready) -> list[Outgoing]:
-        return []
-
-    def decode(self, text: str) -> list[p.ClientMessage | Reply]:
+    def decode(self, text: str) -> list[wire.ClientMessage | Reply]:
         raw = decode_json(json.loads, text) if text.strip() else None
         if not isinstance(raw, dict) or raw.get("type") not in _TYPES:
-            raise p.ProtocolError(
-                p.CloseCode.UNKNOWN_TYPE,
+            raise wire.ProtocolError(
+                wire.CloseCode.UNKNOWN_TYPE,
                 f"a message is a JSON object whose type is one of {', '.join(_TYPES)}",
             )
         kind, data = raw["type"], raw.get("data") or {}
         if not isinstance(data, dict):
-            return [_error(p.ErrorCode.BAD_REQUEST, "data must be a JSON object")]
+            return [_error(wire.ErrorCode.BAD_REQUEST, "data must be a JSON object")]
         if kind == "ping":
             return [Reply(json.dumps({"type": "pong"}))]
         if kind == "config":
             return self._config(data)
         turn = self._turn
         if kind == "cancel":
-            return [] if turn is None else [p.Cancel(turn)]
+            return [] if turn is None else [wire.Cancel(turn)]
         if turn is None:
-            return [_error(p.ErrorCode.BAD_REQUEST, f"send 'config' before '{kind}'")]
+            return [_error(wire.ErrorCode.BAD_REQUEST, f"send 'config' before '{kind}'")]
         if kind == "flush":
-            return [p.Flush(turn, 0), p.End(turn)]
+            return [wire.Flush(turn, 0), wire.End(turn)]
         value = data.get("text")
         if not isinstance(value, str):
-            return [_error(p.ErrorCode.BAD_REQUEST, "'text' needs a string data.text")]
+            return [_error(wire.ErrorCode.BAD_REQUEST, "'text' needs a string data.text")]
         if problem := text_problem(value):
-            return [_error(p.ErrorCode.BAD_REQUEST, problem)]
-        return [p.Text(turn, 0, value, complete=False)]
+            return [_error(wire.ErrorCode.BAD_REQUEST, problem)]
+        return [wire.Text(turn, 0, value, complete=False)]
 
-    def _config(self, data: dict[str, Any]) -> list[p.ClientMessage | Reply]:
-        before: list[p.ClientMessage | Reply] = [] if self._turn is None else [p.Cancel(self._turn)]
+    def _config(self, data: dict[str, Any]) -> list[wire.ClientMessage | Reply]:
+        before: list[wire.ClientMessage | Reply] = (
+            [] if self._turn is None else [wire.Cancel(self._turn)]
+        )
         self._turn = None
         rate, voice = data.get("sample_rate", 24000), data.get("voice")
         language, normalize = data.get("language"), data.get("normalize", True)
         try:
-            RateEncoder(rate)  # the rate is checked here, where the client is told
+            check_setting(
+                isinstance(rate, int)
+                and not isinstance(rate, bool)
+                and MIN_RATE <= rate <= MAX_RATE,
+                f"sample_rate must be an integer from {MIN_RATE} to {MAX_RATE} Hz; got {rate!r}",
+            )
             check_setting(data.get("format", "pcm") == "pcm", "format must be 'pcm'")
             check_setting(not data.get("pauses", False), "pauses are not served by this server")
             check_setting(voice is None or isinstance(voice, str), "voice must be a string")
@@ -96,38 +108,38 @@ class LiveKitDialect(Dialect):
             check_setting(isinstance(normalize, bool), "normalize must be true or false")
             check_setting(isinstance(data.get("binary", True), bool), "binary: true or false")
         except ValueError as e:
-            return [*before, _error(p.ErrorCode.BAD_REQUEST, str(e))]
+            return [*before, _error(wire.ErrorCode.BAD_REQUEST, str(e))]
         self._rate, self._binary = rate, data.get("binary", True)
         self._turn = f"turn-{next(self._numbers)}"
-        start = p.Start(self._turn, voice=voice, normalize=normalize, text_language=language)
+        start = wire.Start(self._turn, voice=voice, normalize=normalize, text_language=language)
         return [*before, start]
 
-    def encoder(self, start: p.Start) -> RateEncoder:
-        return RateEncoder(self._rate)
+    def encoder(self, start: wire.Start) -> FrameEncoder:
+        return FrameEncoder(self._rate)
 
-    def encode(self, message: p.ServerMessage) -> list[Outgoing]:
-        if isinstance(message, p.Started):
+    def encode(self, message: wire.ServerMessage) -> list[Outgoing]:
+        if isinstance(message, wire.Started):
             return [_event("config_accepted", request_id=message.context)]
-        if isinstance(message, p.Done):
+        if isinstance(message, wire.Done):
             self._end(message.context)
             return [_event("final", request_id=message.context)]
-        if isinstance(message, p.Cancelled):
+        if isinstance(message, wire.Cancelled):
             self._end(message.context)
             return [_event("cancelled", request_id=message.context)]
-        if isinstance(message, p.Error):
+        if isinstance(message, wire.Error):
             if message.context is not None:
                 self._end(message.context)
             return [_error(message.code, message.message).data]
-        return []  # utterance ends, markers, admissions: the plugin has no such messages
+        return []
 
-    def audio(self, header: p.AudioHeader, samples: bytes) -> list[Outgoing]:
+    def audio(self, header: wire.AudioHeader, samples: bytes) -> list[Outgoing]:
         if self._binary:
             return [samples]
         encoded = base64.b64encode(samples).decode()
         return [json.dumps({"type": "audio", "data": {"audio": encoded}})]
 
     def farewell(self, code: int, reason: str) -> list[Outgoing]:
-        return [_error(p.ErrorCode.BAD_REQUEST, reason).data]
+        return [_error(wire.ErrorCode.BAD_REQUEST, reason).data]
 
     def _end(self, context: str) -> None:
         if self._turn == context:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..engine import AUDIO_SUFFIXES, PocketTTS, UnknownVoiceError
-from ..engine.errors import ServerConfigError
+from ...engine import AUDIO_SUFFIXES, PocketTTS, UnknownVoiceError
+from ...engine.errors import ServerConfigError
 
 OPENAI_VOICES = (
     "alloy", "ash", "ballad", "cedar", "coral", "echo", "fable", "marin", "nova", "onyx", "sage",

@@ -95,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--drain-timeout",
         type=float,
         default=30.0,
-        help="on SIGTERM, seconds streams in flight may take to finish before they are closed "
+        help="on SIGTERM, seconds the replies in flight may take to finish before they are closed "
         "(30); /ready says 503 meanwhile",
     )
     parser.add_argument(
@@ -139,8 +139,15 @@ def missing_server_module() -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Start the server with parsed ``args``; returns when it stops (2 at once, in one line,
-    without the ``server`` extra)."""
+    """Start the server and serve until it stops.
+
+    Args:
+        args: The parsed arguments of ``add_arguments``.
+
+    Returns:
+        The exit status: 0 once stopped (drained), 2 at once without the ``server`` extra
+        (said in one line).
+    """
     missing = missing_server_module()
     if missing is not None:
         print(
@@ -152,12 +159,14 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from ..engine import LoadOptions
-    from .app import ServerConfig, create_app
-    from .drain import DrainingServer
-    from .security import Limits, check_bind, resolve_api_key
-    from .timeouts import head_timeout_protocol
-    from .voice_urls import resolve_voice_url_hosts
-    from .voices import default_voice_arg
+    from .app import create_app
+    from .core.auth import check_bind, resolve_api_key
+    from .core.drain import DrainingServer
+    from .core.limits import Limits
+    from .core.state import ServerConfig
+    from .core.timeouts import head_timeout_protocol
+    from .core.voice_urls import resolve_voice_url_hosts
+    from .core.voices import default_voice_arg
 
     api_key = resolve_api_key(args.api_key)
     check_bind(args.host, api_key)
@@ -188,7 +197,8 @@ def run(args: argparse.Namespace) -> int:
         voice_url_hosts=resolve_voice_url_hosts(args.voice_url_host),
         warmup=not args.no_warmup,
     )
-    logging.basicConfig(format="%(levelname)s: %(message)s")  # no-op under the main CLI's
+    # A no-op when the main command line configured logging already.
+    logging.basicConfig(format="%(levelname)s: %(message)s")
     logging.getLogger("pipecat_pocket_tts").setLevel(args.log_level.upper())
     app = create_app(config)
     uvicorn_config = uvicorn.Config(
@@ -206,7 +216,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The ``pocket-tts-server`` console script."""
+    """The ``pocket-tts-server`` console script.
+
+    Args:
+        argv: The arguments (None: the process's).
+
+    Returns:
+        The exit status (2 for a refused configuration, said in one line).
+    """
     parser = argparse.ArgumentParser(prog="pocket-tts-server", description=DESCRIPTION)
     add_arguments(parser)
     args = parser.parse_args(argv)

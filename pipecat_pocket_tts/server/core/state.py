@@ -6,11 +6,12 @@ import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..engine import LoadOptions, PocketTTS
+from ...engine import LoadOptions, PocketTTS
+from .auth import KeyCheck
 from .drain import Drain
 from .errors import RequestError
+from .limits import Limits
 from .metrics import ServerMetrics
-from .security import KeyCheck, Limits
 from .voice_urls import VoiceUrls
 from .voices import ServerVoices
 
@@ -22,12 +23,15 @@ class ServerConfig:
     language: str = "english"
     options: LoadOptions = field(default_factory=LoadOptions)
     voices_dir: Path | None = None
-    voice_aliases: dict[str, str] | None = None  # None: OpenAI's names → the default voice
-    default_voice: str | Path | None = None  # a name, or a voice file (None: the pack's)
+    voice_aliases: dict[str, str] | None = None
+    """Alias → voice name (None: OpenAI's voice names, each the default voice)."""
+    default_voice: str | Path | None = None
+    """A voice name or a voice file (None: the pack's default)."""
     api_key: str | None = None
     limits: Limits = field(default_factory=Limits)
     cors_origins: tuple[str, ...] = ()
-    voice_url_hosts: tuple[str, ...] = ()  # where POST /tts may fetch a voice_url from
+    voice_url_hosts: tuple[str, ...] = ()
+    """Where POST /tts may fetch a voice_url from."""
     warmup: bool = True
 
 
@@ -44,8 +48,10 @@ class ServerState:
         self.voices: ServerVoices
         self.load_error: Exception | None = None
         self.loaded = asyncio.Event()
-        self.connections = 0  # websocket connections being served
-        self.drain = Drain()  # what is in flight, and whether the server is stopping
+        self.connections = 0
+        """Websocket connections being served."""
+        self.drain = Drain()
+        """What is in flight, and whether the server is stopping."""
 
     def require_model(self) -> PocketTTS:
         if self.tts is None:
@@ -75,11 +81,12 @@ class ServerState:
         voices = ServerVoices(tts, config.voices_dir, config.voice_aliases, config.default_voice)
         default = voices.resolve(None)
         if default is not None:
-            tts.voice_state(default)  # checked (a recording cloned) before serving
+            # Checked (a recording cloned) before serving.
+            tts.voice_state(default)
         if config.warmup:
             tts.warm_up(default)
         self.voices = voices
         self.tts = tts
 
 
-__all__ = ["RequestError", "ServerConfig", "ServerState"]
+__all__ = ["ServerConfig", "ServerState"]

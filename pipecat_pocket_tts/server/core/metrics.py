@@ -1,9 +1,10 @@
 """The server's Prometheus metrics (``GET /metrics``), in a registry of its own per app.
 
-Streams speaking, connections, admission waits, first audio, late frames, each stream's
-real-time factor, and the compute each cancel let through. A frame is *late* when it comes out
-after the audio before it would have finished playing, had playback started with the stream's
-first frame.
+Sessions speaking, connections, admission waits, first audio, late frames, each context's
+(or HTTP response's) real-time factor, and the compute each cancel let through. A frame is
+*late* when it comes out after the audio before it would have finished playing, had playback
+started with the run's first frame. The exported names keep their ``streams`` wording
+(``pocket_tts_streams``): dashboards read them.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from prometheus_client import (
     generate_latest,
 )
 
-from ..engine import FRAME_SECONDS
+from ...engine import FRAME_SECONDS
 
 _LATENCY_BUCKETS = (0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0)
 
@@ -33,10 +34,10 @@ class ServerMetrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.connections = Gauge("pocket_tts_connections", "Open websocket connections", registry=r)
-        self.streams = Gauge(
+        self.sessions = Gauge(
             "pocket_tts_streams", "Contexts and HTTP requests with a session open", registry=r
         )
-        self.streams_waiting = Gauge(
+        self.sessions_waiting = Gauge(
             "pocket_tts_streams_waiting", "Sessions waiting for a scheduler slot", registry=r
         )
         self.admission_waits = Histogram(
@@ -47,7 +48,7 @@ class ServerMetrics:
         )
         self.first_audio = Histogram(
             "pocket_tts_first_audio_seconds",
-            "Seconds from a stream's first text to its first audio frame",
+            "Seconds from a context's first text to its first audio frame",
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
@@ -59,7 +60,7 @@ class ServerMetrics:
         )
         self.real_time_factor = Histogram(
             "pocket_tts_real_time_factor",
-            "Audio seconds per wall second of each finished stream",
+            "Audio seconds per wall second of each finished context or response",
             buckets=(0.5, 0.8, 1.0, 1.2, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0),
             registry=r,
         )
@@ -94,13 +95,15 @@ class ServerMetrics:
 
 
 class ContextPacer:
-    """One stream's timing: first audio, late frames, its real-time factor."""
+    """One context's (or HTTP response's) timing: first audio, late frames, its real-time factor."""
 
     def __init__(self, metrics: ServerMetrics) -> None:
         self._metrics = metrics
-        self._text_at: float | None = None  # the first text of the current run
+        self._text_at: float | None = None
+        """The first text of the current run."""
         self._first_frame_at: float | None = None
-        self._audio = 0.0  # seconds of audio sent since the first frame
+        self._audio = 0.0
+        """Seconds of audio sent since the first frame."""
 
     def text(self) -> None:
         """Text arrived: a run of audio begins unless one is going on."""
@@ -126,7 +129,7 @@ class ContextPacer:
         self._audio = 0.0
 
     def finish(self) -> None:
-        """The stream ended: record its real-time factor."""
+        """The context or response ended: record its real-time factor."""
         if self._first_frame_at is not None and self._text_at is not None:
             wall = time.monotonic() - self._text_at
             if wall > 0 and self._audio > 0:

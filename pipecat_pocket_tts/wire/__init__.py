@@ -41,28 +41,15 @@ server → client::
 ``utterance`` numbers are the client's: every ``text`` and ``flush`` names the utterance its
 audio belongs to, and every engine utterance it queues is reported under it.
 
-The API key (a server that has one) goes on the handshake: ``Authorization: Bearer KEY``, or,
-from a browser (which cannot set that header on a websocket), as a subprotocol: the client
-offers ``["pocket-tts", "bearer.KEY"]`` (``SUBPROTOCOL``, ``KEY_SUBPROTOCOL_PREFIX`` + KEY; a
-key of letters, digits and ``-._~+`` only, the characters a subprotocol may hold) and the
-server answers ``pocket-tts``, never the key. A missing or wrong key: close code 4001. A key in
-the URL's query string is never read (URLs land in logs).
+How a client connects and hands over the API key: ``wire.handshake``.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import struct
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, ClassVar
-
-PATH = "/v1/stream"
-"""The websocket endpoint."""
-SUBPROTOCOL = "pocket-tts"
-"""The websocket subprotocol the server answers when a client offers it."""
-KEY_SUBPROTOCOL_PREFIX = "bearer."
-"""An offered subprotocol ``bearer.KEY`` carries the API key (for browsers)."""
 
 ENCODINGS = ("pcm_s16le", "float32", "mulaw")
 MULAW_RATE = 8000
@@ -92,10 +79,12 @@ class CloseCode:
 class ErrorCode:
     """Codes of ``error`` messages (a context's failure, or the connection's)."""
 
-    BAD_REQUEST = "bad_request"  # a setting out of range, a duplicate context
+    BAD_REQUEST = "bad_request"
+    """A setting out of range, a duplicate context."""
     UNKNOWN_VOICE = "unknown_voice"
     TEXT_LIMIT = "text_limit"
-    SLOW_READER = "slow_reader"  # the client read too slowly: its context was ended
+    SLOW_READER = "slow_reader"
+    """The client read too slowly: its context was ended."""
     SYNTHESIS = "synthesis_failed"
     SERVER = "server_error"
 
@@ -153,7 +142,8 @@ class Mark:
     type: ClassVar[str] = "mark"
     context: str
     id: int
-    after_fed_text: bool = True  # False: after what is queued now (Session.mark)
+    after_fed_text: bool = True
+    """False: after what is queued now (Session.mark)."""
 
 
 @dataclass(frozen=True)
@@ -187,7 +177,8 @@ class CheckText:
     normalize: bool = True
     lexicon: dict[str, str] | None = None
     text_language: str | None = None
-    probe: int | None = None  # a streamed text's probe (its fragments, one message each)
+    probe: int | None = None
+    """A streamed text's probe (its fragments, one message each)."""
 
 
 # -- server → client ----------------------------------------------------------------------
@@ -213,8 +204,10 @@ class Started:
 class Admitted:
     type: ClassVar[str] = "admitted"
     context: str
-    waited: float  # seconds the context waited for a scheduler slot (max_streams)
-    active: int  # streams speaking when it got one
+    waited: float
+    """Seconds the context waited for a scheduler slot (max_streams)."""
+    active: int
+    """Streams speaking when it got one."""
 
 
 @dataclass(frozen=True)
@@ -373,7 +366,8 @@ def _fits(value: Any, annotation: str) -> bool:
         if kinds is None:
             continue
         if isinstance(value, bool) and option != "bool":
-            continue  # JSON true is no number
+            # JSON true is no number.
+            continue
         if isinstance(value, kinds):
             if option == "dict[str, str]":
                 return all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
@@ -406,12 +400,16 @@ class AudioHeader:
     """What a binary audio frame says about its samples."""
 
     context: str
-    utterance: int  # the client's utterance number
+    utterance: int
+    """The client's utterance number."""
     chunk: int
     frame: int
-    last: bool = False  # the last frame of an engine utterance (not of the client's)
-    words: list[WordTime] = field(default_factory=list)  # words starting in this frame
-    completed_words: list[WordTime] = field(default_factory=list)  # words ending by it
+    last: bool = False
+    """The last frame of an engine utterance (not of the client's)."""
+    words: list[WordTime] = field(default_factory=list)
+    """Words starting in this frame."""
+    completed_words: list[WordTime] = field(default_factory=list)
+    """Words ending by it."""
 
 
 def pack_audio(header: AudioHeader, samples: bytes) -> bytes:
@@ -433,45 +431,9 @@ def unpack_audio(data: bytes) -> tuple[AudioHeader, bytes]:
     return header, data[4 + length :]
 
 
-# -- the handshake's secrets -------------------------------------------------------
-SECRET_HEADERS = frozenset({"authorization", "sec-websocket-protocol", "cookie", "x-api-key"})
-"""Handshake headers that may carry the key: their values never reach a log."""
-# The loggers the websockets library writes handshake headers to at DEBUG: uvicorn's (the
-# server's handshakes) and the library's own client logger (RemoteTTS's).
-_HANDSHAKE_LOGGERS = ("uvicorn.error", "websockets.server", "websockets.client")
-
-
-class HiddenHeaders(logging.Filter):
-    """Masks the values of ``SECRET_HEADERS`` in the websocket library's handshake debug lines
-    (``< authorization: Bearer KEY``), on the server's and on the client's side."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        args = record.args
-        if (
-            isinstance(args, tuple)
-            and len(args) == 2
-            and record.msg in ("< %s: %s", "> %s: %s")
-            and str(args[0]).lower() in SECRET_HEADERS
-        ):
-            record.args = (args[0], "<hidden>")
-        return True
-
-
-def hide_secret_headers() -> None:
-    """Install ``HiddenHeaders`` on the loggers that see handshake headers (once)."""
-    for name in _HANDSHAKE_LOGGERS:
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, HiddenHeaders) for f in logger.filters):
-            logger.addFilter(HiddenHeaders())
-
-
 __all__ = [
     "ENCODINGS",
-    "KEY_SUBPROTOCOL_PREFIX",
     "MULAW_RATE",
-    "PATH",
-    "SECRET_HEADERS",
-    "SUBPROTOCOL",
     "Admitted",
     "AudioHeader",
     "Cancel",
@@ -485,7 +447,6 @@ __all__ = [
     "Error",
     "ErrorCode",
     "Flush",
-    "HiddenHeaders",
     "Mark",
     "MarkerReached",
     "ProtocolError",
@@ -501,7 +462,6 @@ __all__ = [
     "decode_client",
     "decode_server",
     "encode",
-    "hide_secret_headers",
     "pack_audio",
     "unpack_audio",
 ]

@@ -34,10 +34,18 @@ import json
 from collections import OrderedDict
 from typing import Any
 
-from .. import wire as p
-from .dialect import CloseAfter, Dialect, Outgoing, Reply, check_setting, decode_json, id_problem
-from .dialect import text_problem as _text_problem
-from .rates import RateEncoder
+from ... import wire
+from ...engine import FrameEncoder
+from ..core.dialect import (
+    CloseAfter,
+    Dialect,
+    Outgoing,
+    Reply,
+    check_setting,
+    decode_json,
+    id_problem,
+    text_problem,
+)
 
 PATH = "/api/speech/tts"
 
@@ -51,30 +59,37 @@ FORMATS = {
 SINGLE = "gradium"
 """The context of a request sent without ``client_req_id``."""
 
-POLICY = 1008  # Gradium's error code for the client's fault
+POLICY = 1008
+"""Gradium's error code for the client's fault."""
 INTERNAL = 1011
+"""Gradium's error code for the server's fault."""
 _FAILED_REMEMBERED = 1024
-_SERVER_FAULTS = (p.ErrorCode.SYNTHESIS, p.ErrorCode.SERVER)
+_SERVER_FAULTS = (wire.ErrorCode.SYNTHESIS, wire.ErrorCode.SERVER)
 
 
 class GradiumDialect(Dialect):
-    """Gradium's messages in and out; one context per ``client_req_id``."""
+    """Gradium's messages in and out; one context per ``client_req_id``.
 
-    route = "gradium"
+    Gradium says ``ready`` per request, after its setup, not on connect; it has no message
+    for an utterance's end, a marker or an admission, so those are not sent.
+    """
+
+    name = "gradium"
 
     def __init__(self) -> None:
         self._formats: dict[str, tuple[int, bool]] = {}
         self._close_on_eos: dict[str, bool] = {}
-        self._sent_s: dict[str, float] = {}  # audio seconds sent per request
-        self._failed: OrderedDict[str, None] = OrderedDict()  # refused setups: later text dropped
+        # The audio seconds sent per request, and the requests refused at their setup (their
+        # later text is dropped).
+        self._sent_s: dict[str, float] = {}
+        self._failed: OrderedDict[str, None] = OrderedDict()
 
-    def hello(self, ready: p.Ready) -> list[Outgoing]:
-        return []  # Gradium says ``ready`` per request, after its setup
-
-    def decode(self, text: str) -> list[p.ClientMessage | Reply]:
+    def decode(self, text: str) -> list[wire.ClientMessage | Reply]:
         raw = decode_json(json.loads, text) if text.strip() else None
         if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
-            raise p.ProtocolError(p.CloseCode.MALFORMED, 'a message is a JSON object with a "type"')
+            raise wire.ProtocolError(
+                wire.CloseCode.MALFORMED, 'a message is a JSON object with a "type"'
+            )
         kind = raw["type"]
         given = raw.get("client_req_id")
         if given is not None and not isinstance(given, str):
@@ -85,22 +100,22 @@ class GradiumDialect(Dialect):
         if kind == "setup":
             return self._setup(context, raw)
         if context in self._failed:
-            return []  # the request was refused at its setup: the client was told then
+            return []
         if kind == "text":
             value = raw.get("text")
             if not isinstance(value, str):
                 return [self._refusal(given, "'text' needs a string field 'text'")]
-            if problem := _text_problem(value):
+            if problem := text_problem(value):
                 return [self._refusal(given, problem)]
-            return [p.Text(context, 0, value, complete=False)]
+            return [wire.Text(context, 0, value, complete=False)]
         if kind == "end_of_stream":
-            return [p.Flush(context, 0), p.End(context)]
-        raise p.ProtocolError(
-            p.CloseCode.UNKNOWN_TYPE,
+            return [wire.Flush(context, 0), wire.End(context)]
+        raise wire.ProtocolError(
+            wire.CloseCode.UNKNOWN_TYPE,
             f"unknown message type {kind[:40]!r}; known: setup, text, end_of_stream",
         )
 
-    def _setup(self, context: str, raw: dict[str, Any]) -> list[p.ClientMessage | Reply]:
+    def _setup(self, context: str, raw: dict[str, Any]) -> list[wire.ClientMessage | Reply]:
         given = raw.get("client_req_id")
         self._failed.pop(context, None)
         fmt = raw.get("output_format", "pcm")
@@ -120,32 +135,32 @@ class GradiumDialect(Dialect):
         self._formats[context] = FORMATS[fmt]
         self._close_on_eos[context] = close
         self._sent_s[context] = 0.0
-        start = p.Start(context, voice=voice, temperature=temperature, timestamps=True)
+        start = wire.Start(context, voice=voice, temperature=temperature, timestamps=True)
         return [start]
 
-    def encoder(self, start: p.Start) -> RateEncoder:
+    def encoder(self, start: wire.Start) -> FrameEncoder:
         rate, ulaw = self._formats.get(start.context, FORMATS["pcm"])
-        return RateEncoder(rate, ulaw=ulaw)
+        return FrameEncoder(rate, "mulaw" if ulaw else "pcm_s16le")
 
-    def encode(self, message: p.ServerMessage) -> list[Outgoing]:
-        if isinstance(message, p.Started):
+    def encode(self, message: wire.ServerMessage) -> list[Outgoing]:
+        if isinstance(message, wire.Started):
             return [_dump("ready", message.context, request_id=message.context)]
-        if isinstance(message, p.Done):
+        if isinstance(message, wire.Done):
             close = self._close_on_eos.get(message.context, True)
             self._forget(message.context)
             eos: list[Outgoing] = [_dump("end_of_stream", message.context)]
-            return [*eos, CloseAfter(p.CloseCode.NORMAL, "end of stream")] if close else eos
-        if isinstance(message, p.Error):
+            return [*eos, CloseAfter(wire.CloseCode.NORMAL, "end of stream")] if close else eos
+        if isinstance(message, wire.Error):
             if message.context is not None:
                 self._forget(message.context)
                 self._fail(message.context)
             code = INTERNAL if message.code in _SERVER_FAULTS else POLICY
             return [_dump("error", message.context, message=message.message, code=code)]
-        if isinstance(message, p.Cancelled):
+        if isinstance(message, wire.Cancelled):
             self._forget(message.context)
-        return []  # utterance ends, markers, admissions: Gradium has no such messages
+        return []
 
-    def audio(self, header: p.AudioHeader, samples: bytes) -> list[Outgoing]:
+    def audio(self, header: wire.AudioHeader, samples: bytes) -> list[Outgoing]:
         context = header.context
         rate, ulaw = self._formats.get(context, FORMATS["pcm"])
         start = self._sent_s.get(context, 0.0)

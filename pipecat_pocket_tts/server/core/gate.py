@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from .drain import Drain
-from .errors import RequestError
+from .errors import RequestError, error_body
 from .metrics import ServerMetrics
 
 Scope = MutableMapping[str, Any]
@@ -27,7 +27,8 @@ Send = Callable[[Message], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 PROBES = frozenset({"/health", "/ready", "/metrics"})
-RETRY_AFTER_S = 1
+DRAIN_RETRY_AFTER_S = 1
+"""What a 503 while the server drains tells a client to wait before it retries elsewhere."""
 
 
 class Gate:
@@ -58,7 +59,8 @@ class Gate:
             return
         path, method = scope["path"], scope["method"]
         route = self._route(path)
-        status = 500  # an app that raised before it answered
+        # An app that raised before it answered counts as a 500.
+        status = 500
         if self._drain.draining and (path == "/ready" or path not in PROBES):
             status = 503
             await _refuse(send, path)
@@ -114,7 +116,7 @@ def _response(payload: dict[str, Any]) -> tuple[Message, Message]:
     body = json.dumps(payload).encode()
     headers = [
         (b"content-type", b"application/json"),
-        (b"retry-after", str(RETRY_AFTER_S).encode()),
+        (b"retry-after", str(DRAIN_RETRY_AFTER_S).encode()),
         (b"content-length", str(len(body)).encode()),
     ]
     start = {"type": "http.response.start", "status": 503, "headers": headers}
@@ -124,8 +126,7 @@ def _response(payload: dict[str, Any]) -> tuple[Message, Message]:
 def _draining(path: str) -> dict[str, Any]:
     if path == "/ready":
         return {"ready": False, "reason": "draining"}
-    message = "the server is draining; retry on another replica"
-    return {"error": {"message": message, "type": "server_error"}}
+    return error_body(503, "the server is draining; retry on another replica")
 
 
 async def _refuse(send: Send, path: str) -> None:

@@ -1,10 +1,10 @@
-"""What the server lets a client do: the API key, the bind rule and every limit.
+"""Who may use the server: the API key, the bind rule, and the key check of every route.
 
 A server bound anywhere but loopback refuses to start without an API key. The key is a bearer
 token (``Authorization: Bearer KEY``) on HTTP and on the websocket handshake, where a browser
-may offer it as the subprotocol ``bearer.KEY`` instead (``wire.py``); compared in constant
-time, and never logged (``wire.HiddenHeaders``). Limits bound what one client can make the
-server hold.
+may offer it as the subprotocol ``bearer.KEY`` instead (``wire.handshake``) and Gradium's
+clients send it as ``x-api-key``; compared in constant time, and never logged
+(``wire.handshake.HiddenHeaders``).
 """
 
 from __future__ import annotations
@@ -13,35 +13,11 @@ import hmac
 import ipaddress
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
-from ..engine.errors import ServerConfigError
-from ..wire import KEY_SUBPROTOCOL_PREFIX
+from ...engine.errors import ServerConfigError
+from ...wire.handshake import KEY_SUBPROTOCOL_PREFIX
 
 API_KEY_ENV = "POCKET_TTS_API_KEY"
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Bounds on what clients can ask of one server process."""
-
-    max_connections: int = 64
-    max_contexts_per_connection: int = 8
-    max_text_per_context: int = 100_000  # characters
-    max_text_per_connection: int = 1_000_000  # characters, over the connection's life
-    max_message_bytes: int = 256 * 1024  # one websocket message
-    max_body_bytes: int = 256 * 1024  # one HTTP request (uploads excepted)
-    max_upload_bytes: int = 10 * 1024 * 1024  # a voice recording for cloning (POST /tts)
-    max_upload_seconds: float = 30.0
-    max_buffered_frames: int = 250  # per context, waiting for a slow client (20 s of audio)
-    max_http_text: int = 10_000  # characters of one HTTP synthesis request
-    idle_timeout: float = 60.0  # seconds a websocket with no context open may stay silent
-    handshake_timeout: float = 10.0  # seconds to send a request's head (HTTP or upgrade)
-
-    def __post_init__(self) -> None:
-        for name, value in vars(self).items():
-            if not value > 0:
-                raise ServerConfigError(f"limit {name} must be positive, got {value!r}")
 
 
 def is_loopback(host: str) -> bool:
@@ -106,11 +82,27 @@ class KeyCheck:
                 found |= hmac.compare_digest(given, self._key)
         return found
 
+    def admits_handshake(self, headers: Mapping[str, str], offers: Sequence[str]) -> bool:
+        """Whether a websocket handshake carries the key, wherever a dialect's clients put it.
+
+        Args:
+            headers: The handshake's headers (lower-case names).
+            offers: The subprotocols the client offered.
+
+        Returns:
+            True when the bearer header, a ``bearer.KEY`` subprotocol or Gradium's
+            ``x-api-key`` header holds the key (always, with no key).
+        """
+        return (
+            self.accepts(headers.get("authorization"))
+            or self.accepts_subprotocols(offers)
+            or self.accepts_token(headers.get("x-api-key"))
+        )
+
 
 __all__ = [
     "API_KEY_ENV",
     "KeyCheck",
-    "Limits",
     "check_bind",
     "is_loopback",
     "resolve_api_key",

@@ -1,12 +1,14 @@
-"""OpenAI's response formats as streams: engine frames (float32, 24 kHz) in, a format's bytes out.
+"""The HTTP response formats: engine frames (float32, 24 kHz) in, a format's bytes out.
 
-``pcm`` (16-bit little-endian, no header) and ``wav`` (a header whose sizes say "unknown")
-are written here; ``mp3``, ``opus`` (in Ogg), ``aac`` (ADTS) and ``flac`` are encoded by
-FFmpeg's coders through PyAV (``av``, the ``server`` extra), one encoder per response, each
-packet written out as soon as the coder gives it (a container that cannot seek is never
-rewritten). An encoder's bytes so far are ``encode``'s result; ``finish`` flushes the coder.
+The formats are OpenAI's ``response_format`` names; upstream's ``/tts`` answers in ``wav``.
+``pcm`` (16-bit little-endian, no header: ``engine.FrameEncoder``'s) and ``wav`` (the same
+after a header whose sizes say "unknown") are written here; ``mp3``, ``opus`` (in Ogg),
+``aac`` (ADTS) and ``flac`` are encoded by FFmpeg's coders through PyAV (``av``, the
+``server`` extra), one encoder per response, each packet written out as soon as the coder
+gives it (a container that cannot seek is never rewritten). An encoder's bytes so far are
+``encode``'s result; ``finish`` flushes the coder.
 
-A stream of no samples is the format's empty stream: no bytes for pcm, mp3 and aac (a
+A response of no samples is the format's empty audio: no bytes for pcm, mp3 and aac (a
 sequence of no frames), a WAV header, a FLAC header, the Ogg Opus header pages.
 """
 
@@ -19,7 +21,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..engine import SAMPLE_RATE, to_pcm16
+from ...engine import SAMPLE_RATE, FrameEncoder
 
 
 @dataclass(frozen=True)
@@ -28,7 +30,8 @@ class ResponseFormat:
 
     name: str
     media_type: str
-    container: str | None = None  # an FFmpeg muxer (None: written here)
+    container: str | None = None
+    """An FFmpeg muxer (None: written here)."""
     codec: str | None = None
     bit_rate: int | None = None
     codec_options: dict[str, str] = field(default_factory=dict)
@@ -40,8 +43,10 @@ FORMATS: dict[str, ResponseFormat] = {
     for f in (
         ResponseFormat(
             "mp3", "audio/mpeg", "mp3", "libmp3lame", 64_000,
-            {"compression_level": "5"},  # LAME -q 5: a third less CPU than its default
-            {"id3v2_version": "0", "write_xing": "0"},  # plain frames: nothing to rewrite
+            # LAME -q 5: a third less CPU than its default.
+            {"compression_level": "5"},
+            # Plain frames: nothing to rewrite.
+            {"id3v2_version": "0", "write_xing": "0"},
         ),
         ResponseFormat("opus", "audio/ogg", "ogg", "libopus", 32_000),
         ResponseFormat("aac", "audio/aac", "adts", "aac", 64_000),
@@ -53,7 +58,7 @@ FORMATS: dict[str, ResponseFormat] = {
 """The formats served, by OpenAI's names; mp3 is OpenAI's default."""
 
 
-class StreamEncoder(Protocol):
+class ResponseEncoder(Protocol):
     """One response's encoder: samples in, the bytes ready so far out."""
 
     #: Whether ``encode`` costs enough to run off the event loop.
@@ -66,8 +71,8 @@ class StreamEncoder(Protocol):
     def close(self) -> None: ...
 
 
-def streaming_wav_header(sample_rate: int) -> bytes:
-    """A 16-bit mono WAV header whose sizes say "unknown" (the stream's length is not known)."""
+def unsized_wav_header(sample_rate: int) -> bytes:
+    """A 16-bit mono WAV header whose sizes say "unknown" (the response's length is not known)."""
     unknown = 0xFFFFFFFF
     fmt = struct.pack("<HHIIHH", 1, 1, sample_rate, sample_rate * 2, 2, 16)
     return (
@@ -77,16 +82,17 @@ def streaming_wav_header(sample_rate: int) -> bytes:
 
 
 class PcmEncoder:
-    """16-bit PCM, after a streaming WAV header when ``wav``."""
+    """16-bit PCM, after an unsized WAV header when ``wav``."""
 
     compresses = False
 
     def __init__(self, wav: bool = False) -> None:
-        self._head = streaming_wav_header(SAMPLE_RATE) if wav else b""
+        self._head = unsized_wav_header(SAMPLE_RATE) if wav else b""
+        self._pcm = FrameEncoder(SAMPLE_RATE)
 
     def encode(self, samples: np.ndarray) -> bytes:
         head, self._head = self._head, b""
-        return head + to_pcm16(samples).tobytes()
+        return head + self._pcm.encode(samples)
 
     def finish(self) -> bytes:
         head, self._head = self._head, b""
@@ -128,12 +134,13 @@ class CodecEncoder:
         self._container: Any = av.open(
             self._sink, "w", format=spec.container, options=spec.container_options
         )
-        stream = self._container.add_stream(spec.codec, rate=SAMPLE_RATE, layout="mono")
+        track = self._container.add_stream(spec.codec, rate=SAMPLE_RATE, layout="mono")
         if spec.bit_rate:
-            stream.bit_rate = spec.bit_rate
-        stream.codec_context.options = dict(spec.codec_options)
-        self._stream = stream
-        self._container.start_encoding()  # the header, even for a stream of no audio
+            track.bit_rate = spec.bit_rate
+        track.codec_context.options = dict(spec.codec_options)
+        self._track = track
+        # The header, even for no audio.
+        self._container.start_encoding()
         self._pts = 0
         self._open = True
 
@@ -164,12 +171,19 @@ class CodecEncoder:
             self._container.close()
 
     def _mux(self, frame: Any) -> None:
-        for packet in self._stream.encode(frame):
+        for packet in self._track.encode(frame):
             self._container.mux(packet)
 
 
-def open_encoder(name: str) -> StreamEncoder:
-    """A new encoder of format ``name`` (a key of ``FORMATS``)."""
+def open_encoder(name: str) -> ResponseEncoder:
+    """A new encoder of one response.
+
+    Args:
+        name: The format, a key of ``FORMATS``.
+
+    Returns:
+        A PCM encoder (``pcm``, ``wav``) or a PyAV one (the compressed formats).
+    """
     spec = FORMATS[name]
     if spec.codec is None:
         return PcmEncoder(wav=name == "wav")
@@ -180,8 +194,8 @@ __all__ = [
     "FORMATS",
     "CodecEncoder",
     "PcmEncoder",
+    "ResponseEncoder",
     "ResponseFormat",
-    "StreamEncoder",
     "open_encoder",
-    "streaming_wav_header",
+    "unsized_wav_header",
 ]

@@ -50,9 +50,11 @@ def head_timeout_protocol(seconds: float, on_timeout: Any = None) -> type[asynci
             self._head_timer = None
             transport = self.transport
             if transport.is_closing() or transport.get_protocol() is not self:
-                return  # closed, or upgraded to a websocket
+                # Closed, or upgraded to a websocket.
+                return
             if self.cycle is not cycle_before:
-                return  # a request head came in time
+                # A request head came in time.
+                return
             if on_timeout is not None:
                 on_timeout()
             transport.close()
