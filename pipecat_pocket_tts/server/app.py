@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -24,7 +25,6 @@ from .. import wire as p
 from ..engine import PocketTTSError
 from ..wire import hide_secret_headers
 from . import http, openai_api
-from .connection import Connection
 from .cors import ApiCors
 from .dialect import Dialect
 from .gate import Gate
@@ -35,6 +35,9 @@ from .livekit import PATH as LIVEKIT_PATH
 from .livekit import LiveKitDialect
 from .page import page
 from .state import RequestError, ServerConfig, ServerState
+
+if TYPE_CHECKING:
+    from .wyoming import WyomingServer
 
 logger = logging.getLogger(__name__)
 
@@ -47,10 +50,13 @@ def create_app(config: ServerConfig) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         hide_secret_headers()  # after the server configured its logging
         task = asyncio.create_task(_load(state))
+        wyoming = await _start_wyoming(state)
         try:
             yield
         finally:
             task.cancel()
+            if wyoming is not None:
+                await wyoming.close()
 
     def guarded(
         handler: Callable[[ServerState, Request], Awaitable[Response] | Response],
@@ -122,8 +128,17 @@ async def _load(state: ServerState) -> None:
         state.loaded.set()
 
 
+async def _start_wyoming(state: ServerState) -> WyomingServer | None:
+    if state.config.wyoming is None:
+        return None
+    from .wyoming import WyomingServer  # the wyoming package only when its port is asked for
+
+    server = WyomingServer(state, *state.config.wyoming, announce=state.config.zeroconf)
+    await server.start()
+    return server
+
+
 async def _serve_websocket(state: ServerState, websocket: WebSocket, dialect: Dialect) -> None:
-    metrics = state.metrics
     offers: list[str] = list(websocket.scope.get("subprotocols", []))
     await websocket.accept(subprotocol=p.SUBPROTOCOL if p.SUBPROTOCOL in offers else None)
     keys = state.keys
@@ -148,18 +163,7 @@ async def _serve_websocket(state: ServerState, websocket: WebSocket, dialect: Di
             f"the server holds {state.limits.max_connections} connections; try another replica",
         )
         return
-    state.connections += 1
-    metrics.connections.inc()
-    connection = Connection(
-        websocket, state.tts, state.voices, state.limits, metrics, dialect, state.public
-    )
-    state.drain.add(connection)
-    try:
-        await connection.run()
-    finally:
-        state.drain.discard(connection)
-        state.connections -= 1
-        metrics.connections.dec()
+    await state.serve(websocket, dialect)
 
 
 async def _refuse(state: ServerState, websocket: WebSocket, code: int, reason: str) -> None:

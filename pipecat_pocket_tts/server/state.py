@@ -6,7 +6,11 @@ import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from starlette.websockets import WebSocket
+
 from ..engine import LoadOptions, PocketTTS
+from .connection import Connection
+from .dialect import Dialect
 from .drain import Drain
 from .errors import RequestError
 from .metrics import ServerMetrics
@@ -29,6 +33,8 @@ class ServerConfig:
     cors_origins: tuple[str, ...] = ()
     voice_url_hosts: tuple[str, ...] = ()  # where POST /tts may fetch a voice_url from
     warmup: bool = True
+    wyoming: tuple[str, int] | None = None  # Wyoming's (host, port), None: off
+    zeroconf: bool = False  # announce the Wyoming port over mDNS
 
 
 class ServerState:
@@ -46,6 +52,29 @@ class ServerState:
         self.loaded = asyncio.Event()
         self.connections = 0  # websocket connections being served
         self.drain = Drain()  # what is in flight, and whether the server is stopping
+
+    async def serve(self, websocket: WebSocket, dialect: Dialect) -> None:
+        """Serve one connection on the loaded model until it ends, counted against
+        ``max_connections`` and in the drain meanwhile.
+
+        Args:
+            websocket: The client's websocket, or a stream that acts as one.
+            dialect: How the client speaks.
+        """
+        assert self.tts is not None
+        metrics = self.metrics
+        connection = Connection(
+            websocket, self.tts, self.voices, self.limits, metrics, dialect, self.public
+        )
+        self.connections += 1
+        metrics.connections.inc()
+        self.drain.add(connection)
+        try:
+            await connection.run()
+        finally:
+            self.drain.discard(connection)
+            self.connections -= 1
+            metrics.connections.dec()
 
     def require_model(self) -> PocketTTS:
         if self.tts is None:
