@@ -10,7 +10,9 @@ mid-reply frees the stream; an unknown voice is an error event and the connectio
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -203,3 +205,39 @@ async def test_drain_refuses_new_wyoming_clients_and_finishes_the_reply(pack: Pa
         assert process.process.wait(timeout=60) == 0
     finally:
         process.kill()
+
+
+async def test_zeroconf_announces_the_port_and_connections_are_counted(pack: Path) -> None:
+    """On loopback only (the server binds 127.0.0.1): heard by an mDNS browser there that
+    listens before the server starts. With ``--max-connections 1`` a Wyoming client holds the
+    one slot."""
+    pytest.importorskip("zeroconf")
+    from zeroconf.asyncio import AsyncServiceBrowser, AsyncZeroconf
+
+    from pipecat_pocket_tts.server.wyoming import SERVICE_TYPE
+
+    listener = AsyncZeroconf(interfaces=["127.0.0.1"])
+    heard: list[str] = []
+    browser = AsyncServiceBrowser(
+        listener.zeroconf, SERVICE_TYPE, handlers=[lambda name, **_: heard.append(name)]
+    )
+    process = WyomingServerProcess(pack, "--zeroconf", "--max-connections", "1")
+    try:
+        await asyncio.to_thread(process.start)
+        name = f"pocket-tts-{socket.gethostname()}-{process.wyoming_port}.{SERVICE_TYPE}"
+        await poll_until(lambda: name in heard, what="the announcement")
+        info = await listener.async_get_service_info(SERVICE_TYPE, name)
+        assert info is not None and info.port == process.wyoming_port
+        assert info.parsed_addresses() == ["127.0.0.1"]
+        async with process.client() as holder:
+            await holder.write_event(Describe().event())
+            await read_until(holder, "info")
+            async with process.client() as refused:
+                error = Error.from_event((await read_until(refused, "error"))[-1])
+            assert "holds 1 connections" in error.text
+            await holder.write_event(Synthesize(text="Hi.").event())
+            assert pcm_of(await read_until(holder, "audio-stop"))
+    finally:
+        process.stop()
+        await browser.async_cancel()
+        await listener.async_close()
