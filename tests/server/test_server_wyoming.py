@@ -241,3 +241,17 @@ async def test_zeroconf_announces_the_port_and_connections_are_counted(pack: Pat
         process.stop()
         await browser.async_cancel()
         await listener.async_close()
+
+
+def test_the_home_assistant_example_serves_wyoming_to_its_network_only() -> None:
+    import yaml
+    from paths import REPO_ROOT
+
+    folder = REPO_ROOT / "examples" / "server" / "home-assistant"
+    compose = yaml.safe_load((folder / "docker-compose.yml").read_text())
+    tts = compose["services"]["tts"]
+    command = tts["command"]
+    port = command[command.index("--wyoming-port") + 1]
+    assert "--wyoming-no-auth" in command and "ports" not in tts and tts["expose"] == [port]
+    assert compose["services"]["homeassistant"]["depends_on"]["tts"]["condition"]
+    assert f"port = `{port}`" in (folder / "README.md").read_text()
