@@ -21,7 +21,9 @@ the server's default voice, when the pack speaks it); none is the default voice.
 client's copy for servers that cannot stream) is ignored. A request at a time: a client that
 disconnects mid-reply stops its session's compute at once. A refused request (an unknown
 voice, a second request while one runs) is an ``error`` event, and the connection goes on.
-Other event types are ignored, as Wyoming peers do.
+Other event types are ignored, as Wyoming peers do. A request's last text is utterance
+``_LAST`` of its context, so ``audio-stop`` goes out as that text's last frame has (before a
+drain's close), not at the context's ``done``.
 
 Wyoming carries no API key: on a server that has one (``--api-key``), ``--wyoming-no-auth``
 must say that Wyoming clients are trusted without it. ``--zeroconf`` announces the port as
@@ -184,7 +186,7 @@ class WyomingDialect(Dialect):
         if problem := text_problem(value):
             return [_error(p.ErrorCode.BAD_REQUEST, problem)]
         opened = self._open(data, streaming=False)
-        if self._request is None or self._streaming:
+        if not isinstance(opened[-1], p.Start):
             return opened  # refused
         text = p.Text(self._request, _LAST, value, complete=True, voice=self._voice)
         return [*opened, text, p.End(self._request)]

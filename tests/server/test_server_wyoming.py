@@ -25,7 +25,7 @@ from server_process import ServerProcess, free_port
 from wyoming.audio import AudioChunk, AudioStart
 from wyoming.client import AsyncTcpClient
 from wyoming.error import Error
-from wyoming.event import Event
+from wyoming.event import Event, async_read_event
 from wyoming.info import Describe, Info
 from wyoming.ping import Ping, Pong
 from wyoming.tts import (
@@ -160,6 +160,23 @@ async def test_unknown_voice_is_an_error_and_the_connection_goes_on(
         assert "string 'text'" in error.text
         await client.write_event(Synthesize(text="Still here.").event())
         assert pcm_of(await read_until(client, "audio-stop"))
+
+
+async def test_one_request_at_a_time_and_a_broken_event_closes(
+    server: WyomingServerProcess,
+) -> None:
+    async with server.client() as client:
+        await client.write_event(Synthesize(text=TEXT).event())
+        await client.write_event(Synthesize(text="And this too.").event())
+        events = await read_until(client, "audio-stop")
+        errors = [Error.from_event(e) for e in events if Error.is_type(e.type)]
+        assert [e.text for e in errors] == ["one synthesis at a time: wait for its end"]
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.wyoming_port)
+    writer.write(b"not an event\n")
+    error = Error.from_event(await async_read_event(reader))
+    assert error.text.startswith("not a Wyoming event")
+    assert await reader.read() == b""  # then the server closes
+    writer.close()
 
 
 async def test_a_disconnect_mid_reply_frees_the_stream(server: WyomingServerProcess) -> None:
