@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -28,6 +29,9 @@ from .core.state import ServerConfig, ServerState
 from .dialects import gradium, livekit, openai, probes, upstream
 from .dialects.native import NativeDialect
 from .dialects.page import page
+
+if TYPE_CHECKING:
+    from .wyoming_listener import WyomingServer
 
 logger = logging.getLogger(__name__)
 
@@ -48,10 +52,13 @@ def create_app(config: ServerConfig) -> Starlette:
         # After the server configured its logging, so the filters stay installed.
         hide_secret_headers()
         task = asyncio.create_task(_load(state))
+        wyoming = await _start_wyoming(state)
         try:
             yield
         finally:
             task.cancel()
+            if wyoming is not None:
+                await wyoming.close()
 
     def get(path: str, handler: HttpHandler, *, open_: bool = False) -> Route:
         return Route(path, http_endpoint(state, handler, open_=open_), methods=["GET"])
@@ -101,6 +108,16 @@ async def _load(state: ServerState) -> None:
         logger.error("could not load the model: %s", e)
     finally:
         state.loaded.set()
+
+
+async def _start_wyoming(state: ServerState) -> WyomingServer | None:
+    if state.config.wyoming is None:
+        return None
+    from .wyoming_listener import WyomingServer  # the wyoming package only when asked for
+
+    server = WyomingServer(state, *state.config.wyoming, announce=state.config.zeroconf)
+    await server.start()
+    return server
 
 
 __all__ = ["create_app"]

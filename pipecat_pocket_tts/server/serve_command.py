@@ -110,6 +110,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=10.0,
         help="seconds a connection may take to send its request head or upgrade (10)",
     )
+    parser.add_argument(
+        "--wyoming-port",
+        type=int,
+        help="also serve Home Assistant's Wyoming protocol on this TCP port (10200 by "
+        "convention; same host, model and limits; off unless given)",
+    )
+    parser.add_argument(
+        "--wyoming-no-auth",
+        action="store_true",
+        help="allow --wyoming-port on a server with an API key (Wyoming sends none)",
+    )
+    parser.add_argument(
+        "--zeroconf", action="store_true", help="announce the Wyoming port over mDNS (zeroconf)"
+    )
     parser.add_argument("--no-warmup", action="store_true", help="skip the warm-up synthesis")
     parser.add_argument(
         "--log-level",
@@ -127,6 +141,7 @@ SERVER_EXTRA_MODULES = (
     "websockets",
     "python_multipart",
     "prometheus_client",
+    "wyoming",
 )
 SERVER_EXTRA = "pip install 'pipecat-pocket-tts[server]'"
 
@@ -170,6 +185,9 @@ def run(args: argparse.Namespace) -> int:
 
     api_key = resolve_api_key(args.api_key)
     check_bind(args.host, api_key)
+    from .wyoming_listener import check_wyoming_options
+
+    check_wyoming_options(args.wyoming_port, args.zeroconf, api_key, args.wyoming_no_auth)
     limits = Limits(
         max_connections=args.max_connections,
         max_contexts_per_connection=args.max_contexts,
@@ -196,6 +214,8 @@ def run(args: argparse.Namespace) -> int:
         cors_origins=tuple(args.cors_origin),
         voice_url_hosts=resolve_voice_url_hosts(args.voice_url_host),
         warmup=not args.no_warmup,
+        wyoming=None if args.wyoming_port is None else (args.host, args.wyoming_port),
+        zeroconf=args.zeroconf,
     )
     # A no-op when the main command line configured logging already.
     logging.basicConfig(format="%(levelname)s: %(message)s")

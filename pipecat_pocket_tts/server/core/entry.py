@@ -22,6 +22,7 @@ from ...wire.handshake import SUBPROTOCOL
 from .connection import Connection
 from .dialect import Dialect
 from .errors import RequestError, error_response, status_of
+from .outbox import Transport
 from .state import ServerState
 
 HttpHandler = Callable[[ServerState, Request], Awaitable[Response] | Response]
@@ -75,29 +76,54 @@ def websocket_endpoint(
 
 
 async def _serve(state: ServerState, websocket: WebSocket, dialect: Dialect) -> None:
-    metrics = state.metrics
     offers: list[str] = list(websocket.scope.get("subprotocols", []))
     await websocket.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offers else None)
     if not state.keys.admits_handshake(websocket.headers, offers):
         await _refuse(state, websocket, wire.CloseCode.UNAUTHORIZED, "missing or wrong API key")
         return
+    refusal = await admission_refusal(state)
+    if refusal is not None:
+        await _refuse(state, websocket, *refusal)
+        return
+    await serve_connection(state, websocket, dialect)
+
+
+async def admission_refusal(state: ServerState) -> tuple[int, str] | None:
+    """Why a new connection cannot be served (waiting while the model loads), if it cannot.
+
+    Args:
+        state: The server's state.
+
+    Returns:
+        The close code and reason, or None when the connection may be served.
+    """
     if state.tts is None:
         await state.loaded.wait()
     if state.tts is None:
-        await _refuse(state, websocket, wire.CloseCode.GOING_AWAY, "the model failed to load")
-        return
-    if state.connections >= state.limits.max_connections:
-        await _refuse(
-            state,
-            websocket,
+        return wire.CloseCode.GOING_AWAY, "the model failed to load"
+    limit = state.limits.max_connections
+    if state.connections >= limit:
+        return (
             wire.CloseCode.SERVER_FULL,
-            f"the server holds {state.limits.max_connections} connections; try another replica",
+            f"the server holds {limit} connections; try another replica",
         )
-        return
+    return None
+
+
+async def serve_connection(state: ServerState, transport: Transport, dialect: Dialect) -> None:
+    """Serve one admitted connection until it ends, counted and known to the drain meanwhile.
+
+    Args:
+        state: The server's state (its model loaded).
+        transport: The connection's socket (a websocket, or a stream that acts as one).
+        dialect: How the connection's clients speak.
+    """
+    assert state.tts is not None
+    metrics = state.metrics
     state.connections += 1
     metrics.connections.inc()
     connection = Connection(
-        websocket, state.tts, state.voices, state.limits, metrics, dialect, state.public
+        transport, state.tts, state.voices, state.limits, metrics, dialect, state.public
     )
     state.drain.add(connection)
     try:
@@ -113,4 +139,10 @@ async def _refuse(state: ServerState, websocket: WebSocket, code: int, reason: s
     await websocket.close(code, reason)
 
 
-__all__ = ["HttpHandler", "http_endpoint", "websocket_endpoint"]
+__all__ = [
+    "HttpHandler",
+    "admission_refusal",
+    "http_endpoint",
+    "serve_connection",
+    "websocket_endpoint",
+]

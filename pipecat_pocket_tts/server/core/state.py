@@ -33,6 +33,10 @@ class ServerConfig:
     voice_url_hosts: tuple[str, ...] = ()
     """Where POST /tts may fetch a voice_url from."""
     warmup: bool = True
+    wyoming: tuple[str, int] | None = None
+    """Wyoming's (host, port); None: no Wyoming listener."""
+    zeroconf: bool = False
+    """Announce the Wyoming port over mDNS."""
 
 
 class ServerState:
