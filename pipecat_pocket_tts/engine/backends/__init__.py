@@ -18,6 +18,7 @@ import platform
 from pathlib import Path
 
 from ..errors import BackendUnavailableError, UnknownBackendError
+from ..model.config_reference import is_config_reference
 from ..model.languages import pack_name
 from ..model.options import BACKEND_NAMES, LoadOptions
 from ..model.packs import PackFiles, PackRequest
@@ -123,6 +124,11 @@ def find_pack_files(
     otherwise); False takes the ungated weights directly. Ignored with ``model_dir``.
     """
     layout = backend_class(backend_kind)
+    if backend_kind != "numpy" and is_config_reference(config_name):
+        raise BackendUnavailableError(
+            f"an upstream model config ({config_name}) runs on the numpy backend only; pass "
+            "backend='numpy' (or 'auto')"
+        )
     request = PackRequest(
         config_name=pack_name(config_name, custom=model_dir is not None),
         model_dir=Path(model_dir).expanduser() if model_dir is not None else None,

@@ -1,0 +1,87 @@
+"""Which pack names are upstream model configs, and what such a reference's names tell.
+
+A pack name is an upstream config when it is an ``hf://`` or ``http(s)://`` reference, or a
+path ending in ``.yaml`` / ``.yml`` (``upstream_config`` loads it). Its pack name is the YAML's
+stem ("czech.yaml" → "czech"), prefixed with a language that a folder or repository names when
+the stem names none ("hf://someone/pocket-tts-korean/config.yaml" → "korean_config"); a
+built-in pack's name gets ``_config`` appended, so the two never mix. Its spoken language is
+the first language name its file, folders or repository name
+(``upstream_config.config_language_code``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+from urllib.parse import urlparse
+
+from .config_registry import config_names
+
+CONFIG_SUFFIXES = (".yaml", ".yml")
+SCHEMES = ("hf://", "https://", "http://")
+_WORD = re.compile(r"[a-z]+")
+
+#: Languages of upstream's community models (and others a config may speak), by English name:
+#: their ISO 639-1 codes. The built-in languages (``languages.LANGUAGES``) come first.
+COMMUNITY_LANGUAGES: dict[str, str] = {
+    "czech": "cs",
+    "estonian": "et",
+    "farsi": "fa",
+    "persian": "fa",
+    "haitian": "ht",
+    "hindi": "hi",
+    "indonesian": "id",
+    "korean": "ko",
+    "turkish": "tr",
+    "welsh": "cy",
+}
+
+
+def is_config_reference(value: object) -> bool:
+    """Whether a pack name is an upstream config: an ``hf://`` or ``http(s)://`` reference, or
+    a path ending in ``.yaml`` / ``.yml``."""
+    if not isinstance(value, str):
+        return False
+    text = value.strip()
+    return text.startswith(SCHEMES) or text.lower().endswith(CONFIG_SUFFIXES)
+
+
+def config_pack_name(reference: str) -> str:
+    """The config's name as the engine reports it ("czech"; see the module docstring)."""
+    stem = PurePosixPath(strip_revision(reference.strip())).stem or "config"
+    known = set(config_names()) | {name.split("_", 1)[0] for name in config_names()}
+    head = stem.lower().split("_", 1)[0]
+    if head not in known and head not in COMMUNITY_LANGUAGES:
+        language = next(
+            (w for w in name_words(reference) if w in COMMUNITY_LANGUAGES or w in known), None
+        )
+        if language is not None:
+            stem = f"{language}_{stem}"
+    return f"{stem}_config" if stem in config_names() else stem
+
+
+def strip_revision(reference: str) -> str:
+    return reference.rsplit("@", 1)[0] if reference.startswith("hf://") else reference
+
+
+def url_path(reference: str) -> str:
+    return urlparse(reference).path if reference.startswith(("https://", "http://")) else reference
+
+
+def name_words(reference: str) -> list[str]:
+    """The lower-case words of a reference's names, the file's stem first, then its folders
+    (and repository) from the nearest."""
+    parts = PurePosixPath(strip_revision(url_path(reference.strip()))).parts
+    names = [PurePosixPath(parts[-1]).stem, *reversed(parts[:-1])] if parts else []
+    return [word for name in names for word in _WORD.findall(name.lower())]
+
+
+__all__ = [
+    "COMMUNITY_LANGUAGES",
+    "CONFIG_SUFFIXES",
+    "config_pack_name",
+    "is_config_reference",
+    "name_words",
+    "strip_revision",
+    "url_path",
+]
