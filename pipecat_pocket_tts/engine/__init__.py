@@ -40,9 +40,11 @@ from .errors import (
 )
 from .frames import AudioFrame
 from .model.config import FRAME_RATE, FRAME_SECONDS, FRAME_SIZE, SAMPLE_RATE, get_config
+from .model.config_reference import is_config_reference
 from .model.config_registry import config_names
 from .model.languages import LANGUAGES, find_language, pack_name, text_variant
 from .model.options import LoadOptions
+from .model.upstream_config import config_language_code
 from .runtime.channel import ChannelOutput, FrameChannel, Marker
 from .runtime.scheduler import AdmissionWait
 from .session import Session
@@ -107,10 +109,12 @@ __all__ = [
     "check_speed",
     "check_temperature",
     "concrete_options",
+    "config_language_code",
     "config_names",
     "find_language",
     "get_config",
     "has_breaks",
+    "is_config_reference",
     "mulaw",
     "pack_name",
     "read_wav",

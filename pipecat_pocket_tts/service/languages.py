@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pipecat.transcriptions.language import Language
 
-from ..engine import LANGUAGES, find_language
+from ..engine import LANGUAGES, config_language_code, find_language, is_config_reference
 
 #: One pack per spoken language (the registry's defaults: the 6-layer distilled models, fast
 #: enough for real time on a CPU). The 24-layer variants (``french_24l``...) go by pack name.
@@ -25,11 +25,32 @@ def language_to_pack(language: Language) -> str | None:
     return None if info is None else info.default_pack
 
 
-def pack_iso_code(pack: str) -> str:
-    """ISO 639-1 code of the language a pack speaks ("english_7m_2026-10" → "en"; "en" when
-    the name tells no language, as a custom pack's may not)."""
+def pack_iso_code(pack: str, stated: dict[str, str] | None = None) -> str:
+    """ISO 639-1 code of the language a pack speaks ("english_7m_2026-10" → "en"; an upstream
+    config's: ``stated[pack]`` (the caller's), else what its names tell, "…/czech.yaml" →
+    "cs"; "en" when nothing tells a language, as a custom pack's name may not)."""
     info = find_language(pack)
-    return "en" if info is None else info.code
+    if info is not None:
+        return info.code
+    if stated and pack in stated:
+        return stated[pack]
+    return (config_language_code(pack) if is_config_reference(pack) else None) or "en"
+
+
+def stated_language(language: object, pack: str) -> dict[str, str]:
+    """{pack: code} when the caller states an upstream config's language: a Pipecat
+    ``Language`` as ``language=`` with the config as the ``model`` setting."""
+    if not isinstance(language, Language) or not is_config_reference(pack):
+        return {}
+    return {pack: str(language.value).split("-", 1)[0].lower()}
+
+
+def config_speaks(language: object, pack: str, stated: dict[str, str]) -> bool:
+    """Whether ``pack`` is an upstream config speaking ``language``, a Pipecat ``Language``
+    (by its base code)."""
+    if not isinstance(language, Language) or not is_config_reference(pack):
+        return False
+    return pack_iso_code(pack, stated) == str(language.value).split("-", 1)[0].lower()
 
 
 def pack_default_voice(pack: str) -> str | None:
