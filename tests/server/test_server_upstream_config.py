@@ -1,0 +1,52 @@
+"""``serve --language <upstream config>`` (issue 51): a real server process on 127.0.0.1
+speaks a community model to an OpenAI call from the ``openai`` package, the config and its
+files read from a local Hugging Face cache by hf://…@revision."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from community_config import TEXT, VOICE, publish, write_config
+from openai import OpenAI
+from server_process import ServerProcess
+
+from pipecat_pocket_tts.engine import FRAME_SIZE, PocketTTS
+
+
+@pytest.fixture(scope="module")
+def config_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    cache = tmp_path_factory.mktemp("hf-cache")
+    reference_url = publish(cache)
+    saved = {k: os.environ.get(k) for k in ("HF_HUB_CACHE", "HF_HUB_OFFLINE")}
+    os.environ.update(HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")  # the child's environment
+    empty = tmp_path_factory.mktemp("no-pack")  # --model-dir: an upstream config ignores it
+    process = ServerProcess(empty, "--language", reference_url, "--default-voice", str(VOICE))
+    try:
+        process.start()
+        yield process
+    finally:
+        process.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def test_an_openai_call_speaks_the_community_model(
+    config_server: ServerProcess, tmp_path: Path
+) -> None:
+    client = OpenAI(api_key="x", base_url=f"{config_server.http_url}/v1")
+    body = client.audio.speech.create(
+        model="tts-1", voice="alloy", input=TEXT, response_format="pcm"
+    ).content
+    heard = np.frombuffer(body, dtype="<i2").astype(np.float32) / 32768
+    with PocketTTS.load(str(write_config(tmp_path)), backend="numpy") as tts:  # the same files
+        [chunk] = tts.text_preparer.split(TEXT)
+    assert 0 < heard.size <= chunk.max_frames * FRAME_SIZE  # the chunk, within its frame budget
+    assert float(np.sqrt(np.mean(np.square(heard)))) > 1e-4
+    assert any("No text normalization for 'czech'" in line for line in config_server.log)
