@@ -1,6 +1,7 @@
 """``serve --language <upstream config>`` (issue 51): a real server process on 127.0.0.1
 speaks a community model to an OpenAI call from the ``openai`` package, the config and its
-files read from a local Hugging Face cache by hf://…@revision."""
+files read from a local Hugging Face cache by hf://…@revision; and a config and its files by
+http(s) URL, fetched once (from a file server on 127.0.0.1)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from community_config import TEXT, VOICE, publish, write_config
+import yaml
+from community_config import MODEL, TEXT, VOICE, config_dict, publish, write_config
 from openai import OpenAI
 from server_process import ServerProcess
 
 from pipecat_pocket_tts.engine import FRAME_SIZE, PocketTTS
+from pipecat_pocket_tts.engine.backends import find_pack_files
+
+MODEL_FILES = ("model.safetensors", "tokenizer.model")
 
 
 @pytest.fixture(scope="module")
@@ -50,3 +55,23 @@ def test_an_openai_call_speaks_the_community_model(
     assert 0 < heard.size <= chunk.max_frames * FRAME_SIZE  # the chunk, within its frame budget
     assert float(np.sqrt(np.mean(np.square(heard)))) > 1e-4
     assert any("No text normalization for 'czech'" in line for line in config_server.log)
+
+
+def test_a_config_and_its_files_by_url_are_fetched_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from file_server import FileServer
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HOME", str(tmp_path / "hf-home"))
+    files = {f"/m/{name}": (MODEL / name).read_bytes() for name in MODEL_FILES}
+    with FileServer(files) as server:
+        raw = config_dict(weights_path=server.url("/m/model.safetensors"))
+        raw["flow_lm"]["lookup_table"]["tokenizer_path"] = server.url("/m/tokenizer.model")
+        files["/m/czech.yaml"] = yaml.safe_dump(raw, allow_unicode=True).encode()
+        for _ in range(2):
+            pack = find_pack_files(server.url("/m/czech.yaml"))
+            assert pack.config.name == "czech" and pack.has_voice_cloning
+        assert sorted(server.seen()) == sorted(files)  # each file once: then from the cache
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    assert find_pack_files(server.url("/m/czech.yaml")).weights == pack.weights
