@@ -41,7 +41,7 @@ from .errors import (
 )
 from .frames import AudioFrame
 from .model.config import FRAME_RATE, FRAME_SECONDS, FRAME_SIZE, SAMPLE_RATE, get_config
-from .model.config_reference import is_config_reference
+from .model.config_reference import is_config_reference, served_name
 from .model.config_registry import config_names
 from .model.languages import LANGUAGES, find_language, pack_name, text_variant
 from .model.options import LoadOptions
@@ -121,6 +121,7 @@ __all__ = [
     "pack_name",
     "read_wav",
     "resolve_backend_name",
+    "served_name",
     "speaks",
     "strip_breaks",
     "text_variant",

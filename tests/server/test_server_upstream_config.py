@@ -1,7 +1,8 @@
 """``serve --language <upstream config>`` (issue 51): a real server process on 127.0.0.1
 speaks a community model to an OpenAI call from the ``openai`` package, the config and its
-files read from a local Hugging Face cache by hf://…@revision; and a config and its files by
-http(s) URL, fetched once (from a file server on 127.0.0.1)."""
+files read from a local Hugging Face cache by hf://…@revision, and to a remote
+``PocketTTSService`` naming the same config; a config and its files by http(s) URL are fetched
+once (from a file server on 127.0.0.1)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,14 @@ import numpy as np
 import pytest
 import yaml
 from community_config import MODEL, TEXT, VOICE, config_dict, publish, write_config
+from file_server import FileServer
+from huggingface_hub import constants
 from openai import OpenAI
+from pipecat.frames.frames import ErrorFrame, TTSAudioRawFrame, TTSSpeakFrame
+from pipecat.tests.utils import run_test
 from server_process import ServerProcess
 
+from pipecat_pocket_tts import PocketTTSService
 from pipecat_pocket_tts.engine import FRAME_SIZE, PocketTTS
 from pipecat_pocket_tts.engine.backends import find_pack_files
 
@@ -60,8 +66,6 @@ def test_an_openai_call_speaks_the_community_model(
 def test_a_config_and_its_files_by_url_are_fetched_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from file_server import FileServer
-    from huggingface_hub import constants
 
     monkeypatch.setattr(constants, "HF_HOME", str(tmp_path / "hf-home"))
     files = {f"/m/{name}": (MODEL / name).read_bytes() for name in MODEL_FILES}
@@ -75,3 +79,12 @@ def test_a_config_and_its_files_by_url_are_fetched_once(
         assert sorted(server.seen()) == sorted(files)  # each file once: then from the cache
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     assert find_pack_files(server.url("/m/czech.yaml")).weights == pack.weights
+
+
+async def test_a_remote_service_speaks_the_servers_community_model(
+    config_server: ServerProcess,
+) -> None:
+    tts = PocketTTSService(server_url=config_server.ws_url, language=config_server.args[1])
+    down, up = await run_test(tts, frames_to_send=[TTSSpeakFrame(TEXT)], start_timeout=30.0)
+    assert not [f for f in up if isinstance(f, ErrorFrame)]
+    assert b"".join(f.audio for f in down if isinstance(f, TTSAudioRawFrame))

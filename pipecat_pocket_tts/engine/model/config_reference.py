@@ -46,6 +46,12 @@ def is_config_reference(value: object) -> bool:
     return text.startswith(SCHEMES) or text.lower().endswith(CONFIG_SUFFIXES)
 
 
+def served_name(pack: str) -> str:
+    """The name a loaded pack reports (``PocketTTS.language``, a server's ``ready``): an
+    upstream config's ``config_pack_name``, any other pack's own name."""
+    return config_pack_name(pack) if is_config_reference(pack) else pack
+
+
 def config_pack_name(reference: str) -> str:
     """The config's name as the engine reports it ("czech"; see the module docstring)."""
     stem = PurePosixPath(strip_revision(reference.strip())).stem or "config"
@@ -82,6 +88,7 @@ __all__ = [
     "config_pack_name",
     "is_config_reference",
     "name_words",
+    "served_name",
     "strip_revision",
     "url_path",
 ]
