@@ -12,6 +12,7 @@ the first language name its file, folders or repository name
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 from urllib.parse import urlparse
 
@@ -20,6 +21,7 @@ from .config_registry import config_names
 CONFIG_SUFFIXES = (".yaml", ".yml")
 SCHEMES = ("hf://", "https://", "http://")
 _WORD = re.compile(r"[a-z]+")
+_COREML_PACK = re.compile(r"hf://([^/@\s]+/[^/@\s]+)/v2\.1/([^/@\s]+)/?(?:@([^/@\s]+))?")
 
 #: Languages of upstream's community models (and others a config may speak), by English name:
 #: their ISO 639-1 codes. The built-in languages (``languages.LANGUAGES``) come first.
@@ -38,17 +40,44 @@ COMMUNITY_LANGUAGES: dict[str, str] = {
 
 
 def is_config_reference(value: object) -> bool:
-    """Whether a pack name is an upstream config: an ``hf://`` or ``http(s)://`` reference, or
-    a path ending in ``.yaml`` / ``.yml``."""
+    """Whether a pack name is an upstream config: a path, ``http(s)://`` URL or
+    ``hf://…[@revision]`` reference of a file ending in ``.yaml`` / ``.yml``."""
     if not isinstance(value, str):
         return False
-    text = value.strip()
-    return text.startswith(SCHEMES) or text.lower().endswith(CONFIG_SUFFIXES)
+    text = strip_revision(url_path(value.strip()))
+    return text.lower().endswith(CONFIG_SUFFIXES)
+
+
+@dataclass(frozen=True)
+class CoreMLPackReference:
+    """A CoreML pack in FluidInference's v2.1 layout published by any hub repository."""
+
+    repo: str  # "owner/name"
+    pack: str  # the registry config the pack converts ("dutch", "english_2026-10")
+    revision: str | None
+
+
+def coreml_pack_reference(value: object) -> CoreMLPackReference | None:
+    """``hf://owner/repo/v2.1/<pack>[@revision]`` (a pack folder, not a file) read, else None."""
+    if not isinstance(value, str):
+        return None
+    match = _COREML_PACK.fullmatch(value.strip())
+    return CoreMLPackReference(match[1], match[2], match[3]) if match else None
+
+
+def is_pack_reference(value: object) -> bool:
+    """Whether a pack name is a reference (an upstream config or a CoreML pack folder) rather
+    than a registry name or a language."""
+    return is_config_reference(value) or coreml_pack_reference(value) is not None
 
 
 def served_name(pack: str) -> str:
     """The name a loaded pack reports (``PocketTTS.language``, a server's ``ready``): an
-    upstream config's ``config_pack_name``, any other pack's own name."""
+    upstream config's ``config_pack_name``, a CoreML pack folder's config name, any other
+    pack's own name."""
+    coreml = coreml_pack_reference(pack)
+    if coreml is not None:
+        return coreml.pack
     return config_pack_name(pack) if is_config_reference(pack) else pack
 
 
@@ -85,8 +114,11 @@ def name_words(reference: str) -> list[str]:
 __all__ = [
     "COMMUNITY_LANGUAGES",
     "CONFIG_SUFFIXES",
+    "CoreMLPackReference",
     "config_pack_name",
+    "coreml_pack_reference",
     "is_config_reference",
+    "is_pack_reference",
     "name_words",
     "served_name",
     "strip_revision",

@@ -22,13 +22,14 @@ from pipecat_pocket_tts.engine.errors import (
     CloningUnavailableError,
     ModelConfigError,
     PackFilesMissingError,
+    UnknownLanguageError,
 )
 from pipecat_pocket_tts.engine.model.config_reference import (
     config_pack_name,
     is_config_reference,
 )
 from pipecat_pocket_tts.engine.model.languages import find_language, pack_name
-from pipecat_pocket_tts.engine.model.upstream_config import config_language_code
+from pipecat_pocket_tts.engine.model.upstream_config import config_language_code, load_config_pack
 
 
 @pytest.fixture(scope="module")
@@ -138,6 +139,8 @@ def test_references_are_pack_names_and_name_their_language() -> None:
         assert pack_name(f" {reference_url} ") == reference_url
         assert find_language(reference_url) is None
     assert not is_config_reference("english") and not is_config_reference("cs")
+    assert not is_config_reference("hf://a/b/v2.1/dutch@x")  # a CoreML pack folder
+    assert pack_name("hf://a/b/v2.1/dutch@x") == "hf://a/b/v2.1/dutch@x"
     assert config_language_code("hf://someone/pocket-tts-korean/config.yaml@abc") == "ko"
     assert config_language_code("/models/czech.yaml") == "cs"
     assert config_language_code("/models/model.yaml") is None
@@ -152,6 +155,8 @@ def test_bad_configs_raise_named_errors(tmp_path: Path) -> None:
     with pytest.raises(PackFilesMissingError, match="not found"):
         find_pack_files(str(tmp_path / "absent.yaml"))
     with pytest.raises(ModelConfigError, match="YAML"):
+        load_config_pack("hf://someone/repo/weights.bin@main")
+    with pytest.raises(UnknownLanguageError):  # no YAML: no config, no pack name either
         find_pack_files("hf://someone/repo/weights.bin@main")
     missing = write_config(tmp_path / "nofiles", copy_files=False)
     with pytest.raises(PackFilesMissingError, match="tokenizer"):
