@@ -26,9 +26,16 @@ def language_to_pack(language: Language) -> str | None:
 
 
 def pack_iso_code(pack: str, stated: dict[str, str] | None = None) -> str:
-    """ISO 639-1 code of the language a pack speaks ("english_7m_2026-10" → "en"; an upstream
-    config's: ``stated[pack]`` (the caller's), else what its names tell, "…/czech.yaml" →
-    "cs"; "en" when nothing tells a language, as a custom pack's name may not)."""
+    """ISO 639-1 code of the language a pack speaks.
+
+    Args:
+        pack: a pack name ("english_7m_2026-10", an upstream config's path or URL).
+        stated: codes callers stated for upstream configs, by pack (``stated_language``).
+
+    Returns:
+        The pack's language code ("en"); an upstream config's: the stated one, else what its
+        names tell ("…/czech.yaml": "cs"); "en" when nothing tells a language.
+    """
     info = find_language(pack)
     if info is not None:
         return info.code
@@ -38,16 +45,32 @@ def pack_iso_code(pack: str, stated: dict[str, str] | None = None) -> str:
 
 
 def stated_language(language: object, pack: str) -> dict[str, str]:
-    """{pack: code} when the caller states an upstream config's language: a Pipecat
-    ``Language`` as ``language=`` with the config as the ``model`` setting."""
+    """The language a caller states for an upstream config.
+
+    Args:
+        language: the constructor's ``language`` (a Pipecat ``Language`` states one).
+        pack: the pack the settings name (the ``model`` setting wins over ``language``).
+
+    Returns:
+        {pack: code} when ``pack`` is an upstream config and ``language`` a ``Language``, else
+        {}.
+    """
     if not isinstance(language, Language) or not is_config_reference(pack):
         return {}
     return {pack: str(language.value).split("-", 1)[0].lower()}
 
 
 def config_speaks(language: object, pack: str, stated: dict[str, str]) -> bool:
-    """Whether ``pack`` is an upstream config speaking ``language``, a Pipecat ``Language``
-    (by its base code)."""
+    """Whether an upstream config speaks a Pipecat ``Language``.
+
+    Args:
+        language: a settings value (only a ``Language`` can match).
+        pack: the pack in use.
+        stated: codes callers stated for upstream configs (``stated_language``).
+
+    Returns:
+        True when ``pack`` is an upstream config whose language has ``language``'s base code.
+    """
     if not isinstance(language, Language) or not is_config_reference(pack):
         return False
     return pack_iso_code(pack, stated) == str(language.value).split("-", 1)[0].lower()

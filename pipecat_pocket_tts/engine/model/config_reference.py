@@ -40,8 +40,15 @@ COMMUNITY_LANGUAGES: dict[str, str] = {
 
 
 def is_config_reference(value: object) -> bool:
-    """Whether a pack name is an upstream config: a path, ``http(s)://`` URL or
-    ``hf://…[@revision]`` reference of a file ending in ``.yaml`` / ``.yml``."""
+    """Whether a pack name is an upstream config.
+
+    Args:
+        value: a pack name as a caller gave it (any type).
+
+    Returns:
+        True for a path, ``http(s)://`` URL or ``hf://…[@revision]`` reference of a file
+        ending in ``.yaml`` / ``.yml``.
+    """
     if not isinstance(value, str):
         return False
     text = strip_revision(url_path(value.strip()))
@@ -58,7 +65,15 @@ class CoreMLPackReference:
 
 
 def coreml_pack_reference(value: object) -> CoreMLPackReference | None:
-    """``hf://owner/repo/v2.1/<pack>[@revision]`` (a pack folder, not a file) read, else None."""
+    """A CoreML pack folder reference, read.
+
+    Args:
+        value: a pack name as a caller gave it (any type).
+
+    Returns:
+        The repository, pack and revision of ``hf://owner/repo/v2.1/<pack>[@revision]`` (a
+        folder, not a file), else None.
+    """
     if not isinstance(value, str):
         return None
     match = _COREML_PACK.fullmatch(value.strip())
@@ -66,15 +81,27 @@ def coreml_pack_reference(value: object) -> CoreMLPackReference | None:
 
 
 def is_pack_reference(value: object) -> bool:
-    """Whether a pack name is a reference (an upstream config or a CoreML pack folder) rather
-    than a registry name or a language."""
+    """Whether a pack name is a reference rather than a registry name or a language.
+
+    Args:
+        value: a pack name as a caller gave it (any type).
+
+    Returns:
+        True for an upstream config (``is_config_reference``) or a CoreML pack folder.
+    """
     return is_config_reference(value) or coreml_pack_reference(value) is not None
 
 
 def served_name(pack: str) -> str:
-    """The name a loaded pack reports (``PocketTTS.language``, a server's ``ready``): an
-    upstream config's ``config_pack_name``, a CoreML pack folder's config name, any other
-    pack's own name."""
+    """The name a loaded pack reports (``PocketTTS.language``, a server's ``ready``).
+
+    Args:
+        pack: a resolved pack name (``languages.pack_name``).
+
+    Returns:
+        An upstream config's ``config_pack_name``, a CoreML pack folder's config name, any
+        other pack's own name.
+    """
     coreml = coreml_pack_reference(pack)
     if coreml is not None:
         return coreml.pack
@@ -82,8 +109,15 @@ def served_name(pack: str) -> str:
 
 
 def config_pack_name(reference: str) -> str:
-    """The config's name as the engine reports it ("czech"; see the module docstring)."""
-    stem = PurePosixPath(strip_revision(reference.strip())).stem or "config"
+    """The config's name as the engine reports it.
+
+    Args:
+        reference: an upstream config's path, URL or ``hf://`` reference.
+
+    Returns:
+        The YAML's stem ("czech"), with the rules of the module docstring.
+    """
+    stem = PurePosixPath(strip_revision(url_path(reference.strip()))).stem or "config"
     known = set(config_names()) | {name.split("_", 1)[0] for name in config_names()}
     head = stem.lower().split("_", 1)[0]
     if head not in known and head not in COMMUNITY_LANGUAGES:
@@ -96,10 +130,12 @@ def config_pack_name(reference: str) -> str:
 
 
 def strip_revision(reference: str) -> str:
+    """An ``hf://`` reference without its ``@revision`` (any other reference as it is)."""
     return reference.rsplit("@", 1)[0] if reference.startswith("hf://") else reference
 
 
 def url_path(reference: str) -> str:
+    """The path of an ``http(s)://`` URL (any other reference as it is)."""
     return urlparse(reference).path if reference.startswith(("https://", "http://")) else reference
 
 

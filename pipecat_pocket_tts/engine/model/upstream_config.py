@@ -51,8 +51,15 @@ _HUB_RESOLVE = re.compile(r"https://huggingface\.co/([^/]+/[^/]+)/resolve/([^/]+
 
 
 def config_language_code(reference: str) -> str | None:
-    """The ISO 639-1 code of the language a config reference's names tell ("…/czech.yaml",
-    "hf://someone/pocket-tts-korean/config.yaml"), or None when they tell none."""
+    """The language a config reference's names tell.
+
+    Args:
+        reference: an upstream config's path, URL or ``hf://`` reference.
+
+    Returns:
+        The ISO 639-1 code of the first language name in its file, folder or repository names
+        ("…/czech.yaml": "cs", "hf://someone/pocket-tts-korean/config.yaml": "ko"), or None.
+    """
     codes = {info.key: info.code for info in LANGUAGES}
     codes.update({info.name.lower(): info.code for info in LANGUAGES})
     codes.update(COMMUNITY_LANGUAGES)
@@ -67,10 +74,20 @@ def load_config_pack(
 ) -> PackFiles:
     """The pack an upstream config names: its config, weights, tokenizer and local voices.
 
-    ``voice_cloning``: None takes ``weights_path`` and falls back to the weights without
-    cloning (a warning says so); True requires ``weights_path``; False prefers the weights
-    without cloning. Raises ``ModelConfigError`` for a file that is no upstream config,
-    ``PackFilesMissingError`` / ``GatedRepoError`` for files that cannot be had.
+    Args:
+        reference: the config's path, ``http(s)://`` URL or ``hf://owner/repo/f.yaml@rev``.
+        token: the Hugging Face token for ``hf://`` files (None: ``HF_TOKEN``).
+        voice_cloning: None takes ``weights_path`` and falls back to the weights without
+            cloning (a warning says so); True requires ``weights_path``; False prefers the
+            weights without cloning.
+
+    Returns:
+        The pack (NumPy layout; whether the weights hold the cloning encoder is checked by
+        the backend's layout).
+
+    Raises:
+        ModelConfigError: the file is no upstream config.
+        PackFilesMissingError, GatedRepoError: a file cannot be had.
     """
     reference = reference.strip()
     if PurePosixPath(strip_revision(url_path(reference))).suffix.lower() not in CONFIG_SUFFIXES:
@@ -123,7 +140,17 @@ def fetch_file(
     token: str | bool | None = None,
     what: str = "file",
 ) -> Path:
-    """The local file of a reference a config makes (see the module docstring)."""
+    """The local file of a reference a config makes (see the module docstring).
+
+    Args:
+        reference: a path, ``http(s)://`` URL or ``hf://owner/repo/path[@revision]``.
+        base: the config's folder, where a relative path is read first.
+        token: the Hugging Face token for ``hf://`` files.
+        what: what the file is, for error messages ("weights").
+
+    Returns:
+        The file on disk (in the Hugging Face cache for hub files).
+    """
     hub = _hub_file(reference)
     if hub is not None:
         return hub_download(hub, token=token, what=what)
