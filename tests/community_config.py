@@ -1,6 +1,8 @@
 """A community model as upstream loads it with ``--config``: the fixture of
 tools/reference/make_config_fixture.py (tests/fixtures/reference/community_config/), written
 out as a YAML in upstream's schema with its weights and tokenizer by path or by hf://…@revision.
+Two configs: ``czech`` (the tiny_lsd model, the default here) and ``korean`` (tiny_small's:
+the small 2026-10 layout).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from reference_fixtures import FIXTURES_DIR
 
 FIXTURE = FIXTURES_DIR / "community_config"
 MODEL = FIXTURES_DIR / "tiny_lsd"
+#: Config name → (the folder of the model it names, its files' prefix in the fixture).
+CONFIGS = {"czech": (MODEL, ""), "korean": (FIXTURES_DIR / "tiny_small", "korean_")}
 #: The text upstream spoke (make_config_fixture.TEXT).
 TEXT = "«ahoj» svete \u2013 mam 3 jablka a dva psy, dobry den"
 VOICE = FIXTURE / "voice.safetensors"
@@ -22,9 +26,14 @@ HUB_REPO = "community/pocket-tts-czech"
 HUB_COMMIT = "c5" * 20
 
 
-def config_dict(**overrides: object) -> dict:
-    """The fixture's config (upstream schema), with top-level keys replaced."""
-    raw = yaml.safe_load((FIXTURE / "czech.yaml").read_text(encoding="utf-8"))
+def voice(name: str = "czech") -> Path:
+    """The voice state upstream exported for config ``name``."""
+    return FIXTURE / f"{CONFIGS[name][1]}voice.safetensors"
+
+
+def config_dict(config: str = "czech", **overrides: object) -> dict:
+    """A fixture config (upstream schema), with top-level keys replaced."""
+    raw = yaml.safe_load((FIXTURE / f"{config}.yaml").read_text(encoding="utf-8"))
     raw.update(overrides)
     return raw
 
@@ -33,17 +42,19 @@ def write_config(
     folder: Path,
     *,
     name: str = "czech.yaml",
+    config: str = "czech",
     tokenizer: str = "tokenizer.model",
     copy_files: bool = True,
     **overrides: object,
 ) -> Path:
-    """``folder/name``: the community config, its weights and tokenizer copied beside it
-    (``copy_files``) and named as given (default: by relative path)."""
+    """``folder/name``: community config ``config``, its weights and tokenizer copied beside
+    it (``copy_files``) and named as given (default: by relative path)."""
     folder.mkdir(parents=True, exist_ok=True)
+    model = CONFIGS[config][0]
     if copy_files:
-        shutil.copy(MODEL / "model.safetensors", folder / "model.safetensors")
-        shutil.copy(MODEL / "tokenizer.model", folder / "tokenizer.model")
-    raw = config_dict(**overrides)
+        shutil.copy(model / "model.safetensors", folder / "model.safetensors")
+        shutil.copy(model / "tokenizer.model", folder / "tokenizer.model")
+    raw = config_dict(config, **overrides)
     raw["flow_lm"]["lookup_table"]["tokenizer_path"] = tokenizer
     path = folder / name
     path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
@@ -66,7 +77,7 @@ def publish(cache: Path) -> str:
     return hub("v1/czech.yaml")
 
 
-def reference() -> tuple[np.ndarray, list[str]]:
-    """Upstream's audio (float32 [n]) and the chunk texts it spoke."""
-    with np.load(FIXTURE / "audio.npz") as npz:
+def reference(config: str = "czech") -> tuple[np.ndarray, list[str]]:
+    """Upstream's audio (float32 [n]) and the chunk texts it spoke for config ``config``."""
+    with np.load(FIXTURE / f"{CONFIGS[config][1]}audio.npz") as npz:
         return npz["audio"].reshape(-1), [str(c) for c in npz["chunks"]]

@@ -10,7 +10,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from community_config import HUB_COMMIT, HUB_REPO, TEXT, VOICE, publish, reference, write_config
+from community_config import (
+    HUB_COMMIT,
+    HUB_REPO,
+    TEXT,
+    VOICE,
+    publish,
+    reference,
+    voice,
+    write_config,
+)
 from reference_fixtures import MIN_AUDIO_SNR_DB, snr_db
 from safetensors.numpy import load_file, save_file
 
@@ -40,10 +49,10 @@ def by_path(tmp_path_factory: pytest.TempPathFactory) -> PocketTTS:
     tts.close()
 
 
-def _speaks_as_upstream(tts: PocketTTS) -> tuple[float, int, int]:
-    expected, chunks = reference()
+def _speaks_as_upstream(tts: PocketTTS, config: str = "czech") -> tuple[float, int, int]:
+    expected, chunks = reference(config)
     assert [c.text for c in tts.text_preparer.split(TEXT)] == chunks
-    audio = tts.synthesize(TEXT, voice=VOICE, temperature=0.0)
+    audio = tts.synthesize(TEXT, voice=voice(config), temperature=0.0)
     assert audio.shape == expected.shape  # same length, frame for frame
     snr = snr_db(expected, audio)
     assert snr >= MIN_AUDIO_SNR_DB, snr
@@ -55,6 +64,15 @@ def test_a_config_by_path_speaks_as_upstream(by_path: PocketTTS) -> None:
     assert by_path.pack.has_voice_cloning
     snr, ours, theirs = _speaks_as_upstream(by_path)
     print(f"by path: SNR {snr:.1f} dB, {ours} samples (upstream {theirs})")
+
+
+def test_a_small_layout_config_speaks_as_upstream(tmp_path: Path) -> None:
+    """The small 2026-10 layout (GQA, low-rank table, z_proj, drifting head, own decoder)."""
+    config = write_config(tmp_path, name="korean.yaml", config="korean")
+    with PocketTTS.load(str(config), backend="numpy") as tts:
+        assert tts.language == "korean" and tts.config.flow_lm.z_dim
+        snr, ours, theirs = _speaks_as_upstream(tts, "korean")
+    print(f"korean (small layout): SNR {snr:.1f} dB, {ours} samples (upstream {theirs})")
 
 
 def test_a_config_by_hub_reference_speaks_as_upstream(hf_cache: Path) -> None:
@@ -113,8 +131,8 @@ def test_cloning_where_the_weights_have_it_and_a_named_error_where_not(
     by_path: PocketTTS, tmp_path: Path
 ) -> None:
     prompt = (0.1 * np.sin(np.arange(48_000) * 0.05)).astype(np.float32)
-    voice = by_path.clone_voice(prompt, sample_rate=24_000)
-    assert by_path.synthesize("ahoj svete", voice=voice, temperature=0.0).size > 0
+    cloned = by_path.clone_voice(prompt, sample_rate=24_000)
+    assert by_path.synthesize("ahoj svete", voice=cloned, temperature=0.0).size > 0
 
     weights = load_file(str(Path(by_path.pack.weights)))
     save_file(
