@@ -164,7 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     download.add_argument(
         "language",
-        help="a model config name (see 'languages'), or a language (en, pt-BR, English)",
+        help="a model config name (see 'languages'), a language (en, pt-BR, English), or an "
+        "upstream config YAML (path, https:// URL, hf://…@revision)",
     )
     download.add_argument(
         "--voices",
@@ -223,8 +224,9 @@ def _add_pack_options(parser: argparse.ArgumentParser) -> None:
         "--language",
         "-l",
         default=None,
-        help="model config name or language (en, pt-BR, English; see the 'languages' command; "
-        "default: english, or with --model-dir the config its voices were made for)",
+        help="model config name or language (en, pt-BR, English; see the 'languages' command), "
+        "or an upstream config YAML (path, https:// URL, hf://owner/repo/file.yaml@revision); "
+        "default: english, or with --model-dir the config its voices were made for",
     )
     parser.add_argument(
         "--model-dir",

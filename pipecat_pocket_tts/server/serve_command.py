@@ -44,7 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--api-key", help="bearer token clients must send (default: POCKET_TTS_API_KEY)"
     )
-    parser.add_argument("--language", "-l", default="english", help="pack or language")
+    parser.add_argument(
+        "--language", "-l", default="english", help="pack, language or upstream config YAML"
+    )
     parser.add_argument("--model-dir", type=Path, help="a local pack folder (no download)")
     parser.add_argument("--revision", help="a hub revision instead of the pinned ones")
     parser.add_argument("--backend", default="auto", help="numpy, coreml or auto")
