@@ -98,9 +98,10 @@ def cmd_voices(args: argparse.Namespace) -> int:
     from .engine.backends import find_pack_files
     from .engine.backends.numpy.weights import pack_files as files
     from .engine.model.config import get_config
+    from .engine.model.config_reference import is_config_reference
     from .engine.model.languages import find_language, pack_name
 
-    if args.model_dir is not None:
+    if args.model_dir is not None or is_config_reference(args.language):
         pack = find_pack_files(args.language, model_dir=args.model_dir)
         for name in pack.voice_names:
             print(_voice_line(name, default=name == pack.default_voice))
@@ -210,11 +211,18 @@ def cmd_languages(args: argparse.Namespace) -> int:
 
 
 def cmd_download(args: argparse.Namespace) -> int:
+    from .engine.backends import find_pack_files
     from .engine.backends.numpy.weights.pack_files import download_pack, select_voices
+    from .engine.model.config_reference import is_config_reference
     from .engine.model.languages import pack_name
 
     language = pack_name(args.language)
     voices = select_voices(args.voices)
+    if is_config_reference(language):  # an upstream config: its weights and tokenizer
+        pack = find_pack_files(language, voice_cloning=False if args.without_cloning else None)
+        print(f"weights ({_cloning(pack.has_voice_cloning)}): {pack.weights}")
+        print(f"tokenizer: {pack.tokenizer}")
+        return EXIT_OK
     if args.backend == "coreml":
         from .engine.backends.coreml.files import download_coreml_pack
 
@@ -234,11 +242,14 @@ def cmd_download(args: argparse.Namespace) -> int:
         revision=args.revision,
         voice_cloning=False if args.without_cloning else None,
     )
-    cloning = "with voice cloning" if pack.has_voice_cloning else "without voice cloning"
-    print(f"weights ({cloning}): {pack.weights}")
+    print(f"weights ({_cloning(pack.has_voice_cloning)}): {pack.weights}")
     print(f"tokenizer: {pack.tokenizer}")
     print(f"voices ({len(fetched)}): {', '.join(fetched) or 'none'}")
     return EXIT_OK
+
+
+def _cloning(has_voice_cloning: bool) -> str:
+    return "with voice cloning" if has_voice_cloning else "without voice cloning"
 
 
 def cmd_warmup(args: argparse.Namespace) -> int:
@@ -269,9 +280,9 @@ def cmd_warmup(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from .server import cli as server_cli
+    from .server import serve_command
 
-    return server_cli.run(args)
+    return serve_command.run(args)
 
 
 def _devpack(args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ from typing import NoReturn
 
 from .devpack import command as devpack_command
 from .engine.backends.coreml import cli_options as coreml_cli
-from .server import cli as server_cli
+from .server import serve_command
 
 PROG = "python -m pipecat_pocket_tts"
 
@@ -164,7 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     download.add_argument(
         "language",
-        help="a model config name (see 'languages'), or a language (en, pt-BR, English)",
+        help="a model config name (see 'languages'), a language (en, pt-BR, English), or an "
+        "upstream config YAML (path, https:// URL, hf://…@revision)",
     )
     download.add_argument(
         "--voices",
@@ -197,11 +198,11 @@ def build_parser() -> argparse.ArgumentParser:
         "Run it in a container image build, after pip install, so no container compiles at "
         "start.",
     )
-    server_cli.add_arguments(
+    serve_command.add_arguments(
         commands.add_parser(
             "serve",
             help="serve one model to every bot process (websocket, OpenAI and upstream HTTP)",
-            description=server_cli.DESCRIPTION,
+            description=serve_command.DESCRIPTION,
         )
     )
     devpack_command.add_arguments(
@@ -223,8 +224,9 @@ def _add_pack_options(parser: argparse.ArgumentParser) -> None:
         "--language",
         "-l",
         default=None,
-        help="model config name or language (en, pt-BR, English; see the 'languages' command; "
-        "default: english, or with --model-dir the config its voices were made for)",
+        help="model config name or language (en, pt-BR, English; see the 'languages' command), "
+        "or an upstream config YAML (path, https:// URL, hf://owner/repo/file.yaml@revision); "
+        "default: english, or with --model-dir the config its voices were made for",
     )
     parser.add_argument(
         "--model-dir",

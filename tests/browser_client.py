@@ -1,6 +1,6 @@
 """A headless Chromium at the try bot's own page, listening and talking as a user would.
 
-Used by the end-to-end browser test and ``benchmarks/bench_browser.py``. The browser opens the
+Used by the end-to-end browser test and ``benchmarks.peers.browser``. The browser opens the
 page ``examples/try_bot.py`` serves (``/try``) and presses its Connect button, with every host
 but localhost unresolvable (as on a machine without internet). A script installed before the
 page loads plays the user: the page's microphone is a WebAudio stream that stays silent until

@@ -161,7 +161,7 @@ def _watch_collections(slices: LoopSlices) -> None:
     """Count garbage collections on the loop thread apart from the slice they fall in.
 
     A collection pauses every thread of the process, whoever triggers it: its time is the
-    process's, not the slice's work (issue 34 measures it apart, ``benchmarks/bench_loop.py``).
+    process's, not the slice's work (issue 34 measures it apart, ``benchmarks.profiles.loop``).
     The callback holds ``slices`` weakly and removes itself once it is gone.
     """
     ref = weakref.ref(slices)

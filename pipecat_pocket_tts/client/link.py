@@ -17,9 +17,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .. import wire as p
+from .. import wire
 from ..engine import ServerUnavailableError
-from ..wire import hide_secret_headers
+from ..wire.handshake import hide_secret_headers
 
 CONNECT_TIMEOUT_S = 5.0
 """How long opening a session waits for the server before ``ServerUnavailableError``."""
@@ -46,17 +46,19 @@ class ServerLink:
         self._on_message = on_message
         self._on_lost = on_lost
         #: The server's ``ready`` of the latest connection (None before the first).
-        self.info: p.Ready | None = None
+        self.info: wire.Ready | None = None
         #: Why the latest connection attempt or connection ended (None: none ended yet).
         self.last_error: BaseException | None = None
         self._connected = threading.Event()
-        self._attempts = threading.Condition()  # notified after each connection attempt
+        self._attempts = threading.Condition()
+        """Notified after each connection attempt."""
         self._failures = 0
         self._closed = False
         self._loop = asyncio.new_event_loop()
         self._outgoing: asyncio.Queue[str] | None = None
         self._retry: asyncio.Event | None = None
-        hide_secret_headers()  # the handshake's Authorization never reaches a debug log
+        # The handshake's Authorization never reaches a debug log.
+        hide_secret_headers()
         self._thread = threading.Thread(target=self._run, name="pocket-tts-remote", daemon=True)
         self._thread.start()
 
@@ -72,7 +74,8 @@ class ServerLink:
             if self._connected.is_set():
                 return
             failures = self._failures
-            self._loop.call_soon_threadsafe(self._wake)  # try now, not after the backoff
+            # Try now, not after the backoff.
+            self._loop.call_soon_threadsafe(self._wake)
             self._attempts.wait_for(
                 lambda: self._connected.is_set() or self._failures > failures,
                 self._connect_timeout if timeout is None else timeout,
@@ -99,7 +102,8 @@ class ServerLink:
     # -- sending (any thread) ---------------------------------------------------------
     def send(self, text: str) -> None:
         """Queue a text message (dropped while disconnected: sessions fail then)."""
-        with contextlib.suppress(RuntimeError):  # the loop is closed
+        # A closed loop has nobody left to tell.
+        with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(self._enqueue, text)
 
     def _enqueue(self, text: str) -> None:
@@ -136,9 +140,9 @@ class ServerLink:
                     close_timeout=1.0,
                 ) as websocket:
                     first = await websocket.recv()
-                    ready = p.decode_server(first)
-                    if not isinstance(ready, p.Ready):
-                        raise p.ProtocolError(p.CloseCode.MALFORMED, "expected 'ready'")
+                    ready = wire.decode_server(first)
+                    if not isinstance(ready, wire.Ready):
+                        raise wire.ProtocolError(wire.CloseCode.MALFORMED, "expected 'ready'")
                     self.info = ready
                     self._outgoing = asyncio.Queue()
                     with self._attempts:
@@ -186,9 +190,10 @@ class ServerLink:
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
-                task.result()  # raises the reason the connection ended
+                # Raises the reason the connection ended.
+                task.result()
             code = websocket.close_code
-            if code not in (None, p.CloseCode.NORMAL) and not self._closed:
+            if code not in (None, wire.CloseCode.NORMAL) and not self._closed:
                 raise ConnectionError(f"closed by the server ({code}: {websocket.close_reason})")
         finally:
             for task in tasks:

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .. import wire as p
+from .. import wire
 from ..engine import (
     AdmissionWait,
     AudioFrame,
@@ -43,12 +43,12 @@ REPLY_TIMEOUT_S = 10.0
 
 _EMPTY = np.zeros(0, dtype=np.float32)
 _ERRORS: dict[str, type[PocketTTSError]] = {
-    p.ErrorCode.UNKNOWN_VOICE: UnknownVoiceError,
-    p.ErrorCode.BAD_REQUEST: InvalidSettingError,
+    wire.ErrorCode.UNKNOWN_VOICE: UnknownVoiceError,
+    wire.ErrorCode.BAD_REQUEST: InvalidSettingError,
 }
 
 
-def error_of(message: p.Error) -> PocketTTSError:
+def error_of(message: wire.Error) -> PocketTTSError:
     kind = _ERRORS.get(message.code, PocketTTSError)
     return kind(f"TTS server ({message.code}): {message.message}")
 
@@ -56,7 +56,7 @@ def error_of(message: p.Error) -> PocketTTSError:
 class SessionHost(Protocol):
     """What a session needs of its ``RemoteTTS``: a way to the server, and to be let go."""
 
-    def send(self, message: p.ClientMessage) -> None: ...
+    def send(self, message: wire.ClientMessage) -> None: ...
 
     def forget(self, session: RemoteSession) -> None: ...
 
@@ -112,7 +112,7 @@ class RemoteSession(ChannelOutput["AudioFrame | Marker"]):
         """The fed text is complete: the server queues what its text stream holds."""
         self._check_open()
         utterance = UtteranceOptions.build(options, **keywords)
-        flush = p.Flush(
+        flush = wire.Flush(
             self.context_id,
             self._next_utterance(),
             voice=voice_name(utterance.voice),
@@ -131,7 +131,7 @@ class RemoteSession(ChannelOutput["AudioFrame | Marker"]):
             self._check_open()
             mark_id = next(self._mark_ids)
             self._marks[mark_id] = payload
-        self._remote.send(p.Mark(self.context_id, mark_id, after_fed_text))
+        self._remote.send(wire.Mark(self.context_id, mark_id, after_fed_text))
 
     def finish(self) -> None:
         """No more text: iteration ends once everything queued has been spoken."""
@@ -139,7 +139,7 @@ class RemoteSession(ChannelOutput["AudioFrame | Marker"]):
             if self._closed:
                 return
             self._closed = True
-        self._remote.send(p.End(self.context_id))
+        self._remote.send(wire.End(self.context_id))
 
     def cancel(self) -> None:
         """Stop now; returns once the server acknowledged (or the connection is gone)."""
@@ -164,11 +164,11 @@ class RemoteSession(ChannelOutput["AudioFrame | Marker"]):
         self._frames.close(discard=True)
         if already or self._stopped.done():
             return False
-        self._remote.send(p.Cancel(self.context_id))
+        self._remote.send(wire.Cancel(self.context_id))
         return True
 
     def _text(self, text: str, complete: bool, options: UtteranceOptions) -> int:
-        message = p.Text(
+        message = wire.Text(
             self.context_id,
             self._next_utterance(),
             text,
@@ -202,9 +202,10 @@ class RemoteSession(ChannelOutput["AudioFrame | Marker"]):
         except concurrent.futures.TimeoutError:
             raise ServerUnavailableError("the TTS server did not open the session") from None
 
-    def audio(self, header: p.AudioHeader, samples: np.ndarray) -> None:
+    def audio(self, header: wire.AudioHeader, samples: np.ndarray) -> None:
         if not samples.size:
-            return  # an encoder's tail; float32 has none
+            # An encoder's tail; float32 has none.
+            return
         frame = AudioFrame(
             samples=samples,
             frame_index=header.frame,
@@ -230,31 +231,31 @@ class RemoteSession(ChannelOutput["AudioFrame | Marker"]):
         )
         self._frames.put(frame)
 
-    def control(self, message: p.ServerMessage) -> None:
-        if isinstance(message, p.Started):
+    def control(self, message: wire.ServerMessage) -> None:
+        if isinstance(message, wire.Started):
             _resolve(self._started)
-        elif isinstance(message, p.UtteranceEnd):
+        elif isinstance(message, wire.UtteranceEnd):
             with self._lock:
                 self._pending.discard(message.utterance)
             end = AudioFrame(_EMPTY, 0, 0, message.utterance, is_last_in_utterance=True)
             self._frames.put(end)
-        elif isinstance(message, p.MarkerReached):
+        elif isinstance(message, wire.MarkerReached):
             with self._lock:
                 payload = self._marks.pop(message.id, None)
             self._frames.put(Marker(payload))
-        elif isinstance(message, p.Admitted):
+        elif isinstance(message, wire.Admitted):
             if self._on_admission_wait is not None:
                 self._on_admission_wait(
                     AdmissionWait(self.context_id, 0, message.active, message.waited)
                 )
-        elif isinstance(message, p.Done):
+        elif isinstance(message, wire.Done):
             self._remote.forget(self)
             self._frames.close()
             _resolve(self._stopped)
-        elif isinstance(message, p.Cancelled):
+        elif isinstance(message, wire.Cancelled):
             self._remote.forget(self)
             _resolve(self._stopped)
-        elif isinstance(message, p.Error):
+        elif isinstance(message, wire.Error):
             self._remote.forget(self)
             error = error_of(message)
             if not self._started.done():

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import wire as p
+from .. import wire
 from ..engine import (
     SAMPLE_RATE,
     AdmissionWait,
@@ -29,6 +29,7 @@ from ..engine import (
     UtteranceOptions,
 )
 from ..engine.contract import EngineCapabilities, SpeechProbe
+from ..wire import handshake
 from .link import BACKOFF_S, CONNECT_TIMEOUT_S, ServerLink
 from .session import REPLY_TIMEOUT_S, RemoteSession, error_of, voice_name
 
@@ -49,9 +50,12 @@ class RemoteTTS:
         missing) in the background; ``connect()`` waits for it."""
         if not url.startswith(("ws://", "wss://")):
             raise ValueError(f"server_url must start with ws:// or wss://, got {url!r}")
-        self.url = url if url.rstrip("/").endswith(p.PATH) else url.rstrip("/") + p.PATH
+        self.url = (
+            url if url.rstrip("/").endswith(handshake.PATH) else url.rstrip("/") + handshake.PATH
+        )
         self._sessions: dict[str, RemoteSession] = {}
-        self._answers: dict[int, concurrent.futures.Future[Any]] = {}  # checks by id
+        self._answers: dict[int, concurrent.futures.Future[Any]] = {}
+        """Checks by id."""
         self._ids = itertools.count()
         self._link = ServerLink(
             self.url,
@@ -107,7 +111,7 @@ class RemoteTTS:
         if max_frames is not None:
             raise TypeError("max_frames is not offered by the TTS server")
         defaults = UtteranceOptions.build(options, **keywords)
-        start = p.Start(
+        start = wire.Start(
             context=f"s{next(self._ids)}",
             voice=voice_name(defaults.voice),
             temperature=defaults.temperature,
@@ -167,9 +171,9 @@ class RemoteTTS:
         self.check_voice(voice)
 
     def check_voice(self, voice: Any = None) -> None:
-        result = self._ask(lambda ask_id: p.CheckVoice(ask_id, voice_name(voice)))
+        result = self._ask(lambda ask_id: wire.CheckVoice(ask_id, voice_name(voice)))
         if result.error_code is not None:
-            raise error_of(p.Error(None, result.error_code, result.message or ""))
+            raise error_of(wire.Error(None, result.error_code, result.message or ""))
 
     def check_text(
         self,
@@ -185,18 +189,18 @@ class RemoteTTS:
         end). Blocks: call it off an event loop."""
         words = None if lexicon is None else dict(lexicon)
         result = self._ask(
-            lambda ask_id: p.CheckText(
+            lambda ask_id: wire.CheckText(
                 ask_id, text, complete, normalize, words, language, probe=probe
             )
         )
         if result.error_code is not None:
-            raise error_of(p.Error(None, result.error_code, result.message or ""))
+            raise error_of(wire.Error(None, result.error_code, result.message or ""))
         return result.speech
 
     def new_probe_id(self) -> int:
         return next(self._ids)
 
-    def _ask(self, question: Callable[[int], p.ClientMessage]) -> Any:
+    def _ask(self, question: Callable[[int], wire.ClientMessage]) -> Any:
         """Send the question made for a new id; the server's answer to it."""
         self.connect()
         ask_id = next(self._ids)
@@ -215,9 +219,9 @@ class RemoteTTS:
         self._link.close(join_timeout=REPLY_TIMEOUT_S)
 
     # -- sending (any thread) ---------------------------------------------------------
-    def send(self, message: p.ClientMessage) -> None:
+    def send(self, message: wire.ClientMessage) -> None:
         """Queue a message for the server (dropped while disconnected: sessions fail then)."""
-        self._link.send(p.encode(message))
+        self._link.send(wire.encode(message))
 
     def forget(self, session: RemoteSession) -> None:
         self._sessions.pop(session.context_id, None)
@@ -225,13 +229,13 @@ class RemoteTTS:
     # -- from the connection thread ---------------------------------------------------
     def _dispatch(self, data: str | bytes) -> None:
         if isinstance(data, bytes):
-            header, samples = p.unpack_audio(data)
+            header, samples = wire.unpack_audio(data)
             session = self._sessions.get(header.context)
             if session is not None:
                 session.audio(header, np.frombuffer(samples, dtype="<f4"))
             return
-        message = p.decode_server(data)
-        if isinstance(message, (p.VoiceChecked, p.TextChecked)):
+        message = wire.decode_server(data)
+        if isinstance(message, (wire.VoiceChecked, wire.TextChecked)):
             answer = self._answers.get(message.id)
             if answer is not None and not answer.done():
                 answer.set_result(message)
@@ -240,7 +244,7 @@ class RemoteTTS:
         session = self._sessions.get(context) if context is not None else None
         if session is not None:
             session.control(message)
-        elif isinstance(message, p.Error):
+        elif isinstance(message, wire.Error):
             logger.warning("TTS server: %s: %s", message.code, message.message)
 
     def _lost(self, reason: BaseException | None) -> None:

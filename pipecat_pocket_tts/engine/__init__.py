@@ -23,6 +23,7 @@ from .errors import (
     HubUnreachableError,
     LexiconError,
     LoadOptionError,
+    ModelConfigError,
     OutputFormatError,
     PackFilesMissingError,
     PocketTTSError,
@@ -40,9 +41,11 @@ from .errors import (
 )
 from .frames import AudioFrame
 from .model.config import FRAME_RATE, FRAME_SECONDS, FRAME_SIZE, SAMPLE_RATE, get_config
+from .model.config_reference import is_config_reference, served_name
 from .model.config_registry import config_names
 from .model.languages import LANGUAGES, find_language, pack_name, text_variant
 from .model.options import LoadOptions
+from .model.upstream_config import config_language_code
 from .runtime.channel import ChannelOutput, FrameChannel, Marker
 from .runtime.slots import AdmissionWait
 from .session import Session
@@ -80,6 +83,7 @@ __all__ = [
     "LoadOptionError",
     "LoadOptions",
     "Marker",
+    "ModelConfigError",
     "OutputFormatError",
     "PackFilesMissingError",
     "PocketTTS",
@@ -107,14 +111,17 @@ __all__ = [
     "check_speed",
     "check_temperature",
     "concrete_options",
+    "config_language_code",
     "config_names",
     "find_language",
     "get_config",
     "has_breaks",
+    "is_config_reference",
     "mulaw",
     "pack_name",
     "read_wav",
     "resolve_backend_name",
+    "served_name",
     "speaks",
     "strip_breaks",
     "text_variant",

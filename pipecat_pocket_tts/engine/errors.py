@@ -35,6 +35,10 @@ class HubUnreachableError(PackFilesMissingError):
         self.reason = reason  # why the probe failed: "host:port: Connection refused"
 
 
+class ModelConfigError(PocketTTSError, ValueError):
+    """An upstream model config (YAML path, URL or hf:// reference) that cannot be used."""
+
+
 class GatedRepoError(PocketTTSError, PermissionError):
     """A Hugging Face repository needs accepted terms and a token."""
 

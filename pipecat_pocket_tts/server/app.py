@@ -1,9 +1,11 @@
-"""The ASGI app of the TTS server (Starlette): one loaded model for every connection.
+"""The ASGI app of the TTS server (Starlette): every dialect's routes on one core.
 
 ``create_app(ServerConfig(...))`` loads the pack in the background at startup (off the event
 loop), so ``/health`` answers at once and ``/ready`` says 503 until the model is warm. Every
-websocket context and HTTP request opens a session on the same ``PocketTTS``, so all of
-them are batched by its one scheduler.
+websocket context and HTTP request opens a session on the same ``PocketTTS``, so all of them
+are batched by its one scheduler. Each route is a dialect (``dialects/``) entered through the
+core (``core/entry.py``: the key, the limits, errors in one shape); the middleware counts
+requests, drains and bounds a body's silence (``core/gate.py``), and admits CORS when asked.
 """
 
 from __future__ import annotations
@@ -11,83 +13,69 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.requests import Request
-from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
-from starlette.websockets import WebSocket
 
-from .. import wire as p
-from ..engine import PocketTTSError
-from ..wire import hide_secret_headers
-from . import http, openai_api
-from .connection import Connection
-from .cors import ApiCors
-from .dialect import Dialect
-from .gate import Gate
-from .gradium import PATH as GRADIUM_PATH
-from .gradium import GradiumDialect
-from .http import error_response, status_of
-from .livekit import PATH as LIVEKIT_PATH
-from .livekit import LiveKitDialect
-from .page import page
-from .state import RequestError, ServerConfig, ServerState
+from ..wire.handshake import PATH, hide_secret_headers
+from .core.cors import ApiCors
+from .core.entry import HttpHandler, http_endpoint, websocket_endpoint
+from .core.errors import EXCEPTION_HANDLERS
+from .core.gate import Gate
+from .core.state import ServerConfig, ServerState
+from .dialects import gradium, livekit, openai, probes, upstream
+from .dialects.native import NativeDialect
+from .dialects.page import page
+
+if TYPE_CHECKING:
+    from .wyoming_listener import WyomingServer
 
 logger = logging.getLogger(__name__)
 
 
 def create_app(config: ServerConfig) -> Starlette:
-    """The server's ASGI app."""
+    """The server's ASGI app.
+
+    Args:
+        config: What the server serves and to whom.
+
+    Returns:
+        The app; its ``state.server`` is the ``ServerState``.
+    """
     state = ServerState(config)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        hide_secret_headers()  # after the server configured its logging
+        # After the server configured its logging, so the filters stay installed.
+        hide_secret_headers()
         task = asyncio.create_task(_load(state))
+        wyoming = await _start_wyoming(state)
         try:
             yield
         finally:
             task.cancel()
+            if wyoming is not None:
+                await wyoming.close()
 
-    def guarded(
-        handler: Callable[[ServerState, Request], Awaitable[Response] | Response],
-        *,
-        open_: bool = False,
-    ) -> Callable[[Request], Awaitable[Response]]:
-        async def endpoint(request: Request) -> Response:
-            if not open_ and not state.keys.accepts(request.headers.get("authorization")):
-                return error_response(401, "missing or wrong API key (Authorization: Bearer KEY)")
-            try:
-                result = handler(state, request)
-                return await result if isinstance(result, Awaitable) else result
-            except (RequestError, PocketTTSError, ValueError) as e:
-                message = state.public(str(e))
-                return error_response(status_of(e), message, param=getattr(e, "param", None))
-
-        return endpoint
-
-    def stream(dialect: Callable[[], Dialect]) -> Callable[[WebSocket], Awaitable[None]]:
-        async def endpoint(websocket: WebSocket) -> None:
-            await _serve_websocket(state, websocket, dialect())
-
-        return endpoint
+    def get(path: str, handler: HttpHandler, *, open_: bool = False) -> Route:
+        return Route(path, http_endpoint(state, handler, open_=open_), methods=["GET"])
 
     routes = [
-        WebSocketRoute(p.PATH, stream(Dialect)),
-        WebSocketRoute(GRADIUM_PATH, stream(GradiumDialect)),
-        WebSocketRoute(LIVEKIT_PATH, stream(LiveKitDialect)),
-        Route("/v1/audio/speech", guarded(http.openai_speech), methods=["POST"]),
-        Route("/tts", guarded(http.upstream_tts), methods=["POST"]),
-        Route("/v1/voices", guarded(http.voices), methods=["GET"]),
-        Route("/v1/audio/voices", guarded(http.kokoro_voices), methods=["GET"]),
-        Route("/v1/models", guarded(lambda s, r: openai_api.models(r)), methods=["GET"]),
+        WebSocketRoute(PATH, websocket_endpoint(state, NativeDialect)),
+        WebSocketRoute(gradium.PATH, websocket_endpoint(state, gradium.GradiumDialect)),
+        WebSocketRoute(livekit.PATH, websocket_endpoint(state, livekit.LiveKitDialect)),
+        Route("/v1/audio/speech", http_endpoint(state, openai.openai_speech), methods=["POST"]),
+        Route("/tts", http_endpoint(state, upstream.upstream_tts), methods=["POST"]),
+        get("/v1/voices", probes.voices),
+        get("/v1/audio/voices", probes.kokoro_voices),
+        get("/v1/models", openai.models),
         Route("/", page, methods=["GET"]),
-        Route("/health", guarded(lambda s, r: http.health(s), open_=True), methods=["GET"]),
-        Route("/ready", guarded(lambda s, r: http.ready(s), open_=True), methods=["GET"]),
-        Route("/metrics", guarded(lambda s, r: http.metrics(s)), methods=["GET"]),
+        get("/health", probes.health, open_=True),
+        get("/ready", probes.ready, open_=True),
+        get("/metrics", probes.metrics),
     ]
     middleware = []
     if config.cors_origins:
@@ -105,7 +93,7 @@ def create_app(config: ServerConfig) -> Starlette:
         routes=routes,
         middleware=middleware,
         lifespan=lifespan,
-        exception_handlers=openai_api.EXCEPTION_HANDLERS,
+        exception_handlers=EXCEPTION_HANDLERS,
     )
     app.state.server = state
     return app
@@ -122,49 +110,14 @@ async def _load(state: ServerState) -> None:
         state.loaded.set()
 
 
-async def _serve_websocket(state: ServerState, websocket: WebSocket, dialect: Dialect) -> None:
-    metrics = state.metrics
-    offers: list[str] = list(websocket.scope.get("subprotocols", []))
-    await websocket.accept(subprotocol=p.SUBPROTOCOL if p.SUBPROTOCOL in offers else None)
-    keys = state.keys
-    headers = websocket.headers
-    if not (
-        keys.accepts(headers.get("authorization"))
-        or keys.accepts_subprotocols(offers)
-        or keys.accepts_token(headers.get("x-api-key"))  # Gradium's clients
-    ):
-        await _refuse(state, websocket, p.CloseCode.UNAUTHORIZED, "missing or wrong API key")
-        return
-    if state.tts is None:
-        await state.loaded.wait()
-    if state.tts is None:
-        await _refuse(state, websocket, p.CloseCode.GOING_AWAY, "the model failed to load")
-        return
-    if state.connections >= state.limits.max_connections:
-        await _refuse(
-            state,
-            websocket,
-            p.CloseCode.SERVER_FULL,
-            f"the server holds {state.limits.max_connections} connections; try another replica",
-        )
-        return
-    state.connections += 1
-    metrics.connections.inc()
-    connection = Connection(
-        websocket, state.tts, state.voices, state.limits, metrics, dialect, state.public
-    )
-    state.drain.add(connection)
-    try:
-        await connection.run()
-    finally:
-        state.drain.discard(connection)
-        state.connections -= 1
-        metrics.connections.dec()
+async def _start_wyoming(state: ServerState) -> WyomingServer | None:
+    if state.config.wyoming is None:
+        return None
+    from .wyoming_listener import WyomingServer  # the wyoming package only when asked for
+
+    server = WyomingServer(state, *state.config.wyoming, announce=state.config.zeroconf)
+    await server.start()
+    return server
 
 
-async def _refuse(state: ServerState, websocket: WebSocket, code: int, reason: str) -> None:
-    state.metrics.closes.labels(str(code)).inc()
-    await websocket.close(code, reason)
-
-
-__all__ = ["ServerConfig", "create_app"]
+__all__ = ["create_app"]

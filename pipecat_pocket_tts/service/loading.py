@@ -24,7 +24,7 @@ from loguru import logger
 from pipecat.utils.types import is_given
 
 from ..client import RemoteTTS
-from ..engine import LoadOptions, pack_name
+from ..engine import LoadOptions, pack_name, served_name
 from ..engine.contract import SpeechEngine
 from ..engine.errors import PocketTTSError, ServerUnavailableError, UnknownLanguageError
 from .collector import freeze_heap_once
@@ -276,7 +276,7 @@ class EngineLoader:
             await asyncio.to_thread(remote.connect)
         except PocketTTSError as e:
             return e
-        if remote.language != pack:
+        if remote.language not in (pack, served_name(pack)):  # a config: the name it serves
             return UnknownLanguageError(
                 f"the TTS server at {remote.url} serves pack {remote.language!r}, not {pack!r}: "
                 "set the service's language to it, or start a server with that pack"

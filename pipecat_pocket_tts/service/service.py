@@ -5,6 +5,7 @@ server, ``engine.contract``); turns and streams: ``turns``/``speech_stream``; lo
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
 from collections.abc import AsyncGenerator
 from functools import partial
@@ -33,7 +34,13 @@ from ..engine import LoadOptions, text_variant
 from ..engine.errors import PocketTTSError
 from .arguments import service_load_settings
 from .context_output import ContextOutput
-from .languages import language_to_pack, pack_default_voice, pack_iso_code
+from .languages import (
+    config_speaks,
+    language_to_pack,
+    pack_default_voice,
+    pack_iso_code,
+    stated_language,
+)
 from .loading import EngineLoader, LoadReported, LoadSettings
 from .pipecat_internals import (
     TTSServiceHooks,
@@ -101,6 +108,7 @@ class PocketTTSService(TTSServiceHooks):
         self._loader = EngineLoader(loading, self._output, self.emit_event)  # on_model_loaded
         self._text_language = text_variant(defaults.language)  # "pt-BR", or None: the pack's
         defaults.language = defaults.model = self._loader.pack_for(defaults.language)
+        self._stated_languages = stated_language(language, defaults.language)  # of a config
         kwargs.setdefault("push_stop_frames", True)  # a stop frame even if a context times out
         super().__init__(
             push_start_frame=True,
@@ -132,7 +140,10 @@ class PocketTTSService(TTSServiceHooks):
         return False
 
     def language_to_service_language(self, language: Language) -> str | None:
-        """The pack speaking a Pipecat ``Language`` (regional variants by base code)."""
+        """The pack speaking a Pipecat ``Language`` (regional variants by base code; the
+        upstream config in use when it speaks that language)."""
+        if config_speaks(language, self.pack, self._stated_languages):
+            return self.pack
         return language_to_pack(language)
 
     @property
@@ -320,6 +331,9 @@ class PocketTTSService(TTSServiceHooks):
     async def on_settings_update(self, delta: PocketTTSSettings) -> dict[str, Any]:
         """Utterance settings apply at the next utterance; an invalid value is an ErrorFrame
         and the previous one stays."""
+        if config_speaks(delta.language, self.pack, self._stated_languages):
+            delta = copy.copy(delta)  # the upstream config in use speaks it: no switch
+            delta.language = self.pack
         update = await check_update(delta, self._loader)
         for error, about in update.refused:
             await self._refuse(error, about)
@@ -339,7 +353,7 @@ class PocketTTSService(TTSServiceHooks):
         return changed
 
     def _set_sentence_language(self, pack: str) -> None:  # Pipecat gave its splitters a pack
-        set_sentence_language(self, pack_iso_code(pack))
+        set_sentence_language(self, pack_iso_code(pack, self._stated_languages))
 
     async def _refuse(self, error: Exception, about: str = "", permanent: bool = False) -> None:
         await self._output.refuse(error, about, permanent)

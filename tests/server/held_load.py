@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 
 from pipecat_pocket_tts.__main__ import main
-from pipecat_pocket_tts.server.state import ServerState
+from pipecat_pocket_tts.server.core.state import ServerState
 
 
 def held(load: Callable[[ServerState], None], fifo: str) -> Callable[[ServerState], None]:

@@ -1,28 +1,15 @@
 """About 200 random barge-ins over 4 client services of one real server (issue 32): replies through
-pipelines whose output plays in real time (benchmarks/soak_service.py), every one barged in
+pipelines whose output plays in real time (``benchmarks.soak.service``), every one barged in
 at a random moment. Asserts correctness only: no stale audio, clean pairing, no mute reply."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
-from paths import REPO_ROOT
 from server_process import ServerProcess
 
-SOAK_PATH = REPO_ROOT / "benchmarks" / "soak_service.py"
-
-
-def load_soak():
-    spec = importlib.util.spec_from_file_location("soak_service", SOAK_PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["soak_service"] = module
-    spec.loader.exec_module(module)
-    return module
+from benchmarks.soak import service as soak
 
 
 async def test_200_barge_ins_over_4_client_services(server: ServerProcess) -> None:
-    soak = load_soak()
     outcomes, samples = await soak.soak(
         server.pack_dir,
         services=4,

@@ -1,5 +1,6 @@
-"""Audio encodings of the server (G.711 μ-law against the reference coder, the rates each
-encoding is sent at) and the protocol's message checks, without a server."""
+"""Audio encodings of our dialect (G.711 μ-law against the reference coder, the rates each
+encoding is sent at, through the engine's ``FrameEncoder``) and the protocol's message checks,
+without a server."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import warnings
 import numpy as np
 import pytest
 
-from pipecat_pocket_tts import wire as p
+from pipecat_pocket_tts import wire
+from pipecat_pocket_tts.engine import mulaw
 from pipecat_pocket_tts.engine.errors import InvalidSettingError
-from pipecat_pocket_tts.server.encodings import FrameEncoder, check_format, mulaw
+from pipecat_pocket_tts.server.dialects.native import NativeDialect, check_format
 
 
 def test_mulaw_is_the_g711_reference_coding_of_every_sample() -> None:
@@ -23,7 +25,7 @@ def test_mulaw_is_the_g711_reference_coding_of_every_sample() -> None:
 
 
 def test_mulaw_frames_are_8_khz_and_seamless() -> None:
-    encoder = FrameEncoder("mulaw")
+    encoder = NativeDialect().encoder(wire.Start("c", encoding="mulaw", sample_rate=8000))
     tone = np.sin(2 * np.pi * 440 * np.arange(1920 * 10) / 24000).astype(np.float32) * 0.5
     out = b"".join(encoder.encode(frame) for frame in tone.reshape(10, 1920))
     out += encoder.encode(np.zeros(0, np.float32), last=True)
@@ -44,10 +46,10 @@ def test_formats(encoding: str, rate: int, ok: bool) -> None:
 
 
 def test_messages_round_trip_and_refuse_wrong_fields() -> None:
-    text = p.Text("c", 3, "Hello", complete=True, lexicon={"Dr.": "Doctor"}, seed=5)
-    assert p.decode_client(p.encode(text)) == text
-    header = p.AudioHeader("c", 3, 0, 1, words=[p.WordTime("Hello", 0, 0.0, 0.0, False)])
-    assert p.unpack_audio(p.pack_audio(header, b"\x00\x01")) == (header, b"\x00\x01")
+    text = wire.Text("c", 3, "Hello", complete=True, lexicon={"Dr.": "Doctor"}, seed=5)
+    assert wire.decode_client(wire.encode(text)) == text
+    header = wire.AudioHeader("c", 3, 0, 1, words=[wire.WordTime("Hello", 0, 0.0, 0.0, False)])
+    assert wire.unpack_audio(wire.pack_audio(header, b"\x00\x01")) == (header, b"\x00\x01")
     for raw, code in [
         ('{"type": "text", "context": "c", "utterance": "3", "text": "x"}', 4002),
         ('{"type": "mark", "context": "c", "id": 1, "extra": 2}', 4002),
@@ -55,6 +57,6 @@ def test_messages_round_trip_and_refuse_wrong_fields() -> None:
         ('{"type": "start", "context": "c", "lexicon": {"a": 1}}', 4002),
         ('{"type": "shout"}', 4003),
     ]:
-        with pytest.raises(p.ProtocolError) as refused:
-            p.decode_client(raw)
+        with pytest.raises(wire.ProtocolError) as refused:
+            wire.decode_client(raw)
         assert refused.value.code == code, raw

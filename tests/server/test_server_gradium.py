@@ -36,7 +36,7 @@ from server_process import ServerProcess
 from test_remote_service import Recorder
 from websockets.asyncio.client import connect
 
-from pipecat_pocket_tts.server.gradium import PATH
+from pipecat_pocket_tts.server.dialects.gradium import PATH
 
 START_TIMEOUT_S = 60.0
 MAX_MESSAGES = 20_000  # messages a wait reads before it fails (a count, not a time budget)

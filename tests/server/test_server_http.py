@@ -18,8 +18,9 @@ from polling import poll_until
 from server_process import ServerProcess
 from websockets.asyncio.client import connect
 
-from pipecat_pocket_tts import wire as p
+from pipecat_pocket_tts import wire
 from pipecat_pocket_tts.engine.audio.wav import write_wav
+from pipecat_pocket_tts.wire import handshake
 
 
 def wav_fields(data: bytes) -> tuple[int, int, int]:
@@ -120,18 +121,18 @@ def test_voices_health_ready_metrics(server: ServerProcess) -> None:
 async def test_ready_says_503_while_admission_is_full(engine_endless_pack_dir: Path) -> None:
     full = ServerProcess(engine_endless_pack_dir, "--max-streams", "1").start()
     try:
-        async with await connect(full.ws_url + p.PATH, proxy=None) as ws:
+        async with await connect(full.ws_url + handshake.PATH, proxy=None) as ws:
             await ws.recv()  # ready
             for name in ("first", "second"):
-                await ws.send(p.encode(p.Start(name)))
-                await ws.send(p.encode(p.Text(name, 0, "On and on. " * 50, complete=True)))
+                await ws.send(wire.encode(wire.Start(name)))
+                await ws.send(wire.encode(wire.Text(name, 0, "On and on. " * 50, complete=True)))
             await poll_until(  # the second session waits for the slot
                 lambda: full.get("/ready")[0] == 503, what="/ready to say 503"
             )
             status, body = full.get("/ready")
             assert status == 503 and b"wait for a slot" in body
-            await ws.send(p.encode(p.Cancel("first")))
-            await ws.send(p.encode(p.Cancel("second")))
+            await ws.send(wire.encode(wire.Cancel("first")))
+            await ws.send(wire.encode(wire.Cancel("second")))
             cancelled = 0
             for _ in range(20_000):  # messages read before the test fails (a count)
                 message = await asyncio.wait_for(ws.recv(), 60)  # a failure bound only

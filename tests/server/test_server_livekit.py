@@ -15,7 +15,7 @@ from livekit.plugins import pocket
 from polling import poll_until
 from server_process import ServerProcess
 
-from pipecat_pocket_tts.server.livekit import PATH
+from pipecat_pocket_tts.server.dialects.livekit import PATH
 
 TIMEOUT_S = 60.0  # a failure bound only: the plugin waits on the server's frames
 NO_RETRY = APIConnectOptions(max_retry=0, timeout=TIMEOUT_S)

@@ -21,9 +21,10 @@ from server_process import ServerProcess
 from test_server_protocol import audio_frames, open_client, until
 from websockets.asyncio.client import connect
 
-from pipecat_pocket_tts import wire as p
-from pipecat_pocket_tts.server.gradium import PATH as GRADIUM_PATH
-from pipecat_pocket_tts.server.livekit import PATH as LIVEKIT_PATH
+from pipecat_pocket_tts import wire
+from pipecat_pocket_tts.server.dialects.gradium import PATH as GRADIUM_PATH
+from pipecat_pocket_tts.server.dialects.livekit import PATH as LIVEKIT_PATH
+from pipecat_pocket_tts.wire import handshake
 
 EXIT_TIMEOUT_S = 120.0  # failure bounds only: the tests wait for the event itself
 SOCKET_TIMEOUT_S = 60.0
@@ -75,24 +76,24 @@ async def test_sigterm_lets_a_websocket_reply_finish_then_exits_0(
     server = ServerProcess(engine_endless_pack_dir, "--drain-timeout", "600").start()
     try:
         async with await open_client(server.ws_url) as ws:
-            await ws.send(p.encode(p.Start("c")))
-            await ws.send(p.encode(p.Text("c", 0, "A long reply. " * 50, complete=True)))
+            await ws.send(wire.encode(wire.Start("c")))
+            await ws.send(wire.encode(wire.Text("c", 0, "A long reply. " * 50, complete=True)))
             await audio_frames(ws, "c", 2)
             server.process.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
             await poll_until(lambda: server.get("/ready")[0] == 503, what="/ready says 503")
             assert json.loads(server.get("/ready")[1])["reason"] == "draining"
             with pytest.raises(websockets.InvalidStatus) as refused:
-                await connect(server.ws_url + p.PATH, proxy=None)
+                await connect(server.ws_url + handshake.PATH, proxy=None)
             assert refused.value.response.status_code == 503
             status, _ = await asyncio.to_thread(server.get, "/v1/voices")
             assert status == 503
             await audio_frames(ws, "c", 5)  # still speaking while the server drains
-            await ws.send(p.encode(p.Cancel("c")))
-            await until(ws, p.Cancelled, "c")
+            await ws.send(wire.encode(wire.Cancel("c")))
+            await until(ws, wire.Cancelled, "c")
             with pytest.raises(websockets.ConnectionClosed) as closed:
                 await asyncio.wait_for(ws.recv(), SOCKET_TIMEOUT_S)
             assert closed.value.rcvd is not None
-            assert closed.value.rcvd.code == p.CloseCode.GOING_AWAY
+            assert closed.value.rcvd.code == wire.CloseCode.GOING_AWAY
         assert await asyncio.to_thread(wait_exit, server) == 0
     finally:
         server.kill()
@@ -155,7 +156,7 @@ def poll_until_sync(predicate, what: str = "a condition") -> None:
 # -- timeouts ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", [p.PATH, GRADIUM_PATH, LIVEKIT_PATH])
+@pytest.mark.parametrize("path", [handshake.PATH, GRADIUM_PATH, LIVEKIT_PATH])
 async def test_idle_websockets_are_closed_and_free_their_slots(
     engine_pack_dir: Path, path: str
 ) -> None:
@@ -169,14 +170,14 @@ async def test_idle_websockets_are_closed_and_free_their_slots(
                 while True:  # the native route says ready first
                     await asyncio.wait_for(websocket.recv(), SOCKET_TIMEOUT_S)
             assert closed.value.rcvd is not None
-            assert closed.value.rcvd.code == p.CloseCode.NORMAL  # clients reconnect quietly
+            assert closed.value.rcvd.code == wire.CloseCode.NORMAL  # clients reconnect quietly
             assert "idle" in closed.value.rcvd.reason
         await poll_until(lambda: server.metric("pocket_tts_connections") == 0, what="slots free")
         async with await open_client(server.ws_url) as ws:  # a slot is free again
-            await ws.send(p.encode(p.Start("c")))
-            await ws.send(p.encode(p.Text("c", 0, "Served.", complete=True)))
-            await ws.send(p.encode(p.End("c")))
-            await until(ws, p.Done, "c")
+            await ws.send(wire.encode(wire.Start("c")))
+            await ws.send(wire.encode(wire.Text("c", 0, "Served.", complete=True)))
+            await ws.send(wire.encode(wire.End("c")))
+            await until(ws, wire.Done, "c")
     finally:
         server.stop()
 
@@ -233,25 +234,25 @@ async def test_bad_context_ids_get_a_coded_error_and_the_connection_goes_on(
         ]
         for message in bad:
             await ws.send(message)
-            error = p.decode_server(await asyncio.wait_for(ws.recv(), SOCKET_TIMEOUT_S))
-            assert isinstance(error, p.Error), error
-            assert error.context is None and error.code == p.ErrorCode.BAD_REQUEST
+            error = wire.decode_server(await asyncio.wait_for(ws.recv(), SOCKET_TIMEOUT_S))
+            assert isinstance(error, wire.Error), error
+            assert error.context is None and error.code == wire.ErrorCode.BAD_REQUEST
             assert len(error.message) < 200
-        await ws.send(p.encode(p.Start("ok")))
-        await until(ws, p.Started, "ok")
+        await ws.send(wire.encode(wire.Start("ok")))
+        await until(ws, wire.Started, "ok")
         await ws.send('{"type": "text", "context": "ok", "utterance": 0, "text": "a\\ud800"}')
-        error = p.decode_server(await asyncio.wait_for(ws.recv(), SOCKET_TIMEOUT_S))
-        assert isinstance(error, p.Error) and "lone surrogate" in error.message
-        await ws.send(p.encode(p.Text("ok", 1, "Still here.", complete=True)))
-        await ws.send(p.encode(p.End("ok")))
-        await until(ws, p.Done, "ok")
+        error = wire.decode_server(await asyncio.wait_for(ws.recv(), SOCKET_TIMEOUT_S))
+        assert isinstance(error, wire.Error) and "lone surrogate" in error.message
+        await ws.send(wire.encode(wire.Text("ok", 1, "Still here.", complete=True)))
+        await ws.send(wire.encode(wire.End("ok")))
+        await until(ws, wire.Done, "ok")
     async with connect(server.ws_url + GRADIUM_PATH, proxy=None) as ws:
         await ws.send('{"type": "setup", "client_req_id": "\\ud800", "voice_id": "alba"}')
         answer = json.loads(await asyncio.wait_for(ws.recv(), SOCKET_TIMEOUT_S))
         assert answer["type"] == "error" and answer["code"] == 1008
 
 
-@pytest.mark.parametrize("path", [p.PATH, GRADIUM_PATH, LIVEKIT_PATH])
+@pytest.mark.parametrize("path", [handshake.PATH, GRADIUM_PATH, LIVEKIT_PATH])
 async def test_deeply_nested_json_is_a_coded_close(server: ServerProcess, path: str) -> None:
     async with connect(server.ws_url + path, proxy=None) as ws:
         await ws.send("[" * 100_000)
@@ -259,7 +260,7 @@ async def test_deeply_nested_json_is_a_coded_close(server: ServerProcess, path: 
             while True:
                 await asyncio.wait_for(ws.recv(), SOCKET_TIMEOUT_S)
     assert closed.value.rcvd is not None
-    assert closed.value.rcvd.code == p.CloseCode.MALFORMED
+    assert closed.value.rcvd.code == wire.CloseCode.MALFORMED
     assert "nested too deep" in closed.value.rcvd.reason
 
 

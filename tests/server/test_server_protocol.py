@@ -21,24 +21,25 @@ from server_process import ServerProcess, free_port
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.typing import Subprotocol
 
-from pipecat_pocket_tts import wire as p
+from pipecat_pocket_tts import wire
 from pipecat_pocket_tts.client import RemoteTTS
+from pipecat_pocket_tts.wire import handshake
 
-Received = tuple[p.AudioHeader, bytes] | p.ServerMessage
+Received = tuple[wire.AudioHeader, bytes] | wire.ServerMessage
 RECEIVE_TIMEOUT_S = 60.0  # a failure bound only: the tests wait on the server's messages
 MAX_MESSAGES = 20_000  # messages a wait reads before it fails (a count, not a time budget)
 
 
 async def open_client(url: str, **kwargs: Any) -> ClientConnection:
-    websocket = await connect(url + p.PATH, proxy=None, compression=None, **kwargs)
-    ready = p.decode_server(await websocket.recv())
-    assert isinstance(ready, p.Ready)
+    websocket = await connect(url + handshake.PATH, proxy=None, compression=None, **kwargs)
+    ready = wire.decode_server(await websocket.recv())
+    assert isinstance(ready, wire.Ready)
     return websocket
 
 
 async def receive(websocket: ClientConnection) -> Received:
     data = await asyncio.wait_for(websocket.recv(), RECEIVE_TIMEOUT_S)
-    return p.unpack_audio(data) if isinstance(data, bytes) else p.decode_server(data)
+    return wire.unpack_audio(data) if isinstance(data, bytes) else wire.decode_server(data)
 
 
 async def until(websocket: ClientConnection, kind: type, context: str) -> list[Received]:
@@ -49,7 +50,7 @@ async def until(websocket: ClientConnection, kind: type, context: str) -> list[R
         items.append(item)
         if isinstance(item, kind) and item.context == context:
             return items
-        if isinstance(item, p.Error):
+        if isinstance(item, wire.Error):
             raise AssertionError(f"error: {item}")
     raise AssertionError(f"no {kind.type!r} for {context!r} in {MAX_MESSAGES} messages")
 
@@ -64,22 +65,22 @@ async def audio_frames(websocket: ClientConnection, context: str, count: int) ->
     raise AssertionError(f"fewer than {count} more audio frames of {context!r}")
 
 
-def audio_of(items: list[Received], context: str) -> list[p.AudioHeader]:
+def audio_of(items: list[Received], context: str) -> list[wire.AudioHeader]:
     return [i[0] for i in items if isinstance(i, tuple) and i[0].context == context]
 
 
 async def test_round_trip_words_and_markers(server: ServerProcess) -> None:
     async with await open_client(server.ws_url) as ws:
-        await ws.send(p.encode(p.Start("c", timestamps=True, encoding="pcm_s16le")))
-        await ws.send(p.encode(p.Text("c", 0, "Hello there, how are you?", complete=True)))
-        await ws.send(p.encode(p.Mark("c", 1)))
-        await ws.send(p.encode(p.Text("c", 1, "Fine ", complete=False)))
-        await ws.send(p.encode(p.Text("c", 2, "thanks.", complete=False)))
-        await ws.send(p.encode(p.Flush("c", 3)))
-        await ws.send(p.encode(p.Mark("c", 2)))
-        await ws.send(p.encode(p.End("c")))
-        items = await until(ws, p.Done, "c")
-    assert isinstance(items[0], p.Started)
+        await ws.send(wire.encode(wire.Start("c", timestamps=True, encoding="pcm_s16le")))
+        await ws.send(wire.encode(wire.Text("c", 0, "Hello there, how are you?", complete=True)))
+        await ws.send(wire.encode(wire.Mark("c", 1)))
+        await ws.send(wire.encode(wire.Text("c", 1, "Fine ", complete=False)))
+        await ws.send(wire.encode(wire.Text("c", 2, "thanks.", complete=False)))
+        await ws.send(wire.encode(wire.Flush("c", 3)))
+        await ws.send(wire.encode(wire.Mark("c", 2)))
+        await ws.send(wire.encode(wire.End("c")))
+        items = await until(ws, wire.Done, "c")
+    assert isinstance(items[0], wire.Started)
     frames = audio_of(items, "c")
     assert all(len(i[1]) == 1920 * 2 for i in items if isinstance(i, tuple))  # 80 ms of s16
     words = [w.text for h in frames for w in h.words]
@@ -89,31 +90,31 @@ async def test_round_trip_words_and_markers(server: ServerProcess) -> None:
     assert all(w.end is not None and w.end >= w.start for h in frames for w in h.completed_words)
     # Order: marker 1 after every frame of utterance 0, before any of the fed text's.
     order = [
-        ("m", i.id) if isinstance(i, p.MarkerReached) else ("a", i[0].utterance)
+        ("m", i.id) if isinstance(i, wire.MarkerReached) else ("a", i[0].utterance)
         for i in items
-        if isinstance(i, p.MarkerReached | tuple)
+        if isinstance(i, wire.MarkerReached | tuple)
     ]
     first_marker = order.index(("m", 1))
     assert {u for kind, u in order[:first_marker]} == {0}
     assert all(kind == "a" and u in (1, 2, 3) for kind, u in order[first_marker + 1 : -1])
     assert order[-1] == ("m", 2)
-    ends = [i.utterance for i in items if isinstance(i, p.UtteranceEnd)]
+    ends = [i.utterance for i in items if isinstance(i, wire.UtteranceEnd)]
     assert ends == [0, 1, 2, 3]
 
 
 async def test_cancel_nothing_after_the_acknowledgement(endless_server: ServerProcess) -> None:
     async with await open_client(endless_server.ws_url) as ws:
-        await ws.send(p.encode(p.Start("long")))
-        await ws.send(p.encode(p.Start("other")))
-        await ws.send(p.encode(p.Text("long", 0, "Hello there. " * 40, complete=True)))
+        await ws.send(wire.encode(wire.Start("long")))
+        await ws.send(wire.encode(wire.Start("other")))
+        await ws.send(wire.encode(wire.Text("long", 0, "Hello there. " * 40, complete=True)))
         await audio_frames(ws, "long", 3)
-        await ws.send(p.encode(p.Cancel("long")))
-        await until(ws, p.Cancelled, "long")
+        await ws.send(wire.encode(wire.Cancel("long")))
+        await until(ws, wire.Cancelled, "long")
         assert endless_server.metric("pocket_tts_streams") == 1  # "other" only
         # The connection goes on: the other context speaks, and nothing of "long" comes.
-        await ws.send(p.encode(p.Text("other", 0, "Hi.", complete=True)))
-        await ws.send(p.encode(p.End("other")))
-        items = await until(ws, p.Done, "other")
+        await ws.send(wire.encode(wire.Text("other", 0, "Hi.", complete=True)))
+        await ws.send(wire.encode(wire.End("other")))
+        items = await until(ws, wire.Done, "other")
     assert audio_of(items, "other")
     assert not [i for i in items if getattr(i, "context", None) == "long"]
     assert not audio_of(items, "long")
@@ -123,10 +124,10 @@ async def test_many_contexts_on_one_connection(server: ServerProcess) -> None:
     texts = {"a": "One two three.", "b": "Four five six seven.", "c": "Eight."}
     async with await open_client(server.ws_url) as ws:
         for name in texts:
-            await ws.send(p.encode(p.Start(name, timestamps=True, encoding="float32")))
+            await ws.send(wire.encode(wire.Start(name, timestamps=True, encoding="float32")))
         for name, text in texts.items():
-            await ws.send(p.encode(p.Text(name, 0, text, complete=True)))
-            await ws.send(p.encode(p.End(name)))
+            await ws.send(wire.encode(wire.Text(name, 0, text, complete=True)))
+            await ws.send(wire.encode(wire.End(name)))
         done: set[str] = set()
         items: list[Received] = []
         for _ in range(MAX_MESSAGES):
@@ -134,7 +135,7 @@ async def test_many_contexts_on_one_connection(server: ServerProcess) -> None:
                 break
             item = await receive(ws)
             items.append(item)
-            if isinstance(item, p.Done):
+            if isinstance(item, wire.Done):
                 done.add(item.context)
     assert done == set(texts)
     for name, text in texts.items():
@@ -162,16 +163,18 @@ async def test_cancel_stops_compute_within_a_tick(engine_endless_pack_dir: Any) 
         async with await open_client(server.ws_url) as ws:
             for i in range(rounds):
                 name = f"long{i}"
-                await ws.send(p.encode(p.Start(name)))
-                await ws.send(p.encode(p.Text(name, 0, "On and on we go. " * 300, complete=True)))
+                await ws.send(wire.encode(wire.Start(name)))
+                await ws.send(
+                    wire.encode(wire.Text(name, 0, "On and on we go. " * 300, complete=True))
+                )
                 await audio_frames(ws, name, 1 + 3 * i)  # cancels at different moments
-                await ws.send(p.encode(p.Cancel(name)))
-                await until(ws, p.Cancelled, name)
+                await ws.send(wire.encode(wire.Cancel(name)))
+                await until(ws, wire.Cancelled, name)
             # Nothing of a cancelled context after its acknowledgement, while another speaks.
-            await ws.send(p.encode(p.Start("after")))
-            await ws.send(p.encode(p.Text("after", 0, "And now.", complete=True)))
-            await ws.send(p.encode(p.End("after")))
-            items = await until(ws, p.Done, "after")
+            await ws.send(wire.encode(wire.Start("after")))
+            await ws.send(wire.encode(wire.Text("after", 0, "And now.", complete=True)))
+            await ws.send(wire.encode(wire.End("after")))
+            items = await until(ws, wire.Done, "after")
         assert not [i for i in items if getattr(i, "context", "after") != "after"]
         assert not [i for i in items if isinstance(i, tuple) and i[0].context != "after"]
         assert server.metric(f"{CANCEL_TICKS}_count") == rounds
@@ -184,11 +187,11 @@ async def test_cancel_stops_compute_within_a_tick(engine_endless_pack_dir: Any) 
 @pytest.mark.parametrize(
     ("message", "code", "reason"),
     [
-        ("{not json", p.CloseCode.MALFORMED, "not a JSON message"),
-        ('{"type": "sing", "context": "x"}', p.CloseCode.UNKNOWN_TYPE, "unknown message type"),
-        ('{"type": "text", "context": "x"}', p.CloseCode.MALFORMED, "needs the field"),
-        ('{"type": "end", "context": "never-started"}', p.CloseCode.MALFORMED, "send 'start'"),
-        ("x" * 300_000, p.CloseCode.TOO_BIG, ""),
+        ("{not json", wire.CloseCode.MALFORMED, "not a JSON message"),
+        ('{"type": "sing", "context": "x"}', wire.CloseCode.UNKNOWN_TYPE, "unknown message type"),
+        ('{"type": "text", "context": "x"}', wire.CloseCode.MALFORMED, "needs the field"),
+        ('{"type": "end", "context": "never-started"}', wire.CloseCode.MALFORMED, "send 'start'"),
+        ("x" * 300_000, wire.CloseCode.TOO_BIG, ""),
     ],
     ids=["malformed", "unknown", "missing-field", "no-context", "oversized"],
 )
@@ -196,17 +199,17 @@ async def test_broken_messages_close_only_their_connection(
     server: ServerProcess, message: str, code: int, reason: str
 ) -> None:
     async with await open_client(server.ws_url) as good, await open_client(server.ws_url) as bad:
-        await good.send(p.encode(p.Start("g")))
-        await until(good, p.Started, "g")
+        await good.send(wire.encode(wire.Start("g")))
+        await until(good, wire.Started, "g")
         await bad.send(message)
         with pytest.raises(websockets.ConnectionClosed) as closed:
             await bad.recv()
         assert closed.value.rcvd is not None
         assert closed.value.rcvd.code == code
         assert reason in closed.value.rcvd.reason
-        await good.send(p.encode(p.Text("g", 0, "Still here.", complete=True)))
-        await good.send(p.encode(p.End("g")))
-        assert audio_of(await until(good, p.Done, "g"), "g")
+        await good.send(wire.encode(wire.Text("g", 0, "Still here.", complete=True)))
+        await good.send(wire.encode(wire.End("g")))
+        assert audio_of(await until(good, wire.Done, "g"), "g")
 
 
 async def test_a_client_that_stops_reading_is_bounded(endless_server: ServerProcess) -> None:
@@ -217,15 +220,15 @@ async def test_a_client_that_stops_reading_is_bounded(endless_server: ServerProc
     before = endless_server.metric(errors)
     # max_queue=1 and a small read buffer: this client stops taking data off the socket.
     async with await open_client(endless_server.ws_url, max_queue=1) as stalled:
-        await stalled.send(p.encode(p.Start("s", encoding="float32")))
-        await stalled.send(p.encode(p.Text("s", 0, "Words to say for a long time. " * 300)))
-        await stalled.send(p.encode(p.Flush("s", 1)))
+        await stalled.send(wire.encode(wire.Start("s", encoding="float32")))
+        await stalled.send(wire.encode(wire.Text("s", 0, "Words to say for a long time. " * 300)))
+        await stalled.send(wire.encode(wire.Flush("s", 1)))
         async with await open_client(endless_server.ws_url) as other:
-            await other.send(p.encode(p.Start("o")))
-            await other.send(p.encode(p.Text("o", 0, "Meanwhile.", complete=True)))
+            await other.send(wire.encode(wire.Start("o")))
+            await other.send(wire.encode(wire.Text("o", 0, "Meanwhile.", complete=True)))
             await audio_frames(other, "o", 1)  # served while the stalled one is not reading
-            await other.send(p.encode(p.Cancel("o")))
-            await until(other, p.Cancelled, "o")
+            await other.send(wire.encode(wire.Cancel("o")))
+            await until(other, wire.Cancelled, "o")
         await poll_until(  # the server's own count
             lambda: endless_server.metric(errors) > before, what="a slow_reader error"
         )
@@ -253,12 +256,14 @@ async def test_wrong_key_gets_401_and_a_coded_close(engine_pack_dir: Any) -> Non
         assert keyed.get("/v1/voices", {"Authorization": "Bearer s3cret"})[0] == 200
         assert keyed.get("/health")[0] == 200  # probes stay open
         websocket = await connect(
-            keyed.ws_url + p.PATH, proxy=None, additional_headers={"Authorization": "Bearer no"}
+            keyed.ws_url + handshake.PATH,
+            proxy=None,
+            additional_headers={"Authorization": "Bearer no"},
         )
         with pytest.raises(websockets.ConnectionClosed) as closed:
             await websocket.recv()
         assert closed.value.rcvd is not None
-        assert closed.value.rcvd.code == p.CloseCode.UNAUTHORIZED
+        assert closed.value.rcvd.code == wire.CloseCode.UNAUTHORIZED
         good = await open_client(
             keyed.ws_url, additional_headers={"Authorization": "Bearer s3cret"}
         )
@@ -278,32 +283,39 @@ async def test_a_browser_key_rides_on_the_subprotocol(
     key = "br0wser-Key_1"
     keyed = ServerProcess(engine_pack_dir, "--api-key", key, "--log-level", "debug").start()
     try:
-        offer = [Subprotocol(p.SUBPROTOCOL), Subprotocol(p.KEY_SUBPROTOCOL_PREFIX + key)]
+        offer = [
+            Subprotocol(handshake.SUBPROTOCOL),
+            Subprotocol(handshake.KEY_SUBPROTOCOL_PREFIX + key),
+        ]
         async with await open_client(keyed.ws_url, subprotocols=offer) as good:
-            assert good.subprotocol == p.SUBPROTOCOL
-            await good.send(p.encode(p.Start("b")))
-            await good.send(p.encode(p.Text("b", 0, "From a browser.", complete=True)))
-            await good.send(p.encode(p.End("b")))
-            assert audio_of(await until(good, p.Done, "b"), "b")
+            assert good.subprotocol == handshake.SUBPROTOCOL
+            await good.send(wire.encode(wire.Start("b")))
+            await good.send(wire.encode(wire.Text("b", 0, "From a browser.", complete=True)))
+            await good.send(wire.encode(wire.End("b")))
+            assert audio_of(await until(good, wire.Done, "b"), "b")
         for offers in (
-            [p.SUBPROTOCOL, p.KEY_SUBPROTOCOL_PREFIX + "wrong"],
-            [p.SUBPROTOCOL, key],  # the key without its prefix is no key
-            [p.SUBPROTOCOL],
+            [handshake.SUBPROTOCOL, handshake.KEY_SUBPROTOCOL_PREFIX + "wrong"],
+            [handshake.SUBPROTOCOL, key],  # the key without its prefix is no key
+            [handshake.SUBPROTOCOL],
         ):
             websocket = await connect(
-                keyed.ws_url + p.PATH, proxy=None, subprotocols=[Subprotocol(o) for o in offers]
+                keyed.ws_url + handshake.PATH,
+                proxy=None,
+                subprotocols=[Subprotocol(o) for o in offers],
             )
             with pytest.raises(websockets.ConnectionClosed) as closed:
                 await websocket.recv()
             assert closed.value.rcvd is not None, offers
-            assert closed.value.rcvd.code == p.CloseCode.UNAUTHORIZED, offers
+            assert closed.value.rcvd.code == wire.CloseCode.UNAUTHORIZED, offers
         # The header still works, with or without the subprotocol offered.
         header = {"Authorization": f"Bearer {key}"}
         await (await open_client(keyed.ws_url, additional_headers=header)).close()
         plain = await open_client(
-            keyed.ws_url, additional_headers=header, subprotocols=[Subprotocol(p.SUBPROTOCOL)]
+            keyed.ws_url,
+            additional_headers=header,
+            subprotocols=[Subprotocol(handshake.SUBPROTOCOL)],
         )
-        assert plain.subprotocol == p.SUBPROTOCOL
+        assert plain.subprotocol == handshake.SUBPROTOCOL
         await plain.close()
         # The client's side of the handshake keeps it out of its debug log too.
         with caplog.at_level(logging.DEBUG):

@@ -16,8 +16,7 @@ from pipecat.tests.utils import run_test
 from server_process import ServerProcess
 from test_server_protocol import audio_of, open_client, until
 
-from pipecat_pocket_tts import PocketTTSService
-from pipecat_pocket_tts import wire as p
+from pipecat_pocket_tts import PocketTTSService, wire
 from pipecat_pocket_tts.client.tts import RemoteTTS
 
 TEXT = "One two three four five six."
@@ -52,13 +51,13 @@ async def test_openai_speed_out_of_range_is_a_400_naming_the_range(server: Serve
             assert "speed must be" in response.json()["error"]["message"]
 
 
-async def run_context(server: ServerProcess, start: p.Start, *messages) -> list:
+async def run_context(server: ServerProcess, start: wire.Start, *messages) -> list:
     async with await open_client(server.ws_url) as ws:
-        await ws.send(p.encode(start))
+        await ws.send(wire.encode(start))
         for message in messages:
-            await ws.send(p.encode(message))
-        await ws.send(p.encode(p.End(start.context)))
-        return await until(ws, p.Done, start.context)
+            await ws.send(wire.encode(message))
+        await ws.send(wire.encode(wire.End(start.context)))
+        return await until(ws, wire.Done, start.context)
 
 
 def samples_of(items: list, utterance: int | None = None) -> np.ndarray:
@@ -73,14 +72,14 @@ def samples_of(items: list, utterance: int | None = None) -> np.ndarray:
 
 
 async def test_websocket_speed_on_start_text_and_flush(endless_server: ServerProcess) -> None:
-    start = p.Start("c", seed=5, timestamps=True, speed=2.0)
+    start = wire.Start("c", seed=5, timestamps=True, speed=2.0)
     items = await run_context(
         endless_server,
         start,
-        p.Text("c", 0, TEXT, complete=True),  # the context's speed: 2.0
-        p.Text("c", 1, TEXT, complete=True, speed=1.0),  # overridden
-        p.Text("c", 2, TEXT, complete=False),
-        p.Flush("c", 3, speed=0.5),  # the fed text's utterance is queued by the flush
+        wire.Text("c", 0, TEXT, complete=True),  # the context's speed: 2.0
+        wire.Text("c", 1, TEXT, complete=True, speed=1.0),  # overridden
+        wire.Text("c", 2, TEXT, complete=False),
+        wire.Flush("c", 3, speed=0.5),  # the fed text's utterance is queued by the flush
     )
     fast, plain, slow = (samples_of(items, u).shape[0] for u in (0, 1, 3))
     assert fast / plain == pytest.approx(0.5, rel=0.10)
@@ -94,7 +93,7 @@ async def test_websocket_speed_on_start_text_and_flush(endless_server: ServerPro
         clock += header_seconds(items, header)
 
 
-def header_seconds(items: list, header: p.AudioHeader) -> float:
+def header_seconds(items: list, header: wire.AudioHeader) -> float:
     data = next(d for item in items if isinstance(item, tuple) for h, d in [item] if h is header)
     return len(data) / 2 / 24000
 
@@ -102,25 +101,25 @@ def header_seconds(items: list, header: p.AudioHeader) -> float:
 async def test_websocket_break_is_silence_and_a_bad_one_an_error(server: ServerProcess) -> None:
     items = await run_context(
         server,
-        p.Start("b", seed=5, timestamps=True),
-        p.Text("b", 0, 'Hello there. <break time="800ms"/> And now more.', complete=True),
+        wire.Start("b", seed=5, timestamps=True),
+        wire.Text("b", 0, 'Hello there. <break time="800ms"/> And now more.', complete=True),
     )
     assert silent_run(samples_of(items)) >= round(0.7 * 24000)
     words = [w.text for h in audio_of(items, "b") for w in h.words]
     assert words == ["Hello", "there.", "And", "now", "more."]
     async with await open_client(server.ws_url) as ws:
-        await ws.send(p.encode(p.Start("x")))
-        await ws.send(p.encode(p.Text("x", 0, 'Hi <break time="20s"/> you.', complete=True)))
-        while not isinstance(error := p.decode_server(await ws.recv()), p.Error):
+        await ws.send(wire.encode(wire.Start("x")))
+        await ws.send(wire.encode(wire.Text("x", 0, 'Hi <break time="20s"/> you.', complete=True)))
+        while not isinstance(error := wire.decode_server(await ws.recv()), wire.Error):
             pass
-    assert error.code == p.ErrorCode.BAD_REQUEST and "at most 10 s" in error.message
+    assert error.code == wire.ErrorCode.BAD_REQUEST and "at most 10 s" in error.message
 
 
 async def test_a_bad_speed_on_start_is_refused(server: ServerProcess) -> None:
     async with await open_client(server.ws_url) as ws:
-        await ws.send(p.encode(p.Start("s", speed=9.0)))
-        error = p.decode_server(await ws.recv())
-    assert isinstance(error, p.Error) and "speed must be" in error.message
+        await ws.send(wire.encode(wire.Start("s", speed=9.0)))
+        error = wire.decode_server(await ws.recv())
+    assert isinstance(error, wire.Error) and "speed must be" in error.message
 
 
 async def test_the_remote_client_sends_speed(endless_server: ServerProcess) -> None:

@@ -19,7 +19,8 @@ from openai import OpenAI
 from server_process import ServerProcess
 from websockets.sync.client import connect
 
-from pipecat_pocket_tts import wire as p
+from pipecat_pocket_tts import wire
+from pipecat_pocket_tts.wire import handshake
 
 
 def recording(audio_format: str, seconds: float = 2.0) -> bytes:
@@ -129,12 +130,12 @@ def test_a_broken_voice_file_is_refused_without_its_path(
             assert refused.status_code == 400  # VoiceFileError, a ValueError
             message = refused.json()["error"]["message"]
             assert "broken.safetensors" in message and str(tmp_path) not in message
-        with connect(server.ws_url + p.PATH) as websocket:  # our protocol's errors too
-            assert p.decode_server(websocket.recv()).type == "ready"
-            websocket.send(p.encode(p.CheckVoice(1, "broken")))
-            checked = p.decode_server(websocket.recv())
-            websocket.send(p.encode(p.Start("c", voice="broken")))
-            error = p.decode_server(websocket.recv())
+        with connect(server.ws_url + handshake.PATH) as websocket:  # our protocol's errors too
+            assert wire.decode_server(websocket.recv()).type == "ready"
+            websocket.send(wire.encode(wire.CheckVoice(1, "broken")))
+            checked = wire.decode_server(websocket.recv())
+            websocket.send(wire.encode(wire.Start("c", voice="broken")))
+            error = wire.decode_server(websocket.recv())
         for message in (checked.message, error.message):
             assert "broken.safetensors" in message and str(tmp_path) not in message
     finally:

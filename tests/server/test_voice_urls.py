@@ -15,8 +15,8 @@ from server_process import ServerProcess
 
 from pipecat_pocket_tts.engine.audio.wav import write_wav
 from pipecat_pocket_tts.engine.errors import ServerConfigError
-from pipecat_pocket_tts.server.errors import RequestError
-from pipecat_pocket_tts.server.voice_urls import VoiceUrls, resolve_voice_url_hosts
+from pipecat_pocket_tts.server.core.errors import RequestError
+from pipecat_pocket_tts.server.core.voice_urls import VoiceUrls, resolve_voice_url_hosts
 
 HF_URL = "hf://kyutai/tts-voices/alba-mackenna/casual.wav"
 

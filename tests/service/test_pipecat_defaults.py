@@ -32,7 +32,7 @@ from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 @pytest.fixture(scope="module")
 def full_size_pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A full-size random ``english`` pack (the registry config: ~420 MB of weights), as
-    benchmarks/full_size_pack.py builds it."""
+    ``benchmarks.common.build_files`` builds it."""
     return build_pack(tmp_path_factory.mktemp("full") / "english", "english", voices=("alba",))
 
 

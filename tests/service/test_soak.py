@@ -1,35 +1,23 @@
-"""A CI-sized soak (benchmarks/soak_service.py): replies with random barge-ins through real
+"""A CI-sized soak (``benchmarks.soak.service``): replies with random barge-ins through real
 pipelines whose output transport plays in real time, two services on one model (SENTENCE
 and TOKEN aggregation). Asserts the correctness figures only, never the timing ones."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
-import pytest
-from paths import REPO_ROOT
-
-SOAK_PATH = REPO_ROOT / "benchmarks" / "soak_service.py"
-
-
-@pytest.fixture(scope="module")
-def soak_module():
-    spec = importlib.util.spec_from_file_location("soak_service", SOAK_PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["soak_service"] = module
-    spec.loader.exec_module(module)
-    return module
+from benchmarks.soak import service as soak_service
+from benchmarks.soak.long_session import long_session
+from benchmarks.soak.replies import build_tiny_pack
 
 
-async def test_soak_with_barge_ins_leaves_nothing_wrong(soak_module, tmp_path: Path) -> None:
-    pack = soak_module.build_tiny_pack(tmp_path)
-    outcomes, samples = await soak_module.soak(
+async def test_soak_with_barge_ins_leaves_nothing_wrong(tmp_path: Path) -> None:
+    pack = build_tiny_pack(tmp_path)
+    outcomes, samples = await soak_service.soak(
         pack, services=2, replies=10, modes="mixed", barge_in=0.5, silent=0.2, seed=3
     )
-    figures = soak_module.figures(outcomes)
-    print(soak_module.report(outcomes, samples, 0.0))
+    figures = soak_service.figures(outcomes)
+    print(soak_service.report(outcomes, samples, 0.0))
     assert figures.replies == 20 and figures.interrupted >= 2  # 8 barge-ins planned
     assert figures.stale_frames == 0
     assert figures.orphan_audio_frames == 0
@@ -40,13 +28,10 @@ async def test_soak_with_barge_ins_leaves_nothing_wrong(soak_module, tmp_path: P
     assert figures.session_threads_after_end == 0
 
 
-async def test_a_long_session_speaks_every_reply_at_a_steady_level(soak_module, tmp_path: Path):
-    """The ``--long-session`` mode, CI-sized: one service, replies back to back until 1.2
+async def test_a_long_session_speaks_every_reply_at_a_steady_level(tmp_path: Path):
+    """``benchmarks.soak.long_session``, CI-sized: one service, replies back to back until 1.2
     minutes of audio on the virtual-clock playback."""
-    sys.path.insert(0, str(SOAK_PATH.parent))
-    from soak_long_session import long_session
-
-    result = await long_session(soak_module.build_tiny_pack(tmp_path), 1.2, seed=3)
+    result = await long_session(build_tiny_pack(tmp_path), 1.2, seed=3)
     assert result.replies >= 10
     start, middle, end = (c.audio_minutes for c in result.checkpoints)
     assert 0 < start < 0.6 <= middle < 1.2 <= end

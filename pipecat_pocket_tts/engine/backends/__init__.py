@@ -18,6 +18,7 @@ import platform
 from pathlib import Path
 
 from ..errors import BackendUnavailableError, UnknownBackendError
+from ..model.config_reference import coreml_pack_reference, is_config_reference
 from ..model.languages import pack_name
 from ..model.options import BACKEND_NAMES, LoadOptions
 from ..model.packs import PackFiles, PackRequest
@@ -123,6 +124,16 @@ def find_pack_files(
     otherwise); False takes the ungated weights directly. Ignored with ``model_dir``.
     """
     layout = backend_class(backend_kind)
+    if backend_kind != "numpy" and is_config_reference(config_name):
+        raise BackendUnavailableError(
+            f"an upstream model config ({config_name}) runs on the numpy backend only; pass "
+            "backend='numpy' (or 'auto')"
+        )
+    if backend_kind != "coreml" and coreml_pack_reference(config_name) is not None:
+        raise BackendUnavailableError(
+            f"{config_name} is a CoreML pack (FluidInference's v2.1 layout): it runs on "
+            "backend='coreml' (Apple machines); name its registry config for numpy"
+        )
     request = PackRequest(
         config_name=pack_name(config_name, custom=model_dir is not None),
         model_dir=Path(model_dir).expanduser() if model_dir is not None else None,

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import UnknownLanguageError
+from .config_reference import coreml_pack_reference, is_config_reference, is_pack_reference
 from .config_registry import config_names
 
 #: The 21 "literary" voices of the published catalogue, recorded in English. Every language
@@ -150,7 +151,13 @@ def _raw(value: object) -> str:
 
 
 def find_language(value: object) -> LanguageInfo | None:
-    """The language ``value`` names, or None (see the module docstring for the forms)."""
+    """The language ``value`` names, or None (see the module docstring for the forms; an
+    upstream config's path or URL names none here: ``upstream_config.config_language_code``)."""
+    coreml = coreml_pack_reference(value)
+    if coreml is not None:  # a CoreML pack folder speaks its config's language
+        value = coreml.pack
+    elif is_config_reference(value):
+        return None
     key = _raw(value).lower()
     head = key.split("_", 1)[0]
     if head in _BY_NAME:
@@ -215,6 +222,8 @@ def pack_name(value: object, *, custom: bool = False) -> str:
             f"a language or model config name is a non-empty string, not {raw!r}; choose a "
             f"language ({', '.join(codes())}) or a model config: {', '.join(config_names())}"
         )
+    if is_pack_reference(raw):  # an upstream config or a CoreML pack folder, as it is
+        return raw.strip()
     names = config_names()
     key = raw.strip().lower()
     if raw in names or key in names:

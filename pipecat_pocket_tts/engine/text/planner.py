@@ -14,6 +14,7 @@ Every synthesis path (``synthesize``, ``stream``, sessions) plans its text here.
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -33,6 +34,8 @@ from ..timing.words import (
 from .normalize import WordForms, language_code, normalize_text, text_normalizer
 from .plan_cache import PlanCache, plan_key
 from .prepare import PreparedChunk, TextPreparer, TextStream
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from ..frames import LatentFrame
@@ -166,14 +169,15 @@ class TextPlanner:
         self.config = config
         self.preparer = TextPreparer.for_config(tokenizer, config)
         #: What the normalizer reads the text as: the pack's language unless a variant of it
-        #: is asked for ("pt-BR" on the portuguese pack).
-        self.text_language = language_code(text_language or config.name)
+        #: is asked for ("pt-BR" on the portuguese pack); None for a language with no
+        #: normalizer (an upstream config's Czech): upstream's text preparation only.
+        self.text_language = _normalizer_language(text_language or config.name)
         # The copies made for other text languages share it.
         self._plans = PlanCache()
 
     def with_text_language(self, text_language: str | None) -> TextPlanner:
         """This planner, normalizing as ``text_language`` (shares the tokenizer and preparer)."""
-        if text_language is None:
+        if text_language is None or self.text_language is None:
             return self
         code = language_code(text_language)
         if code == self.text_language:
@@ -214,7 +218,7 @@ class TextPlanner:
         lexicon: Mapping[str, str] | None,
         continues_sentence: bool,
     ) -> list[PreparedChunk]:
-        if normalize:
+        if normalize and self.text_language is not None:
             text = normalize_text(text, self.text_language, lexicon=lexicon)
         return self.preparer.split(text, continues_sentence=continues_sentence)
 
@@ -265,7 +269,7 @@ class TextPlanner:
     def _word_forms(self, normalize: bool, lexicon: Mapping[str, str] | None) -> WordForms:
         """Caller words → their written and spoken forms (each word normalized on its own,
         memoized per text), or as written without ``normalize``."""
-        if not normalize:
+        if not normalize or self.text_language is None:
             return WordForms()
         return WordForms.normalized(self.text_language, check_lexicon(lexicon))
 
@@ -285,7 +289,7 @@ class TextPlanner:
         self, *, normalize: bool = True, lexicon: Mapping[str, str] | None = None
     ) -> TextStream:
         """Text arriving in fragments → prepared chunks, as ``plan`` would cut the whole."""
-        if not normalize:
+        if not normalize or self.text_language is None:
             return TextStream(self.preparer)
         return TextStream(
             self.preparer, text_normalizer(self.text_language, check_lexicon(lexicon))
@@ -301,6 +305,20 @@ class TextPlanner:
         """``prepare`` for text arriving in fragments (``Session.feed``)."""
         timed = self.timed_text(normalize, lexicon) if timestamps else None
         return FedText(self.stream(normalize=normalize, lexicon=lexicon), timed)
+
+
+def _normalizer_language(name: str) -> str | None:
+    """The normalizer's code for ``name``, or None (logged once per model) when no
+    normalizer reads that language."""
+    try:
+        return language_code(name)
+    except UnknownLanguageError:
+        logger.warning(
+            "No text normalization for %r: its text gets upstream's preparation only (the "
+            "config's text options and tokenizer); numbers and symbols are read as written",
+            name,
+        )
+        return None
 
 
 __all__ = ["ChunkTiming", "FedText", "PreparedUtterance", "TextPlanner", "TimedText"]

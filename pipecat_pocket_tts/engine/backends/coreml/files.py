@@ -37,6 +37,7 @@ from ...errors import (
     UnknownVoiceError,
 )
 from ...model.config import get_config
+from ...model.config_reference import coreml_pack_reference
 from ...model.languages import PUBLISHED_VOICES
 from ...model.packs import PackFiles, PackRequest, load_local_config, local_voices
 from .constants import (
@@ -223,7 +224,7 @@ def has_coreml_pack(pack_name: str, model_dir: str | os.PathLike[str] | None = N
     """Whether ``pack_name`` has a CoreML pack on the hub, or ``model_dir`` holds one (no I/O
     beyond a file check): what ``backend="auto"`` asks before choosing CoreML."""
     if model_dir is None:
-        return pack_name in PACK_NAMES
+        return pack_name in PACK_NAMES or coreml_pack_reference(pack_name) is not None
     folder = Path(model_dir).expanduser()
     if (folder / pack_folder(pack_name)).is_dir():
         folder = folder / pack_folder(pack_name)
@@ -297,6 +298,15 @@ def find_coreml_pack_files(request: PackRequest) -> CoreMLPackFiles:
     """The CoreML layout's pack for a request (local folder or the hub)."""
     if request.model_dir is not None:
         return resolve_local_coreml_pack(request.config_name, request.model_dir)
+    other = coreml_pack_reference(request.config_name)
+    # Another repository's pack, at its pinned revision if given.
+    if other is not None:
+        return resolve_hub_coreml_pack(
+            other.pack,
+            revision=other.revision or request.revision,
+            token=request.token,
+            repo=other.repo,
+        )
     return resolve_hub_coreml_pack(
         request.config_name, revision=request.revision, token=request.token
     )
@@ -349,17 +359,27 @@ def resolve_local_coreml_pack(pack_name: str, model_dir: str | os.PathLike[str])
 
 
 def resolve_hub_coreml_pack(
-    pack_name: str, *, revision: str | None = None, token: str | bool | None = None
+    pack_name: str,
+    *,
+    revision: str | None = None,
+    token: str | bool | None = None,
+    repo: str = REPO,
 ) -> CoreMLPackFiles:
-    """A v2.1 pack from the hub: constants now, models per precision on load, voices on use."""
-    if pack_name not in PACK_NAMES:
+    """A v2.1 pack from the hub: constants now, models per precision on load, voices on use.
+
+    ``repo``: FluidInference's repository (its ``PACK_NAMES``), or another one publishing
+    ``v2.1/<pack>`` in the same layout for any registry config (untested on a Mac so far).
+    """
+    if repo == REPO and pack_name not in PACK_NAMES:
         raise UnknownLanguageError(
             f"there is no CoreML pack for {pack_name!r}; CoreML packs: {', '.join(PACK_NAMES)}. "
             "Use backend='numpy' for the other models (or model_dir= with a converted pack)."
         )
     config = get_config(pack_name)
     rev = revision or REVISION
-    snapshot = download(constant_patterns(pack_name), revision=rev, token=token, what="constants")
+    snapshot = download(
+        constant_patterns(pack_name), revision=rev, token=token, what="constants", repo=repo
+    )
     root = snapshot / pack_folder(pack_name)
     lock = threading.Lock()
     fetched: dict[str, Path] = {}
@@ -371,11 +391,12 @@ def resolve_hub_coreml_pack(
                     [voice_path_in_repo(pack_name, name)],
                     revision=rev,
                     token=token,
+                    repo=repo,
                     what=f"voice {name!r}",
                 ) / voice_path_in_repo(pack_name, name)
                 if not path.is_file():
                     raise UnknownVoiceError(
-                        f"voice {name!r} is not published in {REPO}/{pack_folder(pack_name)}; "
+                        f"voice {name!r} is not published in {repo}/{pack_folder(pack_name)}; "
                         f"pick another voice: {', '.join(PUBLISHED_VOICES)}"
                     )
                 fetched[name] = path
@@ -383,7 +404,11 @@ def resolve_hub_coreml_pack(
 
     def fetch_models(precision: str) -> Path:
         folder = download(
-            model_patterns(pack_name, precision), revision=rev, token=token, what="models"
+            model_patterns(pack_name, precision),
+            revision=rev,
+            token=token,
+            what="models",
+            repo=repo,
         )
         remove_unused_variant(folder / pack_folder(pack_name), keep=precision)
         return folder / pack_folder(pack_name)
@@ -394,18 +419,26 @@ def resolve_hub_coreml_pack(
         with lock:
             if not english:
                 folder = download(
-                    encoder_patterns(pack_name, "pack"), revision=rev, token=token, what="encoder"
+                    encoder_patterns(pack_name, "pack"),
+                    revision=rev,
+                    token=token,
+                    what="encoder",
+                    repo=repo,
                 )
                 found = find_encoder(folder / pack_folder(pack_name), english=False)
                 if isinstance(found, EncoderFiles):
                     return found
             folder = download(
-                encoder_patterns(pack_name, "shared"), revision=rev, token=token, what="encoder"
+                encoder_patterns(pack_name, "shared"),
+                revision=rev,
+                token=token,
+                what="encoder",
+                repo=repo,
             )
             found = find_encoder(folder / pack_folder(pack_name), english=english)
             if isinstance(found, str):
                 raise CloningUnavailableError(
-                    f"{REPO}@{rev} publishes no usable voice-cloning encoder for "
+                    f"{repo}@{rev} publishes no usable voice-cloning encoder for "
                     f"{pack_name!r}. {found}"
                 )
             return found
@@ -414,7 +447,7 @@ def resolve_hub_coreml_pack(
     missing = missing_constants(constants)
     if missing:
         raise PackFilesMissingError(
-            f"{REPO}/{pack_folder(pack_name)}@{rev} lacks {CONSTANTS_DIR}/{', '.join(missing)} in "
+            f"{repo}/{pack_folder(pack_name)}@{rev} lacks {CONSTANTS_DIR}/{', '.join(missing)} in "
             "the local cache (offline, or an unpublished revision). Go online once, or pass "
             "model_dir= with a copy of the pack."
         )
@@ -446,7 +479,7 @@ def download_coreml_pack(
 ) -> tuple[CoreMLPackFiles, dict[str, Path]]:
     """Fetch a pack's constants, models of ``precision`` and ``voices`` (None: all) now;
     with ``cloning`` also the voice-cloning encoder (for offline cloning later)."""
-    pack = resolve_hub_coreml_pack(pack_name, revision=revision, token=token)
+    pack = find_coreml_pack_files(PackRequest(pack_name, revision=revision, token=token))
     pack.model_paths(precision)
     if cloning:
         pack.encoder_files()

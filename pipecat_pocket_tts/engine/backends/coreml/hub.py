@@ -19,8 +19,16 @@ REVISION = "main"
 FLOWLM_MODELS = {"fp16": "flowlm_step", "int8": "flowlm_stepv2"}
 
 
-def download(patterns: list[str], *, revision: str, token: str | bool | None, what: str) -> Path:
-    """``snapshot_download`` of the files matching ``patterns``; returns the snapshot folder.
+def download(
+    patterns: list[str],
+    *,
+    revision: str,
+    token: str | bool | None,
+    what: str,
+    repo: str = REPO,
+) -> Path:
+    """``snapshot_download`` of the files matching ``patterns`` from ``repo`` (FluidInference's
+    by default, or another repository in its layout); returns the snapshot folder.
 
     Hub errors become ``PackFilesMissingError`` / ``GatedRepoError`` saying what to do; with the
     hub unreachable only the cache is read (``HubUnreachableError`` for what it lacks).
@@ -28,14 +36,14 @@ def download(patterns: list[str], *, revision: str, token: str | bool | None, wh
     from huggingface_hub import constants, snapshot_download
     from huggingface_hub import errors as hf_errors
 
-    at = f"{REPO}@{revision}"
+    at = f"{repo}@{revision}"
     # Probed once per process before the first request; unreachable or offline by choice,
     # only the cache is read (huggingface_hub would still enter its HTTP layer).
     unreachable = hub_unreachable()
     try:
         return Path(
             snapshot_download(
-                REPO,
+                repo,
                 revision=revision,
                 allow_patterns=patterns,
                 token=token,
@@ -46,12 +54,12 @@ def download(patterns: list[str], *, revision: str, token: str | bool | None, wh
         raise cache_miss(f"CoreML {what} of {at} are", unreachable) from exc
     except (hf_errors.GatedRepoError, hf_errors.RepositoryNotFoundError) as exc:
         raise GatedRepoError(
-            f"{REPO} is not accessible ({type(exc).__name__}); check HF_TOKEN / token=, or "
+            f"{repo} is not accessible ({type(exc).__name__}); check HF_TOKEN / token=, or "
             "pass model_dir=<a local copy of the pack>."
         ) from exc
     except hf_errors.RevisionNotFoundError as exc:
         raise PackFilesMissingError(
-            f"revision {revision!r} does not exist in {REPO}; pass a valid revision (or none)."
+            f"revision {revision!r} does not exist in {repo}; pass a valid revision (or none)."
         ) from exc
     except (OSError, ConnectionError) as exc:
         raise PackFilesMissingError(

@@ -8,17 +8,19 @@ from pathlib import Path
 import pytest
 from huggingface_hub.utils import filter_repo_objects
 
-from pipecat_pocket_tts.engine.backends import find_pack_files
+from pipecat_pocket_tts.engine import backends
+from pipecat_pocket_tts.engine.backends import find_pack_files, resolve_backend_name
 from pipecat_pocket_tts.engine.backends.coreml import files
 from pipecat_pocket_tts.engine.backends.coreml import hub as coreml_hub
 from pipecat_pocket_tts.engine.errors import (
+    BackendUnavailableError,
     CloningUnavailableError,
     PackFilesMissingError,
     UnknownLanguageError,
     UnknownVoiceError,
 )
 from pipecat_pocket_tts.engine.model import hub_reachability
-from pipecat_pocket_tts.engine.model.languages import PUBLISHED_VOICES
+from pipecat_pocket_tts.engine.model.languages import PUBLISHED_VOICES, find_language
 
 MODEL_FILES = (
     "model.mil",
@@ -284,6 +286,32 @@ def test_languages_without_a_coreml_pack_are_refused(hub: FakeHub) -> None:
     with pytest.raises(UnknownLanguageError, match="backend='numpy'"):
         find_pack_files("dutch", backend_kind="coreml")
     assert hub.calls == []
+
+
+@pytest.mark.parametrize("pack", ["dutch", "english_2026-10", "french"])
+def test_packs_of_other_repositories_load_by_repository_and_revision(
+    hub: FakeHub, monkeypatch: pytest.MonkeyPatch, pack: str
+) -> None:
+    """Issue 51: v2.1 packs FluidInference's repository lacks, published elsewhere in its
+    layout, load as hf://owner/repo/v2.1/<pack>@revision (contract only: untested on a Mac)."""
+    hub.listing += _language_folder(f"v2.1/{pack}", V21_MODELS)
+    reference = f"hf://someone/pocket-tts-coreml-more/v2.1/{pack}@0123abc"
+    found = find_pack_files(reference, backend_kind="coreml")
+    assert found.config.name == pack and found.backend_kind == "coreml"
+    assert {(c["repo"], c["revision"]) for c in hub.calls} == {
+        ("someone/pocket-tts-coreml-more", "0123abc")
+    }
+    found.model_paths("int8")
+    found.voice_path("alba")
+    assert set(hub.downloaded()) >= expected_files(pack, "int8")
+    assert all(c["repo"] == "someone/pocket-tts-coreml-more" for c in hub.calls)
+    unpinned = find_pack_files(reference.split("@")[0], backend_kind="coreml", revision="r2")
+    assert unpinned.config.name == pack and hub.calls[-1]["revision"] == "r2"
+    monkeypatch.setattr(backends, "coreml_unavailable_reason", lambda: None)  # "on a Mac"
+    assert resolve_backend_name("auto", pack_name=reference) == "coreml"
+    assert find_language(reference).key == pack.split("_")[0]
+    with pytest.raises(BackendUnavailableError, match="backend='coreml'"):
+        find_pack_files(reference, backend_kind="numpy")
 
 
 # -- local folders ----------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
 from ....errors import (
@@ -25,6 +26,7 @@ from ....errors import (
     UnknownVoiceError,
 )
 from ....model.config import VOICES_REPO, VOICES_REVISION, HubFile, ModelConfig, get_config
+from ....model.config_reference import is_config_reference
 from ....model.languages import CATALOGUE_VOICES
 from ....model.packs import (
     GATED_REPO_URL,
@@ -37,6 +39,7 @@ from ....model.packs import (
     local_voices,
     not_cached,
 )
+from ....model.upstream_config import load_config_pack
 from .checkpoint import expected_shapes, is_cloning_key
 
 logger = logging.getLogger(__name__)
@@ -63,7 +66,13 @@ VOICES_FOLDER = "embeddings"
 
 
 def find_numpy_pack_files(request: PackRequest) -> PackFiles:
-    """The NumPy layout's pack for a request: a local folder, or the hub."""
+    """The NumPy layout's pack for a request: an upstream config, a local folder, or the hub."""
+    if is_config_reference(request.config_name):
+        pack = load_config_pack(
+            request.config_name, token=request.token, voice_cloning=request.voice_cloning
+        )
+        cloning = pack.has_voice_cloning and _file_has_cloning_weights(pack.weights, pack.config)
+        return replace(pack, has_voice_cloning=cloning)
     if request.model_dir is not None:
         return resolve_local_pack(request.config_name, request.model_dir)
     return resolve_hub_pack(

@@ -1,0 +1,1 @@
+"""How many streams, calls and server connections one machine carries in real time."""

@@ -1,0 +1,1 @@
+"""Long runs through real pipelines that count what went wrong: stale audio, mute replies..."""
