@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
 
     backend = tts.backend
     units = getattr(backend, "compute_units", {})
-    print(f"pack {tts.language} · precision {getattr(backend, 'precision', '?')} · units {units}")
+    print(f"pack {tts.pack_name} · precision {getattr(backend, 'precision', '?')} · units {units}")
     print(
         f"load {load_seconds:.2f} s · first run {warm_wall:.2f} s (TTFA {warm_ttfa * 1e3:.0f} ms)"
     )
@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(
             json.dumps(
                 {
-                    "language": tts.language,
+                    "language": tts.pack_name,
                     "precision": getattr(backend, "precision", None),
                     "compute_units": units,
                     "load_s": load_seconds,

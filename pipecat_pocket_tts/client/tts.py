@@ -71,7 +71,8 @@ class RemoteTTS:
         return self._link.connected
 
     @property
-    def language(self) -> str:
+    def pack_name(self) -> str:
+        """The server's pack name, as its ``ready`` message said ("unknown" before it)."""
         info = self._link.info
         return info.language if info is not None else "unknown"
 
@@ -86,7 +87,7 @@ class RemoteTTS:
         return info.default_voice if info is not None else None
 
     def __repr__(self) -> str:
-        return f"RemoteTTS({self.url!r}, language={self.language!r})"
+        return f"RemoteTTS({self.url!r}, pack={self.pack_name!r})"
 
     # -- blocking calls (any thread but the connection's) -----------------------------
     def connect(self, timeout: float | None = None) -> RemoteTTS:
@@ -143,7 +144,7 @@ class RemoteTTS:
     def has_speech(
         self,
         text: str,
-        language: str | None = None,
+        text_language: str | None = None,
         *,
         normalize: bool = True,
         lexicon: Mapping[str, str] | None = None,
@@ -151,17 +152,17 @@ class RemoteTTS:
         """Whether ``text`` says anything on the server's pack: the server plans it as its
         sessions will (and keeps the plan for the ``text`` that follows). Blocks for the
         answer: call it off an event loop."""
-        return self.check_text(text, True, language, normalize, lexicon)
+        return self.check_text(text, True, text_language, normalize, lexicon)
 
     def speech_probe(
         self,
-        language: str | None = None,
+        text_language: str | None = None,
         *,
         normalize: bool = True,
         lexicon: Mapping[str, str] | None = None,
     ) -> SpeechProbe:
         """A ``SpeechProbe`` answered by the server's text stream (each push asks it)."""
-        return _ServerProbe(self, language, normalize, lexicon)
+        return _ServerProbe(self, text_language, normalize, lexicon)
 
     def warm_up(self, voice: Any = None) -> None:
         """Nothing to warm here: the server warmed its model at its start."""

@@ -214,7 +214,7 @@ class EngineLoader:
         try:
             await asyncio.to_thread(engine.voice_state, voice)
         except PocketTTSError as e:
-            logger.warning(f"PocketTTS: pack {engine.language!r} cannot use voice {voice!r}: {e}")
+            logger.warning(f"PocketTTS: pack {engine.pack_name!r} cannot use voice {voice!r}: {e}")
             return e
         return None
 
@@ -276,9 +276,9 @@ class EngineLoader:
             await asyncio.to_thread(remote.connect)
         except PocketTTSError as e:
             return e
-        if remote.language not in (pack, served_name(pack)):  # a config: the name it serves
+        if remote.pack_name not in (pack, served_name(pack)):  # a config: the name it serves
             return UnknownLanguageError(
-                f"the TTS server at {remote.url} serves pack {remote.language!r}, not {pack!r}: "
+                f"the TTS server at {remote.url} serves pack {remote.pack_name!r}, not {pack!r}: "
                 "set the service's language to it, or start a server with that pack"
             )
         return remote

@@ -310,7 +310,7 @@ class PocketTTSService(TTSServiceHooks):
         """Bind a new audio context to a stream (the main one, or a private one)."""
         ready = await self._loader.ready(context_id, self.pack, self._voice)
         if ready.switch_error is not None:  # the pack in use stays
-            stored_settings(self).language = stored_settings(self).model = ready.engine.language
+            stored_settings(self).language = stored_settings(self).model = ready.engine.pack_name
         if ready.switched:  # later turns open sessions on the new pack
             self._turns.retire_main()
         return await self._turns.open(

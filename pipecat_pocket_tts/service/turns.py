@@ -50,7 +50,7 @@ class Turns:
         stream = self._main
         if private or stream is None or stream.retired or stream.closed:
             # Opening a session prefills the voice (cached by the engine): off the loop.
-            waits = admission_reporter(self._output.service, engine.language)  # max_streams
+            waits = admission_reporter(self._output.service, engine.pack_name)  # max_streams
             session = await asyncio.to_thread(
                 engine.session, **session_options, on_admission_wait=waits
             )

@@ -30,7 +30,7 @@ TEXT = "Hello there, how are you today?"
 
 def test_facts(engine_tts: PocketTTS):
     assert engine_tts.sample_rate == 24_000
-    assert engine_tts.pack_name == engine_tts.language == "english"
+    assert engine_tts.pack_name == "english"
     assert engine_tts.voices == ["alba", "marius"]
     assert engine_tts.default_voice == "alba"
     assert engine_tts.backend.name == "numpy"

@@ -58,7 +58,7 @@ async def test_the_service_speaks_a_community_config(config: Path) -> None:
     assert tts.pack == str(config)  # Language.CS is the config's own language: no switch
     assert sentence_language(tts) == "cs"
     engine = PocketTTS.load_shared(str(config), backend="numpy")
-    assert engine.language == "czech" and engine.voices == ["pavel"]
+    assert engine.pack_name == "czech" and engine.voices == ["pavel"]
 
 
 def test_the_caller_states_the_language_of_a_config_whose_name_tells_none(

@@ -169,11 +169,6 @@ class LoadedModel:
         return self.config.name
 
     @property
-    def language(self) -> str:
-        """The pack's name: the same as ``pack_name``, which callers should read instead."""
-        return self.config.name
-
-    @property
     def voices(self) -> list[str]:
         """Names of the voices this pack ships."""
         return list(self.pack.voice_names)

@@ -89,7 +89,7 @@ class Connection:
         """Serve the connection until the client leaves or breaks a rule."""
         tts = self._tts
         ready = wire.Ready(
-            tts.language, self._voices.names, self._voices.default, tts.sample_rate, 1920
+            tts.pack_name, self._voices.names, self._voices.default, tts.sample_rate, 1920
         )
         for data in self._dialect.hello(ready):
             self._outbox.put(data)

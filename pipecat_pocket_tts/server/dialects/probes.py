@@ -24,7 +24,7 @@ async def voices(state: ServerState, request: Request) -> Response:
     tts = state.require_model()
     return JSONResponse(
         {
-            "language": tts.language,
+            "language": tts.pack_name,
             "default": state.voices.default,
             "voices": state.voices.names,
             "aliases": state.voices.aliases,

@@ -60,7 +60,7 @@ def _speaks_as_upstream(tts: PocketTTS, config: str = "czech") -> tuple[float, i
 
 
 def test_a_config_by_path_speaks_as_upstream(by_path: PocketTTS) -> None:
-    assert by_path.language == "czech"
+    assert by_path.pack_name == "czech"
     assert by_path.pack.has_voice_cloning
     snr, ours, theirs = _speaks_as_upstream(by_path)
     print(f"by path: SNR {snr:.1f} dB, {ours} samples (upstream {theirs})")
@@ -70,7 +70,7 @@ def test_a_small_layout_config_speaks_as_upstream(tmp_path: Path) -> None:
     """The small 2026-10 layout (GQA, low-rank table, z_proj, drifting head, own decoder)."""
     config = write_config(tmp_path, name="korean.yaml", config="korean")
     with PocketTTS.load(str(config), backend="numpy") as tts:
-        assert tts.language == "korean" and tts.config.flow_lm.z_dim
+        assert tts.pack_name == "korean" and tts.config.flow_lm.z_dim
         snr, ours, theirs = _speaks_as_upstream(tts, "korean")
     print(f"korean (small layout): SNR {snr:.1f} dB, {ours} samples (upstream {theirs})")
 
@@ -78,7 +78,7 @@ def test_a_small_layout_config_speaks_as_upstream(tmp_path: Path) -> None:
 def test_a_config_by_hub_reference_speaks_as_upstream(hf_cache: Path) -> None:
     reference_url = publish(hf_cache)
     with PocketTTS.load(reference_url, backend="numpy") as tts:
-        assert tts.language == "czech"
+        assert tts.pack_name == "czech"
         assert str(tts.pack.weights).startswith(str(hf_cache))
         assert HUB_COMMIT in str(tts.pack.tokenizer)  # the pinned revision's snapshot
         snr, ours, theirs = _speaks_as_upstream(tts)

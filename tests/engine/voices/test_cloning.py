@@ -482,7 +482,7 @@ def test_clone_save_load_round_trip_gives_identical_audio(tmp_path):
     wav = signals.write_pcm16_wav(
         tmp_path / "speaker.wav", signals.to_pcm16(arrays["voice_raw"]), SR
     )
-    voice = clone_voice(tts.backend, wav, config_name=tts.language)
+    voice = clone_voice(tts.backend, wav, config_name=tts.pack_name)
     assert voice.config_name == "english_tiny"
     path = voice.save(tmp_path / "my.safetensors")
 
