@@ -7,8 +7,8 @@ multiplies them by weights packed once at construction (convs of dilation 1 and 
 16 output channels: all of Mimi's but the last); otherwise an im2col of the call's frames and
 one BLAS matmul (per-tap matmuls on long inputs). The transposed convs keep one BLAS matmul:
 with their wide outputs the kernel lost to it on batches (``bench_batch_stages.py --layers``).
-On wider units (``wide_units``) both run the bfloat16 or int16 window kernels instead
-(``use_bf16``, ``use_int16``; ``window_product``'s ``units``).
+In wider arithmetic (``kernels/arithmetic.py``) both run the bfloat16 or int16 window kernels
+instead (``use_bf16``, ``use_int16``; ``window_product``'s ``arithmetic``).
 Streaming state lives outside the layer objects (plain arrays handed in and returned), so one
 set of weights serves any number of sequences:
 
@@ -28,7 +28,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..kernels import compiled
-from ..kernels.arithmetic import Int16Weight, bf16_kernels, int16_kernels
+from ..kernels.arithmetic import Int16Weight, bf16_kernels, int16_kernels, pack_int16
 
 TAPS_MIN_FRAMES = 64  # from this many output frames, per-tap matmuls beat im2col
 
@@ -46,16 +46,6 @@ def _pack(matrix: np.ndarray) -> np.ndarray | None:
     return kernels.pack_columns(matrix)
 
 
-def _pack_int16(matrix: np.ndarray, channels: int) -> Int16Weight | None:
-    """``matrix`` [K, N] (taps ``channels`` deep) packed for the int16 kernel, or None where
-    it does not pack."""
-    from ..kernels.int16 import fits_int16, pack_int16_columns
-
-    if not fits_int16(*matrix.shape, channels):
-        return None
-    return Int16Weight(*pack_int16_columns(matrix, channels))
-
-
 def tiled_rows(batch: int, rows: int, tile: int) -> int:
     """The fewest rows ≥ ``rows`` per stream that make ``batch`` streams' rows whole tiles."""
     while (batch * rows) % tile:
@@ -70,23 +60,23 @@ def window_product(
     width: int,
     packed: np.ndarray | Int16Weight,
     bias: np.ndarray | None,
-    units: str = "fp32",
+    arithmetic: str = "fp32",
 ) -> np.ndarray:
     """padded [B, L, C] float32 → [B, rows, N]: row r of stream b is the window of ``width``
     frames of padded[b] from frame r·step (one run of memory, read where it lies) times a
     packed weight, plus ``bias`` [N]; each row's sums are its own (the same in any batch).
 
-    ``units``: "fp32", ``window_matmul`` with ``packed`` from ``pack_columns``; "bf16",
+    ``arithmetic``: "fp32", ``window_matmul`` with ``packed`` from ``pack_columns``; "bf16",
     ``bf16_window_matmul`` on padded rounded once to bfloat16, ``pack_bf16_columns``; "int16",
     ``int16_window_matmul`` on padded's rows quantized once (``quantize_rows``), an
-    ``Int16Weight``. The kernels take the B · rows windows four at a time, across streams:
-    where B · rows is not a multiple of four, rows past the input's end read zero frames (a
-    copy extended with them) and are dropped."""
+    ``Int16Weight`` (on its instruction path). The kernels take the B · rows windows four at a
+    time, across streams: where B · rows is not a multiple of four, rows past the input's end
+    read zero frames (a copy extended with them) and are dropped."""
     batch, length, channels = padded.shape
-    if units == "int16":
-        kernels = int16_kernels()
+    if arithmetic == "int16":
+        kernels = int16_kernels(packed.path)
         tile = kernels.INT16_ROWS
-    elif units == "bf16":
+    elif arithmetic == "bf16":
         kernels = bf16_kernels()
         tile = kernels.BF16_ROWS
     else:
@@ -95,13 +85,13 @@ def window_product(
     tiles = tiled_rows(batch, rows, tile)
     needed = max(length, (tiles - 1) * step + width)
     scales = None
-    if units == "int16":
+    if arithmetic == "int16":
         source = np.empty((batch, needed, channels), np.int16)
         scales = np.empty((batch, needed), np.float32)
         source[:, length:] = 0
         scales[:, length:] = 0.0
         kernels.quantize_rows(np.ascontiguousarray(padded), source, scales)
-    elif units == "bf16":
+    elif arithmetic == "bf16":
         source = np.zeros((batch, needed, channels), np.uint16)
         for b in range(batch):
             flat = np.ascontiguousarray(padded[b]).reshape(-1)
@@ -116,11 +106,11 @@ def window_product(
     blocks, _, block = (packed.codes if isinstance(packed, Int16Weight) else packed).shape
     out = np.empty((batch, tiles, blocks * block), np.float32)
     out[:] = 0.0 if bias is None else bias
-    if units == "int16":
-        kernels.int16_window_matmul(
+    if arithmetic == "int16":
+        kernels.WINDOW_MATMULS[packed.path](
             windows, packed.codes, out, scales, packed.scales, step, channels
         )
-    elif units == "bf16":
+    elif arithmetic == "bf16":
         kernels.bf16_window_matmul(windows, packed, out)
     else:
         kernels.window_matmul(windows, packed, out)
@@ -214,9 +204,9 @@ class StreamingConv1d:
         return int(self.matrix.size)
 
     def use_int16(self) -> bool:
-        """Run this conv on int16 dot products (``wide_units``) if its windows are one run of
+        """Run this conv on int16 dot products (``arithmetic.py``) if its windows are one run of
         memory and its weight packs for them; whether it does."""
-        self.int16 = _pack_int16(self.matrix, self.in_channels) if self.dilation == 1 else None
+        self.int16 = pack_int16(self.matrix, self.in_channels) if self.dilation == 1 else None
         return self.int16 is not None
 
     @property
@@ -399,7 +389,7 @@ class StreamingConvTranspose1d:
         return self.packed is not None
 
     def use_bf16(self) -> bool:
-        """Run this transposed conv on bfloat16 dot products (``wide_units``) if it is dense
+        """Run this transposed conv on bfloat16 dot products (``arithmetic.py``) if it is dense
         and its stacked blocks pack for them; whether it does."""
         from ..kernels.arithmetic import fits_bf16
         from ..kernels.bf16 import pack_bf16_columns
@@ -411,10 +401,10 @@ class StreamingConvTranspose1d:
         return True
 
     def use_int16(self) -> bool:
-        """Run this transposed conv on int16 dot products (``wide_units``) if it is dense and
+        """Run this transposed conv on int16 dot products (``arithmetic.py``) if it is dense and
         its stacked blocks pack for them; whether it does."""
         if not self.depthwise:
-            self.int16 = _pack_int16(self.stacked_blocks, self.in_channels)
+            self.int16 = pack_int16(self.stacked_blocks, self.in_channels)
         if self.int16 is not None:
             self.bf16 = self.packed = None  # int16 runs it: no other copy kept
         return self.int16 is not None
