@@ -70,6 +70,12 @@ def test_an_unknown_arithmetic_is_a_named_error(monkeypatch):
         arithmetic.choose_arithmetic(None, "int8")
 
 
+def test_the_old_environment_name_is_refused_naming_the_new_one(monkeypatch):
+    monkeypatch.setenv(arithmetic.RENAMED_ENV, "fp32")
+    with pytest.raises(LoadOptionError, match=arithmetic.ARITHMETIC_ENV):
+        arithmetic.choose_arithmetic(None, "int8")
+
+
 def test_fp32_precision_keeps_mimi_fp32_and_the_environment_overrides(monkeypatch):
     monkeypatch.delenv(arithmetic.ARITHMETIC_ENV, raising=False)
     assert arithmetic.choose_arithmetic(None, "fp32") == "fp32"  # parity with upstream untouched

@@ -37,6 +37,9 @@ from ....errors import LoadOptionError
 from . import compiled
 
 ARITHMETIC_ENV = "POCKET_TTS_MIMI_ARITHMETIC"
+#: Its name until issue 49 ("units" now means CoreML's compute units only): refused, naming the
+#: new one, so a setting is never silently dropped.
+RENAMED_ENV = "POCKET_TTS_MIMI_UNITS"
 _BEST_FIRST = ("int16", "bf16", "fp32")
 MIMI_ARITHMETIC = ("auto", *_BEST_FIRST)
 #: What each arithmetic needs beyond numba, as /proc/cpuinfo spells it (int16: its least path).
@@ -137,6 +140,8 @@ def choose_among(
 def choose_arithmetic(requested: str | None = None, precision: str = "fp32") -> str:
     """The arithmetic Mimi runs in, one of ``MIMI_ARITHMETIC`` but "auto" (the module
     docstring); the argument, else ``POCKET_TTS_MIMI_ARITHMETIC``."""
+    if os.environ.get(RENAMED_ENV):
+        raise LoadOptionError(f"{RENAMED_ENV} is now {ARITHMETIC_ENV} (the same values)")
     arithmetic = requested or os.environ.get(ARITHMETIC_ENV) or "auto"
     if arithmetic == "auto" and precision == "fp32":
         return "fp32"
