@@ -64,7 +64,7 @@ class Int16Weight(NamedTuple):
 
     codes: np.ndarray
     scales: np.ndarray
-    path: str = "vnni"
+    path: str
 
 
 def bf16_kernels() -> ModuleType | None:
