@@ -254,13 +254,11 @@ def _cloning(has_voice_cloning: bool) -> str:
 
 def cmd_warmup(args: argparse.Namespace) -> int:
     from .engine.backends.numpy.kernels import (
-        arithmetic as wide_units,
+        arithmetic,
+        compiled,
     )
     from .engine.backends.numpy.kernels import (
         cache as kernel_cache,
-    )
-    from .engine.backends.numpy.kernels import (
-        compiled,
     )
 
     if not compiled.numba_installed():
@@ -272,8 +270,12 @@ def cmd_warmup(args: argparse.Namespace) -> int:
         return EXIT_OK
     kernel_cache.announce_first_compile(ahead=True)
     compiled.required()
-    wide_units.bf16_kernels()  # and the kernels of the wider units this CPU has
-    wide_units.int16_kernels()
+    arithmetic.bf16_kernels()  # and the kernels of the wider arithmetic this CPU has:
+    if arithmetic.int16_kernels() is not None:  # int16 on the paths a load chooses
+        from .engine.backends.numpy.layers.linears import choose_int8_kernel
+
+        arithmetic.choose_int16_kernel()
+        choose_int8_kernel()
     folder = kernel_cache.cache_folder()
     print(f"numba kernels compiled and cached in {folder or 'numba’s cache'}", file=sys.stderr)
     return EXIT_OK

@@ -1,5 +1,5 @@
-"""Mimi decoded the ways the units tests compare: frame by frame, in blocks, the full-size
-random pack's weights, the tiny families' audio on chosen units, and a frame's level."""
+"""Mimi decoded the ways the arithmetic tests compare: frame by frame, in blocks, the full-size
+random pack's weights, the tiny families' audio in chosen arithmetic, and a frame's level."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
 from pipecat_pocket_tts.engine.backends.numpy.layers.mimi import Mimi
 from pipecat_pocket_tts.engine.model.config import get_config
 
-#: Least SNR (dB) of any wider units against fp32 frame by frame (issue 42's bound).
+#: Least SNR (dB) of any wider arithmetic against fp32 frame by frame (issue 42's bound).
 MIN_SNR_DB = 45.0
 
 
@@ -54,13 +54,13 @@ def in_blocks(mimi: Mimi, latents: np.ndarray, sizes: tuple[int, ...]) -> np.nda
     return np.concatenate(blocks, axis=1)
 
 
-def tiny_family_audio(name: str, units: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """A tiny family's audio of 16 random latents on each of ``units``, frame by frame."""
+def tiny_family_audio(name: str, arithmetic: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """A tiny family's audio of 16 random latents in each ``arithmetic``, frame by frame."""
     config, weights_path, _, _ = load_family(name)
     frames = random_latents(16, seed=0)[0]
     audio = {}
-    for which in units:
-        backend = NumpyBackend.from_files(config, weights_path, mimi_units=which)
+    for which in arithmetic:
+        backend = NumpyBackend.from_files(config, weights_path, mimi_arithmetic=which)
         state = backend.new_mimi_state()
         audio[which] = np.concatenate([backend.decode(state, latent) for latent in frames])
     return audio

@@ -708,13 +708,13 @@ class BlockSpy:
 @pytest.fixture(scope="module")
 def blocks_tts(tmp_path_factory):
     """A tiny never-EOS pack wide enough that its Mimi decodes frame blocks exactly (int16
-    units: AVX512_VNNI, or bf16: AVX512_BF16), loaded at int8 (whose default Mimi units are
-    the best the CPU has)."""
+    arithmetic: AVX2 or better, or bf16: AVX512_BF16), loaded at int8 (whose default Mimi
+    arithmetic is the best the CPU has)."""
     from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
-    from pipecat_pocket_tts.engine.backends.numpy.kernels import arithmetic as wide_units
+    from pipecat_pocket_tts.engine.backends.numpy.kernels import arithmetic
 
-    if wide_units.int16_kernels() is None and wide_units.bf16_kernels() is None:
-        pytest.skip("no AVX512_VNNI nor BF16 here: Mimi runs fp32, not bit for bit in blocks")
+    if arithmetic.int16_kernels() is None and arithmetic.bf16_kernels() is None:
+        pytest.skip("no AVX2 nor AVX512_BF16 here: Mimi runs fp32, not bit for bit in blocks")
     config = tiny_config_dict("standard")
     config["mimi"]["seanet"]["n_filters"] = 8  # transposed convs wide enough to pack
     folder = tmp_path_factory.mktemp("blocks_pack") / "english"

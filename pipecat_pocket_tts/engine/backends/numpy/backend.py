@@ -27,7 +27,7 @@ from ..base import (
     check_voice_kv,
 )
 from .kernels import compiled
-from .kernels.arithmetic import choose_units, describe_units
+from .kernels.arithmetic import choose_arithmetic, describe_arithmetic
 from .layers.flowlm import CHUNK_POSITIONS, DEFAULT_CAPACITY, FlowLM, KVCache
 from .layers.linears import Linear, check_precision, how_linears_run
 from .layers.mimi import Mimi, MimiDecoderState
@@ -52,20 +52,21 @@ class NumpyBackend(Backend):
         *,
         sampler_steps: int = 1,
         precision: str = "fp32",
-        mimi_units: str | None = None,
+        mimi_arithmetic: str | None = None,
     ) -> None:
         """``weights``: upstream state-dict keys → arrays (checked against ``config``).
 
         ``precision``: "fp32", "bf16" or "int8" for the FlowLM attention and feed-forward
         linears (the rest stays fp32); narrow ones need numba (``PrecisionUnavailableError``).
-        ``mimi_units``: what Mimi's decoder runs on, "auto" (None: the environment's
-        ``POCKET_TTS_MIMI_UNITS``, else "auto": with a narrow ``precision``, "int16" on a CPU
-        with AVX512_VNNI, else "bf16" on one with AVX512_BF16), "fp32", "bf16" or "int16"
-        (``wide_units.py``).
+        ``mimi_arithmetic``: what Mimi's decoder multiplies in, "auto" (None: the
+        environment's ``POCKET_TTS_MIMI_ARITHMETIC``, else "auto": with a narrow
+        ``precision``, "int16" on a CPU with AVX2 (on AVX512_VNNI, AVX-VNNI or AVX2 dot
+        products, ``POCKET_TTS_INT16_KERNEL``), else "bf16" on one with AVX512_BF16), "fp32",
+        "bf16" or "int16" (``kernels/arithmetic.py``).
         """
         check_precision(precision)
         compiled.optional()  # the kernels imported and compiled (or read from the cache) here
-        units = choose_units(mimi_units, precision)
+        arithmetic = choose_arithmetic(mimi_arithmetic, precision)
         check_weights(weights, config)
         # float32 arrays pass through uncopied (memory-mapped weights stay mapped)
         weights = {
@@ -77,7 +78,7 @@ class NumpyBackend(Backend):
         self.flow_lm = FlowLM(config, weights, precision=precision)
         self._kernels = {
             "flow_lm": f"{precision}: {how_linears_run(precision)}",
-            "mimi": describe_units(units),
+            "mimi": describe_arithmetic(arithmetic),
         }
         logger.info(
             "numpy backend for %s: FlowLM transformer linears in %s; %s",
@@ -87,7 +88,7 @@ class NumpyBackend(Backend):
         )
         self.sampler = Sampler(config, weights, steps=sampler_steps)
         mimi_weights = {k[len("mimi.") :]: v for k, v in weights.items() if k.startswith("mimi.")}
-        self.mimi = Mimi(config.mimi, mimi_weights, units=units)
+        self.mimi = Mimi(config.mimi, mimi_weights, arithmetic=arithmetic)
         self._emb_std = np.asarray(weights["flow_lm.emb_std"], np.float32)
         self._emb_mean = np.asarray(weights["flow_lm.emb_mean"], np.float32)
         speaker_proj = weights.get("flow_lm.speaker_proj_weight")
@@ -100,7 +101,7 @@ class NumpyBackend(Backend):
             max_voice_frames=None,
             sampler_steps=sampler_steps,
             attention_probe=True,
-            # bit for bit where every layer sums each row alone (bf16 units); fp32's BLAS
+            # bit for bit where every layer sums each row alone (bf16, int16); fp32's BLAS
             # linears sum a block in another order (~123 dB)
             frame_blocks=self.mimi.blocks_exact,
         )
@@ -113,7 +114,7 @@ class NumpyBackend(Backend):
         *,
         sampler_steps: int = 1,
         precision: str = "fp32",
-        mimi_units: str | None = None,
+        mimi_arithmetic: str | None = None,
     ) -> NumpyBackend:
         """Load ``model.safetensors`` (fp32 memory-mapped, bf16 widened) for ``config``; with
         a narrow ``precision`` the FlowLM linears are narrowed as they are read."""
@@ -124,7 +125,7 @@ class NumpyBackend(Backend):
             weights,
             sampler_steps=sampler_steps,
             precision=precision,
-            mimi_units=mimi_units,
+            mimi_arithmetic=mimi_arithmetic,
         )
         drop_resident_pages(weights.values())  # what the model reads again comes back
         return backend

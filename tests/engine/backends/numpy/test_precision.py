@@ -8,7 +8,7 @@ from precision_stages import STAGES, recorded_errors, stage_errors
 from reference_fixtures import FAMILIES, snr_db
 
 from pipecat_pocket_tts.engine import PocketTTS, PrecisionUnavailableError
-from pipecat_pocket_tts.engine.backends.numpy.kernels import arithmetic as wide_units
+from pipecat_pocket_tts.engine.backends.numpy.kernels import arithmetic
 from pipecat_pocket_tts.engine.backends.numpy.kernels.catalog import WIDEN_FROM_ROWS
 from pipecat_pocket_tts.engine.backends.numpy.layers import flowlm, linears
 from pipecat_pocket_tts.engine.backends.numpy.layers.flowlm import KVCache
@@ -41,10 +41,10 @@ SYNTHESIS_SNR_DB = {
 @pytest.fixture(scope="module", autouse=True)
 def _private_narrow_cache(tmp_path_factory):
     """Cached narrow copies go to a temporary folder, not the user's cache; Mimi stays fp32
-    (these tests measure the FlowLM's precision; ``test_wide_units.py`` Mimi's units)."""
+    (these tests measure the FlowLM's precision; ``test_wide_arithmetic.py`` Mimi's arithmetic)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(narrow_cache.CACHE_ENV, str(tmp_path_factory.mktemp("narrow_cache")))
-        patch.setenv(wide_units.UNITS_ENV, "fp32")
+        patch.setenv(arithmetic.ARITHMETIC_ENV, "fp32")
         yield
 
 
@@ -177,7 +177,7 @@ def test_the_float_int8_kernel_multiplies_by_the_dense_weight(monkeypatch, shape
     # What hosts without AVX2 (nor AVX512_VNNI) run (ARM64, older x86): activations stay float32.
     kernels = linears.load_kernels()
     monkeypatch.setattr(kernels, "int8_matmul", kernels.int8_matmul_float)
-    monkeypatch.setattr(linears, "int16_kernels", lambda: None)
+    monkeypatch.setattr(linears, "int8_vnni_kernels", lambda kernel: None)
     rng = np.random.default_rng(shape[0])
     linear = make_linear(rng.standard_normal(shape).astype(np.float32), "int8")
     for rows in (1, 2, 3, *WIDENED, KERNEL_MAX_ROWS):

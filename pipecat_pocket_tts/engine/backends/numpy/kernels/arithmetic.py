@@ -1,23 +1,26 @@
-"""Which arithmetic units Mimi's decoder runs on, chosen at load from what the CPU reports.
+"""Which arithmetic Mimi's decoder runs in, and on which instructions, chosen at load from what
+the CPU reports.
 
 - ``"fp32"``: today's kernels (float32 window products, BLAS): any CPU, the fallback.
-- ``"bf16"``: bfloat16 dot products (``vdpbf16ps``, AVX512_BF16; ``bf16_kernels.py``) for
-  the decoder transformer's linears and two of SEANet's transposed convs, whose inputs and
-  weights are rounded to bfloat16 while sums, biases, residuals and the streaming state stay
-  float32. The other convs stay float32: rounding every conv to bfloat16 cost ~44 dB SNR
-  against fp32 on the full-size random pack.
-- ``"int16"``: int16 dot products (``vpdpwssd``, AVX512_VNNI; ``int16_kernels.py``) for the
-  transformer's linears and every SEANet conv and transposed conv that packs (all but the
-  last, one channel wide): 16-bit weights a column, 13-bit inputs scaled row by row, exact
-  int32 sums; ~62–63 dB against fp32 on the full-size random pack where "bf16" gave 46–50,
-  at the speed of "bf16" (the same multiply-adds an instruction).
+- ``"bf16"``: bfloat16 dot products (``vdpbf16ps``, AVX512_BF16; ``bf16.py``) for the
+  transformer's linears and two of SEANet's transposed convs, whose inputs and weights are
+  rounded to bfloat16 while sums, biases, residuals and the streaming state stay float32. The
+  other convs stay float32: rounding every conv to bfloat16 cost ~44 dB SNR against fp32 on
+  the full-size random pack.
+- ``"int16"``: int16 dot products (``int16.py``) for the transformer's linears and every SEANet
+  conv and transposed conv that packs (all but the last, one channel wide): 16-bit weights a
+  column, 13-bit inputs scaled row by row, exact int32 sums; ~62–63 dB against fp32 on the
+  full-size random pack where "bf16" gave 46–50. It runs on the best of three instruction
+  paths the CPU has (``choose_int16_kernel``: AVX512_VNNI, AVX-VNNI, AVX2), each giving the
+  same bits.
 
-``choose_units(requested, precision)``: the units a load runs — ``requested`` (the
-``mimi_units`` argument), else the ``POCKET_TTS_MIMI_UNITS`` environment variable, else
-``"auto"``: with a narrow ``precision`` ("int8", "bf16": the caller traded exactness for speed)
-the best of those this CPU has (numba installed), else ``"fp32"`` (precision "fp32" stays
-float32 end to end: parity with upstream): "int16" first, then "bf16". Asking for units the
-CPU lacks is a ``LoadOptionError`` saying so (never a silent fallback).
+``choose_arithmetic(requested, precision)``: the arithmetic a load runs — ``requested`` (the
+``mimi_arithmetic`` argument), else the ``POCKET_TTS_MIMI_ARITHMETIC`` environment variable,
+else ``"auto"``: with a narrow ``precision`` ("int8", "bf16": the caller traded exactness for
+speed) the best this CPU has (numba installed), else ``"fp32"`` (precision "fp32" stays float32
+end to end: parity with upstream): "int16" first (any CPU with AVX2 and FMA), then "bf16".
+Asking for arithmetic or an instruction path the CPU lacks is a ``LoadOptionError`` saying so
+(never a silent fallback).
 """
 
 from __future__ import annotations
@@ -33,19 +36,35 @@ import numpy as np
 from ....errors import LoadOptionError
 from . import compiled
 
-UNITS_ENV = "POCKET_TTS_MIMI_UNITS"
+ARITHMETIC_ENV = "POCKET_TTS_MIMI_ARITHMETIC"
+#: Its name until issue 49 ("units" now means CoreML's compute units only): refused, naming the
+#: new one, so a setting is never silently dropped.
+RENAMED_ENV = "POCKET_TTS_MIMI_UNITS"
 _BEST_FIRST = ("int16", "bf16", "fp32")
-MIMI_UNITS = ("auto", *_BEST_FIRST)
-#: What each of the units needs beyond numba, as /proc/cpuinfo spells it.
-_NEEDS = {"bf16": "avx512_bf16", "int16": "avx512_vnni"}
+MIMI_ARITHMETIC = ("auto", *_BEST_FIRST)
+#: What each arithmetic needs beyond numba, as /proc/cpuinfo spells it (int16: its least path).
+_NEEDS = {"bf16": "avx512_bf16", "int16": "avx2"}
+INT16_KERNEL_ENV = "POCKET_TTS_INT16_KERNEL"
+#: The int16 kernels' instruction paths, best first (``int16.py``).
+INT16_KERNELS = ("vnni", "avx-vnni", "avx2")
+#: The CPU flag each path needs, as /proc/cpuinfo spells it (for the errors).
+INT16_FLAGS = {"vnni": "avx512_vnni", "avx-vnni": "avx_vnni", "avx2": "avx2"}
+#: How the load log names each path.
+INT16_INSTRUCTIONS = {
+    "vnni": "AVX512_VNNI vpdpwssd",
+    "avx-vnni": "AVX-VNNI vpdpwssd on ymm",
+    "avx2": "AVX2 vpmaddwd",
+}
 
 
 class Int16Weight(NamedTuple):
-    """A weight packed for ``int16_kernels.int16_window_matmul``: codes [N / 32, K / 2, 32]
-    uint32 (int16 pairs) and one float32 scale per output column [N]."""
+    """A weight packed for ``int16.int16_window_matmul``: codes [N / 32, K / 2, 32] uint32
+    (int16 pairs), one float32 scale per output column [N], and the instruction path it runs
+    on (``INT16_KERNELS``)."""
 
     codes: np.ndarray
     scales: np.ndarray
+    path: str
 
 
 def bf16_kernels() -> ModuleType | None:
@@ -58,25 +77,37 @@ def bf16_kernels() -> ModuleType | None:
     return _warm(module) if module.BF16_DOT else None
 
 
-def int16_kernels() -> ModuleType | None:
-    """The int16 kernels module (warmed up at its first use) when numba is installed and
-    numba compiles for a CPU with AVX512_VNNI, else None."""
+def int16_kernels(path: str | None = None) -> ModuleType | None:
+    """The int16 kernels module when numba is installed and compiles for a CPU with one of its
+    paths (with ``path``: that one, warmed up at its first use), else None."""
     if compiled.optional() is None:
         return None
     from . import int16 as module
 
-    return _warm(module) if module.INT16_DOT else None
+    if path is None:
+        return module if module.INT16_DOT else None
+    return _warm(module, path) if path in module.INT16_PATHS else None
+
+
+def int8_vnni_kernels(path: str) -> ModuleType | None:
+    """The int8 VNNI kernels module warmed up on ``path`` ("vnni" or "avx-vnni") when numba
+    compiles for a CPU with that path, else None."""
+    if int16_kernels(path) is None or path not in ("vnni", "avx-vnni"):
+        return None
+    from . import int8_vnni as module
+
+    return _warm(module, path)
 
 
 @functools.cache
-def _warm(module: ModuleType) -> ModuleType:
-    module.warm_up()
+def _warm(module: ModuleType, *path: str) -> ModuleType:
+    module.warm_up(*path)
     return module
 
 
-def _available(units: str) -> bool:
-    """Whether this process can run ``units``."""
-    kernels = {"bf16": bf16_kernels, "int16": int16_kernels}.get(units)
+def _available(arithmetic: str) -> bool:
+    """Whether this process can run ``arithmetic``."""
+    kernels = {"bf16": bf16_kernels, "int16": int16_kernels}.get(arithmetic)
     return kernels is None or kernels() is not None
 
 
@@ -106,26 +137,52 @@ def choose_among(
     return value
 
 
-def choose_units(requested: str | None = None, precision: str = "fp32") -> str:
-    """The units Mimi runs on, one of ``MIMI_UNITS`` but "auto" (the module docstring); the
-    argument, else ``POCKET_TTS_MIMI_UNITS``."""
-    units = requested or os.environ.get(UNITS_ENV) or "auto"
-    if units == "auto" and precision == "fp32":
+def choose_arithmetic(requested: str | None = None, precision: str = "fp32") -> str:
+    """The arithmetic Mimi runs in, one of ``MIMI_ARITHMETIC`` but "auto" (the module
+    docstring); the argument, else ``POCKET_TTS_MIMI_ARITHMETIC``."""
+    if os.environ.get(RENAMED_ENV):
+        raise LoadOptionError(f"{RENAMED_ENV} is now {ARITHMETIC_ENV} (the same values)")
+    arithmetic = requested or os.environ.get(ARITHMETIC_ENV) or "auto"
+    if arithmetic == "auto" and precision == "fp32":
         return "fp32"
-    return choose_among("mimi_units", units, _BEST_FIRST, _available, _NEEDS)
+    return choose_among("mimi_arithmetic", arithmetic, _BEST_FIRST, _available, _NEEDS)
 
 
-def describe_units(units: str) -> str:
+def choose_int16_kernel() -> str:
+    """The instruction path of the int16 kernels: ``POCKET_TTS_INT16_KERNEL`` ("auto" when
+    unset): "vnni" (AVX512_VNNI ``vpdpwssd`` on zmm), "avx-vnni" (the VEX ``vpdpwssd`` on ymm),
+    "avx2" (``vpmaddwd`` and ``vpaddd``), or on "auto" the best this CPU has. Asking for one
+    the CPU lacks is a ``LoadOptionError`` naming its flag."""
+    return choose_among(
+        INT16_KERNEL_ENV,
+        os.environ.get(INT16_KERNEL_ENV) or "auto",
+        INT16_KERNELS,
+        lambda path: int16_kernels(path) is not None,
+        INT16_FLAGS,
+    )
+
+
+def pack_int16(matrix: np.ndarray, channels: int) -> Int16Weight | None:
+    """``matrix`` [K, N] (taps ``channels`` deep) packed for the int16 kernel on the path
+    chosen (``choose_int16_kernel``), or None where it does not pack."""
+    from .int16 import fits_int16, pack_int16_columns
+
+    if not fits_int16(*matrix.shape, channels):
+        return None
+    return Int16Weight(*pack_int16_columns(matrix, channels), choose_int16_kernel())
+
+
+def describe_arithmetic(arithmetic: str) -> str:
     """A line for the load log and ``PocketTTS.kernels``: what Mimi's decoder runs on."""
-    if units == "bf16":
+    if arithmetic == "bf16":
         return (
             "Mimi decoder: bfloat16 dot products (AVX512_BF16 vdpbf16ps) in the transformer "
             "and two SEANet transposed convs, float32 elsewhere; frame blocks bit for bit"
         )
-    if units == "int16":
+    if arithmetic == "int16":
         return (
-            "Mimi decoder: int16 dot products (AVX512_VNNI vpdpwssd) in the transformer and "
-            "the SEANet convs; frame blocks bit for bit"
+            f"Mimi decoder: int16 dot products ({INT16_INSTRUCTIONS[choose_int16_kernel()]}) in "
+            "the transformer and the SEANet convs; frame blocks bit for bit"
         )
     return "Mimi decoder: float32 (window kernels and BLAS)"
 

@@ -3,10 +3,10 @@ products an instruction lane.
 
 ``vdpbf16ps`` multiplies 32 pairs of bfloat16 and adds each pair's two products into one of 16
 float32 lanes: twice the multiply-adds of a float32 FMA of the same width (on AMD Zen 4, whose
-512-bit units are two 256-bit halves, twice the multiply-adds a cycle of the float32 kernels).
+512-bit datapaths are two 256-bit halves, twice the multiply-adds a cycle of the float32 kernels).
 The sums stay float32; only the operands are rounded to bfloat16 (8 bits of mantissa).
 
-``bf16_window_matmul`` is ``window_kernels.window_matmul`` on those units: windows of a
+``bf16_window_matmul`` is ``window_kernels.window_matmul`` in that arithmetic: windows of a
 time-major input (each window K bfloat16 in a row of memory: a conv's taps, a transposed
 conv's blocks, or a plain row of a linear's input) times a weight packed once at load, four
 windows by 32 output columns a tile, 8 accumulators of 16 floats in registers. The input is
@@ -16,7 +16,7 @@ the attention cache) stays float32.
 
 The instruction is LLVM's ``llvm.x86.avx512bf16.dpbf16ps.512`` (llvmlite spells no bfloat
 type: ``_BFloat`` writes it); the callers compile and run it only where ``BF16_DOT`` (numba
-compiles for a CPU with ``avx512bf16``). ``tests/engine/backends/numpy/test_wide_units.py``
+compiles for a CPU with ``avx512bf16``). ``tests/engine/backends/numpy/test_wide_arithmetic.py``
 reads the instruction back from the compiled assembly.
 """
 

@@ -40,16 +40,6 @@ def pack_fp32(matrix: np.ndarray) -> np.ndarray | None:
     return kernels.pack_columns(matrix)
 
 
-def pack_int16(matrix: np.ndarray, channels: int) -> Int16Weight | None:
-    """``matrix`` [K, N] (taps ``channels`` deep) packed for the int16 kernel, or None where
-    it does not pack."""
-    from .int16 import fits_int16, pack_int16_columns
-
-    if not fits_int16(*matrix.shape, channels):
-        return None
-    return Int16Weight(*pack_int16_columns(matrix, channels))
-
-
 def tiled_rows(batch: int, rows: int, tile: int) -> int:
     """The fewest rows ≥ ``rows`` per stream that make ``batch`` streams' rows whole tiles."""
     while (batch * rows) % tile:
@@ -90,7 +80,7 @@ def window_product(
     """
     batch, length, channels = padded.shape
     if arithmetic == "int16":
-        kernels = int16_kernels()
+        kernels = int16_kernels(packed.path)
         tile = kernels.INT16_ROWS
     elif arithmetic == "bf16":
         kernels = bf16_kernels()
@@ -123,7 +113,7 @@ def window_product(
     out = np.empty((batch, tiles, blocks * block), np.float32)
     out[:] = 0.0 if bias is None else bias
     if arithmetic == "int16":
-        kernels.int16_window_matmul(
+        kernels.WINDOW_MATMULS[packed.path](
             windows, packed.codes, out, scales, packed.scales, step, channels
         )
     elif arithmetic == "bf16":

@@ -1,5 +1,5 @@
-"""A Mimi decoder put on the units chosen at load (``wide_units``): which of its layers run
-which kernel (``use_bf16``, ``use_int16``), and whether a block of frames then decodes bit for
+"""A Mimi decoder put on the arithmetic chosen at load (``arithmetic.py``): which of its layers
+run which kernel (``use_bf16``, ``use_int16``), and whether a block of frames then decodes bit for
 bit as its frames one by one (``blocks_exact``)."""
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ def use_int16(transformer: MimiTransformer, decoder: SEANet) -> None:
 
     Measured on the full-size random pack against fp32 frame by frame: 63.0 dB (random
     latents) and 62.1 dB (the quiet stretch of ``use_bf16``); the convs alone 63.2 / 63.6,
-    the bfloat16 transformer with these convs 60.0 / 48.1 (``test_int16_units.py``)."""
+    the bfloat16 transformer with these convs 60.0 / 48.1 (``test_int16_arithmetic.py``).
+    Every int16 instruction path gives the same bits."""
     _dot_linears(transformer, "int16")
     dense = _dense_transposed(decoder)
     for conv in decoder.convs():
@@ -48,13 +49,14 @@ def use_int16(transformer: MimiTransformer, decoder: SEANet) -> None:
             conv.use_windows()
 
 
-def _dot_linears(transformer: MimiTransformer, units: str) -> None:
-    """The transformer's linears that pack for ``units`` on its dot products (``DotLinear``)."""
+def _dot_linears(transformer: MimiTransformer, arithmetic: str) -> None:
+    """The transformer's linears that pack for ``arithmetic`` on its dot products
+    (``DotLinear``)."""
     for layer in transformer.layers:
         for name in ("in_proj", "out_proj", "linear1", "linear2"):
             linear = getattr(layer, name)
-            if DotLinear.fits(units, linear.shape):
-                object.__setattr__(layer, name, DotLinear(linear.dense(), units))
+            if DotLinear.fits(arithmetic, linear.shape):
+                object.__setattr__(layer, name, DotLinear(linear.dense(), arithmetic))
 
 
 def _dense_transposed(decoder: SEANet) -> list[StreamingConvTranspose1d]:
@@ -67,7 +69,7 @@ def _dense_transposed(decoder: SEANet) -> list[StreamingConvTranspose1d]:
 
 def blocks_exact(transformer: MimiTransformer, decoder: SEANet) -> bool:
     """Whether a block of frames decodes bit for bit as its frames one by one: every
-    transformer linear on a wide units' kernel and every dense transposed conv on a window
+    transformer linear on a wider arithmetic's kernel and every dense transposed conv on a window
     kernel (int16, bfloat16 or float32: each row summed alone; BLAS's sums may follow the
     matrix's height). The attention runs frame by frame in a block
     (``MimiTransformer.call_batch``)."""

@@ -10,7 +10,7 @@ weight vector loaded once feeds four FMAs.
 Against OpenBLAS on the Mimi decoder's convs (full-size ``english``, 6 streams, one thread,
 each conv timed both ways in one process), the narrow ones gain most (1.5–1.7× at 32 output
 columns): OpenBLAS packs both operands for every call, here the weight is packed once, at
-load. The transposed convs stay on BLAS at "fp32" units, which won on their wide outputs.
+load. The transposed convs stay on BLAS in "fp32" arithmetic, which won on their wide outputs.
 
 A tile is four consecutive rows of the flattened B · R windows, so it may span streams
 (``TileAddresses``, which the bfloat16 and int16 kernels' tiles use too): two streams of two

@@ -17,9 +17,9 @@ Up to ``KERNEL_MAX_ROWS`` rows (steps and small batches) run numba kernels (``ke
 BLAS; the kernel reads the weight once where OpenBLAS packs it for every product of a few
 rows); int8 takes prefills up to ``INT8_CHUNKED_MAX_ROWS`` through its kernel too, in blocks.
 Longer inputs use BLAS, narrow weights widened ``WIDEN_ROWS`` rows at a time (never a whole
-fp32 copy). Activations are float32, except in the int8 kernels on AVX2 and AVX512_VNNI
-hosts, which round each row of x to int16 for integer products (``kernels.int8_matmul_int16``,
-``int16_kernels.int8_matmul_vnni``: ``choose_int8_kernel``).
+fp32 copy). Activations are float32, except in the int8 kernels on AVX2, AVX-VNNI and
+AVX512_VNNI hosts, which round each row of x to int16 for integer products
+(``kernels.int8_matmul_int16``, ``int8_vnni.INT8_MATMULS``: ``choose_int8_kernel``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,12 @@ import numpy as np
 
 from ....model.options import NUMPY_PRECISIONS
 from ..kernels import compiled
-from ..kernels.arithmetic import Int16Weight, choose_among, int16_kernels
+from ..kernels.arithmetic import (
+    Int16Weight,
+    choose_among,
+    int8_vnni_kernels,
+    pack_int16,
+)
 from ..kernels.dispatch import window_product
 from .blocks import linear_rows
 
@@ -70,21 +75,25 @@ def int8_chunked_max_rows(kernels: ModuleType) -> int:
 
 
 INT8_KERNEL_ENV = "POCKET_TTS_INT8_KERNEL"
-INT8_KERNELS = ("auto", "vnni", "avx2")
+INT8_KERNELS = ("auto", "vnni", "avx-vnni", "avx2")
 
 
 def choose_int8_kernel() -> str:
     """The int8 linears' kernel: ``POCKET_TTS_INT8_KERNEL`` ("auto" when unset): "vnni"
-    (``int16_kernels.int8_matmul_vnni``: AVX512_VNNI ``vpdpwssd``), "avx2"
-    (``int8_matmul_int16``: ``vpmaddwd``), or on "auto" the widest this CPU has, else "float"
-    (int8 widened to float32). Asking for one the CPU lacks is a ``LoadOptionError``."""
-    has = {"vnni": int16_kernels() is not None, "avx2": bool(load_kernels().AVX2)}
+    (``int8_vnni.int8_matmul_vnni``: AVX512_VNNI ``vpdpwssd``), "avx-vnni"
+    (``int8_matmul_avx_vnni``: the VEX ``vpdpwssd`` on ymm), "avx2" (``int8_matmul_int16``:
+    ``vpmaddwd``), or on "auto" the widest this CPU has, else "float" (int8 widened to
+    float32). Asking for one the CPU lacks is a ``LoadOptionError``."""
+
+    def has(kernel: str) -> bool:
+        return bool(load_kernels().AVX2) if kernel == "avx2" else bool(int8_vnni_kernels(kernel))
+
     return choose_among(
         INT8_KERNEL_ENV,
         os.environ.get(INT8_KERNEL_ENV) or "auto",
         INT8_KERNELS[1:],
-        has.__getitem__,
-        {"vnni": "avx512_vnni", "avx2": "avx2"},
+        has,
+        {"vnni": "avx512_vnni", "avx-vnni": "avx_vnni", "avx2": "avx2"},
         fallback="float",
     )
 
@@ -96,8 +105,9 @@ def how_linears_run(precision: str) -> str:
     if precision == "bf16":
         return "bfloat16 weights widened to float32 in numba kernels"
     kernel = choose_int8_kernel()
-    if kernel == "vnni":
-        return "int8 weights, int16-rounded activations, integer dot products (AVX512_VNNI)"
+    if kernel in ("vnni", "avx-vnni"):
+        isa = "AVX512_VNNI" if kernel == "vnni" else "AVX-VNNI"
+        return f"int8 weights, int16-rounded activations, integer dot products ({isa})"
     if kernel == "avx2":
         return "int8 weights, int16-rounded activations, integer multiply-adds (AVX2)"
     return "int8 weights widened to float32 in numba kernels (no AVX2)"
@@ -105,9 +115,10 @@ def how_linears_run(precision: str) -> str:
 
 def _int8_matmul(kernels: ModuleType, depth: int) -> Callable[..., None]:
     """The kernel an int8 linear of ``depth`` inputs runs (``choose_int8_kernel``)."""
-    vnni = int16_kernels() if choose_int8_kernel() == "vnni" else None
+    kernel = choose_int8_kernel()
+    vnni = int8_vnni_kernels(kernel) if kernel != "avx2" else None
     if vnni is not None and vnni.fits_vnni(depth):
-        return vnni.int8_matmul_vnni
+        return vnni.INT8_MATMULS[kernel]
     return kernels.int8_matmul
 
 
@@ -309,11 +320,7 @@ class DotLinear(Linear):
         self.precision = f"{arithmetic}-dot"
         columns = np.ascontiguousarray(weight.T)
         if arithmetic == "int16":
-            from ..kernels.int16 import pack_int16_columns
-
-            self.packed: np.ndarray | Int16Weight = Int16Weight(
-                *pack_int16_columns(columns, weight.shape[1])
-            )
+            self.packed: np.ndarray | Int16Weight | None = pack_int16(columns, weight.shape[1])
         else:
             from ..kernels.bf16 import pack_bf16_columns
 
@@ -338,7 +345,7 @@ class DotLinear(Linear):
     @property
     def nbytes(self) -> int:
         packed = self.packed
-        parts = packed if isinstance(packed, Int16Weight) else (packed,)
+        parts = packed[:2] if isinstance(packed, Int16Weight) else (packed,)
         return self.weight.nbytes + sum(part.nbytes for part in parts)
 
     def dense_rows(self, start: int, stop: int) -> np.ndarray:

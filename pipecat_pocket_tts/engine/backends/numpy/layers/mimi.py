@@ -60,11 +60,11 @@ class Mimi:
     """Mimi decoder (streaming, one latent frame per call) and encoder (whole clips)."""
 
     def __init__(
-        self, config: MimiConfig, weights: dict[str, np.ndarray], units: str = "fp32"
+        self, config: MimiConfig, weights: dict[str, np.ndarray], arithmetic: str = "fp32"
     ) -> None:
         """``weights``: Mimi tensors in upstream names without the ``mimi.`` prefix;
-        ``units``: what the decoder runs on, one of ``wide_units.MIMI_UNITS`` but "auto"
-        (check it with ``choose_units`` first)."""
+        ``arithmetic``: what the decoder multiplies in, one of ``arithmetic.MIMI_ARITHMETIC``
+        but "auto" (check it with ``choose_arithmetic`` first)."""
         self.config = config
         self.frame_size = config.frame_size
         encoder_seanet, decoder_seanet = config.seanet, config.decoder_seanet
@@ -104,10 +104,10 @@ class Mimi:
             config.decoder_transformer, weights, "decoder_transformer"
         )
         self.decoder = SEANet(decoder_seanet, weights, "decoder", decoder=True)
-        self.units = units
-        if units == "bf16":
+        self.arithmetic = arithmetic
+        if arithmetic == "bf16":
             use_bf16(self.decoder_transformer, self.decoder)
-        elif units == "int16":
+        elif arithmetic == "int16":
             use_int16(self.decoder_transformer, self.decoder)
         #: whether ``decode_frames`` gives the same samples bit for bit as frame by frame
         self.blocks_exact = blocks_exact(self.decoder_transformer, self.decoder)
@@ -173,7 +173,7 @@ class Mimi:
         audio [B, K, frame_size], each stream's frames in order. The same samples as K calls of
         ``decode_batch`` up to float rounding: the same windows and taps, the attention a frame
         at a time on the same ring; only BLAS's sums over taller matrices may round
-        differently (``blocks_exact``: none on this model's units)."""
+        differently (``blocks_exact``: none in this model's arithmetic)."""
         latents = np.asarray(latents, dtype=np.float32)
         batch = len(states)
         if latents.ndim != 3 or latents.shape[0] != batch or latents.shape[2] != self.latent_dim:

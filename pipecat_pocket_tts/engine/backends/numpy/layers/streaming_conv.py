@@ -25,8 +25,8 @@ from functools import cached_property
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ..kernels.arithmetic import Int16Weight
-from ..kernels.dispatch import compiled_kernels, elu, pack_fp32, pack_int16, window_product
+from ..kernels.arithmetic import Int16Weight, pack_int16
+from ..kernels.dispatch import compiled_kernels, elu, pack_fp32, window_product
 
 #: From this many output frames, per-tap matmuls beat im2col.
 TAPS_MIN_FRAMES = 64

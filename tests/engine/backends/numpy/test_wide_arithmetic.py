@@ -1,6 +1,7 @@
-"""Mimi on the CPU's widest units (``wide_units.py``, ``bf16_kernels.py``) and frame blocks
-(``decode_frames``): the choice at load, the kernel's arithmetic and instruction, fidelity
-against fp32 frame by frame, and blocks decoding as their frames one by one.
+"""Mimi in the CPU's widest arithmetic (``kernels/arithmetic.py``, ``kernels/bf16.py``) and
+frame blocks (``decode_frames``): the choice at load, the kernel's arithmetic and
+instruction, fidelity against fp32 frame by frame, and blocks decoding as their frames one by
+one.
 
 Every path this CPU supports runs; the bfloat16 path is skipped, saying why, on a CPU without
 AVX512_BF16, where its fallback (fp32, and the error when asked for) is tested instead.
@@ -25,9 +26,7 @@ from reference_fixtures import FAMILIES, snr_db
 
 from pipecat_pocket_tts.engine import PocketTTS
 from pipecat_pocket_tts.engine.backends.base import Backend
-from pipecat_pocket_tts.engine.backends.numpy.kernels import (
-    arithmetic as wide_units,
-)
+from pipecat_pocket_tts.engine.backends.numpy.kernels import arithmetic
 from pipecat_pocket_tts.engine.backends.numpy.kernels import (
     bf16 as bf16_kernels,
 )
@@ -41,7 +40,7 @@ from pipecat_pocket_tts.engine.errors import LoadOptionError
 from pipecat_pocket_tts.engine.model.config import get_config
 
 needs_bf16 = pytest.mark.skipif(
-    wide_units.bf16_kernels() is None,
+    arithmetic.bf16_kernels() is None,
     reason="this CPU has no AVX512_BF16 (or numba is missing): the bfloat16 path cannot run "
     "here; its fallback is tested by the tests without this mark",
 )
@@ -53,40 +52,47 @@ def full_mimi_weights() -> dict[str, np.ndarray]:
 
 
 # -- the choice at load ------------------------------------------------------------------------
-def test_without_the_units_auto_runs_fp32_and_asking_for_bf16_says_why(monkeypatch):
-    monkeypatch.setattr(wide_units, "bf16_kernels", lambda: None)  # a CPU without AVX512_BF16
-    monkeypatch.setattr(wide_units, "int16_kernels", lambda: None)  # ... nor AVX512_VNNI
-    monkeypatch.delenv(wide_units.UNITS_ENV, raising=False)
-    assert wide_units.choose_units(None, "int8") == "fp32"
+def test_without_the_arithmetic_auto_runs_fp32_and_asking_for_bf16_says_why(monkeypatch):
+    monkeypatch.setattr(arithmetic, "bf16_kernels", lambda: None)  # a CPU without AVX512_BF16
+    monkeypatch.setattr(arithmetic, "int16_kernels", lambda path=None: None)  # ... nor AVX2
+    monkeypatch.delenv(arithmetic.ARITHMETIC_ENV, raising=False)
+    assert arithmetic.choose_arithmetic(None, "int8") == "fp32"
     with pytest.raises(LoadOptionError, match="AVX512_BF16"):
-        wide_units.choose_units("bf16", "int8")
-    monkeypatch.setenv(wide_units.UNITS_ENV, "bf16")
+        arithmetic.choose_arithmetic("bf16", "int8")
+    monkeypatch.setenv(arithmetic.ARITHMETIC_ENV, "bf16")
     with pytest.raises(LoadOptionError, match="AVX512_BF16"):
-        wide_units.choose_units(None, "int8")
+        arithmetic.choose_arithmetic(None, "int8")
 
 
-def test_an_unknown_units_value_is_a_named_error(monkeypatch):
-    monkeypatch.setenv(wide_units.UNITS_ENV, "fp8")
-    with pytest.raises(LoadOptionError, match="mimi_units"):
-        wide_units.choose_units(None, "int8")
+def test_an_unknown_arithmetic_is_a_named_error(monkeypatch):
+    monkeypatch.setenv(arithmetic.ARITHMETIC_ENV, "fp8")
+    with pytest.raises(LoadOptionError, match="mimi_arithmetic"):
+        arithmetic.choose_arithmetic(None, "int8")
+
+
+def test_the_old_environment_name_is_refused_naming_the_new_one(monkeypatch):
+    monkeypatch.setenv(arithmetic.RENAMED_ENV, "fp32")
+    with pytest.raises(LoadOptionError, match=arithmetic.ARITHMETIC_ENV):
+        arithmetic.choose_arithmetic(None, "int8")
 
 
 def test_fp32_precision_keeps_mimi_fp32_and_the_environment_overrides(monkeypatch):
-    monkeypatch.delenv(wide_units.UNITS_ENV, raising=False)
-    assert wide_units.choose_units(None, "fp32") == "fp32"  # parity with upstream untouched
-    monkeypatch.setenv(wide_units.UNITS_ENV, "fp32")
-    assert wide_units.choose_units(None, "int8") == "fp32"
+    monkeypatch.delenv(arithmetic.ARITHMETIC_ENV, raising=False)
+    assert arithmetic.choose_arithmetic(None, "fp32") == "fp32"  # parity with upstream untouched
+    monkeypatch.setenv(arithmetic.ARITHMETIC_ENV, "fp32")
+    assert arithmetic.choose_arithmetic(None, "int8") == "fp32"
 
 
 @needs_bf16
 def test_auto_takes_bf16_with_a_narrow_precision_and_the_model_says_so(
     engine_pack_dir, monkeypatch
 ):
-    monkeypatch.delenv(wide_units.UNITS_ENV, raising=False)
-    monkeypatch.setattr(wide_units, "int16_kernels", lambda: None)  # AVX512_BF16 without VNNI
-    assert wide_units.choose_units(None, "int8") == "bf16"
+    monkeypatch.delenv(arithmetic.ARITHMETIC_ENV, raising=False)
+    # bf16 where int16 cannot run (a stand-in: every CPU with AVX512_BF16 has AVX2)
+    monkeypatch.setattr(arithmetic, "int16_kernels", lambda path=None: None)
+    assert arithmetic.choose_arithmetic(None, "int8") == "bf16"
     tts = PocketTTS.load(backend="numpy", model_dir=engine_pack_dir, precision="int8")
-    assert tts.backend.mimi.units == "bf16"
+    assert tts.backend.mimi.arithmetic == "bf16"
     assert "vdpbf16ps" in tts.kernels["mimi"] and tts.kernels["flow_lm"].startswith("int8")
 
 
@@ -127,8 +133,8 @@ def test_full_size_bf16_mimi_stays_within_the_bound_and_keeps_quiet_stretches_qu
     # stretch they can; no frame may get louder.
     config = get_config("english").mimi
     latents = quiet_latents()
-    reference = frame_by_frame(Mimi(config, full_mimi_weights, units="fp32"), latents)[0]
-    narrow = frame_by_frame(Mimi(config, full_mimi_weights, units="bf16"), latents)[0]
+    reference = frame_by_frame(Mimi(config, full_mimi_weights, arithmetic="fp32"), latents)[0]
+    narrow = frame_by_frame(Mimi(config, full_mimi_weights, arithmetic="bf16"), latents)[0]
     assert snr_db(reference, narrow) >= MIN_SNR_DB
     quiet = level(reference) < np.median(level(reference))  # the quieter half
     assert np.all(level(narrow)[quiet] <= level(reference)[quiet] + 3.0)
@@ -139,8 +145,8 @@ def test_full_size_bf16_mimi_stays_within_the_bound_and_keeps_quiet_stretches_qu
 def test_full_size_random_weights_with_biases_stay_within_the_bound(full_mimi_weights):
     config = get_config("english").mimi
     latents = random_latents(24)
-    reference = frame_by_frame(Mimi(config, full_mimi_weights, units="fp32"), latents)
-    narrow = frame_by_frame(Mimi(config, full_mimi_weights, units="bf16"), latents)
+    reference = frame_by_frame(Mimi(config, full_mimi_weights, arithmetic="fp32"), latents)
+    narrow = frame_by_frame(Mimi(config, full_mimi_weights, arithmetic="bf16"), latents)
     assert snr_db(reference, narrow) >= MIN_SNR_DB
 
 
@@ -153,8 +159,8 @@ def test_each_tiny_family_stays_within_the_bound(name):
 
 # -- frame blocks -------------------------------------------------------------------------------
 @needs_bf16
-def test_a_block_decodes_bit_for_bit_as_its_frames_on_bf16_units(full_mimi_weights):
-    mimi = Mimi(get_config("english").mimi, full_mimi_weights, units="bf16")
+def test_a_block_decodes_bit_for_bit_as_its_frames_in_bf16(full_mimi_weights):
+    mimi = Mimi(get_config("english").mimi, full_mimi_weights, arithmetic="bf16")
     assert mimi.blocks_exact
     latents = random_latents(12, streams=3)
     np.testing.assert_array_equal(
@@ -163,7 +169,7 @@ def test_a_block_decodes_bit_for_bit_as_its_frames_on_bf16_units(full_mimi_weigh
 
 
 def test_fp32_blocks_match_frame_by_frame_within_float_rounding(full_mimi_weights):
-    mimi = Mimi(get_config("english").mimi, full_mimi_weights, units="fp32")
+    mimi = Mimi(get_config("english").mimi, full_mimi_weights, arithmetic="fp32")
     assert not mimi.blocks_exact  # the scheduler decodes fp32 frame by frame
     latents = random_latents(8, streams=2)
     frames = frame_by_frame(mimi, latents)
