@@ -1,5 +1,11 @@
 """PocketTTSService: the Pipecat hooks over one persistent engine session (in process or on a
-server, ``engine.contract``); turns and streams: ``turns``/``speech_stream``; loading: ``loading``.
+server, ``engine.contract``).
+
+The modules of this package, in the order a frame meets them: ``settings`` (settings and
+constructor arguments), ``engine_load`` (the background load), ``text_gate`` (text that says
+nothing opens no context), ``turns`` and ``speech_stream`` (each context's turn on an engine
+session), ``playout`` (when pushed audio plays: the word clock), ``output`` (audio at the
+pipeline's rate into Pipecat's contexts), ``pipecat_internals`` (Pipecat's private names).
 """
 
 from __future__ import annotations
@@ -31,13 +37,11 @@ from pipecat.utils.tracing.service_decorators import traced_tts
 
 from ..engine import LoadOptions, text_variant
 from ..engine.errors import PocketTTSError
-from .arguments import service_load_settings
-from .context_output import ContextOutput
-from .languages import language_to_pack, pack_default_voice, pack_iso_code
-from .loading import EngineLoader, LoadReported, LoadSettings
+from .engine_load import EngineLoader, LoadReported, VoiceChoice
+from .output import ContextOutput
 from .pipecat_internals import (
     TTSServiceHooks,
-    bound_text_units,
+    bound_text_pieces,
     is_interruptible,
     last_word_pts,
     set_sentence_language,
@@ -48,16 +52,23 @@ from .pipecat_internals import (
     warn_unhandled_settings,
     word_sequencer,
 )
-from .playout import Playout
-from .settings import UTTERANCE_SETTINGS, PocketTTSSettings, initial_settings, session_options
-from .speech_checks import SpeechChecks, TextSettings, text_settings
-from .speech_stream import Turn, TurnOptions
-from .text_gate import TextGate
-from .text_units import unit_frames
+from .playout import Playout, UnspokenContexts
+from .settings import (
+    UTTERANCE_SETTINGS,
+    LoadSettings,
+    PocketTTSSettings,
+    TurnOptions,
+    check_update,
+    initial_settings,
+    language_to_pack,
+    pack_default_voice,
+    pack_iso_code,
+    service_load_settings,
+    session_options,
+)
+from .speech_stream import Turn
+from .text_gate import SpeechChecks, TextGate, TextSettings, piece_frames, text_settings
 from .turns import Turns
-from .unspoken import UnspokenContexts
-from .updates import check_update
-from .voice_choice import VoiceChoice
 
 if TYPE_CHECKING:
     from pipecat.frames.frames import CancelFrame
@@ -97,7 +108,7 @@ class PocketTTSService(TTSServiceHooks):
         defaults = initial_settings(language, settings)
         interruptible = partial(is_interruptible, self)  # an uninterruptible greeting plays on
         self._playout = Playout(lambda: self.get_clock().get_time(), interruptible)  # words' clock
-        self._output = ContextOutput(self, self._playout)  # reads the service only when used
+        self._output = ContextOutput(self, self._playout, resampler_quality)  # read when used
         self._loader = EngineLoader(loading, self._output, self.emit_event)  # on_model_loaded
         self._text_language = text_variant(defaults.language)  # "pt-BR", or None: the pack's
         defaults.language = defaults.model = self._loader.pack_for(defaults.language)
@@ -110,14 +121,16 @@ class PocketTTSService(TTSServiceHooks):
             **kwargs,
         )
         self.register_event("on_model_loaded")  # the first turn pays no load
-        bound_text_units(self)  # the units Pipecat's word tracking sees stay short
+        bound_text_pieces(self)  # the pieces Pipecat's word tracking sees stay short
         self._set_sentence_language(self.pack)
-        checks = SpeechChecks(self._loader, self._text_settings)
+        checks = SpeechChecks(
+            lambda: self._loader.engine, self._loader.settled, self._text_settings
+        )
         self._gate = TextGate(checks.has_speech, checks.new_probe, streamed=streams_tokens(self))
         self.add_text_transformer(self._gate.check, "*")  # after the user's transforms
         self._voice = VoiceChoice(self, defaults.voice is None)  # or the pack's default voice,
         self._voice.name_pack_default(pack_default_voice(self.pack))  # by name, for now
-        self._turns = Turns(self._output, lambda: self.sample_rate, resampler_quality)
+        self._turns = Turns(self._output)
         self._seed_version = 0  # bumped by every seed update
         self._stopped = False
         self._unspoken = UnspokenContexts()
@@ -212,14 +225,14 @@ class PocketTTSService(TTSServiceHooks):
     async def on_aggregated_text(
         self, src_frame: AggregatedTextFrame, context_id: str | None = None
     ) -> None:
-        """Pipecat's, one bounded unit at a time for a long text (``text_units``)."""
-        units = unit_frames(src_frame, streams_tokens(self), skipped_text_types(self))
-        if units is None:
+        """Pipecat's, one bounded piece at a time for a long text (``text_gate``)."""
+        pieces = piece_frames(src_frame, streams_tokens(self), skipped_text_types(self))
+        if pieces is None:
             return await super().on_aggregated_text(src_frame, context_id)
         context_id = context_id or self.create_context_id()
-        for frame in units:
+        for frame in pieces:
             await super().on_aggregated_text(frame, context_id)
-            await asyncio.sleep(0)  # one unit per loop slice: the loop serves others between
+            await asyncio.sleep(0)  # one piece per loop slice: the loop serves others between
 
     @traced_tts
     async def run_tts(self, text: str, context_id: str) -> AsyncGenerator[Frame | None, None]:

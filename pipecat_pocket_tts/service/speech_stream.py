@@ -1,7 +1,7 @@
-"""A speech stream of ``PocketTTSService``: which audio context each engine frame goes to.
+"""Turns and the speech stream: which audio context each engine frame goes to.
 
 A *turn* is one Pipecat audio context (an LLM reply or a ``TTSSpeakFrame``); a *speech stream*
-(``SpeechStream``) is one engine session with its consumer task and resampler. Turns of
+(``SpeechStream``) is one engine session with its consumer task and encoder. Turns of
 interruptible speech share the main stream; an uninterruptible turn gets a private stream, so
 cancelling the main one never cuts it. Everything that must follow a turn's audio rides in the
 session's output as a marker (``Session.mark``), so it comes out after the audio queued before
@@ -12,8 +12,16 @@ it:
   aggregation), until the chunk that text becomes, and drops it if that text makes none, so
   unspoken text is never pushed (the rule lives in the engine's session, ``Session.mark``);
 - the end of a turn: the turn's text is flushed into the session, then marked;
-- a pause: after each queueing (not waiting for held text), so the resampler is flushed
+- a pause: after each queueing (not waiting for held text), so the encoder is flushed
   when the session runs dry.
+
+How many engine frames the stream takes per wake-up of the loop (``handover``): every item the
+engine puts into a session's output wakes the event loop that serves every call of the
+process. While the output transport still has plenty of audio queued to play, waking for each
+80 ms frame buys nothing: the frames can reach Pipecat several at a time, as one longer audio
+frame. Below the mark, every frame is taken as soon as it is made, so the playback never waits
+for a batch. A marker (a sentence's text frame, a turn's end, a pause) is taken at once, and so
+is the first frame after it: where a turn or an utterance begins nothing is held back.
 """
 
 from __future__ import annotations
@@ -21,52 +29,21 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pipecat.frames.frames import Frame, TTSTextFrame
-from pipecat.utils.types import is_given
 
-from ..engine import SAMPLE_RATE, Marker, UtteranceOptions, has_breaks, speaks, strip_breaks
+from ..engine import SAMPLE_RATE, Marker, has_breaks, speaks, strip_breaks
 from ..engine.contract import OFF_LOOP_CHARS
 from ..engine.errors import BreakTagError
-from .handover import handover
 
 if TYPE_CHECKING:
-    from ..engine import AudioFrame
+    from ..engine import AudioFrame, FrameEncoder
     from ..engine.contract import SpeechSession
-    from .context_output import ContextOutput
-    from .resampler import OutputResampler
-    from .settings import PocketTTSSettings
-
-
-@dataclass(frozen=True)
-class TurnOptions:
-    """The service's settings at the time a turn's text is handed over."""
-
-    utterance: UtteranceOptions  # voice, temperature, normalize, lexicon, speed (no seed)
-    seed: int | None  # the seed setting (None: random), applied when its version changes
-    seed_version: int  # bumped by every seed update
-
-    @classmethod
-    def of(cls, settings: PocketTTSSettings, seed_version: int) -> TurnOptions:
-        """The options of the service's current settings."""
-        return cls(
-            utterance=UtteranceOptions(
-                voice=settings.voice,
-                temperature=settings.temperature,
-                normalize=bool(settings.normalize),
-                lexicon=settings.lexicon or None,
-                speed=settings.speed if is_given(settings.speed) else None,
-            ),
-            seed=settings.seed if is_given(settings.seed) else None,
-            seed_version=seed_version,
-        )
-
-    def with_seed(self, seed: int | None) -> UtteranceOptions:
-        """The utterance options, restarting the generator from ``seed`` (None: no restart)."""
-        return self.utterance if seed is None else replace(self.utterance, seed=seed)
+    from .output import ContextOutput
+    from .settings import TurnOptions
 
 
 @dataclass(eq=False)
@@ -108,6 +85,39 @@ def _is_marker(item: object) -> bool:
     return isinstance(item, Marker)
 
 
+# -- handing frames over ---------------------------------------------------------------
+BATCH_FRAMES = 6
+"""Engine frames taken together while the output is far ahead (0.48 s of audio)."""
+
+BATCH_AHEAD_S = 1.0
+"""Audio queued for playback from which frames are taken in batches."""
+
+LOW_WATER_S = 0.5
+"""A batch is taken, however small, before the queued audio falls below this."""
+
+LIMIT = 2 * BATCH_FRAMES
+"""Most items taken per wake-up: a backlog (the loop was busy) is handed over a batch per
+loop slice."""
+
+
+@dataclass(frozen=True)
+class Handover:
+    """What the next wake-up waits for (``at_least`` items, or ``within`` seconds) and takes
+    (at most ``limit`` items)."""
+
+    at_least: int
+    within: float | None
+    limit: int
+
+
+def handover(queued_s: float, *, after_marker: bool) -> Handover:
+    """The next wait, with ``queued_s`` seconds of audio queued for playback; after a marker
+    the next frame (an utterance's first) is taken alone."""
+    if after_marker or queued_s < BATCH_AHEAD_S:
+        return Handover(at_least=1, within=None, limit=LIMIT)
+    return Handover(at_least=BATCH_FRAMES, within=queued_s - LOW_WATER_S, limit=LIMIT)
+
+
 SHORT_SENTENCE_WORDS = 2
 """A sentence of at most this many words is not spoken alone when its turn goes on: upstream
 pocket-tts #313 measured french_24l garbling ~40% of 1-2 word utterances against ~2% from three
@@ -133,13 +143,13 @@ async def _off_loop_if_long(text: str, call: Callable[[], Any]) -> Any:
 
 class SpeechStream:
     """One engine session the service speaks through: the task that consumes its output, its
-    resampler and its turns (the session's place on the model's scheduler is the engine's
+    encoder and its turns (the session's place on the model's scheduler is the engine's
     ``runtime.streams.ScheduledStream``)."""
 
     def __init__(
         self,
         session: SpeechSession,
-        resampler: OutputResampler,
+        encoder: FrameEncoder,
         output: ContextOutput,
         *,
         private: bool,
@@ -150,13 +160,13 @@ class SpeechStream:
         self.private = private  # owned by one uninterruptible turn
         self.retired = False  # takes no new turns; closed once its turns are
         self.closed = False
-        self._resampler = resampler
+        self._encoder = encoder
         self._output = output
         self._seed_version = seed_version  # the seed version this session's generator follows
         self._on_closed = on_closed
         self._turns: list[Turn] = []  # open turns on this stream
         self._owners: dict[int, Turn] = {}  # utterance index → turn, until its last frame
-        self._audio_turn: Turn | None = None  # the turn whose audio the resampler holds
+        self._audio_turn: Turn | None = None  # the turn whose audio the encoder holds
         self._feeding: Turn | None = None  # the turn whose text the session's text stream holds
         self._clock = 0.0  # session-clock seconds of the frames that came out
         self._consumer = output.create_task(self._consume(), name="pocket_tts_consumer")
@@ -370,11 +380,11 @@ class SpeechStream:
         if turn is None or turn.closed or not frames:
             return
         if self._audio_turn is not turn:
-            await self._flush_resampler()  # the previous turn's audio ends here
+            await self._flush_encoder()  # the previous turn's audio ends here
             self._audio_turn = turn
         samples = [frame.samples for frame in frames]
         audio = samples[0] if len(samples) == 1 else np.concatenate(samples)
-        await self._output.append_audio(turn.context_id, self._resampler.process(audio))
+        await self._output.append_audio(turn.context_id, self._encoder.encode(audio))
         # Times on the context's timeline: the resampled audio stays aligned with the
         # engine's (the filter only delays delivery), so a word at t of the turn's engine
         # audio is heard t after the context's first audio.
@@ -384,17 +394,17 @@ class SpeechStream:
 
     async def _on_marker(self, payload: Any) -> None:
         if not self._owners:  # nothing queued after this point: the audio pauses here
-            await self._flush_resampler()
+            await self._flush_encoder()
         if isinstance(payload, _Release):
             if not payload.turn.closed:
                 await self._output.append_frame(payload.turn.context_id, payload.frame)
         elif isinstance(payload, _TurnEnd):
             await self._close_turn(payload.turn)
 
-    async def _flush_resampler(self) -> None:
-        """Emit the audio the resampler holds into the turn it belongs to."""
+    async def _flush_encoder(self) -> None:
+        """Emit the audio the encoder holds into the turn it belongs to."""
         turn, self._audio_turn = self._audio_turn, None
-        tail = self._resampler.flush()
+        tail = self._encoder.flush()
         if turn is not None and not turn.closed:
             await self._output.append_audio(turn.context_id, tail)
 
@@ -402,7 +412,7 @@ class SpeechStream:
         if turn.closed:
             return
         if self._audio_turn is turn:
-            await self._flush_resampler()
+            await self._flush_encoder()
         turn.close()
         self._turns.remove(turn)
         self._on_closed(self, [turn])
@@ -432,7 +442,7 @@ class SpeechStream:
         self._owners.clear()
         self._audio_turn = None
         self._feeding = None
-        self._resampler.reset()
+        self._encoder.reset()
         self._on_closed(self, turns)
         await self.session.acancel()
         for task in (self._consumer, self._keepalive):
@@ -447,4 +457,15 @@ def _listed(index: int | None) -> list[int]:
     return [] if index is None else [index]
 
 
-__all__ = ["SHORT_SENTENCE_WORDS", "SpeechStream", "Turn", "TurnOptions", "is_short"]
+__all__ = [
+    "BATCH_AHEAD_S",
+    "BATCH_FRAMES",
+    "LIMIT",
+    "LOW_WATER_S",
+    "SHORT_SENTENCE_WORDS",
+    "Handover",
+    "SpeechStream",
+    "Turn",
+    "handover",
+    "is_short",
+]
