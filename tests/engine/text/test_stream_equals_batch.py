@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine import PocketTTS
-from pipecat_pocket_tts.engine.text.chunking import ABBREVIATIONS
+from pipecat_pocket_tts.engine.text.chunking import ABBREVIATIONS, Chunker
 from pipecat_pocket_tts.engine.text.planner import TextPlanner
 
 LANGUAGES = ["english", "french", "german", "spanish", "italian", "portuguese", "dutch"]
@@ -157,6 +157,66 @@ def test_any_streamed_text_speaks_as_it_does_enqueued(
 ) -> None:
     language, text, fragments = case
     check_stream_equals_batch(packs[language], text, fragments)
+
+
+def llm_tokens(text: str) -> list[str]:
+    """``text`` as an LLM streams it: a word with the whitespace before it, token by token."""
+    return re.findall(r"\s*\S+|\s+$", text)
+
+
+def _speaks(word: str) -> bool:
+    return any(c.isalnum() for c in word)
+
+
+def sentence_starts(chunks, language: str) -> set[int]:
+    """Where a sentence begins in ``chunks``, counted in words that speak: at each chunk's
+    start unless it goes on with a sentence, and after a word or mark that ends one (read
+    with its case or lowercase: a chunk's first letter was capitalized after the cut)."""
+    chunker = Chunker(lambda text, mid: 0, language=language)
+    starts: set[int] = set()
+    position = 0
+    for chunk in chunks:
+        ended = not chunk.is_mid_sentence
+        for word in chunk.text.split():
+            if _speaks(word):
+                if ended:
+                    starts.add(position)
+                ended = False
+                position += 1
+            ended = ended or chunker.is_sentence_end(word) or chunker.is_sentence_end(word.lower())
+    return starts
+
+
+def check_streamed_chunks_cut_as_enqueued(tts: PocketTTS, language: str, text: str) -> None:
+    """Token by token, ``feed``'s chunks say the words ``enqueue``'s say, and begin a
+    sentence (capitalized) only where ``enqueue``'s text has one."""
+    batch = planned(tts, text, None)
+    streamed = planned(tts, text, llm_tokens(text))
+    assert spoken_words(streamed) == spoken_words(batch), (text, batch, streamed)
+    batch_starts = sentence_starts(batch, language)
+    position = 0
+    for chunk in streamed:
+        if not chunk.is_mid_sentence:
+            assert position in batch_starts, (text, [c.text for c in batch], chunk.text)
+        position += sum(map(_speaks, chunk.text.split()))
+
+
+@settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@example(("english", "2) Sept. Ran Apr. … E.g. the\ncat …! "))
+@example(("english", "120 !! 23. 17? 23. 17? cat\n2) Apr. 19.… "))
+@example(("german", "Der Hund 3. Mai geht. "))
+@given(
+    st.sampled_from(LANGUAGES).flatmap(lambda lang: st.tuples(st.just(lang), _language_text(lang)))
+)
+def test_text_streamed_token_by_token_is_cut_where_enqueue_cuts_it(
+    packs: dict[str, PocketTTS], case: tuple[str, str]
+) -> None:
+    language, text = case
+    check_streamed_chunks_cut_as_enqueued(packs[language], language, text)
 
 
 def test_all_pack_languages_are_covered(packs: dict[str, PocketTTS], tmp_path: Path) -> None:
