@@ -45,9 +45,7 @@ from .model.languages import LANGUAGES, find_language, pack_name, text_variant
 from .model.options import LoadOptions
 from .runtime.channel import ChannelOutput, FrameChannel, Marker
 from .runtime.scheduler import AdmissionWait
-from .session import Session
-from .text.breaks import has_breaks, strip_breaks
-from .text.speechless import speaks
+from .session import SentenceQueue, Session
 from .timing.subtitles import write_timestamps
 from .timing.word_timing import Word, WordStart
 from .tts import PocketTTS, TimedAudio
@@ -85,6 +83,7 @@ __all__ = [
     "PocketTTS",
     "PocketTTSError",
     "PrecisionUnavailableError",
+    "SentenceQueue",
     "ServerConfigError",
     "ServerUnavailableError",
     "Session",
@@ -110,13 +109,10 @@ __all__ = [
     "config_names",
     "find_language",
     "get_config",
-    "has_breaks",
     "mulaw",
     "pack_name",
     "read_wav",
     "resolve_backend_name",
-    "speaks",
-    "strip_breaks",
     "text_variant",
     "to_pcm16",
     "write_timestamps",

@@ -8,9 +8,10 @@ session's output as a marker (``Session.mark``), so it comes out after the audio
 it:
 
 - a frame Pipecat appends to the context (``TTSTextFrame``, a sentence's announcement): marked
-  at once; the session holds it while its text stream holds unfinished fed text (TOKEN
-  aggregation), until the chunk that text becomes, and drops it if that text makes none, so
-  unspoken text is never pushed (the rule lives in the engine's session, ``Session.mark``);
+  at once; the engine holds it while it holds the text before it (TOKEN aggregation:
+  unfinished fed text, until the chunk that text becomes, dropped if that text makes none;
+  SENTENCE: a short sentence waiting for the next, ``SentenceQueue``), so unspoken text is
+  never pushed (the rules live in the engine: ``Session.mark``, ``SentenceQueue.mark``);
 - the end of a turn: the turn's text is flushed into the session, then marked;
 - a pause: after each queueing (not waiting for held text), so the encoder is flushed
   when the session runs dry.
@@ -29,15 +30,14 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pipecat.frames.frames import Frame, TTSTextFrame
 
-from ..engine import SAMPLE_RATE, Marker, has_breaks, speaks, strip_breaks
+from ..engine import SAMPLE_RATE, Marker, SentenceQueue
 from ..engine.contract import OFF_LOOP_CHARS
-from ..engine.errors import BreakTagError
 
 if TYPE_CHECKING:
     from ..engine import AudioFrame, FrameEncoder
@@ -55,15 +55,11 @@ class Turn:
     streamed: bool  # TOKEN aggregation: text goes through Session.feed
     closed: bool = False
     failed_text: bool = False  # SENTENCE: the last enqueue raised; its text frame goes
-    short: str = ""  # SENTENCE: a sentence of one or two words, waiting for the next one
-    short_frames: list[Frame] = field(default_factory=list)  # its frames, held with it
     audio_start: float | None = None  # session-clock seconds where its audio begins
     ending: bool = False  # its end is marked: the context closes when the marker comes out
 
     def close(self) -> None:
         self.closed = True
-        self.short = ""
-        self.short_frames.clear()
 
 
 @dataclass(frozen=True, eq=False)
@@ -118,25 +114,6 @@ def handover(queued_s: float, *, after_marker: bool) -> Handover:
     return Handover(at_least=BATCH_FRAMES, within=queued_s - LOW_WATER_S, limit=LIMIT)
 
 
-SHORT_SENTENCE_WORDS = 2
-"""A sentence of at most this many words is not spoken alone when its turn goes on: upstream
-pocket-tts #313 measured french_24l garbling ~40% of 1-2 word utterances against ~2% from three
-words up (and #174: spanish_24l, a two-word sentence); its workaround is gluing a short chunk
-to the next. It waits for the turn's next sentence and is said with it (at the turn's end it
-is said alone: upstream found no prefix that helps). Cost: its first audio waits for the next
-sentence from the LLM."""
-
-
-def is_short(text: str) -> bool:
-    """At most ``SHORT_SENTENCE_WORDS`` words with a letter or digit (``Oui.``, ``D'accord.``);
-    ``<break/>`` tags are not words (a malformed one: not short, so its error comes at once)."""
-    try:
-        text = strip_breaks(text) if has_breaks(text) else text
-    except BreakTagError:
-        return False
-    return 0 < sum(1 for word in text.split() if speaks(word)) <= SHORT_SENTENCE_WORDS
-
-
 async def _off_loop_if_long(text: str, call: Callable[[], Any]) -> Any:
     return await asyncio.to_thread(call) if len(text) > OFF_LOOP_CHARS else call()
 
@@ -157,6 +134,7 @@ class SpeechStream:
         on_closed: Callable[[SpeechStream, list[Turn]], None],
     ) -> None:
         self.session = session
+        self.sentences = SentenceQueue(session)  # SENTENCE: whole sentences, short ones wait
         self.private = private  # owned by one uninterruptible turn
         self.retired = False  # takes no new turns; closed once its turns are
         self.closed = False
@@ -167,7 +145,7 @@ class SpeechStream:
         self._turns: list[Turn] = []  # open turns on this stream
         self._owners: dict[int, Turn] = {}  # utterance index → turn, until its last frame
         self._audio_turn: Turn | None = None  # the turn whose audio the encoder holds
-        self._feeding: Turn | None = None  # the turn whose text the session's text stream holds
+        self._feeding: Turn | None = None  # the turn whose text the engine holds
         self._clock = 0.0  # session-clock seconds of the frames that came out
         self._consumer = output.create_task(self._consume(), name="pocket_tts_consumer")
         self._keepalive: asyncio.Task | None = None  # runs while the engine owes a turn audio
@@ -182,33 +160,28 @@ class SpeechStream:
 
     # -- text in ----------------------------------------------------------------------
     async def enqueue(self, turn: Turn, text: str, options: TurnOptions) -> None:
-        """Queue a whole sentence of ``turn`` (SENTENCE aggregation); a short one waits to be
-        said with the next (``SHORT_SENTENCE_WORDS``)."""
+        """Queue a whole sentence of ``turn`` (SENTENCE aggregation); the engine holds a short
+        one to say with the next (``SentenceQueue``)."""
         if turn.closed or self.closed or not text.strip():
             return
-        if turn.short:
-            text, turn.short = f"{turn.short} {text.lstrip()}", ""
-        if is_short(text):
-            turn.short = text  # said with the next sentence, or alone at the turn's end
-            return
+        if self._feeding is not None and self._feeding is not turn:
+            self.flush(self._feeding, options)  # another turn's text ends where this begins
         seed = self._reseed(options)
         try:
-            index = await _off_loop_if_long(
+            indices = await _off_loop_if_long(
                 text,
-                lambda: self.session.enqueue(text, options.with_seed(seed)),
+                lambda: self.sentences.enqueue(text, options.with_seed(seed)),
             )
         except Exception:
             if turn.closed or self.closed:
                 return  # interrupted while a long text was planned off the loop
             turn.failed_text = True
-            turn.short_frames.clear()  # the short sentence went with it: never spoken
             raise
         if turn.closed or self.closed:
             return
         turn.failed_text = False
-        # None: nothing speakable after normalization (the seed waits)
-        self._queued(turn, _listed(index), options)
-        self._release_short(turn)
+        self._feeding = turn if self.sentences.holds_text else None
+        self._queued(turn, indices, options)  # none: held, or nothing speakable (seed waits)
 
     async def feed(self, turn: Turn, text: str, options: TurnOptions) -> None:
         """Add a token of ``turn`` to the session's text stream (TOKEN aggregation)."""
@@ -232,11 +205,16 @@ class SpeechStream:
             self._queued(turn, indices, options)
 
     def flush(self, turn: Turn, options: TurnOptions) -> None:
-        """``turn``'s streamed text is complete: queue what the text stream holds of it."""
+        """``turn``'s text is complete: queue what the engine holds of it (a short last
+        sentence is said alone)."""
         if self._feeding is not turn or self.closed:
             return
         self._feeding = None
-        indices = self.session.flush(options.with_seed(self._reseed(options)))
+        utterance = options.with_seed(self._reseed(options))
+        if turn.streamed:
+            indices = self.session.flush(utterance)
+        else:
+            indices = self.sentences.flush(utterance)
         self._queued(turn, indices, options)
 
     def _reseed(self, options: TurnOptions) -> int | None:
@@ -254,12 +232,6 @@ class SpeechStream:
         self.session.mark(_PAUSE, after_fed_text=False)
         self._keep_owed_contexts_alive()
 
-    def _release_short(self, turn: Turn) -> None:
-        """The frames held with a short sentence follow the audio now queued with it."""
-        frames, turn.short_frames = turn.short_frames, []
-        for frame in frames:
-            self.session.mark(_Release(turn, frame))
-
     # -- frames of the context ---------------------------------------------------------
     def follow_audio(self, turn: Turn, frame: Frame) -> None:
         """Let ``frame`` of ``turn``'s context out after the audio of the text handed over."""
@@ -268,26 +240,13 @@ class SpeechStream:
         if isinstance(frame, TTSTextFrame) and turn.failed_text:
             turn.failed_text = False  # the utterance that ends this text failed
             return
-        if turn.short:  # its sentence waits to be said with the next one
-            turn.short_frames.append(frame)
-            return
-        self.session.mark(_Release(turn, frame))  # held by the session for unfinished text
+        self.sentences.mark(_Release(turn, frame))  # held by the engine for unfinished text
 
     def end_turn(self, turn: Turn, options: TurnOptions) -> None:
         """No more text for ``turn``: its context ends after the last of its audio."""
         if turn.closed or self.closed:
             return
         try:
-            if turn.short:  # the turn's last sentence is short: said alone
-                short, turn.short = turn.short, ""
-                seed = self._reseed(options)
-                try:
-                    index = self.session.enqueue(short, options.with_seed(seed))
-                except Exception:
-                    turn.short_frames.clear()  # never spoken
-                    raise
-                self._queued(turn, _listed(index), options)
-                self._release_short(turn)
             self.flush(turn, options)
         finally:
             self.session.mark(_TurnEnd(turn))
@@ -442,6 +401,7 @@ class SpeechStream:
         self._owners.clear()
         self._audio_turn = None
         self._feeding = None
+        self.sentences.clear()
         self._encoder.reset()
         self._on_closed(self, turns)
         await self.session.acancel()
@@ -453,19 +413,13 @@ class SpeechStream:
                 await self._output.end_context(turn.context_id)
 
 
-def _listed(index: int | None) -> list[int]:
-    return [] if index is None else [index]
-
-
 __all__ = [
     "BATCH_AHEAD_S",
     "BATCH_FRAMES",
     "LIMIT",
     "LOW_WATER_S",
-    "SHORT_SENTENCE_WORDS",
     "Handover",
     "SpeechStream",
     "Turn",
     "handover",
-    "is_short",
 ]
