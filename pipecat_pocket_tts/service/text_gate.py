@@ -186,10 +186,12 @@ class SpeechChecks:
         settled: Callable[[], Awaitable[None]],
         settings: Callable[[], TextSettings],
     ) -> None:
-        """Args:
-        engine: The service's engine, once loaded.
-        settled: Waits for a load of the current settings still running.
-        settings: The service's text settings now.
+        """The checks of one service.
+
+        Args:
+            engine: The service's engine, once loaded.
+            settled: Waits for a load of the current settings still running.
+            settings: The service's text settings now.
         """
         self._engine = engine
         self._settings = settings
