@@ -33,7 +33,7 @@ def collector_left_alone() -> None:
     """No service freezes this process's heap: ``gc.freeze()`` after a model load would keep
     the cyclic garbage of whatever was alive then (earlier tests' models and pipelines) for
     good. ``tests/service/test_collector.py`` checks the freeze in child processes."""
-    from pipecat_pocket_tts.service.collector import leave_collector_alone
+    from pipecat_pocket_tts.service.engine_load import leave_collector_alone
 
     leave_collector_alone()
 

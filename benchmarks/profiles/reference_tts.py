@@ -17,10 +17,10 @@ from pipecat.services.settings import TTSSettings
 
 from pipecat_pocket_tts.service.pipecat_internals import (
     TTSServiceHooks,
-    bound_text_units,
+    bound_text_pieces,
     streams_tokens,
 )
-from pipecat_pocket_tts.service.text_units import STREAMED_UNIT_CHARS, UNIT_CHARS, split_units
+from pipecat_pocket_tts.service.text_gate import PIECE_CHARS, STREAMED_PIECE_CHARS, split_pieces
 
 FRAME_SAMPLES = 1920  # one engine frame: 80 ms at 24 kHz
 
@@ -51,7 +51,7 @@ class ReferenceTTS(TTSServiceHooks):
             settings=TTSSettings(model=None, voice=None, language=None),  # it has none
             **kwargs,
         )
-        bound_text_units(self)
+        bound_text_pieces(self)
         self._char_s = 1 / chars_per_second
         self._frame_s = FRAME_SAMPLES / sample_rate
         self._silence = bytes(2 * FRAME_SAMPLES)
@@ -65,11 +65,11 @@ class ReferenceTTS(TTSServiceHooks):
         self, src_frame: AggregatedTextFrame, context_id: str | None = None
     ) -> None:
         """The service's bounded units for a long text, one per loop slice."""
-        limit = STREAMED_UNIT_CHARS if streams_tokens(self) else UNIT_CHARS
+        limit = STREAMED_PIECE_CHARS if streams_tokens(self) else PIECE_CHARS
         if len(src_frame.text) < limit:
             return await super().on_aggregated_text(src_frame, context_id)
         context_id = context_id or self.create_context_id()
-        for unit in split_units(src_frame.text, limit):
+        for unit in split_pieces(src_frame.text, limit):
             frame = AggregatedTextFrame(unit, src_frame.text_type, raw_text=unit)
             await super().on_aggregated_text(frame, context_id)
             await asyncio.sleep(0)

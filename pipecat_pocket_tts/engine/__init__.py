@@ -48,9 +48,7 @@ from .model.options import LoadOptions
 from .model.upstream_config import config_language_code
 from .runtime.channel import ChannelOutput, FrameChannel, Marker
 from .runtime.slots import AdmissionWait
-from .session import Session
-from .text.breaks import has_breaks, strip_breaks
-from .text.speechless import speaks
+from .session import SentenceQueue, Session
 from .timing.subtitles import write_timestamps
 from .timing.word_timing import Word, WordStart
 from .tts import PocketTTS, TimedAudio
@@ -89,6 +87,7 @@ __all__ = [
     "PocketTTS",
     "PocketTTSError",
     "PrecisionUnavailableError",
+    "SentenceQueue",
     "ServerConfigError",
     "ServerUnavailableError",
     "Session",
@@ -115,15 +114,12 @@ __all__ = [
     "config_names",
     "find_language",
     "get_config",
-    "has_breaks",
     "is_config_reference",
     "mulaw",
     "pack_name",
     "read_wav",
     "resolve_backend_name",
     "served_name",
-    "speaks",
-    "strip_breaks",
     "text_variant",
     "to_pcm16",
     "write_timestamps",

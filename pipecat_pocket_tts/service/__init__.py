@@ -1,4 +1,4 @@
-"""The Pipecat side: ``PocketTTSService`` and what it is made of (turns, loading, settings)."""
+"""The Pipecat side: ``PocketTTSService`` and its steps (``service.py`` lists them)."""
 
 from .service import PocketTTSService, PocketTTSSettings
 

@@ -8,16 +8,16 @@ fails when another service module uses a Pipecat private name.
 It also holds the version-pinned replacements of Pipecat code paths the service changes:
 
 - ``BoundedSentenceAggregator`` (SENTENCE aggregation) and ``BoundedFrameSequencer`` (TOKEN:
-  its token → sentence regrouping) end a unit of text as Pipecat does, and also where
-  ``text_units`` says an overlong one ends, so Pipecat's word tracker, whose work per word
-  grows with its unit, never sees more than a few hundred characters at once
-  (``bound_text_units`` installs them).
+  its token → sentence regrouping) end a piece of text as Pipecat does, and also where
+  ``text_gate`` says an overlong one ends, so Pipecat's word tracker, whose work per word
+  grows with its piece, never sees more than a few hundred characters at once
+  (``bound_text_pieces`` installs them).
 - ``start_word_timestamps_at``: Pipecat's ``start_word_timestamps`` with the time the
   context's audio starts playing given by the caller (Pipecat takes the time of the push).
 - ``SettledSegment``: Pipecat's ``TextSegment`` with ``is_transformed`` worked out once.
   Pipecat works it out again for every word the provider reports (``alnum_only`` of both
-  sides of the whole segment, a Python loop per character), so a unit's per-word cost grew
-  with the unit: it was the largest single cost of the loop in ``bench_loop``.
+  sides of the whole segment, a Python loop per character), so a piece's per-word cost grew
+  with the piece: it was the largest single cost of the loop in ``bench_loop``.
   ``BoundedFrameSequencer`` gives its word trackers these segments.
 """
 
@@ -40,7 +40,7 @@ from pipecat.utils.context.text_segment_map import TextSegment
 from pipecat.utils.text.base_text_aggregator import Aggregation, TextType
 from pipecat.utils.text.simple_text_aggregator import SimpleTextAggregator
 
-from .text_units import STREAMED_UNIT_CHARS, boundary_ends_unit, ends_unit
+from .text_gate import STREAMED_PIECE_CHARS, boundary_ends_piece, ends_piece
 
 if TYPE_CHECKING:
     from pipecat.frames.frames import AggregatedTextFrame, Frame
@@ -101,7 +101,7 @@ class TTSServiceHooks(TTSService):
     async def on_aggregated_text(
         self, src_frame: AggregatedTextFrame, context_id: str | None = None
     ) -> None:
-        """A unit of text (a sentence, a token, a ``TTSSpeakFrame``'s text) to speak in
+        """A piece of text (a sentence, a token, a ``TTSSpeakFrame``'s text) to speak in
         ``context_id`` (None: the turn's); Pipecat registers it for its words and speaks it."""
         await super()._handle_aggregated_text(src_frame, context_id)
 
@@ -167,8 +167,8 @@ def text_slots(sequencer: Any) -> list[Any]:
     return sequencer._slots
 
 
-def bound_text_units(service: TTSService) -> None:
-    """Give Pipecat's aggregation and word sequencer the bounded units (``text_units``)."""
+def bound_text_pieces(service: TTSService) -> None:
+    """Give Pipecat's aggregation and word sequencer the bounded text pieces (``text_gate``)."""
     streaming = service._is_streaming_tokens
     if not streaming:
         service._text_aggregator = BoundedSentenceAggregator(aggregation_type=TextType.SENTENCE)
@@ -178,7 +178,7 @@ def bound_text_units(service: TTSService) -> None:
 
 
 class BoundedSentenceAggregator(SimpleTextAggregator):
-    """Pipecat's sentence aggregator whose sentences also end where an overlong unit ends."""
+    """Pipecat's sentence aggregator whose sentences also end where an overlong piece ends."""
 
     async def aggregate(self, text: str) -> AsyncIterator[Aggregation]:
         for char in text:
@@ -187,26 +187,26 @@ class BoundedSentenceAggregator(SimpleTextAggregator):
             sentence = await self._check_sentence_with_lookahead(char)
             if sentence is not None:
                 yield sentence
-                await asyncio.sleep(0)  # a burst of text: one unit per loop slice
-            elif ends_unit(len(self._text), previous, char):
-                unit = self._text.strip(" ")
+                await asyncio.sleep(0)  # a burst of text: one piece per loop slice
+            elif ends_piece(len(self._text), previous, char):
+                piece = self._text.strip(" ")
                 await self.reset()  # the text and any lookahead pending in it
-                if unit.strip():
-                    yield Aggregation(text=unit, type=TextType.SENTENCE)
+                if piece.strip():
+                    yield Aggregation(text=piece, type=TextType.SENTENCE)
                     await asyncio.sleep(0)
 
 
 class _BoundedParallelAggregator(_ParallelSentenceAggregator):
-    """Pipecat's token → sentence regrouping, with overlong units ended before a token."""
+    """Pipecat's token → sentence regrouping, with overlong pieces ended before a token."""
 
     async def aggregate(
         self, tts_text: str, llm_text: str, user_facing_text: str
     ) -> AsyncIterator[_ParallelAggregation]:
-        if self._user.strip() and boundary_ends_unit(self._tts, tts_text, STREAMED_UNIT_CHARS):
-            unit = _ParallelAggregation(self._tts, self._llm, self._user)
+        if self._user.strip() and boundary_ends_piece(self._tts, tts_text, STREAMED_PIECE_CHARS):
+            piece = _ParallelAggregation(self._tts, self._llm, self._user)
             await self._aggregator.reset()
             self._reset()
-            yield unit
+            yield piece
         async for sentence in super().aggregate(tts_text, llm_text, user_facing_text):
             yield sentence
 
@@ -240,7 +240,7 @@ def settle_segments(tracker: WordCompletionTracker) -> None:
 
 
 class BoundedFrameSequencer(AggregatedFrameSequencer):
-    """Pipecat's word-timestamp sequencer whose TOKEN regrouping ends overlong units and whose
+    """Pipecat's word-timestamp sequencer whose TOKEN regrouping ends overlong pieces and whose
     word trackers work out each segment's ``is_transformed`` once."""
 
     def _append_spoken_slot(
@@ -307,7 +307,7 @@ __all__ = [
     "BoundedSentenceAggregator",
     "SettledSegment",
     "TTSServiceHooks",
-    "bound_text_units",
+    "bound_text_pieces",
     "is_interruptible",
     "last_word_pts",
     "quiet_context_timeout",

@@ -1,5 +1,11 @@
 """PocketTTSService: the Pipecat hooks over one persistent engine session (in process or on a
-server, ``engine.contract``); turns and streams: ``turns``/``speech_stream``; loading: ``loading``.
+server, ``engine.contract``).
+
+The modules of this package, in the order a frame meets them: ``settings`` (settings and
+constructor arguments), ``engine_load`` (the background load), ``text_gate`` (text that says
+nothing opens no context), ``turns`` and ``speech_stream`` (each context's turn on an engine
+session), ``playout`` (when pushed audio plays: the word clock), ``output`` (audio at the
+pipeline's rate into Pipecat's contexts), ``pipecat_internals`` (Pipecat's private names).
 """
 
 from __future__ import annotations
@@ -32,19 +38,11 @@ from pipecat.utils.tracing.service_decorators import traced_tts
 
 from ..engine import LoadOptions, text_variant
 from ..engine.errors import PocketTTSError
-from .arguments import service_load_settings
-from .context_output import ContextOutput
-from .languages import (
-    config_speaks,
-    language_to_pack,
-    pack_default_voice,
-    pack_iso_code,
-    stated_language,
-)
-from .loading import EngineLoader, LoadReported, LoadSettings
+from .engine_load import EngineLoader, LoadReported, VoiceChoice
+from .output import ContextOutput
 from .pipecat_internals import (
     TTSServiceHooks,
-    bound_text_units,
+    bound_text_pieces,
     is_interruptible,
     last_word_pts,
     set_sentence_language,
@@ -55,16 +53,25 @@ from .pipecat_internals import (
     warn_unhandled_settings,
     word_sequencer,
 )
-from .playout import Playout
-from .settings import UTTERANCE_SETTINGS, PocketTTSSettings, initial_settings, session_options
-from .speech_checks import SpeechChecks, TextSettings, text_settings
-from .speech_stream import Turn, TurnOptions
-from .text_gate import TextGate
-from .text_units import unit_frames
+from .playout import Playout, UnspokenContexts
+from .settings import (
+    UTTERANCE_SETTINGS,
+    LoadSettings,
+    PocketTTSSettings,
+    TurnOptions,
+    check_update,
+    config_speaks,
+    initial_settings,
+    language_to_pack,
+    pack_default_voice,
+    pack_iso_code,
+    service_load_settings,
+    session_options,
+    stated_language,
+)
+from .speech_stream import Turn
+from .text_gate import SpeechChecks, TextGate, TextSettings, piece_frames, text_settings
 from .turns import Turns
-from .unspoken import UnspokenContexts
-from .updates import check_update
-from .voice_choice import VoiceChoice
 
 if TYPE_CHECKING:
     from pipecat.frames.frames import CancelFrame
@@ -94,17 +101,30 @@ class PocketTTSService(TTSServiceHooks):
         freeze_gc: bool = True,
         **kwargs: Any,
     ) -> None:
-        """Create the service (the model loads from ``setup`` on, in the background). Every
+        """Create the service; the model loads from ``setup`` on, in the background. Every
         argument and ``Settings`` field, with default, range and cost: the README's options
-        table. ``load``'s fields may be keywords (``backend``, ``model_dir``, ``precision``...);
-        ``server_url`` speaks with a TTS server's model instead; other keywords are Pipecat's
-        ``TTSService`` arguments, and any other is a ``TypeError`` saying what to use."""
+        table.
+
+        Args:
+            language: A Pipecat ``Language`` or a pack name (``"french_24l"``); default English.
+            load: How this process loads the model; its fields may be keywords too
+                (``backend``, ``model_dir``, ``precision``...).
+            settings: The runtime-updatable settings (``PocketTTSService.Settings``).
+            text_aggregation_mode: Pipecat's: SENTENCE (default) or TOKEN.
+            warmup: Warm the model up once loaded, so the first turn pays no compile.
+            resampler_quality: soxr's quality for the pipeline's output rate.
+            server_url: Speak with a TTS server's model instead (no load options then).
+            api_key: The server's bearer key.
+            freeze_gc: Freeze the process's heap once the first model is loaded.
+            **kwargs: Pipecat's ``TTSService`` arguments; any other is a ``TypeError`` that
+                says what to use.
+        """
         loading = LoadSettings(LoadOptions(), warmup, server_url, api_key, freeze_gc)
         loading = service_load_settings(load, kwargs, inspect.signature(type(self)), loading)
         defaults = initial_settings(language, settings)
         interruptible = partial(is_interruptible, self)  # an uninterruptible greeting plays on
         self._playout = Playout(lambda: self.get_clock().get_time(), interruptible)  # words' clock
-        self._output = ContextOutput(self, self._playout)  # reads the service only when used
+        self._output = ContextOutput(self, self._playout, resampler_quality)  # read when used
         self._loader = EngineLoader(loading, self._output, self.emit_event)  # on_model_loaded
         self._text_language = text_variant(defaults.language)  # "pt-BR", or None: the pack's
         defaults.language = defaults.model = self._loader.pack_for(defaults.language)
@@ -118,14 +138,16 @@ class PocketTTSService(TTSServiceHooks):
             **kwargs,
         )
         self.register_event("on_model_loaded")  # the first turn pays no load
-        bound_text_units(self)  # the units Pipecat's word tracking sees stay short
+        bound_text_pieces(self)  # the pieces Pipecat's word tracking sees stay short
         self._set_sentence_language(self.pack)
-        checks = SpeechChecks(self._loader, self._text_settings)
+        checks = SpeechChecks(
+            lambda: self._loader.engine, self._loader.settled, self._text_settings
+        )
         self._gate = TextGate(checks.has_speech, checks.new_probe, streamed=streams_tokens(self))
         self.add_text_transformer(self._gate.check, "*")  # after the user's transforms
         self._voice = VoiceChoice(self, defaults.voice is None)  # or the pack's default voice,
         self._voice.name_pack_default(pack_default_voice(self.pack))  # by name, for now
-        self._turns = Turns(self._output, lambda: self.sample_rate, resampler_quality)
+        self._turns = Turns(self._output)
         self._seed_version = 0  # bumped by every seed update
         self._stopped = False
         self._unspoken = UnspokenContexts()
@@ -140,8 +162,7 @@ class PocketTTSService(TTSServiceHooks):
         return False
 
     def language_to_service_language(self, language: Language) -> str | None:
-        """The pack speaking a Pipecat ``Language`` (regional variants by base code; the
-        upstream config in use when it speaks that language)."""
+        """The pack speaking a Pipecat ``Language`` (regional variants by base code)."""
         if config_speaks(language, self.pack, self._stated_languages):
             return self.pack
         return language_to_pack(language)
@@ -161,173 +182,7 @@ class PocketTTSService(TTSServiceHooks):
         """The pack of the current settings."""
         return str(self.settings.language)
 
-    async def setup(self, setup: FrameProcessorSetup) -> None:
-        """Start loading the pack in the background (within any start timeout; turns wait)."""
-        await super().setup(setup)
-        self._loader.start_load(self.pack, self._voice)
-
-    async def start(self, frame: StartFrame) -> None:  # the load's outcome is reported from now on
-        await super().start(frame)
-        self._stopped = False
-        self._loader.started()
-
-    async def stop(self, frame: EndFrame) -> None:
-        """Play everything queued (a load still running included), then release the sessions."""
-        await super().stop(frame)  # waits until every audio context has played
-        await self._loader.settled()
-        await self._release()
-
-    async def cancel(self, frame: CancelFrame) -> None:
-        """Stop at once: no more audio, compute stops within one frame."""
-        await super().cancel(frame)
-        await self._release()
-
-    async def cleanup(self) -> None:
-        """Release the sessions and the model reference (the shared cache keeps the model)."""
-        await super().cleanup()
-        await self._release()
-        await self._loader.close()
-
-    async def _release(self) -> None:  # no more turns; every session cancelled
-        self._stopped = True
-        await self._turns.close_all()
-
-    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
-        """Pipecat's, after cancelling the main session at an interruption, through the text
-        gate, ending a reply still open at an ``EndFrame`` first (its rest is spoken)."""
-        if isinstance(frame, InterruptionFrame):
-            self._playout.interrupted()
-            await self._turns.interrupt()
-        for item in await self._gate.admit(frame):  # TOKEN: a reply's tokens held until spoken
-            if self._gate.observe(item):
-                await self.process_frame(LLMFullResponseEndFrame(), direction)
-            await super().process_frame(item, direction)
-
-    async def on_text_while_unusable(self, text: str, context_id: str) -> None:
-        """Said once per turn (Pipecat warns for every token)."""
-        self._unspoken.note_unusable(self, context_id, self._loader.load_error)
-
-    async def push_frame(
-        self, frame: Frame, direction: FrameDirection = FrameDirection.DOWNSTREAM
-    ) -> None:
-        """Pipecat's, noting when audio pushed downstream plays and timing turn frames that
-        must follow the commit of the turn before (``Playout.time_turn_frame``)."""
-        if direction == FrameDirection.DOWNSTREAM:
-            self._playout.note(frame, last_word_pts(self))
-        await super().push_frame(frame, direction)
-
-    async def start_word_timestamps(self) -> None:
-        """Time the context's words from when its first audio plays (``Playout``)."""
-        await start_word_timestamps_at(self, self._playout.words_start(last_word_pts(self)))
-
-    async def on_aggregated_text(
-        self, src_frame: AggregatedTextFrame, context_id: str | None = None
-    ) -> None:
-        """Pipecat's, one bounded unit at a time for a long text (``text_units``)."""
-        units = unit_frames(src_frame, streams_tokens(self), skipped_text_types(self))
-        if units is None:
-            return await super().on_aggregated_text(src_frame, context_id)
-        context_id = context_id or self.create_context_id()
-        for frame in units:
-            await super().on_aggregated_text(frame, context_id)
-            await asyncio.sleep(0)  # one unit per loop slice: the loop serves others between
-
-    @traced_tts
-    async def run_tts(self, text: str, context_id: str) -> AsyncGenerator[Frame | None, None]:
-        """A sentence (SENTENCE) or a token (TOKEN) to its turn's session; audio comes back
-        through the stream's consumer."""
-        if self._stopped:
-            yield None
-            return
-        try:
-            turn = self._turns.get(context_id) or await self._open_turn(context_id)
-            if turn.streamed:
-                await turn.stream.feed(turn, text, self._turn_options())
-                # Pipecat hands queued frames over without suspending: a backlog of tokens
-                # would run in one loop slice. One token per slice keeps every call's loop free.
-                await asyncio.sleep(0)
-            else:
-                await turn.stream.enqueue(turn, text, self._turn_options())
-                await self.start_tts_usage_metrics(text)
-            yield None
-        except LoadReported:  # its ErrorFrame went out when the load failed: nothing to yield
-            self._unspoken.text_failed(context_id, word_sequencer(self))
-        except Exception as e:  # a PocketTTSError is the caller's; anything else is logged whole
-            expected = isinstance(e, PocketTTSError)
-            (logger.error if expected else logger.exception)(f"{self}: synthesis failed: {e}")
-            self._unspoken.text_failed(context_id, word_sequencer(self))
-            yield ErrorFrame(error=f"PocketTTS: {'' if expected else 'unexpected error: '}{e}")
-
-    async def flush_audio(self, context_id: str | None = None) -> None:
-        """The turn's text is complete: speak what is held, end the context once played."""
-        if not (context_id := context_id or self.get_active_audio_context_id()):
-            return
-        turn = self._turns.get(context_id)
-        if turn is None:  # text never reached a session (an error, or all whitespace)
-            self._unspoken.add(context_id)
-            await self._output.end_context(context_id)
-            return
-        try:
-            turn.stream.end_turn(turn, self._turn_options())
-        except PocketTTSError as e:  # the text held to the end (a short sentence) failed
-            self._unspoken.text_failed(context_id, word_sequencer(self))
-            await self.push_error(error_msg=f"PocketTTS: {e}", exception=e)
-
-    async def on_audio_context_interrupted(self, context_id: str) -> None:
-        """Cancel the session computing this context: no more audio, compute stops now."""
-        await self.stop_all_metrics()
-        turn = self._turns.get(context_id)
-        if turn is not None:  # only interruptible turns come here, all on the main stream
-            await turn.stream.close()
-        await super().on_audio_context_interrupted(context_id)
-
-    async def append_to_audio_context(self, context_id: str | None, frame: Any) -> None:
-        """A turn's frames (``TTSTextFrame``, announcements) follow its audio as session
-        markers; a ``TTSTextFrame`` whose audio is never made is dropped (never in context)."""
-        turn = self._turns.get(context_id)
-        if isinstance(frame, TTSTextFrame) and (turn is None or turn.closed):
-            return  # no session got this text: not loaded, failed, stopped or interrupted
-        if turn is not None and not isinstance(
-            frame, (TTSAudioRawFrame, TTSStoppedFrame, WordTimestamp, type(None))
-        ):  # word timestamps come from the stream, already in order with the audio
-            turn.stream.follow_audio(turn, frame)
-            return
-        await super().append_to_audio_context(context_id, frame)
-
-    async def on_audio_context_completed(self, context_id: str) -> None:
-        self._unspoken.discard(context_id)
-        await super().on_audio_context_completed(context_id)
-
-    async def on_context_force_complete(self, context_id: str) -> None:
-        """Text no word covered goes into the context, except where the text made no audio."""
-        if context_id not in self._unspoken:
-            return await super().on_context_force_complete(context_id)
-        sequencer = word_sequencer(self)
-        for frame in self._unspoken.completed(sequencer, context_id, last_word_pts(self)):
-            await self.push_frame(frame)
-
-    async def _open_turn(self, context_id: str) -> Turn:
-        """Bind a new audio context to a stream (the main one, or a private one)."""
-        ready = await self._loader.ready(context_id, self.pack, self._voice)
-        if ready.switch_error is not None:  # the pack in use stays
-            stored_settings(self).language = stored_settings(self).model = ready.engine.pack_name
-        if ready.switched:  # later turns open sessions on the new pack
-            self._turns.retire_main()
-        return await self._turns.open(
-            context_id,
-            ready.engine,
-            private=not is_interruptible(self, context_id),
-            streamed=streams_tokens(self),
-            session_options=session_options(self.settings, self._text_language),
-            seed_version=self._seed_version,
-        )
-
-    def _text_settings(self) -> TextSettings:
-        return text_settings(self.settings, self._text_language)
-
-    def _turn_options(self) -> TurnOptions:  # settings as of now
-        return TurnOptions.of(self.settings, self._seed_version)
-
+    # -- settings: a settings update is checked, then applied
     async def on_settings_update(self, delta: PocketTTSSettings) -> dict[str, Any]:
         """Utterance settings apply at the next utterance; an invalid value is an ErrorFrame
         and the previous one stays."""
@@ -357,3 +212,176 @@ class PocketTTSService(TTSServiceHooks):
 
     async def _refuse(self, error: Exception, about: str = "", permanent: bool = False) -> None:
         await self._output.refuse(error, about, permanent)
+
+    # -- the background load
+    async def setup(self, setup: FrameProcessorSetup) -> None:
+        """Start loading the pack in the background (within any start timeout; turns wait)."""
+        await super().setup(setup)
+        self._loader.start_load(self.pack, self._voice)
+
+    async def start(self, frame: StartFrame) -> None:  # the load's outcome is reported from now on
+        await super().start(frame)
+        self._stopped = False
+        self._loader.started()
+
+    # -- the text gate and text pieces
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        """Pipecat's, after cancelling the main session at an interruption, through the text
+        gate, ending a reply still open at an ``EndFrame`` first (its rest is spoken)."""
+        if isinstance(frame, InterruptionFrame):
+            self._playout.interrupted()
+            await self._turns.interrupt()
+        for item in await self._gate.admit(frame):  # TOKEN: a reply's tokens held until spoken
+            if self._gate.observe(item):
+                await self.process_frame(LLMFullResponseEndFrame(), direction)
+            await super().process_frame(item, direction)
+
+    async def on_text_while_unusable(self, text: str, context_id: str) -> None:
+        """Said once per turn (Pipecat warns for every token)."""
+        self._unspoken.note_unusable(self, context_id, self._loader.load_error)
+
+    async def on_aggregated_text(
+        self, src_frame: AggregatedTextFrame, context_id: str | None = None
+    ) -> None:
+        """Pipecat's, one bounded piece at a time for a long text (``text_gate``)."""
+        pieces = piece_frames(src_frame, streams_tokens(self), skipped_text_types(self))
+        if pieces is None:
+            return await super().on_aggregated_text(src_frame, context_id)
+        context_id = context_id or self.create_context_id()
+        for frame in pieces:
+            await super().on_aggregated_text(frame, context_id)
+            await asyncio.sleep(0)  # one piece per loop slice: the loop serves others between
+
+    # -- turns and the speech stream
+    @traced_tts
+    async def run_tts(self, text: str, context_id: str) -> AsyncGenerator[Frame | None, None]:
+        """A sentence (SENTENCE) or a token (TOKEN) to its turn's session; audio comes back
+        through the stream's consumer."""
+        if self._stopped:
+            yield None
+            return
+        try:
+            turn = self._turns.get(context_id) or await self._open_turn(context_id)
+            if turn.streamed:
+                await turn.stream.feed(turn, text, self._turn_options())
+                # Pipecat hands queued frames over without suspending: a backlog of tokens
+                # would run in one loop slice. One token per slice keeps every call's loop free.
+                await asyncio.sleep(0)
+            else:
+                await turn.stream.enqueue(turn, text, self._turn_options())
+                await self.start_tts_usage_metrics(text)
+            yield None
+        except LoadReported:  # its ErrorFrame went out when the load failed: nothing to yield
+            self._unspoken.text_failed(context_id, word_sequencer(self))
+        except Exception as e:  # a PocketTTSError is the caller's; anything else is logged whole
+            expected = isinstance(e, PocketTTSError)
+            (logger.error if expected else logger.exception)(f"{self}: synthesis failed: {e}")
+            self._unspoken.text_failed(context_id, word_sequencer(self))
+            yield ErrorFrame(error=f"PocketTTS: {'' if expected else 'unexpected error: '}{e}")
+
+    async def _open_turn(self, context_id: str) -> Turn:
+        """Bind a new audio context to a stream (the main one, or a private one)."""
+        ready = await self._loader.ready(context_id, self.pack, self._voice)
+        if ready.switch_error is not None:  # the pack in use stays
+            stored_settings(self).language = stored_settings(self).model = ready.engine.pack_name
+        if ready.switched:  # later turns open sessions on the new pack
+            self._turns.retire_main()
+        return await self._turns.open(
+            context_id,
+            ready.engine,
+            private=not is_interruptible(self, context_id),
+            streamed=streams_tokens(self),
+            session_options=session_options(self.settings, self._text_language),
+            seed_version=self._seed_version,
+        )
+
+    def _text_settings(self) -> TextSettings:
+        return text_settings(self.settings, self._text_language)
+
+    def _turn_options(self) -> TurnOptions:  # settings as of now
+        return TurnOptions.of(self.settings, self._seed_version)
+
+    async def append_to_audio_context(self, context_id: str | None, frame: Any) -> None:
+        """A turn's frames (``TTSTextFrame``, announcements) follow its audio as session
+        markers; a ``TTSTextFrame`` whose audio is never made is dropped (never in context)."""
+        turn = self._turns.get(context_id)
+        if isinstance(frame, TTSTextFrame) and (turn is None or turn.closed):
+            return  # no session got this text: not loaded, failed, stopped or interrupted
+        if turn is not None and not isinstance(
+            frame, (TTSAudioRawFrame, TTSStoppedFrame, WordTimestamp, type(None))
+        ):  # word timestamps come from the stream, already in order with the audio
+            turn.stream.follow_audio(turn, frame)
+            return
+        await super().append_to_audio_context(context_id, frame)
+
+    async def flush_audio(self, context_id: str | None = None) -> None:
+        """The turn's text is complete: speak what is held, end the context once played."""
+        if not (context_id := context_id or self.get_active_audio_context_id()):
+            return
+        turn = self._turns.get(context_id)
+        if turn is None:  # text never reached a session (an error, or all whitespace)
+            self._unspoken.add(context_id)
+            await self._output.end_context(context_id)
+            return
+        try:
+            turn.stream.end_turn(turn, self._turn_options())
+        except PocketTTSError as e:  # the text held to the end (a short sentence) failed
+            self._unspoken.text_failed(context_id, word_sequencer(self))
+            await self.push_error(error_msg=f"PocketTTS: {e}", exception=e)
+
+    # -- playout and the word clock
+    async def push_frame(
+        self, frame: Frame, direction: FrameDirection = FrameDirection.DOWNSTREAM
+    ) -> None:
+        """Pipecat's, noting when audio pushed downstream plays and timing turn frames that
+        must follow the commit of the turn before (``Playout.time_turn_frame``)."""
+        if direction == FrameDirection.DOWNSTREAM:
+            self._playout.note(frame, last_word_pts(self))
+        await super().push_frame(frame, direction)
+
+    async def start_word_timestamps(self) -> None:
+        """Time the context's words from when its first audio plays (``Playout``)."""
+        await start_word_timestamps_at(self, self._playout.words_start(last_word_pts(self)))
+
+    # -- a context's end
+    async def on_audio_context_interrupted(self, context_id: str) -> None:
+        """Cancel the session computing this context: no more audio, compute stops now."""
+        await self.stop_all_metrics()
+        turn = self._turns.get(context_id)
+        if turn is not None:  # only interruptible turns come here, all on the main stream
+            await turn.stream.close()
+        await super().on_audio_context_interrupted(context_id)
+
+    async def on_audio_context_completed(self, context_id: str) -> None:
+        self._unspoken.discard(context_id)
+        await super().on_audio_context_completed(context_id)
+
+    async def on_context_force_complete(self, context_id: str) -> None:
+        """Text no word covered goes into the context, except where the text made no audio."""
+        if context_id not in self._unspoken:
+            return await super().on_context_force_complete(context_id)
+        sequencer = word_sequencer(self)
+        for frame in self._unspoken.completed(sequencer, context_id, last_word_pts(self)):
+            await self.push_frame(frame)
+
+    # -- the pipeline's end
+    async def stop(self, frame: EndFrame) -> None:
+        """Play everything queued (a load still running included), then release the sessions."""
+        await super().stop(frame)  # waits until every audio context has played
+        await self._loader.settled()
+        await self._release()
+
+    async def cancel(self, frame: CancelFrame) -> None:
+        """Stop at once: no more audio, compute stops within one frame."""
+        await super().cancel(frame)
+        await self._release()
+
+    async def cleanup(self) -> None:
+        """Release the sessions and the model reference (the shared cache keeps the model)."""
+        await super().cleanup()
+        await self._release()
+        await self._loader.close()
+
+    async def _release(self) -> None:  # no more turns; every session cancelled
+        self._stopped = True
+        await self._turns.close_all()

@@ -1,19 +1,28 @@
-"""A speech stream of ``PocketTTSService``: which audio context each engine frame goes to.
+"""Turns and the speech stream: which audio context each engine frame goes to.
 
 A *turn* is one Pipecat audio context (an LLM reply or a ``TTSSpeakFrame``); a *speech stream*
-(``SpeechStream``) is one engine session with its consumer task and resampler. Turns of
+(``SpeechStream``) is one engine session with its consumer task and encoder. Turns of
 interruptible speech share the main stream; an uninterruptible turn gets a private stream, so
 cancelling the main one never cuts it. Everything that must follow a turn's audio rides in the
 session's output as a marker (``Session.mark``), so it comes out after the audio queued before
 it:
 
 - a frame Pipecat appends to the context (``TTSTextFrame``, a sentence's announcement): marked
-  at once; the session holds it while its text stream holds unfinished fed text (TOKEN
-  aggregation), until the chunk that text becomes, and drops it if that text makes none, so
-  unspoken text is never pushed (the rule lives in the engine's session, ``Session.mark``);
+  at once; the engine holds it while it holds the text before it (TOKEN aggregation:
+  unfinished fed text, until the chunk that text becomes, dropped if that text makes none;
+  SENTENCE: a short sentence waiting for the next, ``SentenceQueue``), so unspoken text is
+  never pushed (the rules live in the engine: ``Session.mark``, ``SentenceQueue.mark``);
 - the end of a turn: the turn's text is flushed into the session, then marked;
-- a pause: after each queueing (not waiting for held text), so the resampler is flushed
+- a pause: after each queueing (not waiting for held text), so the encoder is flushed
   when the session runs dry.
+
+How many engine frames the stream takes per wake-up of the loop (``handover``): every item the
+engine puts into a session's output wakes the event loop that serves every call of the
+process. While the output transport still has plenty of audio queued to play, waking for each
+80 ms frame buys nothing: the frames can reach Pipecat several at a time, as one longer audio
+frame. Below the mark, every frame is taken as soon as it is made, so the playback never waits
+for a batch. A marker (a sentence's text frame, a turn's end, a pause) is taken at once, and so
+is the first frame after it: where a turn or an utterance begins nothing is held back.
 """
 
 from __future__ import annotations
@@ -21,52 +30,20 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pipecat.frames.frames import Frame, TTSTextFrame
-from pipecat.utils.types import is_given
 
-from ..engine import SAMPLE_RATE, Marker, UtteranceOptions, has_breaks, speaks, strip_breaks
+from ..engine import SAMPLE_RATE, Marker, SentenceQueue
 from ..engine.contract import OFF_LOOP_CHARS
-from ..engine.errors import BreakTagError
-from .handover import handover
 
 if TYPE_CHECKING:
-    from ..engine import AudioFrame
+    from ..engine import AudioFrame, FrameEncoder
     from ..engine.contract import SpeechSession
-    from .context_output import ContextOutput
-    from .resampler import OutputResampler
-    from .settings import PocketTTSSettings
-
-
-@dataclass(frozen=True)
-class TurnOptions:
-    """The service's settings at the time a turn's text is handed over."""
-
-    utterance: UtteranceOptions  # voice, temperature, normalize, lexicon, speed (no seed)
-    seed: int | None  # the seed setting (None: random), applied when its version changes
-    seed_version: int  # bumped by every seed update
-
-    @classmethod
-    def of(cls, settings: PocketTTSSettings, seed_version: int) -> TurnOptions:
-        """The options of the service's current settings."""
-        return cls(
-            utterance=UtteranceOptions(
-                voice=settings.voice,
-                temperature=settings.temperature,
-                normalize=bool(settings.normalize),
-                lexicon=settings.lexicon or None,
-                speed=settings.speed if is_given(settings.speed) else None,
-            ),
-            seed=settings.seed if is_given(settings.seed) else None,
-            seed_version=seed_version,
-        )
-
-    def with_seed(self, seed: int | None) -> UtteranceOptions:
-        """The utterance options, restarting the generator from ``seed`` (None: no restart)."""
-        return self.utterance if seed is None else replace(self.utterance, seed=seed)
+    from .output import ContextOutput
+    from .settings import TurnOptions
 
 
 @dataclass(eq=False)
@@ -78,15 +55,11 @@ class Turn:
     streamed: bool  # TOKEN aggregation: text goes through Session.feed
     closed: bool = False
     failed_text: bool = False  # SENTENCE: the last enqueue raised; its text frame goes
-    short: str = ""  # SENTENCE: a sentence of one or two words, waiting for the next one
-    short_frames: list[Frame] = field(default_factory=list)  # its frames, held with it
     audio_start: float | None = None  # session-clock seconds where its audio begins
     ending: bool = False  # its end is marked: the context closes when the marker comes out
 
     def close(self) -> None:
         self.closed = True
-        self.short = ""
-        self.short_frames.clear()
 
 
 @dataclass(frozen=True, eq=False)
@@ -108,23 +81,37 @@ def _is_marker(item: object) -> bool:
     return isinstance(item, Marker)
 
 
-SHORT_SENTENCE_WORDS = 2
-"""A sentence of at most this many words is not spoken alone when its turn goes on: upstream
-pocket-tts #313 measured french_24l garbling ~40% of 1-2 word utterances against ~2% from three
-words up (and #174: spanish_24l, a two-word sentence); its workaround is gluing a short chunk
-to the next. It waits for the turn's next sentence and is said with it (at the turn's end it
-is said alone: upstream found no prefix that helps). Cost: its first audio waits for the next
-sentence from the LLM."""
+# -- handing frames over ---------------------------------------------------------------
+BATCH_FRAMES = 6
+"""Engine frames taken together while the output is far ahead (0.48 s of audio)."""
+
+BATCH_AHEAD_S = 1.0
+"""Audio queued for playback from which frames are taken in batches."""
+
+LOW_WATER_S = 0.5
+"""A batch is taken, however small, before the queued audio falls below this."""
+
+LIMIT = 2 * BATCH_FRAMES
+"""Most items taken per wake-up: a backlog (the loop was busy) is handed over a batch per
+loop slice."""
 
 
-def is_short(text: str) -> bool:
-    """At most ``SHORT_SENTENCE_WORDS`` words with a letter or digit (``Oui.``, ``D'accord.``);
-    ``<break/>`` tags are not words (a malformed one: not short, so its error comes at once)."""
-    try:
-        text = strip_breaks(text) if has_breaks(text) else text
-    except BreakTagError:
-        return False
-    return 0 < sum(1 for word in text.split() if speaks(word)) <= SHORT_SENTENCE_WORDS
+@dataclass(frozen=True)
+class Handover:
+    """What the next wake-up waits for (``at_least`` items, or ``within`` seconds) and takes
+    (at most ``limit`` items)."""
+
+    at_least: int
+    within: float | None
+    limit: int
+
+
+def handover(queued_s: float, *, after_marker: bool) -> Handover:
+    """The next wait, with ``queued_s`` seconds of audio queued for playback; after a marker
+    the next frame (an utterance's first) is taken alone."""
+    if after_marker or queued_s < BATCH_AHEAD_S:
+        return Handover(at_least=1, within=None, limit=LIMIT)
+    return Handover(at_least=BATCH_FRAMES, within=queued_s - LOW_WATER_S, limit=LIMIT)
 
 
 async def _off_loop_if_long(text: str, call: Callable[[], Any]) -> Any:
@@ -133,13 +120,13 @@ async def _off_loop_if_long(text: str, call: Callable[[], Any]) -> Any:
 
 class SpeechStream:
     """One engine session the service speaks through: the task that consumes its output, its
-    resampler and its turns (the session's place on the model's scheduler is the engine's
+    encoder and its turns (the session's place on the model's scheduler is the engine's
     ``runtime.streams.ScheduledStream``)."""
 
     def __init__(
         self,
         session: SpeechSession,
-        resampler: OutputResampler,
+        encoder: FrameEncoder,
         output: ContextOutput,
         *,
         private: bool,
@@ -147,17 +134,18 @@ class SpeechStream:
         on_closed: Callable[[SpeechStream, list[Turn]], None],
     ) -> None:
         self.session = session
+        self.sentences = SentenceQueue(session)  # SENTENCE: whole sentences, short ones wait
         self.private = private  # owned by one uninterruptible turn
         self.retired = False  # takes no new turns; closed once its turns are
         self.closed = False
-        self._resampler = resampler
+        self._encoder = encoder
         self._output = output
         self._seed_version = seed_version  # the seed version this session's generator follows
         self._on_closed = on_closed
         self._turns: list[Turn] = []  # open turns on this stream
         self._owners: dict[int, Turn] = {}  # utterance index → turn, until its last frame
-        self._audio_turn: Turn | None = None  # the turn whose audio the resampler holds
-        self._feeding: Turn | None = None  # the turn whose text the session's text stream holds
+        self._audio_turn: Turn | None = None  # the turn whose audio the encoder holds
+        self._feeding: Turn | None = None  # the turn whose text the engine holds
         self._clock = 0.0  # session-clock seconds of the frames that came out
         self._consumer = output.create_task(self._consume(), name="pocket_tts_consumer")
         self._keepalive: asyncio.Task | None = None  # runs while the engine owes a turn audio
@@ -172,33 +160,28 @@ class SpeechStream:
 
     # -- text in ----------------------------------------------------------------------
     async def enqueue(self, turn: Turn, text: str, options: TurnOptions) -> None:
-        """Queue a whole sentence of ``turn`` (SENTENCE aggregation); a short one waits to be
-        said with the next (``SHORT_SENTENCE_WORDS``)."""
+        """Queue a whole sentence of ``turn`` (SENTENCE aggregation); the engine holds a short
+        one to say with the next (``SentenceQueue``)."""
         if turn.closed or self.closed or not text.strip():
             return
-        if turn.short:
-            text, turn.short = f"{turn.short} {text.lstrip()}", ""
-        if is_short(text):
-            turn.short = text  # said with the next sentence, or alone at the turn's end
-            return
+        if self._feeding is not None and self._feeding is not turn:
+            self.flush(self._feeding, options)  # another turn's text ends where this begins
         seed = self._reseed(options)
         try:
-            index = await _off_loop_if_long(
+            indices = await _off_loop_if_long(
                 text,
-                lambda: self.session.enqueue(text, options.with_seed(seed)),
+                lambda: self.sentences.enqueue(text, options.with_seed(seed)),
             )
         except Exception:
             if turn.closed or self.closed:
                 return  # interrupted while a long text was planned off the loop
             turn.failed_text = True
-            turn.short_frames.clear()  # the short sentence went with it: never spoken
             raise
         if turn.closed or self.closed:
             return
         turn.failed_text = False
-        # None: nothing speakable after normalization (the seed waits)
-        self._queued(turn, _listed(index), options)
-        self._release_short(turn)
+        self._feeding = turn if self.sentences.holds_text else None
+        self._queued(turn, indices, options)  # none: held, or nothing speakable (seed waits)
 
     async def feed(self, turn: Turn, text: str, options: TurnOptions) -> None:
         """Add a token of ``turn`` to the session's text stream (TOKEN aggregation)."""
@@ -222,11 +205,16 @@ class SpeechStream:
             self._queued(turn, indices, options)
 
     def flush(self, turn: Turn, options: TurnOptions) -> None:
-        """``turn``'s streamed text is complete: queue what the text stream holds of it."""
+        """``turn``'s text is complete: queue what the engine holds of it (a short last
+        sentence is said alone)."""
         if self._feeding is not turn or self.closed:
             return
         self._feeding = None
-        indices = self.session.flush(options.with_seed(self._reseed(options)))
+        utterance = options.with_seed(self._reseed(options))
+        if turn.streamed:
+            indices = self.session.flush(utterance)
+        else:
+            indices = self.sentences.flush(utterance)
         self._queued(turn, indices, options)
 
     def _reseed(self, options: TurnOptions) -> int | None:
@@ -244,12 +232,6 @@ class SpeechStream:
         self.session.mark(_PAUSE, after_fed_text=False)
         self._keep_owed_contexts_alive()
 
-    def _release_short(self, turn: Turn) -> None:
-        """The frames held with a short sentence follow the audio now queued with it."""
-        frames, turn.short_frames = turn.short_frames, []
-        for frame in frames:
-            self.session.mark(_Release(turn, frame))
-
     # -- frames of the context ---------------------------------------------------------
     def follow_audio(self, turn: Turn, frame: Frame) -> None:
         """Let ``frame`` of ``turn``'s context out after the audio of the text handed over."""
@@ -258,26 +240,13 @@ class SpeechStream:
         if isinstance(frame, TTSTextFrame) and turn.failed_text:
             turn.failed_text = False  # the utterance that ends this text failed
             return
-        if turn.short:  # its sentence waits to be said with the next one
-            turn.short_frames.append(frame)
-            return
-        self.session.mark(_Release(turn, frame))  # held by the session for unfinished text
+        self.sentences.mark(_Release(turn, frame))  # held by the engine for unfinished text
 
     def end_turn(self, turn: Turn, options: TurnOptions) -> None:
         """No more text for ``turn``: its context ends after the last of its audio."""
         if turn.closed or self.closed:
             return
         try:
-            if turn.short:  # the turn's last sentence is short: said alone
-                short, turn.short = turn.short, ""
-                seed = self._reseed(options)
-                try:
-                    index = self.session.enqueue(short, options.with_seed(seed))
-                except Exception:
-                    turn.short_frames.clear()  # never spoken
-                    raise
-                self._queued(turn, _listed(index), options)
-                self._release_short(turn)
             self.flush(turn, options)
         finally:
             self.session.mark(_TurnEnd(turn))
@@ -370,11 +339,11 @@ class SpeechStream:
         if turn is None or turn.closed or not frames:
             return
         if self._audio_turn is not turn:
-            await self._flush_resampler()  # the previous turn's audio ends here
+            await self._flush_encoder()  # the previous turn's audio ends here
             self._audio_turn = turn
         samples = [frame.samples for frame in frames]
         audio = samples[0] if len(samples) == 1 else np.concatenate(samples)
-        await self._output.append_audio(turn.context_id, self._resampler.process(audio))
+        await self._output.append_audio(turn.context_id, self._encoder.encode(audio))
         # Times on the context's timeline: the resampled audio stays aligned with the
         # engine's (the filter only delays delivery), so a word at t of the turn's engine
         # audio is heard t after the context's first audio.
@@ -384,17 +353,17 @@ class SpeechStream:
 
     async def _on_marker(self, payload: Any) -> None:
         if not self._owners:  # nothing queued after this point: the audio pauses here
-            await self._flush_resampler()
+            await self._flush_encoder()
         if isinstance(payload, _Release):
             if not payload.turn.closed:
                 await self._output.append_frame(payload.turn.context_id, payload.frame)
         elif isinstance(payload, _TurnEnd):
             await self._close_turn(payload.turn)
 
-    async def _flush_resampler(self) -> None:
-        """Emit the audio the resampler holds into the turn it belongs to."""
+    async def _flush_encoder(self) -> None:
+        """Emit the audio the encoder holds into the turn it belongs to."""
         turn, self._audio_turn = self._audio_turn, None
-        tail = self._resampler.flush()
+        tail = self._encoder.flush()
         if turn is not None and not turn.closed:
             await self._output.append_audio(turn.context_id, tail)
 
@@ -402,7 +371,7 @@ class SpeechStream:
         if turn.closed:
             return
         if self._audio_turn is turn:
-            await self._flush_resampler()
+            await self._flush_encoder()
         turn.close()
         self._turns.remove(turn)
         self._on_closed(self, [turn])
@@ -432,7 +401,8 @@ class SpeechStream:
         self._owners.clear()
         self._audio_turn = None
         self._feeding = None
-        self._resampler.reset()
+        self.sentences.clear()
+        self._encoder.reset()
         self._on_closed(self, turns)
         await self.session.acancel()
         for task in (self._consumer, self._keepalive):
@@ -443,8 +413,13 @@ class SpeechStream:
                 await self._output.end_context(turn.context_id)
 
 
-def _listed(index: int | None) -> list[int]:
-    return [] if index is None else [index]
-
-
-__all__ = ["SHORT_SENTENCE_WORDS", "SpeechStream", "Turn", "TurnOptions", "is_short"]
+__all__ = [
+    "BATCH_AHEAD_S",
+    "BATCH_FRAMES",
+    "LIMIT",
+    "LOW_WATER_S",
+    "Handover",
+    "SpeechStream",
+    "Turn",
+    "handover",
+]

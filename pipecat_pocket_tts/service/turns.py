@@ -1,34 +1,39 @@
-"""The open turns of ``PocketTTSService``: each audio context's turn, the main speech stream
-that interruptible turns share, and the private streams of uninterruptible ones
-(``speech_stream.py``: what a stream does with a turn's text and audio).
+"""Turns: each audio context's turn, the main speech stream that interruptible turns share,
+and the private streams of uninterruptible ones (``speech_stream.py``: what a stream does with
+a turn's text and audio).
+
+Opening a stream opens an engine session, which may wait for a slot of the model's scheduler:
+beyond its limit (``max_streams``: by default ``"auto"``, what the measured cost of a frame
+keeps in real time) a session waits, and when it gets one the service pushes a
+``MetricsFrame`` holding an ``AdmissionWaitMetricsData`` (seconds waited, streams speaking
+then), so a deployment's observers see what the limit costs a call. Sent only when the
+pipeline enables metrics.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..engine import SAMPLE_RATE
-from .admission import admission_reporter
-from .resampler import OutputResampler
+from pipecat.frames.frames import MetricsFrame
+from pipecat.metrics.metrics import MetricsData
+from pipecat.processors.frame_processor import FrameProcessor
+
+from ..engine import AdmissionWait
 from .speech_stream import SpeechStream, Turn
 
 if TYPE_CHECKING:
     from ..engine.contract import SpeechEngine
-    from .context_output import ContextOutput
+    from .output import ContextOutput
 
 
 class Turns:
     """The open turns of a service by context id, the main stream and every stream alive."""
 
-    def __init__(
-        self, output: ContextOutput, sample_rate: Callable[[], int], resampler_quality: str
-    ) -> None:
-        """``sample_rate``: the pipeline's output rate (known once the pipeline started)."""
+    def __init__(self, output: ContextOutput) -> None:
         self._output = output
-        self._sample_rate = sample_rate
-        self._quality = resampler_quality
         self._turns: dict[str, Turn] = {}
         self._streams: set[SpeechStream] = set()
         self._main: SpeechStream | None = None
@@ -56,7 +61,7 @@ class Turns:
             )
             stream = SpeechStream(
                 session,
-                OutputResampler(SAMPLE_RATE, self._sample_rate(), quality=self._quality),
+                self._output.encoder(),
                 self._output,
                 private=private,
                 seed_version=seed_version,
@@ -99,4 +104,34 @@ class Turns:
         self._main = None
 
 
-__all__ = ["Turns"]
+# -- the wait for a slot, as a metric --------------------------------------------------
+class AdmissionWaitMetricsData(MetricsData):
+    """Seconds a session of ``processor`` waited for a slot of its model's scheduler."""
+
+    value: float
+    streams_speaking: int  # streams holding a slot when it got one
+
+
+def admission_reporter(processor: FrameProcessor, model: str) -> Callable[[AdmissionWait], None]:
+    """The ``on_admission_wait`` of a session of ``processor`` on pack ``model``, opened now
+    (call it on the event loop): each admission after a wait becomes a ``MetricsFrame``."""
+    loop = asyncio.get_running_loop()
+
+    def admitted(waited: float, speaking: int) -> None:  # on the event loop
+        if not processor.metrics_enabled:
+            return
+        data = AdmissionWaitMetricsData(
+            processor=processor.name, model=model, value=waited, streams_speaking=speaking
+        )
+        frame = MetricsFrame(data=[data])
+        processor.create_task(processor.push_frame(frame), name=f"{processor}::admission-metrics")
+
+    def report(event: AdmissionWait) -> None:  # the scheduler's thread, under its lock
+        if event.waited is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to tell
+                loop.call_soon_threadsafe(admitted, event.waited, event.active)
+
+    return report
+
+
+__all__ = ["AdmissionWaitMetricsData", "Turns", "admission_reporter"]

@@ -24,7 +24,7 @@ from pathlib import Path
 from pipecat.frames.frames import TTSAudioRawFrame, TTSSpeakFrame
 from pipecat.tests.utils import run_test
 from pipecat_pocket_tts import PocketTTSService
-from pipecat_pocket_tts.service.collector import frozen_objects
+from pipecat_pocket_tts.service.engine_load import frozen_objects
 
 freezes = []
 real_freeze = gc.freeze

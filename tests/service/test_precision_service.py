@@ -14,7 +14,7 @@ from pipecat_pocket_tts.__main__ import main
 from pipecat_pocket_tts.engine import PocketTTS
 from pipecat_pocket_tts.engine.audio.wav import read_wav
 from pipecat_pocket_tts.engine.backends.numpy.weights import narrow_cache
-from pipecat_pocket_tts.service import loading as loading_module
+from pipecat_pocket_tts.service import engine_load as loading_module
 
 START = 30.0  # run_test start timeout: setup loads and warms the model up
 

@@ -36,7 +36,7 @@ from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine import PocketTTS
 from pipecat_pocket_tts.engine.model.config import FRAME_SIZE
 from pipecat_pocket_tts.engine.text.planner import TextPlanner
-from pipecat_pocket_tts.service.admission import AdmissionWaitMetricsData
+from pipecat_pocket_tts.service.turns import AdmissionWaitMetricsData
 
 START = 60.0  # run_test start timeout: eight services load and warm up at once
 SERVICES = 8
@@ -257,7 +257,7 @@ async def test_a_turn_waiting_longer_than_pipecats_quiet_timeout_is_not_lost(
     it as completed with no audio (three in a row write the service off): under load, a turn
     waiting for a scheduler slot lost its reply so. The service keeps the context alive while
     the engine owes it audio."""
-    from pipecat_pocket_tts.service import context_output as output_module
+    from pipecat_pocket_tts.service import output as output_module
 
     refreshed: list[str] = []
     enough = asyncio.Event()

@@ -52,8 +52,8 @@ from pipecat_pocket_tts.engine.errors import LexiconError, UnknownLanguageError,
 from pipecat_pocket_tts.engine.text.planner import TextPlanner
 from pipecat_pocket_tts.engine.text.prepare import TextStream
 from pipecat_pocket_tts.engine.tts import WARMUP_FRAMES, WARMUP_TEXT
-from pipecat_pocket_tts.service import context_output as output_module
-from pipecat_pocket_tts.service import loading as loading_module
+from pipecat_pocket_tts.service import engine_load as loading_module
+from pipecat_pocket_tts.service import output as output_module
 
 SAMPLE_RATE = 24000
 FRAME_SECONDS = 0.08

@@ -8,7 +8,7 @@ from pipecat.transcriptions.language import Language
 from pipecat_pocket_tts.engine.errors import UnknownLanguageError
 from pipecat_pocket_tts.engine.model.config_registry import config_names
 from pipecat_pocket_tts.engine.model.languages import pack_name, text_variant
-from pipecat_pocket_tts.service.languages import (
+from pipecat_pocket_tts.service.settings import (
     LANGUAGE_TO_PACK,
     language_to_pack,
     pack_iso_code,

@@ -16,7 +16,7 @@ from pipecat.tests.utils import run_test
 
 from pipecat_pocket_tts import PocketTTSService
 from pipecat_pocket_tts.engine import PocketTTS
-from pipecat_pocket_tts.service import loading as loading_module
+from pipecat_pocket_tts.service import engine_load as loading_module
 
 START = 30.0  # run_test start timeout: setup loads the model
 

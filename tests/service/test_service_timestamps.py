@@ -40,9 +40,9 @@ from polling import poll_until
 
 from pipecat_pocket_tts import PocketTTSService
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
+from pipecat_pocket_tts.engine import FrameEncoder
 from pipecat_pocket_tts.engine.model.config import FRAME_SIZE, SAMPLE_RATE
-from pipecat_pocket_tts.service import handover
-from pipecat_pocket_tts.service.resampler import OutputResampler
+from pipecat_pocket_tts.service import speech_stream as handover
 
 FRAME_SECONDS = 0.08
 HEADS = ((1, 2), (0, 1))  # the tiny pack's config names no checkpoint: read these heads
@@ -101,6 +101,22 @@ class WordTap(FrameProcessor):
         await self.push_frame(frame, direction)
 
 
+class DepartureTap(FrameProcessor):
+    """Records when each word frame leaves the output transport (the clock then, ns): the
+    transport lets a word out once the playback reaches its presentation time."""
+
+    def __init__(self, clock: PlaybackClock) -> None:
+        super().__init__()
+        self.words: list[tuple[str, int]] = []
+        self._clock = clock
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, TTSTextFrame):
+            self.words.append((frame.text, self._clock.get_time()))
+        await self.push_frame(frame, direction)
+
+
 def tokens(text: str) -> list[Frame]:
     pieces = [p for word in re.findall(r"\s*\S+", text) for p in (word[:4], word[4:]) if p]
     return [LLMFullResponseStartFrame(), *map(LLMTextFrame, pieces), LLMFullResponseEndFrame()]
@@ -132,10 +148,11 @@ async def run_pipeline(
         text_aggregation_mode=mode,
     )
     tap = WordTap(clock)
+    tap.departures = DepartureTap(clock)  # after the transport
     context = LLMContext()
     assistant = LLMAssistantAggregator(context)
     worker = PipelineWorker(
-        Pipeline([tts, tap, output, assistant]),
+        Pipeline([tts, tap, output, tap.departures, assistant]),
         clock=clock,
         params=PipelineParams(audio_out_sample_rate=rate),
         cancel_on_idle_timeout=False,
@@ -325,11 +342,11 @@ def resampler_hold_s(rate: int, batches: int = 300) -> float:
     """The most audio the service's resampler (24 kHz → ``rate``) holds back after a batch of
     engine frames (its filter's delay and output granularity: 0 at 24 kHz, about 37 ms at
     16 kHz): a word starting in that stretch of a batch arrives before its audio is pushed."""
-    resampler = OutputResampler(SAMPLE_RATE, rate, quality="HQ")
+    resampler = FrameEncoder(rate, source_rate=SAMPLE_RATE, quality="HQ")
     given = pushed = worst = 0.0
     for index in range(batches):
         frames = 1 + index % handover.LIMIT  # batches of every size up to the limit
-        pcm = resampler.process(np.zeros(frames * FRAME_SIZE, np.float32))
+        pcm = resampler.encode(np.zeros(frames * FRAME_SIZE, np.float32))
         given += frames * FRAME_SECONDS
         pushed += len(pcm) / 2 / rate
         worst = max(worst, given - pushed)
@@ -348,6 +365,7 @@ async def run_greeting_and_reply(
     reply=LONG_SENTENCE,
     heads=None,
     mode=TextAggregationMode.SENTENCE,
+    greeting_in_context=True,
 ):
     """A greeting (``TTSSpeakFrame``) straight before an LLM reply; the engine's own word
     times (seconds into each context's audio) recorded as the service hands them over.
@@ -365,7 +383,8 @@ async def run_greeting_and_reply(
 
     PocketTTSService.add_word_timestamps = recording
     try:
-        frames = [TTSSpeakFrame(greeting), *tokens(reply)]
+        speak = TTSSpeakFrame(greeting, append_to_context=greeting_in_context)
+        frames = [speak, *tokens(reply)]
         output, tap, messages = await run_pipeline(
             pack,
             frames,
@@ -521,6 +540,35 @@ async def test_every_word_of_a_reply_behind_a_long_greeting_is_released_when_it_
         assert frame.pts >= start + round(greeting_seconds * 1e9)  # never before the greeting ends
         assert frame.pts == pytest.approx(heard, abs=1e3)
     assert [_content(m).strip() for m in messages] == [TAILED_GREETING, REPLY_32]
+
+
+@pytest.mark.parametrize("in_context", [True, False], ids=["greeting_kept", "greeting_not_kept"])
+@pytest.mark.parametrize("lagged", [False, True], ids=["playing", "lagged"])
+@pytest.mark.parametrize("mode", [TextAggregationMode.SENTENCE, TextAggregationMode.TOKEN])
+async def test_reply_words_leave_a_real_time_transport_when_their_audio_plays(
+    pack, mode, lagged, in_context
+):
+    """Issue 48 item 11: a greeting whose audio outlasts its last word by seconds
+    (``append_to_context=False``, as a bot's greeting is, or kept), straight followed by a
+    reply, into an output that plays in real time, no interruption. Every reply word leaves
+    the transport when the playback reaches its audio: after the greeting's audio, never
+    right after the greeting's last word."""
+    texts = {"greeting": TAILED_GREETING, "reply": REPLY_32, "heads": HEADS, "mode": mode}
+    texts["greeting_in_context"] = in_context
+    greeting_seconds = (await run_greeting_and_reply(pack, **texts))[3]
+    lag = greeting_seconds + 2.0 if lagged else None
+    run = await run_greeting_and_reply(pack, lag=lag, **texts)
+    _, tap, messages, greeting_seconds, greeting, reply = run
+    assert greeting_seconds - greeting[-1][1] > 2.0  # the audio outlasts the words
+    start = tap.first_audio_ns
+    left = tap.departures.words[len(greeting) :]
+    assert [w for w, _ in left] == [w for w, _ in reply]
+    for (word, clock), (_, t) in zip(left, reply, strict=True):
+        heard = start + round((greeting_seconds + t) * 1e9)
+        assert clock >= heard - 1e6, (word, (heard - clock) / 1e9)  # not before it plays
+        assert clock <= heard + round(0.1e9), (word, (clock - heard) / 1e9)  # nor long after
+    kept = [TAILED_GREETING] if in_context else []
+    assert [_content(m).strip() for m in messages] == [*kept, REPLY_32]
 
 
 @pytest.mark.parametrize("mode", [TextAggregationMode.SENTENCE, TextAggregationMode.TOKEN])

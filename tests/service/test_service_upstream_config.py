@@ -21,7 +21,7 @@ from pipecat.transcriptions.language import Language
 
 from pipecat_pocket_tts import PocketTTSService
 from pipecat_pocket_tts.engine import PocketTTS
-from pipecat_pocket_tts.service.languages import pack_iso_code
+from pipecat_pocket_tts.service.settings import pack_iso_code
 
 START = 30.0  # run_test start timeout: setup loads and warms the model up
 

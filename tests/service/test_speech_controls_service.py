@@ -10,9 +10,8 @@ from pipecat.services.tts_service import TextAggregationMode
 from test_service_timestamps import _content, pack, run_pipeline, tokens
 
 from pipecat_pocket_tts import PocketTTSService
-from pipecat_pocket_tts.engine.session import Session
+from pipecat_pocket_tts.engine.session import Session, is_short
 from pipecat_pocket_tts.engine.text.breaks import strip_breaks
-from pipecat_pocket_tts.service.speech_stream import is_short
 
 __all__ = ["pack"]  # the module's pack fixture, shared
 

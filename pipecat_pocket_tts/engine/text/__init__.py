@@ -4,8 +4,9 @@
 and tokenizes as upstream pocket-tts prepares its prompts.
 """
 
-from .chunking import Chunker, StreamingChunker, TextChunk, ensure_terminal_punctuation
+from .chunking import Chunker, TextChunk, ensure_terminal_punctuation
 from .prepare import PreparedChunk, TextPreparer, TextStream, max_frames_for
+from .streaming_chunker import StreamingChunker
 from .tokenizer import Tokenizer
 
 __all__ = [

@@ -18,9 +18,11 @@ A chunk is *mid-sentence* when it starts inside a sentence whose beginning an ea
 says (FluidAudio's ``isMidSentence``). The token cost of a chunk is measured by a callback,
 so the limit holds for the text as it will be prepared for the model.
 
-``StreamingChunker`` does the same on text that arrives piece by piece (LLM tokens): it
-releases sentences as soon as their end is certain, the very first one alone so audio can
-start early, and cuts an overlong unfinished sentence without waiting for its end.
+``certain_end`` says where the sentence ends of text still arriving cannot change any more;
+``streaming_chunker.StreamingChunker`` uses it on text that arrives piece by piece (LLM tokens).
+A line that starts with a list, heading, quote or table mark is a block line (Markdown ends
+it with a stop), except a number mark followed by a month ("1. Mai", "2) Apr."), which the
+normalizer reads as a date, not a list item.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..model.config import MAX_TOKENS_PER_CHUNK
+from .line_marks import BLOCK_MARK, LineMarks
 from .speechless import glue_speechless, speaks
 from .tokenizer import DROP_MARK
 
@@ -129,6 +132,7 @@ class Chunker:
         self.language = language
         self.abbreviations = ABBREVIATIONS.get(language, ABBREVIATIONS["english"])
         self._ordinal_dot = language in _ORDINAL_DOT_LANGUAGES
+        self.lines = LineMarks(language)
 
     def split(
         self, text: str, *, first_sentence_alone: bool = False, starts_mid: bool = False
@@ -139,7 +143,7 @@ class Chunker:
         chunk is short and its audio comes early. ``starts_mid``: ``text`` continues a
         sentence whose beginning an earlier chunk says (its first chunk is mid-sentence).
         """
-        words, breaks = _words(text)
+        words, breaks = words_and_breaks(text)
         sentences = self._sentences(words, breaks, len(words))
         return self._release(sentences, first_mid=starts_mid, first_alone=first_sentence_alone)
 
@@ -162,7 +166,7 @@ class Chunker:
         of a list item, heading or table row does (``in_block_line``: ``text`` goes on with one
         that earlier text began).
         """
-        words, breaks, starts = _scan(text)
+        words, breaks, starts = scan_words(text)
         last_complete = bool(words) and text[-1].isspace()
         end = self._last_certain_end(
             words,
@@ -178,12 +182,8 @@ class Chunker:
 
     def sentences(self, text: str) -> list[str]:
         """The sentences of ``text``, before any cutting or merging."""
-        words, breaks = _words(text)
+        words, breaks = words_and_breaks(text)
         return [" ".join(s) for s in self._sentences(words, breaks, len(words))]
-
-    def stream(self, clean: Clean | None = None) -> StreamingChunker:
-        """A streaming chunker sharing these settings."""
-        return StreamingChunker(self, clean)
 
     # -------------------------------------------------------------------------- sentences
     def is_sentence_end(self, word: str) -> bool:
@@ -237,19 +237,17 @@ class Chunker:
     ) -> int:
         """Index of the last word whose sentence end cannot change with more text, or -1
         (``raw``, ``starts_line``, ``in_block_line``: see ``certain_end``)."""
-        block = _block_lines(words, breaks, starts_line, in_block_line) if raw else []
+        block = self.lines.block_lines(words, breaks, starts_line, in_block_line) if raw else []
         for i in range(len(words) - 1, -1, -1):
             complete = i + 1 < len(words) or last_complete
             if raw:
                 at_line_start = breaks[i - 1] if i else starts_line
-                mark = at_line_start and _BLOCK_MARK.fullmatch(words[i]) is not None
+                mark = at_line_start and BLOCK_MARK.fullmatch(words[i]) is not None
                 ends = (complete and self.is_sentence_end(words[i]) and not mark) or (
                     breaks[i]
                     and i + 1 < len(words)
                     and not words[i + 1].startswith(DROP_MARK)
-                    and (
-                        block[i] or _opens_a_line(words[i + 1], i + 2 < len(words) or last_complete)
-                    )
+                    and (block[i] or self.lines.opens_a_line(words, i + 1, last_complete))
                 )
             else:
                 ends = (complete and self.is_sentence_end(words[i])) or (
@@ -436,145 +434,16 @@ class _Packer:
         return self._pieces
 
 
-_BLOCK_MARK = re.compile(r"[-*+•‣◦▪>]|#{1,6}|\d{1,2}[.)]")
-
-
-def _opens_a_line(word: str, complete: bool) -> bool:
-    """Whether a raw line that starts with ``word`` starts a sentence once normalized: a
-    capital letter, or a block mark (complete: "1" may become "12" or "1." yet)."""
-    if word[0].isalpha():
-        return word[0].isupper()
-    if word[0] in "|>":
-        return True
-    return complete and _BLOCK_MARK.fullmatch(word) is not None
-
-
-def _block_lines(
-    words: list[str], breaks: list[bool], starts_line: bool, in_block_line: bool
-) -> list[bool]:
-    """Per word: whether its line starts with a block mark (Markdown ends such a line)."""
-    out = []
-    block = in_block_line and not starts_line
-    for i, word in enumerate(words):
-        if breaks[i - 1] if i else starts_line:
-            block = _is_block_mark(word)
-        out.append(block)
-    return out
-
-
-def _is_block_mark(word: str) -> bool:
-    return _BLOCK_MARK.fullmatch(word) is not None or word[0] == "|"
-
-
-def starts_block_line(text: str) -> bool:
-    """Whether the line ``text`` begins (raw) starts with a list, heading, quote or table mark."""
-    words = text.split(maxsplit=1)
-    return bool(words) and _is_block_mark(words[0])
-
-
-def complete_word_ends(text: str) -> list[int]:
-    """Where each word of ``text`` that more text cannot lengthen ends (all but a last word
-    with no whitespace after it)."""
-    ends = [m.end() for m in _WORD.finditer(text)]
-    if ends and ends[-1] == len(text):
-        ends.pop()
-    return ends
-
-
-def _words(text: str) -> tuple[list[str], list[bool]]:
+def words_and_breaks(text: str) -> tuple[list[str], list[bool]]:
     """Whitespace-separated words, and whether a line break follows each."""
-    words, breaks, _ = _scan(text)
+    words, breaks, _ = scan_words(text)
     return words, breaks
 
 
-def _scan(text: str) -> tuple[list[str], list[bool], list[int]]:
+def scan_words(text: str) -> tuple[list[str], list[bool], list[int]]:
     """Words, whether a line break follows each, and where each starts."""
     spans = [m.span() for m in _WORD.finditer(text)]
     words = [text[a:b] for a, b in spans]
     gaps_end = [a for a, _ in spans[1:]] + [len(text)] * bool(spans)
     breaks = ["\n" in text[b:gap_end] for (_, b), gap_end in zip(spans, gaps_end, strict=True)]
     return words, breaks, [a for a, _ in spans]
-
-
-class StreamingChunker:
-    """Chunks of text that arrives in pieces; ``push`` as it comes, ``flush`` at the end.
-
-    A sentence is released as soon as its end is certain: its final mark is followed by
-    whitespace (a line break needs the first letter of the next line). The first sentence of
-    the stream goes alone; sentences that complete together are merged. A sentence still
-    open once its text would fill three chunks has its leading pieces released (the last two
-    are held back, so a lone last word can still be rebalanced). ``clean(text, final)``, when
-    given, is applied to the pending text at each push (``final`` False: it must keep
-    trailing whitespace and must be idempotent) and at the flush (``final`` True).
-    """
-
-    def __init__(self, chunker: Chunker, clean: Clean | None = None) -> None:
-        self.chunker = chunker
-        self._clean = clean
-        self._pending = ""
-        self._released_any = False
-        self._mid = False  # the pending text continues a sentence begun in released chunks
-
-    @property
-    def pending_text(self) -> str:
-        """Text received but not released yet."""
-        return self._pending
-
-    def push(self, text: str) -> list[TextChunk]:
-        """Add text; return the chunks that became certain."""
-        pending = self._pending + text
-        if self._clean is not None:
-            pending = self._clean(pending, False)
-        words, breaks, starts = _scan(pending)
-        last_complete = bool(words) and pending[-1].isspace()
-        chunker = self.chunker
-        out: list[TextChunk] = []
-        end = chunker._last_certain_end(words, breaks, last_complete)
-        if end >= 0:
-            out += self._release(chunker._sentences(words, breaks, end + 1))
-            words, breaks, starts = words[end + 1 :], breaks[end + 1 :], starts[end + 1 :]
-        n_complete = len(words) if last_complete else len(words) - 1
-        if n_complete > 0 and self._overlong(words[:n_complete]):
-            pieces = chunker.split_sentence(words[:n_complete], self._mid)
-            released = pieces[:-2]
-            while released and not released[-1].ends_word:
-                released.pop()  # never stop inside a word cut at characters
-            if released:
-                out += self._emit(released)
-                self._mid = True
-                consumed = sum(len(p.words) for p in released if p.ends_word)
-                words, starts = words[consumed:], starts[consumed:]
-        self._pending = pending[starts[0] :] if words else ""
-        return out
-
-    def flush(self) -> list[TextChunk]:
-        """Release everything pending (the stream has ended) and start afresh."""
-        pending = self._pending
-        if self._clean is not None:
-            pending = self._clean(pending, True)
-        words, breaks = _words(pending)
-        sentences = self.chunker._sentences(words, breaks, len(words))
-        out = self._release(sentences)
-        self._pending = ""
-        self._released_any = False
-        self._mid = False
-        return out
-
-    def _overlong(self, words: list[str]) -> bool:
-        chunker = self.chunker
-        return chunker.measure(" ".join(words), self._mid) > 2 * chunker.max_tokens
-
-    def _release(self, sentences: list[list[str]]) -> list[TextChunk]:
-        if not sentences:
-            return []
-        chunks = self.chunker._release(
-            sentences, first_mid=self._mid, first_alone=not self._released_any
-        )
-        self._mid = False
-        self._released_any = self._released_any or bool(chunks)
-        return chunks
-
-    def _emit(self, pieces: list[_Piece]) -> list[TextChunk]:
-        chunks = self.chunker._merge(pieces)
-        self._released_any = self._released_any or bool(chunks)
-        return chunks

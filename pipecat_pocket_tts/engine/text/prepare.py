@@ -28,14 +28,8 @@ import numpy as np
 
 from ..errors import EmptyTextError
 from ..model.config import FRAME_RATE, MAX_TOKENS_PER_CHUNK, ModelConfig, TextOptions
-from .chunking import (
-    Chunker,
-    StreamingChunker,
-    TextChunk,
-    complete_word_ends,
-    ensure_terminal_punctuation,
-    starts_block_line,
-)
+from .chunking import Chunker, TextChunk, ensure_terminal_punctuation
+from .streaming_chunker import StreamingChunker, complete_word_ends
 from .tokenizer import Tokenizer
 
 SHORT_INPUT_WORDS = 5  # fewer words than this count as a short input (upstream)
@@ -243,7 +237,7 @@ class TextStream:
     def __init__(self, preparer: TextPreparer, normalize: Normalize | None = None) -> None:
         self._preparer = preparer
         self._normalize = normalize
-        self._chunks: StreamingChunker = preparer.chunker.stream(self._clean)
+        self._chunks = StreamingChunker(preparer.chunker, self._clean)
         self._raw = ""  # raw text of the open sentence not passed on yet (normalize only)
         self._passed_words = 0  # normalized words of ``_raw`` already passed on
         self._mid_line = False  # ``_raw`` starts inside a line that passed text began
@@ -316,7 +310,7 @@ class TextStream:
             body = passed.rstrip()
             line_start = body.rfind("\n") + 1
             if line_start or not self._mid_line:  # the last line of ``passed`` starts in it
-                self._block_line = starts_block_line(body[line_start:])
+                self._block_line = self._preparer.chunker.lines.starts_block_line(body[line_start:])
             self._mid_line = "\n" not in passed[len(body) :]
         self._raw = self._raw[cut:]
 

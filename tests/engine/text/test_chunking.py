@@ -11,7 +11,13 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pipecat_pocket_tts.engine.model.config import MAX_TOKENS_PER_CHUNK, get_config
-from pipecat_pocket_tts.engine.text import Chunker, TextChunk, TextPreparer, Tokenizer
+from pipecat_pocket_tts.engine.text import (
+    Chunker,
+    StreamingChunker,
+    TextChunk,
+    TextPreparer,
+    Tokenizer,
+)
 
 
 def count_words(text: str, mid: bool) -> int:
@@ -145,7 +151,7 @@ def test_very_long_word_is_cut_to_fit(preparer: TextPreparer) -> None:
 def test_streaming_never_inserts_spaces_into_a_cut_word(preparer: TextPreparer) -> None:
     word = "x" * 600
     text = f"Start here {word} and then some more words until the end of it all."
-    stream = preparer.chunker.stream(lambda t, final: preparer.clean(t, final=final))
+    stream = StreamingChunker(preparer.chunker, lambda t, final: preparer.clean(t, final=final))
     chunks: list[TextChunk] = []
     for i in range(0, len(text), 5):
         chunks += stream.push(text[i : i + 5])
@@ -219,7 +225,7 @@ def test_chunks_fit_and_keep_every_word(preparer: TextPreparer, text: str) -> No
 def test_streaming_fits_and_keeps_every_word(
     preparer: TextPreparer, text: str, rng: random.Random
 ) -> None:
-    stream = preparer.chunker.stream(lambda t, final: preparer.clean(t, final=final))
+    stream = StreamingChunker(preparer.chunker, lambda t, final: preparer.clean(t, final=final))
     chunks: list[TextChunk] = []
     position = 0
     while position < len(text):
@@ -259,7 +265,7 @@ def test_ten_thousand_characters(preparer: TextPreparer, kind: str) -> None:
     chunks = preparer.chunker.split(cleaned)
     _check_chunks(preparer, cleaned, chunks)
     # Streaming in LLM-sized pieces gives chunks under the limit too.
-    stream = preparer.chunker.stream(lambda t, final: preparer.clean(t, final=final))
+    stream = StreamingChunker(preparer.chunker, lambda t, final: preparer.clean(t, final=final))
     streamed: list[TextChunk] = []
     for i in range(0, len(text), 17):
         streamed += stream.push(text[i : i + 17])
@@ -269,7 +275,7 @@ def test_ten_thousand_characters(preparer: TextPreparer, kind: str) -> None:
 
 # ---------------------------------------------------------------------------- streaming
 def test_stream_releases_first_sentence_as_soon_as_it_is_certain() -> None:
-    stream = Chunker(count_words, max_tokens=50).stream()
+    stream = StreamingChunker(Chunker(count_words, max_tokens=50))
     assert stream.push("Hello there") == []
     assert stream.push(".") == []  # could still be "there.." or followed by a quote
     assert stream.push(" How") == [TextChunk("Hello there.", False)]
@@ -280,13 +286,13 @@ def test_stream_releases_first_sentence_as_soon_as_it_is_certain() -> None:
 
 
 def test_stream_waits_on_abbreviations_and_decimals() -> None:
-    stream = Chunker(count_words, max_tokens=50).stream()
+    stream = StreamingChunker(Chunker(count_words, max_tokens=50))
     assert stream.push("Dr. Smith paid 3.") == []
     assert stream.push("50 dollars. ") == [TextChunk("Dr. Smith paid 3.50 dollars.", False)]
 
 
 def test_stream_line_break_needs_the_next_line() -> None:
-    stream = Chunker(count_words, max_tokens=50).stream()
+    stream = StreamingChunker(Chunker(count_words, max_tokens=50))
     assert stream.push("Title\n") == []
     assert stream.push("Body") == [TextChunk("Title.", False)]
     assert stream.push(" text\ncontinued here") == []
@@ -294,7 +300,7 @@ def test_stream_line_break_needs_the_next_line() -> None:
 
 
 def test_stream_cuts_an_overlong_open_sentence() -> None:
-    stream = Chunker(count_words, max_tokens=4).stream()
+    stream = StreamingChunker(Chunker(count_words, max_tokens=4))
     released = stream.push("one two three four five six seven eight nine ten eleven twelve ")
     # Three pieces' worth without an end in sight: all but the last two go now.
     assert released == [TextChunk("one two three four", False)]
@@ -308,7 +314,7 @@ def test_stream_cuts_an_overlong_open_sentence() -> None:
 
 
 def test_stream_after_flush_starts_a_new_first_sentence() -> None:
-    stream = Chunker(count_words, max_tokens=50).stream()
+    stream = StreamingChunker(Chunker(count_words, max_tokens=50))
     assert stream.push("One. Two. Three") == [TextChunk("One.", False), TextChunk("Two.", False)]
     assert stream.flush() == [TextChunk("Three", False)]
     assert stream.push("Four. Five. Six. ") == [
@@ -319,7 +325,7 @@ def test_stream_after_flush_starts_a_new_first_sentence() -> None:
 
 def test_stream_matches_batch_for_whole_text(preparer: TextPreparer) -> None:
     text = "First sentence here. Second one, with a clause. Third! And a fourth?"
-    stream = preparer.chunker.stream()
+    stream = StreamingChunker(preparer.chunker)
     # Every end is certain once a blank follows the last mark: the same chunks as a batch
     # split with the first sentence alone.
     assert stream.push(text + " ") + stream.flush() == preparer.chunker.split(

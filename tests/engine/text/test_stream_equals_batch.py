@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
 from pipecat_pocket_tts.engine import PocketTTS
 from pipecat_pocket_tts.engine.text.chunking import ABBREVIATIONS
+from pipecat_pocket_tts.engine.text.normalize import normalize_text
 from pipecat_pocket_tts.engine.text.planner import TextPlanner
 
 LANGUAGES = ["english", "french", "german", "spanish", "italian", "portuguese", "dutch"]
@@ -157,6 +158,61 @@ def test_any_streamed_text_speaks_as_it_does_enqueued(
 ) -> None:
     language, text, fragments = case
     check_stream_equals_batch(packs[language], text, fragments)
+
+
+def llm_tokens(text: str) -> list[str]:
+    """``text`` as an LLM streams it: a word with the whitespace before it, token by token."""
+    return re.findall(r"\s*\S+|\s+$", text)
+
+
+def _speaks(word: str) -> bool:
+    return any(c.isalnum() for c in word)
+
+
+def sentence_starts(tts: PocketTTS, text: str) -> set[int]:
+    """Where a sentence begins in ``enqueue``'s reading of ``text``, counted in words that
+    speak: the sentences its chunker cuts the normalized text into (before any merging)."""
+    planner = TextPlanner(tts.config, tts.tokenizer)
+    preparer = planner.preparer
+    spoken = preparer.clean(normalize_text(text, planner.text_language))
+    starts: set[int] = set()
+    position = 0
+    for sentence in preparer.chunker.sentences(spoken):
+        starts.add(position)
+        position += sum(map(_speaks, sentence.split()))
+    return starts
+
+
+def check_streamed_chunks_cut_as_enqueued(tts: PocketTTS, text: str) -> None:
+    """Token by token, ``feed``'s chunks say the words ``enqueue``'s say, and begin a
+    sentence (capitalized) only where ``enqueue``'s text has one."""
+    batch = planned(tts, text, None)
+    streamed = planned(tts, text, llm_tokens(text))
+    assert spoken_words(streamed) == spoken_words(batch), (text, batch, streamed)
+    batch_starts = sentence_starts(tts, text)
+    position = 0
+    for chunk in streamed:
+        if not chunk.is_mid_sentence:
+            assert position in batch_starts, (text, [c.text for c in batch], chunk.text)
+        position += sum(map(_speaks, chunk.text.split()))
+
+
+@settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@example(("english", "2) Sept. Ran Apr. … E.g. the\ncat …! "))
+@example(("english", "120 !! 23. 17? 23. 17? cat\n2) Apr. 19.… "))
+@example(("german", "Der Hund 3. Mai geht. "))
+@given(
+    st.sampled_from(LANGUAGES).flatmap(lambda lang: st.tuples(st.just(lang), _language_text(lang)))
+)
+def test_text_streamed_token_by_token_is_cut_where_enqueue_cuts_it(
+    packs: dict[str, PocketTTS], case: tuple[str, str]
+) -> None:
+    language, text = case
+    check_streamed_chunks_cut_as_enqueued(packs[language], text)
 
 
 def test_all_pack_languages_are_covered(packs: dict[str, PocketTTS], tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
-"""Bounded units of text for Pipecat's word tracking (issue 34): no word split, text unchanged.
+"""Bounded pieces of text for Pipecat's word tracking (issue 34): no word split, text unchanged.
 
-The rules on their own (``text_units``), then in a real pipeline: every unit Pipecat's
+The rules on their own (``text_gate``), then in a real pipeline: every piece Pipecat's
 sequencer registers is bounded, for a ``TTSSpeakFrame`` and LLM replies in both aggregation
 modes, and the assistant's context holds the reply as written.
 """
@@ -33,32 +33,32 @@ from pipecat_playback import PlaybackClock, PlaybackOutput, timed_frames_on
 
 from pipecat_pocket_tts import PocketTTSService
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
-from pipecat_pocket_tts.service.text_units import STREAMED_UNIT_CHARS, UNIT_CHARS, split_units
+from pipecat_pocket_tts.service.text_gate import PIECE_CHARS, STREAMED_PIECE_CHARS, split_pieces
 
-LONGEST_UNIT = 4 * UNIT_CHARS + 40  # a unit with no whitespace ends at a mark past 4×
+LONGEST_PIECE = 4 * PIECE_CHARS + 40  # a piece with no whitespace ends at a mark past 4×
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(st.sampled_from("ab ,;.\n-🙂é"), max_size=3000))
-def test_units_put_together_are_the_text_and_never_split_a_word(text: str) -> None:
-    units = split_units(text)
-    assert "".join(units) == text
-    for unit, after in itertools.pairwise(units):
-        assert not (unit[-1].isalnum() and after[0].isalnum())  # a word is never cut
-    assert all(len(u) <= LONGEST_UNIT or " " not in u for u in units)
+def test_pieces_put_together_are_the_text_and_never_split_a_word(text: str) -> None:
+    pieces = split_pieces(text)
+    assert "".join(pieces) == text
+    for piece, after in itertools.pairwise(pieces):
+        assert not (piece[-1].isalnum() and after[0].isalnum())  # a word is never cut
+    assert all(len(u) <= LONGEST_PIECE or " " not in u for u in pieces)
 
 
-def test_a_long_text_with_spaces_is_cut_near_the_unit_length() -> None:
+def test_a_long_text_with_spaces_is_cut_near_the_piece_length() -> None:
     text = "one, two three four five six seven eight nine ten " * 200
-    units = split_units(text)
-    assert len(units) > 10
-    assert all(len(u) <= 2 * UNIT_CHARS for u in units)
-    assert all(u.endswith(" ") for u in units[:-1])
+    pieces = split_pieces(text)
+    assert len(pieces) > 10
+    assert all(len(u) <= 2 * PIECE_CHARS for u in pieces)
+    assert all(u.endswith(" ") for u in pieces[:-1])
 
 
 @pytest.fixture(scope="module")
 def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("units")
+    root = tmp_path_factory.mktemp("pieces")
     return build_pack(root / "english", tiny_config_dict("standard"))
 
 
@@ -138,12 +138,12 @@ async def run(pack: Path, frames: list[Frame], mode: TextAggregationMode, monkey
         ("burst", TextAggregationMode.TOKEN),
     ],
 )
-async def test_pipecat_sees_bounded_units_and_the_context_keeps_the_text(
+async def test_pipecat_sees_bounded_pieces_and_the_context_keeps_the_text(
     pack: Path, kind: str, mode: TextAggregationMode, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     frames = [TTSSpeakFrame(RUN_ON)] if kind == "speak" else reply(RUN_ON, kind == "burst")
     registered, said = await run(pack, frames, mode, monkeypatch)
-    limit = STREAMED_UNIT_CHARS if mode == TextAggregationMode.TOKEN else UNIT_CHARS
+    limit = STREAMED_PIECE_CHARS if mode == TextAggregationMode.TOKEN else PIECE_CHARS
     assert len(registered) >= len(RUN_ON) // (2 * limit)
     # past the limit at most until a token edge meets whitespace (5-character tokens here)
     assert max(map(len, registered)) <= 2 * limit + 60

@@ -1,4 +1,5 @@
-"""The service's stream resampler: nothing lost at the end of a turn, nothing left after a reset."""
+"""Output at the pipeline's rate (the service's ``engine.FrameEncoder`` per stream): nothing lost
+at the end of a turn, nothing left after a reset."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 from paths import REPO_ROOT
 
-from pipecat_pocket_tts.service.resampler import OutputResampler
+from pipecat_pocket_tts.engine import FrameEncoder
 
 FRAME = 1920  # samples per engine frame at 24 kHz
 
@@ -26,9 +27,9 @@ def _samples(pcm: bytes) -> np.ndarray:
 
 @pytest.mark.parametrize("rate", [8000, 16000, 22050, 44100, 48000])
 def test_flush_keeps_the_tail(rate: int) -> None:
-    resampler = OutputResampler(24000, rate)
+    resampler = FrameEncoder(rate, source_rate=24000)
     audio = _tone(10)
-    body = b"".join(resampler.process(audio[i : i + FRAME]) for i in range(0, audio.size, FRAME))
+    body = b"".join(resampler.encode(audio[i : i + FRAME]) for i in range(0, audio.size, FRAME))
     tail = resampler.flush()
     expected = audio.size * rate / 24000
     assert len(tail) > 0  # the filter held samples back: without the flush they are lost
@@ -37,8 +38,8 @@ def test_flush_keeps_the_tail(rate: int) -> None:
 
 @pytest.mark.parametrize("rate", [8000, 16000, 48000])
 def test_resampled_tone_keeps_its_pitch_and_level(rate: int) -> None:
-    resampler = OutputResampler(24000, rate)
-    out = _samples(resampler.process(_tone(10)) + resampler.flush())
+    resampler = FrameEncoder(rate, source_rate=24000)
+    out = _samples(resampler.encode(_tone(10)) + resampler.flush())
     middle = out[out.size // 4 : 3 * out.size // 4]
     spectrum = np.abs(np.fft.rfft(middle * np.hanning(middle.size)))
     peak_hz = np.argmax(spectrum) * rate / middle.size
@@ -47,36 +48,36 @@ def test_resampled_tone_keeps_its_pitch_and_level(rate: int) -> None:
 
 
 def test_reset_drops_held_audio_and_a_new_run_starts_clean() -> None:
-    resampler = OutputResampler(24000, 8000)
-    resampler.process(_tone(3))
+    resampler = FrameEncoder(8000, source_rate=24000)
+    resampler.encode(_tone(3))
     resampler.reset()
     assert resampler.flush() == b""  # nothing held after a reset
-    silence = _samples(resampler.process(np.zeros(FRAME * 3, np.float32)) + resampler.flush())
+    silence = _samples(resampler.encode(np.zeros(FRAME * 3, np.float32)) + resampler.flush())
     assert np.max(np.abs(silence)) == 0.0  # no leftover of the tone leaks into the next run
 
 
 def test_same_rate_is_a_passthrough_with_int16_conversion() -> None:
-    resampler = OutputResampler(24000, 24000)
+    resampler = FrameEncoder(24000, source_rate=24000)
     audio = np.array([0.0, 0.5, -0.5, 1.5, -2.0], np.float32)
-    pcm = np.frombuffer(resampler.process(audio), dtype="<i2")
+    pcm = np.frombuffer(resampler.encode(audio), dtype="<i2")
     assert resampler.passthrough
     assert pcm.tolist() == [0, 16384, -16384, 32767, -32767]  # rounded, clipped
     assert resampler.flush() == b""
 
 
 def test_flush_without_audio_is_empty_and_rates_must_be_positive() -> None:
-    assert OutputResampler(24000, 16000).flush() == b""
+    assert FrameEncoder(16000, source_rate=24000).flush() == b""
     with pytest.raises(ValueError, match="positive"):
-        OutputResampler(24000, 0)
+        FrameEncoder(0, source_rate=24000)
 
 
 def test_no_soxr_stream_outlives_a_run() -> None:
-    resampler = OutputResampler(24_000, 8_000)
-    resampler.process(np.zeros(1920, np.float32))
+    resampler = FrameEncoder(8_000, source_rate=24_000)
+    resampler.encode(np.zeros(1920, np.float32))
     assert resampler._stream is not None
     resampler.flush()
     assert resampler._stream is None  # dropped at the run's end, made again at the next
-    assert len(resampler.process(np.zeros(1920, np.float32))) > 0
+    assert len(resampler.encode(np.zeros(1920, np.float32))) > 0
 
 
 def test_a_run_open_at_exit_prints_no_leak_lines() -> None:
@@ -85,13 +86,13 @@ def test_a_run_open_at_exit_prints_no_leak_lines() -> None:
     script = (
         "import threading\n"
         "import numpy as np\n"
-        "from pipecat_pocket_tts.service.resampler import OutputResampler\n"
+        "from pipecat_pocket_tts.engine import FrameEncoder\n"
         "held = threading.Event()\n"
         "def hold(resampler):\n"
-        "    resampler.process(np.zeros(1920, np.float32))\n"
+        "    resampler.encode(np.zeros(1920, np.float32))\n"
         "    held.set()\n"
         "    threading.Event().wait()\n"
-        "resampler = OutputResampler(24_000, 8_000)\n"
+        "resampler = FrameEncoder(8_000, source_rate=24_000)\n"
         "threading.Thread(target=hold, args=(resampler,), daemon=True).start()\n"
         "del resampler\n"
         "held.wait()\n"

@@ -1,10 +1,15 @@
-"""The service's audio contexts, as its speech streams use them.
+"""Output at the pipeline's rate: the service's audio contexts, as its speech streams use them.
 
 ``ContextOutput`` is the one place a ``SpeechStream`` reaches Pipecat's ``TTSService``: it
-appends audio, word timestamps and frames to a context, ends it, keeps one alive while the
-engine still owes it audio, says how much pushed audio is still to play, reports a failure
-and runs the stream's tasks on the service's task manager. The ``EngineLoader`` runs its loads
-through it too, and keeps a turn waiting for one alive as often as a stream does.
+makes each stream's encoder (``engine.FrameEncoder``: the engine's 24 kHz frames → 16-bit PCM
+at the pipeline's rate, one soxr stream per run of audio), appends audio, word timestamps and
+frames to a context, ends it, keeps one alive while the engine still owes it audio, says how
+much pushed audio is still to play, reports a failure and runs the stream's tasks on the
+service's task manager. The ``EngineLoader`` runs its loads through it too, and keeps a turn
+waiting for one alive as often as a stream does.
+
+A stream's encoder is flushed where a run of audio ends (a turn's end, a pause): Pipecat's
+own resampling helper never flushes, so every turn would lose its last ~20–110 ms at 8/16 kHz.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from loguru import logger
 from pipecat.frames.frames import Frame, TTSAudioRawFrame, TTSStoppedFrame
 from pipecat.services.tts_service import TTSService
 
+from ..engine import SAMPLE_RATE, FrameEncoder
 from .pipecat_internals import KEEPALIVE_INTERVAL_S, quiet_context_timeout, refresh_audio_context
 from .playout import Playout
 
@@ -24,13 +30,25 @@ from .playout import Playout
 class ContextOutput:
     """A service's audio contexts and task manager, as its streams use them."""
 
-    def __init__(self, service: TTSService, playout: Playout) -> None:
+    def __init__(self, service: TTSService, playout: Playout, quality: str = "HQ") -> None:
+        """``quality``: soxr's quality name for the resampling to the pipeline's rate."""
         self._service = service
         self._playout = playout
+        self._quality = quality
 
     @property
     def service(self) -> TTSService:
         return self._service
+
+    def encoder(self) -> FrameEncoder:
+        """A stream's encoder to the pipeline's output rate (known once the pipeline started).
+
+        Returns:
+            A ``FrameEncoder`` of 16-bit PCM from the engine's rate.
+        """
+        return FrameEncoder(
+            self._service.sample_rate, source_rate=SAMPLE_RATE, quality=self._quality
+        )
 
     async def append_audio(self, context_id: str, pcm: bytes) -> None:
         if pcm:

@@ -1,4 +1,4 @@
-"""The model of ``PocketTTSService``: loading the pack, warming it up, switching packs.
+"""The background load: the service's engine, loaded, warmed up, switched; its voice; the heap.
 
 ``EngineLoader`` owns the engine and the load tasks: the pack of the current settings, loaded
 in the background from setup on (setup never waits for it: Pipecat's ``run_test`` gives a
@@ -11,45 +11,52 @@ process-wide shared cache (services of one pack share the weights) and run off t
 loop, on the service's task manager; a turn waiting for one has its audio context kept alive
 as often as a speech stream's (both through ``ContextOutput``). The calls into the engine's
 loading API are all in ``load_shared_engine`` and ``EngineLoader.pack_for`` below.
+
+Which voice the service speaks with (``VoiceChoice``): the user's choice, or the pack's
+default voice, reported by that voice's name (from the language's record at construction,
+from the engine once loaded); a chosen voice the engine cannot use is reported once and the
+default voice followed instead.
+
+Python's garbage collector and the event loop (``freeze_heap_once``): a full collection walks
+every container object of the process while it holds the GIL, every event loop and model
+thread waiting. After the imports and a model load that is about 190,000 objects with the
+full-size pack and 260,000 with the tiny test pack, and one such collection took 94–164 ms of
+CPU (``benchmarks/bench_loop.py``). Nearly all of them live as long as the process, so the
+service calls ``gc.freeze()`` once per process, after its first model has loaded and warmed
+up (``PocketTTSService(freeze_gc=False)`` or ``leave_collector_alone()`` to opt out). Once
+only: an object alive then that later becomes cyclic garbage is never collected, so the
+objects of the call running then may be kept; a freeze per call would keep every call's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
+import threading
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from loguru import logger
+from pipecat.services.tts_service import TTSService
 from pipecat.utils.types import is_given
 
 from ..client import RemoteTTS
 from ..engine import LoadOptions, pack_name, served_name
 from ..engine.contract import SpeechEngine
 from ..engine.errors import PocketTTSError, ServerUnavailableError, UnknownLanguageError
-from .collector import freeze_heap_once
+from .pipecat_internals import stored_settings
+from .settings import LoadSettings
 
 if TYPE_CHECKING:
     from pipecat.transcriptions.language import Language
 
     from ..engine import PocketTTS
-    from .context_output import ContextOutput
-    from .voice_choice import VoiceChoice
+    from .output import ContextOutput
 
 
 class LoadReported(PocketTTSError):
     """The load a turn waited for failed; its failure was reported (once) when it happened."""
-
-
-@dataclass(frozen=True)
-class LoadSettings:
-    """How the service loads packs: the engine's ``LoadOptions`` and whether to warm up."""
-
-    load_options: LoadOptions = field(default_factory=LoadOptions)
-    warmup: bool = True
-    server_url: str | None = None  # a TTS server instead of a model in this process
-    api_key: str | None = None  # the server's bearer key
-    freeze_gc: bool = True  # freeze the process's heap once the first model is loaded
 
 
 @dataclass(frozen=True)
@@ -298,10 +305,105 @@ def load_shared_engine(pack: str, options: LoadOptions) -> PocketTTS:
     return PocketTTS.load_shared(pack, options=options)
 
 
+# -- the voice ---------------------------------------------------------------------------
+class VoiceChoice:
+    """The voice setting's meaning: chosen by the user, or following the pack's default."""
+
+    def __init__(self, service: TTSService, follows_default: bool) -> None:
+        self._service = service  # whose voice setting this is (read and, to name, written)
+        self.follows_default = follows_default
+
+    def _voice(self) -> Any:
+        return stored_settings(self._service).voice
+
+    def _set_voice(self, voice: Any) -> None:
+        stored_settings(self._service).voice = voice
+
+    def chosen(self) -> Any:
+        """The voice the user chose (None: the pack's default)."""
+        return None if self.follows_default else self._voice()
+
+    def name_pack_default(self, name: str | None) -> None:
+        """Report the pack's default voice by ``name`` (from its record) while following it."""
+        if self.follows_default:
+            self._set_voice(name)
+
+    def name_default(self, engine: SpeechEngine) -> None:
+        """Report the engine's default voice by name while following it."""
+        if self.follows_default:
+            self._set_voice(engine.default_voice)
+
+    async def check(
+        self,
+        engine: SpeechEngine,
+        voice_error: Callable[[SpeechEngine, Any], Awaitable[PocketTTSError | None]],
+    ) -> PocketTTSError | None:
+        """Why ``engine`` cannot use the chosen voice (then the default is followed and
+        named), or None."""
+        if self.follows_default:
+            self.name_default(engine)
+            return None
+        error = await voice_error(engine, self._voice())
+        if error is not None:
+            self.follows_default = True
+        self.name_default(engine)
+        return error
+
+
+# -- the heap, frozen once -----------------------------------------------------------------
+class _HeapFreeze:
+    """Whether this process's heap was frozen (or left alone for good), decided once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._decided = False
+        self.froze = 0  # objects frozen (0: never)
+
+    def freeze_once(self) -> bool:
+        """``gc.freeze()`` if nothing decided yet; True if it froze now."""
+        with self._lock:
+            if self._decided:
+                return False
+            self._decided = True
+            gc.freeze()
+            self.froze = gc.get_freeze_count()
+        logger.debug(
+            f"PocketTTS: froze the {self.froze} objects alive after the model load (gc.freeze()):"
+            " garbage collections skip them (PocketTTSService(freeze_gc=False) to opt out)"
+        )
+        return True
+
+    def leave_alone(self) -> None:
+        with self._lock:
+            self._decided = True
+
+
+_HEAP = _HeapFreeze()
+
+
+def freeze_heap_once() -> bool:
+    """Freeze the process's heap the first time a service's model is loaded; True if now."""
+    return _HEAP.freeze_once()
+
+
+def leave_collector_alone() -> None:
+    """No service of this process ever freezes the heap (an application managing ``gc``
+    itself, a test suite)."""
+    _HEAP.leave_alone()
+
+
+def frozen_objects() -> int:
+    """How many objects the service froze (0: it did not)."""
+    return _HEAP.froze
+
+
 __all__ = [
     "EngineLoader",
     "LoadReported",
-    "LoadSettings",
     "TurnEngine",
+    "VoiceChoice",
+    "freeze_heap_once",
+    "frozen_objects",
+    "leave_collector_alone",
     "load_shared_engine",
 ]
