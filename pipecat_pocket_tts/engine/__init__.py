@@ -48,7 +48,8 @@ from .model.options import LoadOptions
 from .model.upstream_config import config_language_code
 from .runtime.channel import ChannelOutput, FrameChannel, Marker
 from .runtime.slots import AdmissionWait
-from .session import SentenceQueue, Session
+from .sentence_queue import SentenceQueue
+from .session import Session
 from .timing.subtitles import write_timestamps
 from .timing.word_timing import Word, WordStart
 from .tts import PocketTTS, TimedAudio

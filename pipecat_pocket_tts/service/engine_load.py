@@ -21,7 +21,7 @@ Python's garbage collector and the event loop (``freeze_heap_once``): a full col
 every container object of the process while it holds the GIL, every event loop and model
 thread waiting. After the imports and a model load that is about 190,000 objects with the
 full-size pack and 260,000 with the tiny test pack, and one such collection took 94–164 ms of
-CPU (``benchmarks/bench_loop.py``). Nearly all of them live as long as the process, so the
+CPU (``benchmarks.profiles.loop``). Nearly all of them live as long as the process, so the
 service calls ``gc.freeze()`` once per process, after its first model has loaded and warmed
 up (``PocketTTSService(freeze_gc=False)`` or ``leave_collector_alone()`` to opt out). Once
 only: an object alive then that later becomes cyclic garbage is never collected, so the

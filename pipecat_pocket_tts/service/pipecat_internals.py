@@ -17,7 +17,7 @@ It also holds the version-pinned replacements of Pipecat code paths the service 
 - ``SettledSegment``: Pipecat's ``TextSegment`` with ``is_transformed`` worked out once.
   Pipecat works it out again for every word the provider reports (``alnum_only`` of both
   sides of the whole segment, a Python loop per character), so a piece's per-word cost grew
-  with the piece: it was the largest single cost of the loop in ``bench_loop``.
+  with the piece: it was the largest single cost of the loop in ``benchmarks.profiles.loop``.
   ``BoundedFrameSequencer`` gives its word trackers these segments.
 """
 

@@ -10,7 +10,8 @@ from pipecat.services.tts_service import TextAggregationMode
 from test_service_timestamps import _content, pack, run_pipeline, tokens
 
 from pipecat_pocket_tts import PocketTTSService
-from pipecat_pocket_tts.engine.session import Session, is_short
+from pipecat_pocket_tts.engine.sentence_queue import is_short
+from pipecat_pocket_tts.engine.session import Session
 from pipecat_pocket_tts.engine.text.breaks import strip_breaks
 
 __all__ = ["pack"]  # the module's pack fixture, shared

@@ -9,7 +9,7 @@ a few rows).
 
 The matmuls walk four output rows at once, one from each quarter of the weight: four
 independent streams from four distant places in memory keep more DRAM reads in flight than
-one row after another does (``bench_narrow_kernels.py``). The four rows (a few KB) stay in L1
+one row after another does (``benchmarks.micro.narrow_kernels``). The four rows (a few KB) stay in L1
 while the n rows of x pass over them, so one call streams every weight byte once.
 
 ``int8_matmul`` is one of two kernels, chosen for the CPU numba compiles for:
@@ -41,7 +41,7 @@ WIDEN_FROM_ROWS = 10
 """From this many rows of x, ``int8_matmul_float`` widens each group of four weight rows to float32
 once (scales folded in) and takes the rows of x two at a time: arithmetic, not the weight
 bytes, bounds it there (six layers' linears at 12 rows: 38.8 ms against 43.8 ms; equal at 6
-to 8 rows; ``bench_narrow_kernels.py``, candidate ``numba-int8-unwidened``)."""
+to 8 rows; ``benchmarks.micro.narrow_kernels``, candidate ``numba-int8-unwidened``)."""
 # Fast math that keeps NaN and infinity meaning what they mean (the ELU passes NaN through).
 
 
