@@ -9,8 +9,8 @@ a few rows).
 
 The matmuls walk four output rows at once, one from each quarter of the weight: four
 independent streams from four distant places in memory keep more DRAM reads in flight than
-one row after another does (``benchmarks.micro.narrow_kernels``). The four rows (a few KB) stay in L1
-while the n rows of x pass over them, so one call streams every weight byte once.
+one row after another does (``benchmarks.micro.narrow_kernels``). The four rows (a few KB)
+stay in L1 while the n rows of x pass over them, so one call streams every weight byte once.
 
 ``int8_matmul`` is one of two kernels, chosen for the CPU numba compiles for:
 

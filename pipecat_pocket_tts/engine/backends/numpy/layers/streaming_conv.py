@@ -6,8 +6,9 @@ the input's sliding windows with weights reshaped once at construction. With num
 the last) runs a window kernel on a weight packed once (``kernels/dispatch.py``); otherwise an
 im2col of the call's frames and one BLAS matmul (per-tap matmuls on long inputs). The
 transposed convs keep one BLAS matmul: with their wide outputs the kernel lost to it on
-batches (``benchmarks.micro.batch_stages --layers``). On wider arithmetic (``kernels/arithmetic.py``)
-both run the bfloat16 or int16 window kernels instead (``use_bf16``, ``use_int16``).
+batches (``benchmarks.micro.batch_stages --layers``). On wider arithmetic
+(``kernels/arithmetic.py``) both run the bfloat16 or int16 window kernels instead (``use_bf16``,
+``use_int16``).
 Streaming state lives outside the layer objects (plain arrays handed in and returned), so one
 set of weights serves any number of sequences:
 
