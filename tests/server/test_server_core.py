@@ -43,7 +43,7 @@ class ScriptedTransport:
 
 @dataclass
 class StubModel:
-    language: str = "english"
+    pack_name: str = "english"
     sample_rate: int = 24000
 
 

@@ -189,7 +189,7 @@ def opened(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
 
     def spy(self, options=None, **kwargs):
         if kwargs.get("max_frames") != WARMUP_FRAMES:
-            calls.append({"language": self.language, **kwargs})
+            calls.append({"language": self.pack_name, **kwargs})
         return original(self, options, **kwargs)
 
     monkeypatch.setattr(PocketTTS, "session", spy)

@@ -34,7 +34,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ....errors import LoadOptionError
-from . import compiled
+from . import INT16_KERNELS, compiled
 
 ARITHMETIC_ENV = "POCKET_TTS_MIMI_ARITHMETIC"
 #: Its name until issue 49 ("units" now means CoreML's compute units only): refused, naming the
@@ -45,8 +45,6 @@ MIMI_ARITHMETIC = ("auto", *_BEST_FIRST)
 #: What each arithmetic needs beyond numba, as /proc/cpuinfo spells it (int16: its least path).
 _NEEDS = {"bf16": "avx512_bf16", "int16": "avx2"}
 INT16_KERNEL_ENV = "POCKET_TTS_INT16_KERNEL"
-#: The int16 kernels' instruction paths, best first (``int16.py``).
-INT16_KERNELS = ("vnni", "avx-vnni", "avx2")
 #: The CPU flag each path needs, as /proc/cpuinfo spells it (for the errors).
 INT16_FLAGS = {"vnni": "avx512_vnni", "avx-vnni": "avx_vnni", "avx2": "avx2"}
 #: How the load log names each path.

@@ -1,6 +1,6 @@
 """Integer dot products for Mimi's decoder (numba): the window product on 16-bit integers
 (``int16_window_matmul``: its convs, transposed convs and transformer linears) on whichever of
-three x86 instruction paths the CPU has (``arithmetic.INT16_KERNELS``, best first):
+three x86 instruction paths the CPU has (``INT16_KERNELS``, best first):
 
 - ``"vnni"``: AVX512_VNNI ``vpdpwssd`` on zmm, 32 pairs of int16 into 16 int32 lanes an
   instruction (the same multiply-adds per cycle as ``vdpbf16ps``);
@@ -40,7 +40,7 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-from .arithmetic import INT16_KERNELS
+from . import INT16_KERNELS
 from .base import (
     FLOAT32_EXPONENT,
     bits_of_float32,
