@@ -2,7 +2,11 @@
 
 ``max_streams`` is None (no limit), an integer ≥ 1, or ``"auto"``: a stream is admitted while
 a tick with it added is estimated (``StageCosts.tick_seconds``) to take at most ``AUTO_LOAD``
-of a frame, so the streams already speaking stay in real time; above ``FREE_LOAD`` of a frame
+of a frame, so the streams already speaking stay in real time. The estimate is the CPU seconds
+a frame of that many streams costs on the kernels the load chose (a batched step and a decode
+each, as the ticks measured them), spread over the pool's threads, times the wall seconds
+ticks have taken per second of that work (``tick_stretch``: 1 on a quiet machine, more where
+other processes share the cores), plus a fixed overhead. Above ``FREE_LOAD`` of a frame
 at most one stream is admitted a tick (each priced with the one before it at work). The
 waiting streams are looked at again whenever a slot frees and after every tick, as the
 estimates move. Each wait and each admission after one is logged and told to the hooks (under

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 SMOOTHING = 0.3
 """Weight of the newest measurement in the running estimates."""
 WALL_SMOOTHING = 0.1
-"""Weight of the newest tick in ``StageCosts.tick_overhead`` (slower: admission follows it)."""
-OVERHEAD_CAP = 0.2
-"""Most that one tick adds to the overhead estimate (seconds: a tick stalled by a pause)."""
+"""Weight of the newest tick in ``StageCosts.tick_stretch`` (slower: admission follows it)."""
+STRETCH_CAP = 8.0
+"""Most wall seconds a tick is taken to spend per second of its threads' work (a tick stalled
+by a pause counts as this much)."""
 
 
 @dataclass
@@ -27,7 +28,12 @@ class StageCosts:
     """Running estimates of thread CPU seconds (updated under the scheduler's lock). The
     defaults are rough full-size figures; a few ticks replace them.
 
-    ``tick_seconds`` prices a whole tick in wall time, for admission (``max_streams="auto"``).
+    ``tick_seconds`` prices a whole tick in wall time, for admission (``max_streams="auto"``):
+    the work of its threads (their measured CPU seconds on the kernels the load chose, spread
+    over the threads) times ``tick_stretch``, plus ``tick_overhead``. The stretch is learned
+    from the wall time of whole ticks: a machine whose cores other processes share gives the
+    pool's threads a fraction of their time, which lengthens every tick in proportion to its
+    work (on a quiet machine it stays near 1).
 
     A FlowLM step reads every weight once per call, so its cost grows far slower than its
     batch (full-size, one thread: ~17 ms for one stream, ~40 ms for eight: about a fixed cost
@@ -41,10 +47,14 @@ class StageCosts:
     decode_per_stream: float = 0.012
     prefill_per_token: float = 0.002
     step_by_batch: dict[int, float] = field(default_factory=dict)
-    #: Wall seconds of a tick beyond the CPU work it holds per thread: planning and applying
-    #: it, the GIL, the hand-over between tasks (measured: ~5 ms at full size, at 1 to 9
-    #: streams alike, so it is added, not scaled).
+    #: Wall seconds of a tick beside its work: planning and applying it, the hand-over between
+    #: tasks (measured on a quiet machine: ~5 ms at full size, at 1 to 9 streams alike, so
+    #: it is added, not scaled). Fixed: the wall time beyond it goes to ``tick_stretch``.
     tick_overhead: float = 0.005
+    #: Wall seconds a tick takes per second of its busiest thread's work, beyond
+    #: ``tick_overhead`` (≥ 1: threads waiting on each other, the GIL, cores shared with
+    #: other processes), from the ticks the scheduler reports (``tick_took``).
+    tick_stretch: float = 1.0
 
     def step(self, batch: int) -> float:
         """Estimated seconds of one step + sampler call for ``batch`` streams: a measured size
@@ -78,20 +88,30 @@ class StageCosts:
     def tick_seconds(self, streams: int, threads: int) -> float:
         """Estimated wall seconds of a tick in which ``streams`` streams each step and decode,
         on ``threads`` threads: the work spread over the threads (never less than the step,
-        which runs on one of them), plus ``tick_overhead``."""
-        return self._work_seconds(streams, threads) + self.tick_overhead
+        which runs on one of them) times ``tick_stretch``, plus ``tick_overhead``."""
+        return self.tick_stretch * self.work_seconds(streams, threads) + self.tick_overhead
+
+    def frame_cpu(self, streams: int) -> float:
+        """CPU seconds of one frame of each of ``streams`` streams: a step + sampler call of
+        the batch and a decode of each stream, as measured on the kernels in use."""
+        return self.step(streams) + streams * self.decode_per_stream
+
+    def work_seconds(self, streams: int, threads: int) -> float:
+        """Seconds the busiest of ``threads`` threads works in a tick of ``streams`` streams
+        each stepping and decoding: ``frame_cpu`` spread evenly, never less than the step."""
+        return max(self.step(streams), self.frame_cpu(streams) / threads)
 
     def tick_took(self, streams: int, threads: int, seconds: float) -> None:
         """A tick in which ``streams`` streams each stepped and decoded took ``seconds`` of
-        wall time: ``tick_overhead`` moves toward what it took beyond the work's estimate."""
+        wall time: ``tick_stretch`` moves toward its wall time beyond ``tick_overhead`` per
+        second of the work's estimate (never below 1, at most ``STRETCH_CAP``)."""
         if streams <= 0 or seconds <= 0:
             return
-        beyond = min(max(seconds - self._work_seconds(streams, threads), 0.0), OVERHEAD_CAP)
-        self.tick_overhead += WALL_SMOOTHING * (beyond - self.tick_overhead)
-
-    def _work_seconds(self, streams: int, threads: int) -> float:
-        step = self.step(streams)
-        return max(step, (step + streams * self.decode_per_stream) / threads)
+        work = self.work_seconds(streams, threads)
+        if work <= 0:
+            return
+        stretch = min(max((seconds - self.tick_overhead) / work, 1.0), STRETCH_CAP)
+        self.tick_stretch += WALL_SMOOTHING * (stretch - self.tick_stretch)
 
     def measured(self, kind: str, seconds: float, count: int) -> None:
         """A task of ``kind`` ("step", "decode", "prefill") took ``seconds`` for ``count``

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from pipecat_pocket_tts.engine.runtime.tick_costs import StageCosts, decode_shares, thread_loads
+from pipecat_pocket_tts.engine.runtime.tick_costs import (
+    STRETCH_CAP,
+    StageCosts,
+    decode_shares,
+    thread_loads,
+)
 
 
 def test_decodes_fill_the_threads_up_to_one_finishing_time():
@@ -80,18 +85,21 @@ def test_a_tick_is_priced_in_wall_time_for_admission():
     assert all(costs.tick_seconds(n, 2) < costs.tick_seconds(n + 1, 2) for n in range(1, 24))
 
 
-def test_the_tick_overhead_follows_the_wall_time_beyond_the_work():
-    costs = StageCosts(step_per_stream=0.004, decode_per_stream=0.012, tick_overhead=0.0)
-    work = costs.tick_seconds(4, 2)
-    for _ in range(80):
-        costs.tick_took(4, 2, work + 0.006)
-    assert costs.tick_overhead == pytest.approx(0.006, rel=1e-3)
-    for _ in range(80):
-        costs.tick_took(4, 2, work / 2)  # quicker than the estimate: no overhead, never less
-    assert costs.tick_overhead == pytest.approx(0.0, abs=1e-5)
+def test_the_tick_stretch_follows_the_wall_time_per_second_of_work():
+    costs = StageCosts(step_per_stream=0.004, decode_per_stream=0.012, tick_overhead=0.005)
+    work = costs.work_seconds(4, 2)
+    assert costs.tick_seconds(4, 2) == pytest.approx(work + 0.005)  # a quiet machine: 1
+    for _ in range(80):  # the cores shared: every tick twice its work, plus the overhead
+        costs.tick_took(4, 2, 2 * work + 0.005)
+    assert costs.tick_stretch == pytest.approx(2.0, rel=1e-3)
+    # Scaled, not added: a tick of twice the streams is priced at twice the stretched work.
+    assert costs.tick_seconds(8, 2) == pytest.approx(2 * costs.work_seconds(8, 2) + 0.005, 1e-3)
+    for _ in range(200):
+        costs.tick_took(4, 2, work / 2)  # quicker than the estimate: never below 1
+    assert costs.tick_stretch == pytest.approx(1.0, abs=1e-6)
     costs.tick_took(4, 2, 60.0)  # a tick stalled by a pause counts for at most the cap
-    assert costs.tick_overhead == pytest.approx(0.1 * 0.2, rel=1e-3)
-    before = costs.tick_overhead
+    assert costs.tick_stretch == pytest.approx(1.0 + 0.1 * (STRETCH_CAP - 1.0), rel=1e-3)
+    before = costs.tick_stretch
     costs.tick_took(0, 2, 1.0)
     costs.tick_took(4, 2, 0.0)
-    assert costs.tick_overhead == before
+    assert costs.tick_stretch == before
