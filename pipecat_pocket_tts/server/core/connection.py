@@ -235,7 +235,8 @@ class Connection:
 
     async def _queue(self, context: Context, request: wire.Text | wire.Flush) -> None:
         session = context.session
-        voice = self._voices.resolve(request.voice)
+        # A text that names no voice speaks with its context's (the start's) voice.
+        voice = None if request.voice is None else self._voices.resolve(request.voice)
         overrides: dict[str, Any] = {
             "voice": voice,
             "temperature": request.temperature,
