@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -32,11 +32,16 @@ from .dialects.page import page
 logger = logging.getLogger(__name__)
 
 
-def create_app(config: ServerConfig) -> Starlette:
+def create_app(
+    config: ServerConfig, *, on_load_error: Callable[[Exception], None] | None = None
+) -> Starlette:
     """The server's ASGI app.
 
     Args:
         config: What the server serves and to whom.
+        on_load_error: Called (on the event loop) when the pack or a configured voice cannot
+            load: the server can never serve (``serve`` stops, exit status 2). None: the app
+            stays up, ``/ready`` saying why.
 
     Returns:
         The app; its ``state.server`` is the ``ServerState``.
@@ -47,7 +52,7 @@ def create_app(config: ServerConfig) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         # After the server configured its logging, so the filters stay installed.
         hide_secret_headers()
-        task = asyncio.create_task(_load(state))
+        task = asyncio.create_task(_load(state, on_load_error))
         try:
             yield
         finally:
@@ -92,13 +97,15 @@ def create_app(config: ServerConfig) -> Starlette:
     return app
 
 
-async def _load(state: ServerState) -> None:
+async def _load(state: ServerState, on_error: Callable[[Exception], None] | None) -> None:
     try:
         await asyncio.to_thread(state.load)
         logger.info("model loaded: %r", state.tts)
     except Exception as e:
         state.load_error = e
         logger.error("could not load the model: %s", e)
+        if on_error is not None:
+            on_error(e)
     finally:
         state.loaded.set()
 

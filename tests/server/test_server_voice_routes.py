@@ -93,12 +93,11 @@ async def test_native_start_voice_and_a_texts_own_voice(
     assert await native(voice_server, CHOSEN, DEFAULT) == reference[DEFAULT]
 
 
-async def test_gradium_voice_id(
-    voice_server: ServerProcess, reference: dict[str | None, bytes]
-) -> None:
+async def gradium_audio(server: ServerProcess, voice_id: str) -> bytes:
+    """16-bit PCM at 24 kHz of ``TEXT`` through Gradium's protocol."""
     audio = bytearray()
-    setup = {"type": "setup", "voice_id": CHOSEN, "output_format": "pcm_24000"}
-    url = voice_server.ws_url + gradium.PATH
+    setup = {"type": "setup", "voice_id": voice_id, "output_format": "pcm_24000"}
+    url = server.ws_url + gradium.PATH
     async with connect(url, proxy=None, additional_headers={"x-api-key": "any"}) as ws:
         await ws.send(json.dumps(setup))
         await ws.send(json.dumps({"type": "text", "text": TEXT}))
@@ -109,8 +108,37 @@ async def test_gradium_voice_id(
             if message["type"] == "audio":
                 audio += base64.b64decode(message["audio"])
             if message["type"] == "end_of_stream":
-                break
-    chosen_voice_spoke(bytes(audio), reference)
+                return bytes(audio)
+    raise AssertionError("no end_of_stream")
+
+
+async def test_gradium_voice_id(
+    voice_server: ServerProcess, reference: dict[str | None, bytes]
+) -> None:
+    chosen_voice_spoke(await gradium_audio(voice_server, CHOSEN), reference)
+
+
+async def test_gradiums_default_voice_id_is_the_default_voice(
+    voice_server: ServerProcess, reference: dict[str | None, bytes]
+) -> None:
+    """What Pipecat's ``GradiumTTSService`` sends when given no voice."""
+    audio = await gradium_audio(voice_server, gradium.DEFAULT_VOICE_ID)
+    assert audio == reference[DEFAULT]
+
+
+async def test_the_packs_own_voice_file_as_default_voice(
+    voice_server: ServerProcess, reference: dict[str | None, bytes]
+) -> None:
+    """``--default-voice PACK/embeddings/marius.safetensors`` is the pack's marius."""
+    own_file = voice_server.pack_dir / "embeddings" / f"{CHOSEN}.safetensors"
+    server = ServerProcess(voice_server.pack_dir, "--default-voice", str(own_file))
+    await asyncio.to_thread(server.start)
+    try:
+        status, voices = await asyncio.to_thread(server.json, "/v1/voices")
+        assert status == 200 and voices["default"] == CHOSEN
+        chosen_voice_spoke(await native(server), reference)
+    finally:
+        await asyncio.to_thread(server.stop)
 
 
 async def test_livekit_plugin_voice(
