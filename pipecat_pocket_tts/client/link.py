@@ -4,8 +4,10 @@ A ``ServerLink`` lives on a thread of its own with its own event loop (so any th
 and the caller's loop only wakes for what it receives). It connects, reads the server's
 ``ready``, sends what was queued and hands every message it receives to ``on_message`` (on its
 thread); when a connection or an attempt ends it calls ``on_lost`` (with ``last_error``) and
-reconnects with backoff (``BACKOFF_S``) until closed. What the messages mean is
-``client.RemoteTTS``'s business.
+reconnects with backoff (``BACKOFF_S``) until closed. While ``keep_alive()`` says so it sends
+a ``ping`` every third of the server's ``idle_timeout``, so a connection whose sessions wait
+between turns is not closed as idle. What the messages mean is ``client.RemoteTTS``'s
+business.
 """
 
 from __future__ import annotations
@@ -38,13 +40,17 @@ class ServerLink:
         connect_timeout: float,
         on_message: Callable[[str | bytes], None],
         on_lost: Callable[[BaseException | None], None],
+        keep_alive: Callable[[], bool] = lambda: False,
     ) -> None:
-        """Start connecting to ``url`` (the full websocket URL, path included)."""
+        """Start connecting to ``url`` (the full websocket URL, path included); while
+        ``keep_alive()`` is true (called on the link's thread) the connection is kept from
+        being idle."""
         self.url = url
         self._api_key = api_key
         self._connect_timeout = connect_timeout
         self._on_message = on_message
         self._on_lost = on_lost
+        self._keep_alive = keep_alive
         #: The server's ``ready`` of the latest connection (None before the first).
         self.info: wire.Ready | None = None
         #: Why the latest connection attempt or connection ended (None: none ended yet).
@@ -186,7 +192,17 @@ class ServerLink:
             async for message in websocket:
                 self._on_message(message)
 
-        tasks = [asyncio.create_task(job()) for job in (send, receive, closing)]
+        async def keepalive() -> None:
+            idle = self.info.idle_timeout if self.info is not None else None
+            if idle is None:
+                return await asyncio.Event().wait()
+            while True:
+                await asyncio.sleep(idle / 3)
+                if self._keep_alive():
+                    outgoing.put_nowait(wire.encode(wire.Ping()))
+
+        jobs = (send, receive, closing, keepalive)
+        tasks = [asyncio.create_task(job()) for job in jobs]
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
