@@ -70,6 +70,7 @@ def create_app(
         get("/v1/voices", probes.voices),
         get("/v1/audio/voices", probes.kokoro_voices),
         get("/v1/models", openai.models),
+        get("/v1/models/{model}", openai.model),
         Route("/", page, methods=["GET"]),
         get("/health", probes.health, open_=True),
         get("/ready", probes.ready, open_=True),

@@ -184,6 +184,14 @@ def test_models_and_kokoro_voices(server: ServerProcess) -> None:
     assert server.json("/v1/audio/voices") == (200, {"voices": ["alba", "marius"]})
 
 
+def test_models_retrieve_each_advertised_model(server: ServerProcess) -> None:
+    client = OpenAI(api_key="x", base_url=f"{server.http_url}/v1")
+    for listed in client.models.list():
+        assert client.models.retrieve(listed.id).id == listed.id
+    with pytest.raises(openai.NotFoundError, match="no model 'whisper-1'"):
+        client.models.retrieve("whisper-1")
+
+
 def test_js_sdk_preflight_and_call_from_an_allowed_origin(cors_server: ServerProcess) -> None:
     """What a browser sends before the JS SDK's POST, then the POST itself."""
     preflight = {
