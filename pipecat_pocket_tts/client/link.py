@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import wire
-from ..engine import ServerUnavailableError
+from ..engine import ServerKeyRefusedError, ServerUnavailableError
 from ..wire.handshake import hide_secret_headers
 
 CONNECT_TIMEOUT_S = 5.0
@@ -86,6 +86,8 @@ class ServerLink:
                 lambda: self._connected.is_set() or self._failures > failures,
                 self._connect_timeout if timeout is None else timeout,
             )
+            if isinstance(self.last_error, ServerKeyRefusedError):
+                raise self.last_error
             if not self._connected.is_set():
                 raise ServerUnavailableError(
                     f"cannot reach the TTS server at {self.url}: {self.last_error or 'timed out'}"
@@ -160,7 +162,7 @@ class ServerLink:
                 raise
             except Exception as e:
                 with self._attempts:
-                    self.last_error = e
+                    self.last_error = self._key_refusal(e) or e
                     self._failures += 1
                     self._attempts.notify_all()
             finally:
@@ -172,6 +174,23 @@ class ServerLink:
             self._retry.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._retry.wait(), next(delays))
+
+    def _key_refusal(self, error: Exception) -> ServerKeyRefusedError | None:
+        """The refusal of the API key that ``error`` is (a 4001 close, a 401), if it is one."""
+        from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+        closed = isinstance(error, ConnectionClosed) and error.rcvd is not None
+        if closed and error.rcvd.code == wire.CloseCode.UNAUTHORIZED:  # type: ignore[union-attr]
+            reason = error.rcvd.reason  # type: ignore[union-attr]
+        elif isinstance(error, InvalidStatus) and error.response.status_code == 401:
+            reason = "401"
+        else:
+            return None
+        given = "a wrong api_key" if self._api_key else "no api_key"
+        return ServerKeyRefusedError(
+            f"the TTS server at {self.url} refused the API key ({reason}): the client has "
+            f"{given}; set it to the server's key (its --api-key / POCKET_TTS_API_KEY)"
+        )
 
     async def _serve(self, websocket: Any) -> None:
         """Send the queued messages and hand over what arrives, until one side stops."""
