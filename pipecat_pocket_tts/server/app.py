@@ -21,6 +21,7 @@ from starlette.routing import Route, WebSocketRoute
 
 from ..wire.handshake import PATH, hide_secret_headers
 from .core.cors import ApiCors
+from .core.drain import quiet_drain_cuts
 from .core.entry import HttpHandler, http_endpoint, websocket_endpoint
 from .core.errors import EXCEPTION_HANDLERS
 from .core.gate import Gate
@@ -52,6 +53,7 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         # After the server configured its logging, so the filters stay installed.
         hide_secret_headers()
+        quiet_drain_cuts()
         task = asyncio.create_task(_load(state, on_load_error))
         try:
             yield
