@@ -102,7 +102,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--idle-timeout",
         type=float,
         default=60.0,
-        help="seconds a websocket with no context open, or a request body, may stay silent (60)",
+        help="seconds a websocket with nothing queued, or a request body, may stay silent "
+        "(keepalives count as something said; 60)",
     )
     parser.add_argument(
         "--handshake-timeout",

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from frame_recorder import EVENT_TIMEOUT_S, RecordedPipeline
 from pipecat.frames.frames import ErrorFrame, TTSAudioRawFrame, TTSSpeakFrame, TTSStoppedFrame
+from pipecat.services.gradium.tts import GradiumTTSService
+from polling import poll_until
 from server_process import ServerProcess
 from test_server_protocol import open_client, until
 from websockets.asyncio.client import ClientConnection, connect
@@ -115,6 +117,31 @@ async def test_the_service_keeps_its_session_between_turns(idle_server: ServerPr
         await downstream.wait_for(lambda f: isinstance(f, TTSAudioRawFrame), mark)
         await downstream.wait_for(lambda f: isinstance(f, TTSStoppedFrame), mark)
         assert idle_server.metric(IDLE_CLOSES) == before + 1
+    finally:
+        await pipeline.end()
+    assert not [f for f in pipeline.upstream.frames if isinstance(f, ErrorFrame)]
+
+
+async def test_pipecats_gradium_service_speaks_again_after_an_idle_close(
+    idle_server: ServerProcess,
+) -> None:
+    """Pipecat's own ``GradiumTTSService`` (no voice given: Gradium's default voice id) keeps
+    its socket between replies; the server closes it once idle (Pipecat reconnects at once);
+    the next reply speaks."""
+    service = GradiumTTSService(api_key="any", url=idle_server.ws_url + gradium.PATH)
+    pipeline = RecordedPipeline(service)
+    downstream = pipeline.downstream
+    try:
+        await pipeline.queue(TTSSpeakFrame("Hello there."))
+        await downstream.wait_for(lambda f: isinstance(f, TTSStoppedFrame))
+        before = idle_server.metric(IDLE_CLOSES)
+        await poll_until(
+            lambda: idle_server.metric(IDLE_CLOSES) > before, what="the idle socket's close"
+        )
+        mark = len(downstream.frames)
+        await pipeline.queue(TTSSpeakFrame("Back again."))
+        await downstream.wait_for(lambda f: isinstance(f, TTSAudioRawFrame), mark)
+        await downstream.wait_for(lambda f: isinstance(f, TTSStoppedFrame), mark)
     finally:
         await pipeline.end()
     assert not [f for f in pipeline.upstream.frames if isinstance(f, ErrorFrame)]
