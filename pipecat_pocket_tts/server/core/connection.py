@@ -2,13 +2,13 @@
 
 A ``Connection`` reads the client's messages (through its ``Dialect``), keeps the connection's
 limits (message size, text over its life, open contexts, idleness) and handles each of our
-messages in order as it arrives: ``start`` opens a context (one engine
-``Session``), ``text``/``flush``/``mark``/``end``/``cancel`` go to the context they name,
-``voice``, ``check_text`` and ``ping`` are answered at once. A connection is idle while its
-contexts have nothing queued: one that stays idle and sends nothing (keepalives included) for
+messages in order as it arrives: ``start`` opens a context (one engine ``Session``),
+``text``/``flush``/``mark``/``end``/``cancel`` go to the context they name, ``voice``,
+``check_text`` and ``ping`` are answered at once. A connection is idle while its contexts have
+nothing queued: one that stays idle and sends nothing (keepalives included) for
 ``idle_timeout`` seconds is closed, so a client holds a slot only while it speaks or says
-something. Text work beyond ``OFF_LOOP_CHARS`` and
-opening a session (the voice's prefill) run off the event loop. What goes out is the
+something. Text work beyond ``OFF_LOOP_CHARS`` and opening a session (the voice's prefill)
+run off the event loop. What goes out is the
 contexts' (``contexts.py``), through one ordered sender (``outbox.py``).
 """
 
@@ -145,7 +145,7 @@ class Connection:
             while True:
                 quiet = self._contexts.idle
                 wait = self._quiet_since + idle - loop.time() if quiet else idle
-                if wait <= 0 and quiet:
+                if quiet and wait <= 0 and not receiving.done():
                     return None
                 done, _ = await asyncio.wait({receiving}, timeout=max(wait, 0))
                 if done:
