@@ -35,3 +35,31 @@ class Recorder(FrameProcessor):
             self.changed.clear()
             await asyncio.wait_for(self.changed.wait(), EVENT_TIMEOUT_S)
         raise AssertionError(f"no frame passed the test in {MAX_WAKES} frames")
+
+
+class RecordedPipeline:
+    """``[upstream Recorder, processor, downstream Recorder]`` running (24 kHz output) until
+    ``end``; for tests that queue frames and wait on what comes out."""
+
+    def __init__(self, processor: FrameProcessor) -> None:
+        from pipecat.pipeline.pipeline import Pipeline
+        from pipecat.pipeline.worker import PipelineParams, PipelineWorker
+        from pipecat.workers.runner import WorkerRunner
+
+        self.upstream, self.downstream = Recorder(), Recorder()
+        self.worker = PipelineWorker(
+            Pipeline([self.upstream, processor, self.downstream]),
+            params=PipelineParams(audio_out_sample_rate=24000),
+            cancel_on_idle_timeout=False,
+        )
+        self._running = asyncio.create_task(WorkerRunner(handle_sigint=False).run(self.worker))
+
+    async def queue(self, frame: Frame) -> None:
+        await self.worker.queue_frame(frame)
+
+    async def end(self) -> None:
+        """End the pipeline (an EndFrame) and wait until it stopped."""
+        from pipecat.frames.frames import EndFrame
+
+        await self.worker.queue_frame(EndFrame())
+        await asyncio.wait_for(self._running, EVENT_TIMEOUT_S)

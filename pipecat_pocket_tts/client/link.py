@@ -4,8 +4,10 @@ A ``ServerLink`` lives on a thread of its own with its own event loop (so any th
 and the caller's loop only wakes for what it receives). It connects, reads the server's
 ``ready``, sends what was queued and hands every message it receives to ``on_message`` (on its
 thread); when a connection or an attempt ends it calls ``on_lost`` (with ``last_error``) and
-reconnects with backoff (``BACKOFF_S``) until closed. What the messages mean is
-``client.RemoteTTS``'s business.
+reconnects with backoff (``BACKOFF_S``) until closed. While ``keep_alive()`` says so it sends
+a ``ping`` every third of the server's ``idle_timeout``, so a connection whose sessions wait
+between turns is not closed as idle. What the messages mean is ``client.RemoteTTS``'s
+business.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import wire
-from ..engine import ServerUnavailableError
+from ..engine import ServerKeyRefusedError, ServerUnavailableError
 from ..wire.handshake import hide_secret_headers
 
 CONNECT_TIMEOUT_S = 5.0
@@ -38,13 +40,17 @@ class ServerLink:
         connect_timeout: float,
         on_message: Callable[[str | bytes], None],
         on_lost: Callable[[BaseException | None], None],
+        keep_alive: Callable[[], bool] = lambda: False,
     ) -> None:
-        """Start connecting to ``url`` (the full websocket URL, path included)."""
+        """Start connecting to ``url`` (the full websocket URL, path included); while
+        ``keep_alive()`` is true (called on the link's thread) the connection is kept from
+        being idle."""
         self.url = url
         self._api_key = api_key
         self._connect_timeout = connect_timeout
         self._on_message = on_message
         self._on_lost = on_lost
+        self._keep_alive = keep_alive
         #: The server's ``ready`` of the latest connection (None before the first).
         self.info: wire.Ready | None = None
         #: Why the latest connection attempt or connection ended (None: none ended yet).
@@ -80,6 +86,8 @@ class ServerLink:
                 lambda: self._connected.is_set() or self._failures > failures,
                 self._connect_timeout if timeout is None else timeout,
             )
+            if isinstance(self.last_error, ServerKeyRefusedError):
+                raise self.last_error
             if not self._connected.is_set():
                 raise ServerUnavailableError(
                     f"cannot reach the TTS server at {self.url}: {self.last_error or 'timed out'}"
@@ -154,7 +162,7 @@ class ServerLink:
                 raise
             except Exception as e:
                 with self._attempts:
-                    self.last_error = e
+                    self.last_error = self._key_refusal(e) or e
                     self._failures += 1
                     self._attempts.notify_all()
             finally:
@@ -166,6 +174,23 @@ class ServerLink:
             self._retry.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._retry.wait(), next(delays))
+
+    def _key_refusal(self, error: Exception) -> ServerKeyRefusedError | None:
+        """The refusal of the API key that ``error`` is (a 4001 close, a 401), if it is one."""
+        from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+        closed = isinstance(error, ConnectionClosed) and error.rcvd is not None
+        if closed and error.rcvd.code == wire.CloseCode.UNAUTHORIZED:  # type: ignore[union-attr]
+            reason = error.rcvd.reason  # type: ignore[union-attr]
+        elif isinstance(error, InvalidStatus) and error.response.status_code == 401:
+            reason = "401"
+        else:
+            return None
+        given = "a wrong api_key" if self._api_key else "no api_key"
+        return ServerKeyRefusedError(
+            f"the TTS server at {self.url} refused the API key ({reason}): the client has "
+            f"{given}; set it to the server's key (its --api-key / POCKET_TTS_API_KEY)"
+        )
 
     async def _serve(self, websocket: Any) -> None:
         """Send the queued messages and hand over what arrives, until one side stops."""
@@ -186,7 +211,17 @@ class ServerLink:
             async for message in websocket:
                 self._on_message(message)
 
-        tasks = [asyncio.create_task(job()) for job in (send, receive, closing)]
+        async def keepalive() -> None:
+            idle = self.info.idle_timeout if self.info is not None else None
+            if idle is None:
+                return await asyncio.Event().wait()
+            while True:
+                await asyncio.sleep(idle / 3)
+                if self._keep_alive():
+                    outgoing.put_nowait(wire.encode(wire.Ping()))
+
+        jobs = (send, receive, closing, keepalive)
+        tasks = [asyncio.create_task(job()) for job in jobs]
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             for task in done:

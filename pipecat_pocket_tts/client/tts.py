@@ -63,6 +63,8 @@ class RemoteTTS:
             connect_timeout=connect_timeout,
             on_message=self._dispatch,
             on_lost=self._lost,
+            # The sessions waiting between turns keep the connection (a ping now and then).
+            keep_alive=lambda: bool(self._sessions),
         )
 
     # -- facts (known once connected) -------------------------------------------------

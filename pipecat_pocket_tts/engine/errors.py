@@ -111,5 +111,9 @@ class ServerUnavailableError(PocketTTSError, ConnectionError):
     """The TTS server cannot be reached, or the connection to it was lost mid-reply."""
 
 
+class ServerKeyRefusedError(PocketTTSError, PermissionError):
+    """The TTS server refused the API key (a missing or wrong one): retrying will not help."""
+
+
 class ServerConfigError(PocketTTSError, ValueError):
     """A TTS server setting that is unsafe or inconsistent (e.g. a public bind without a key)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
@@ -22,6 +22,7 @@ from starlette.routing import Route, WebSocketRoute
 
 from ..wire.handshake import PATH, hide_secret_headers
 from .core.cors import ApiCors
+from .core.drain import quiet_drain_cuts
 from .core.entry import HttpHandler, http_endpoint, websocket_endpoint
 from .core.errors import EXCEPTION_HANDLERS
 from .core.gate import Gate
@@ -36,11 +37,16 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def create_app(config: ServerConfig) -> Starlette:
+def create_app(
+    config: ServerConfig, *, on_load_error: Callable[[Exception], None] | None = None
+) -> Starlette:
     """The server's ASGI app.
 
     Args:
         config: What the server serves and to whom.
+        on_load_error: Called (on the event loop) when the pack or a configured voice cannot
+            load: the server can never serve (``serve`` stops, exit status 2). None: the app
+            stays up, ``/ready`` saying why.
 
     Returns:
         The app; its ``state.server`` is the ``ServerState``.
@@ -51,7 +57,8 @@ def create_app(config: ServerConfig) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         # After the server configured its logging, so the filters stay installed.
         hide_secret_headers()
-        task = asyncio.create_task(_load(state))
+        quiet_drain_cuts()
+        task = asyncio.create_task(_load(state, on_load_error))
         wyoming = await _start_wyoming(state)
         try:
             yield
@@ -72,6 +79,7 @@ def create_app(config: ServerConfig) -> Starlette:
         get("/v1/voices", probes.voices),
         get("/v1/audio/voices", probes.kokoro_voices),
         get("/v1/models", openai.models),
+        get("/v1/models/{model}", openai.model),
         Route("/", page, methods=["GET"]),
         get("/health", probes.health, open_=True),
         get("/ready", probes.ready, open_=True),
@@ -99,13 +107,15 @@ def create_app(config: ServerConfig) -> Starlette:
     return app
 
 
-async def _load(state: ServerState) -> None:
+async def _load(state: ServerState, on_error: Callable[[Exception], None] | None) -> None:
     try:
         await asyncio.to_thread(state.load)
         logger.info("model loaded: %r", state.tts)
     except Exception as e:
         state.load_error = e
         logger.error("could not load the model: %s", e)
+        if on_error is not None:
+            on_error(e)
     finally:
         state.loaded.set()
 

@@ -104,7 +104,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--idle-timeout",
         type=float,
         default=60.0,
-        help="seconds a websocket with no context open, or a request body, may stay silent (60)",
+        help="seconds a websocket with nothing queued, or a request body, may stay silent "
+        "(keepalives count as something said; 60)",
     )
     parser.add_argument(
         "--handshake-timeout",
@@ -162,8 +163,8 @@ def run(args: argparse.Namespace) -> int:
         args: The parsed arguments of ``add_arguments``.
 
     Returns:
-        The exit status: 0 once stopped (drained), 2 at once without the ``server`` extra
-        (said in one line).
+        The exit status: 0 once stopped (drained); 2 at once without the ``server`` extra,
+        or once the pack or a configured voice cannot load (said in one line).
     """
     missing = missing_server_module()
     if missing is not None:
@@ -222,7 +223,13 @@ def run(args: argparse.Namespace) -> int:
     # A no-op when the main command line configured logging already.
     logging.basicConfig(format="%(levelname)s: %(message)s")
     logging.getLogger("pipecat_pocket_tts").setLevel(args.log_level.upper())
-    app = create_app(config)
+    failures: list[Exception] = []
+
+    def stop(error: Exception) -> None:
+        failures.append(error)
+        server.should_exit = True
+
+    app = create_app(config, on_load_error=stop)
     uvicorn_config = uvicorn.Config(
         app,
         host=args.host,
@@ -233,7 +240,11 @@ def run(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         lifespan="on",
     )
-    DrainingServer(uvicorn_config, app.state.server.drain, args.drain_timeout).run()
+    server = DrainingServer(uvicorn_config, app.state.server.drain, args.drain_timeout)
+    server.run()
+    if failures:
+        print(f"error: the server cannot serve its configuration: {failures[0]}", file=sys.stderr)
+        return 2
     return 0
 
 

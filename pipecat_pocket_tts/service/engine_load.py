@@ -44,7 +44,12 @@ from pipecat.utils.types import is_given
 from ..client import RemoteTTS
 from ..engine import LoadOptions, pack_name, served_name
 from ..engine.contract import SpeechEngine
-from ..engine.errors import PocketTTSError, ServerUnavailableError, UnknownLanguageError
+from ..engine.errors import (
+    PocketTTSError,
+    ServerKeyRefusedError,
+    ServerUnavailableError,
+    UnknownLanguageError,
+)
 from .pipecat_internals import stored_settings
 from .settings import LoadSettings
 
@@ -141,7 +146,10 @@ class EngineLoader:
         if isinstance(outcome, Exception):
             self.load_error = outcome
             permanent = not isinstance(outcome, ServerUnavailableError)
-            await self._contexts.refuse(outcome, f"could not load pack {pack!r}", permanent)
+            # A refused key says so itself: no pack load was tried.
+            refused = isinstance(outcome, ServerKeyRefusedError)
+            about = "" if refused else f"could not load pack {pack!r}"
+            await self._contexts.refuse(outcome, about, permanent)
             return outcome
         self.load_error = None
         await self._check_voice(outcome, voice)

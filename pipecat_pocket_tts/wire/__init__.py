@@ -24,10 +24,14 @@ client → server::
             a ``probe`` number, the next fragment of a streamed text, pushed to that probe
             (its first message opens it, ``complete`` flushes and closes it): has the text so
             far released a chunk?)
+    ping    a keepalive: a connection whose contexts have nothing queued and that sends
+            nothing for the server's ``idle_timeout`` is closed (``pong`` answers)
 
 server → client::
 
-    ready          language, voices, default_voice, sample_rate, frame_size (on connect)
+    ready          language, voices, default_voice, sample_rate, frame_size, idle_timeout
+                   (seconds of silence before an idle connection is closed; None: never)
+                   (on connect)
     started        context (its session is open)
     admitted       context, waited, active (it waited for a scheduler slot, then got one)
     utterance_end  context, utterance (after the last audio of that client utterance)
@@ -37,6 +41,7 @@ server → client::
     error          context (or None: the connection), code, message
     voice_checked  id, error_code, message (None: usable)
     text_checked   id, speech, error_code, message
+    pong           (the answer to ``ping``)
 
 ``utterance`` numbers are the client's: every ``text`` and ``flush`` names the utterance its
 audio belongs to, and every engine utterance it queues is reported under it.
@@ -181,6 +186,13 @@ class CheckText:
     """A streamed text's probe (its fragments, one message each)."""
 
 
+@dataclass(frozen=True)
+class Ping:
+    """A keepalive (``pong`` answers)."""
+
+    type: ClassVar[str] = "ping"
+
+
 # -- server → client ----------------------------------------------------------------------
 
 
@@ -192,6 +204,8 @@ class Ready:
     default_voice: str | None
     sample_rate: int
     frame_size: int
+    idle_timeout: float | None = None
+    """Seconds a connection with nothing queued may send nothing before it is closed."""
 
 
 @dataclass(frozen=True)
@@ -261,7 +275,12 @@ class TextChecked:
     message: str | None = None
 
 
-ClientMessage = Start | Text | Flush | Mark | End | Cancel | CheckVoice | CheckText
+@dataclass(frozen=True)
+class Pong:
+    type: ClassVar[str] = "pong"
+
+
+ClientMessage = Start | Text | Flush | Mark | End | Cancel | CheckVoice | CheckText | Ping
 ServerMessage = (
     Ready
     | Started
@@ -273,10 +292,11 @@ ServerMessage = (
     | Error
     | VoiceChecked
     | TextChecked
+    | Pong
 )
 
 CLIENT_MESSAGES: dict[str, type] = {
-    cls.type: cls for cls in (Start, Text, Flush, Mark, End, Cancel, CheckVoice, CheckText)
+    cls.type: cls for cls in (Start, Text, Flush, Mark, End, Cancel, CheckVoice, CheckText, Ping)
 }
 SERVER_MESSAGES: dict[str, type] = {
     cls.type: cls
@@ -291,6 +311,7 @@ SERVER_MESSAGES: dict[str, type] = {
         Error,
         VoiceChecked,
         TextChecked,
+        Pong,
     )
 }
 
@@ -449,6 +470,8 @@ __all__ = [
     "Flush",
     "Mark",
     "MarkerReached",
+    "Ping",
+    "Pong",
     "ProtocolError",
     "Ready",
     "ServerMessage",

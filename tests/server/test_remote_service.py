@@ -170,3 +170,21 @@ def test_frames_carry_their_words(server: ServerProcess) -> None:
     assert all(f.samples.dtype == np.float32 and f.samples.shape == (1920,) for f in frames)
     assert [w.text for f in frames for w in f.words] == ["One", "two", "three."]
     assert items[-1].payload == "end"
+
+
+async def test_a_wrong_key_reaches_the_bot_as_a_refused_key(engine_pack_dir: Path) -> None:
+    """A key the server refuses (4001) is an ErrorFrame that says so, not a pack that could
+    not load or a server that cannot be reached."""
+    keyed = ServerProcess(engine_pack_dir, "--api-key", "s3cret")
+    await asyncio.to_thread(keyed.start)
+    try:
+        tts = PocketTTSService(server_url=keyed.ws_url, api_key="wrong")
+        _, up = await run_test(tts, frames_to_send=[TTSSpeakFrame("Hi.")], start_timeout=START)
+    finally:
+        await asyncio.to_thread(keyed.stop)
+    errors = [f.error for f in up if isinstance(f, ErrorFrame)]
+    assert errors, "no ErrorFrame"
+    for error in errors:
+        print(error)
+        assert "refused the API key" in error and "api_key" in error
+        assert "could not load pack" not in error and "cannot reach" not in error

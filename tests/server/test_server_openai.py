@@ -102,18 +102,42 @@ async def test_first_bytes_come_while_it_still_speaks(
     endless_server: ServerProcess, response_format: str
 ) -> None:
     """The first bytes arrive while the stream is speaking (a long reply from a pack whose
-    chunks run to their limit); leaving early ends it."""
+    chunks run to their limit); leaving early ends it. A FLAC reply is sent whole at its
+    end: its status and headers come while it speaks."""
     client = AsyncOpenAI(api_key="x", base_url=f"{endless_server.http_url}/v1")
     async with client.audio.speech.with_streaming_response.create(
         model="tts-1", voice="alloy", input="On and on. " * 40, response_format=response_format
     ) as response:
-        first = await anext(response.iter_bytes())
-        assert first
+        assert response.status_code == 200
+        if response_format != "flac":
+            first = await anext(response.iter_bytes())
+            assert first
         assert endless_server.metric("pocket_tts_streams") == 1
     await client.close()
     await poll_until(
         lambda: endless_server.metric("pocket_tts_streams") == 0, what="the stream to end"
     )
+
+
+def test_flac_is_a_whole_file_soundfile_reads(server: ServerProcess) -> None:
+    """libsndfile (``soundfile``) reads a FLAC reply at its full length, the WAV reply's;
+    FFmpeg (PyAV) decodes it too; WAV stays streamed (its sizes say "unknown")."""
+    import soundfile
+
+    client = OpenAI(api_key="x", base_url=f"{server.http_url}/v1")
+
+    def reply(response_format: str) -> bytes:
+        return client.audio.speech.create(
+            model="tts-1", voice="alloy", input=TEXT, response_format=response_format
+        ).content
+
+    wav, flac = reply("wav"), reply("flac")
+    assert wav[4:8] == b"\xff\xff\xff\xff"  # streamed: no size known at the start
+    wav_samples = (len(wav) - 44) // 2
+    samples, rate = soundfile.read(io.BytesIO(flac), dtype="float32")
+    print(f"FLAC {samples.shape[0]} samples, WAV {wav_samples}, FLAC {len(flac)} bytes")
+    assert rate == SAMPLE_RATE and samples.shape[0] == wav_samples
+    assert decode(flac, "flac").size == wav_samples
 
 
 async def test_clients_leaving_mid_encode_leave_the_server_serving(
@@ -127,7 +151,10 @@ async def test_clients_leaving_mid_encode_leave_the_server_serving(
             body = {"model": "tts-1", "voice": "alloy", "input": "On and on. " * 40}
             body["response_format"] = response_format
             async with client.stream("POST", "/v1/audio/speech", json=body) as response:
-                assert await anext(response.aiter_bytes())
+                # A FLAC reply's bytes come at its end: its client leaves mid-encode unread.
+                assert response.status_code == 200
+                if response_format != "flac":
+                    assert await anext(response.aiter_bytes())
         assert (await client.get("/health")).status_code == 200
     await poll_until(
         lambda: endless_server.metric("pocket_tts_streams") == 0, what="the streams to end"
@@ -155,6 +182,14 @@ def test_models_and_kokoro_voices(server: ServerProcess) -> None:
     client = OpenAI(api_key="x", base_url=f"{server.http_url}/v1")
     assert {"tts-1", "pocket-tts"} <= {m.id for m in client.models.list()}
     assert server.json("/v1/audio/voices") == (200, {"voices": ["alba", "marius"]})
+
+
+def test_models_retrieve_each_advertised_model(server: ServerProcess) -> None:
+    client = OpenAI(api_key="x", base_url=f"{server.http_url}/v1")
+    for listed in client.models.list():
+        assert client.models.retrieve(listed.id).id == listed.id
+    with pytest.raises(openai.NotFoundError, match="no model 'whisper-1'"):
+        client.models.retrieve("whisper-1")
 
 
 def test_js_sdk_preflight_and_call_from_an_allowed_origin(cors_server: ServerProcess) -> None:

@@ -146,3 +146,19 @@ def test_the_page_speaks_through_tts(server: ServerProcess) -> None:
     status, body = server.get("/")
     page = body.decode()
     assert status == 200 and "<textarea" in page and 'fetch("/tts"' in page
+
+
+@pytest.mark.parametrize("route", ["/tts", "/v1/audio/speech"])
+def test_an_oversized_upload_gets_a_readable_413(server: ServerProcess, route: str) -> None:
+    """An 11 MB upload (over the 10 MB of /tts, the 256 KB of a JSON body) is answered 413 in
+    the one error shape once its body is read, not with a reset while the client sends."""
+    big = b"\0" * (11 * 1024 * 1024)
+    with httpx.Client(base_url=server.http_url, timeout=60) as client:
+        if route == "/tts":
+            files = {"voice_wav": ("me.wav", big, "audio/wav")}
+            response = client.post(route, data={"text": "Hi."}, files=files)
+        else:
+            response = client.post(route, content=big, headers={"content-type": "text/plain"})
+        assert response.status_code == 413
+        assert "request body over" in response.json()["error"]["message"]
+        assert client.get("/health").status_code == 200  # the same client goes on

@@ -5,8 +5,10 @@ The formats are OpenAI's ``response_format`` names; upstream's ``/tts`` answers 
 after a header whose sizes say "unknown") are written here; ``mp3``, ``opus`` (in Ogg),
 ``aac`` (ADTS) and ``flac`` are encoded by FFmpeg's coders through PyAV (``av``, the
 ``server`` extra), one encoder per response, each packet written out as soon as the coder
-gives it (a container that cannot seek is never rewritten). An encoder's bytes so far are
-``encode``'s result; ``finish`` flushes the coder.
+gives it (a container that cannot seek is never rewritten), except FLAC: its STREAMINFO header
+holds the length, which only the end knows (libsndfile, ``soundfile``'s reader, refuses an
+unknown one), so a FLAC reply is written whole and sent when it is done. An encoder's bytes so
+far are ``encode``'s result; ``finish`` flushes the coder.
 
 A response of no samples is the format's empty audio: no bytes for pcm, mp3 and aac (a
 sequence of no frames), a WAV header, a FLAC header, the Ogg Opus header pages.
@@ -36,6 +38,8 @@ class ResponseFormat:
     bit_rate: int | None = None
     codec_options: dict[str, str] = field(default_factory=dict)
     container_options: dict[str, str] = field(default_factory=dict)
+    whole: bool = False
+    """Written whole and sent at the end (its header rewritten with the length)."""
 
 
 FORMATS: dict[str, ResponseFormat] = {
@@ -50,7 +54,9 @@ FORMATS: dict[str, ResponseFormat] = {
         ),
         ResponseFormat("opus", "audio/ogg", "ogg", "libopus", 32_000),
         ResponseFormat("aac", "audio/aac", "adts", "aac", 64_000),
-        ResponseFormat("flac", "audio/flac", "flac", "flac", None, {"frame_size": "1920"}),
+        ResponseFormat(
+            "flac", "audio/flac", "flac", "flac", None, {"frame_size": "1920"}, whole=True
+        ),
         ResponseFormat("wav", "audio/wav"),
         ResponseFormat("pcm", "audio/pcm"),
     )
@@ -130,7 +136,8 @@ class CodecEncoder:
         import av
 
         self._av = av
-        self._sink = _Sink()
+        self._whole = spec.whole
+        self._sink: _Sink | io.BytesIO = io.BytesIO() if spec.whole else _Sink()
         self._container: Any = av.open(
             self._sink, "w", format=spec.container, options=spec.container_options
         )
@@ -156,13 +163,17 @@ class CodecEncoder:
             frame.pts = self._pts
             self._pts += samples.shape[0]
             self._mux(frame)
-        return self._sink.take()
+        return b"" if self._whole else self._take()
 
     def finish(self) -> bytes:
-        """The coder's last packets and the container's trailer."""
+        """The coder's last packets and the container's trailer (a whole format: the file)."""
         self._mux(None)
         self.close()
-        return self._sink.take()
+        return self._take()
+
+    def _take(self) -> bytes:
+        sink = self._sink
+        return sink.getvalue() if isinstance(sink, io.BytesIO) else sink.take()
 
     def close(self) -> None:
         """Write the trailer and free the coder (once; also for a response the client left)."""

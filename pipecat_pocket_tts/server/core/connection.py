@@ -1,11 +1,14 @@
 """One connection of the server: its messages in, in order, each handled against its contexts.
 
 A ``Connection`` reads the client's messages (through its ``Dialect``), keeps the connection's
-limits (message size, text over its life, open contexts, silence with no context open) and
-handles each of our messages in order as it arrives: ``start`` opens a context (one engine
-``Session``), ``text``/``flush``/``mark``/``end``/``cancel`` go to the context they name,
-``voice`` and ``check_text`` are answered at once. Text work beyond ``OFF_LOOP_CHARS`` and
-opening a session (the voice's prefill) run off the event loop. What goes out is the
+limits (message size, text over its life, open contexts, idleness) and handles each of our
+messages in order as it arrives: ``start`` opens a context (one engine ``Session``),
+``text``/``flush``/``mark``/``end``/``cancel`` go to the context they name, ``voice``,
+``check_text`` and ``ping`` are answered at once. A connection is idle while its contexts have
+nothing queued: one that stays idle and sends nothing (keepalives included) for
+``idle_timeout`` seconds is closed, so a client holds a slot only while it speaks or says
+something. Text work beyond ``OFF_LOOP_CHARS`` and opening a session (the voice's prefill)
+run off the event loop. What goes out is the
 contexts' (``contexts.py``), through one ordered sender (``outbox.py``).
 """
 
@@ -14,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
@@ -76,8 +79,10 @@ class Connection:
             metrics,
             public,
             max_buffered_frames=limits.max_buffered_frames,
-            on_idle=self._close_if_drained,
+            on_idle=self._went_quiet,
         )
+        self._quiet_since = 0.0
+        """When the client last sent something, or the contexts last went quiet."""
         self._text_chars = 0
         self._probes: OrderedDict[int, SpeechProbe] = OrderedDict()
         """Streamed texts being checked, by the client's probe number."""
@@ -89,10 +94,16 @@ class Connection:
         """Serve the connection until the client leaves or breaks a rule."""
         tts = self._tts
         ready = wire.Ready(
-            tts.pack_name, self._voices.names, self._voices.default, tts.sample_rate, 1920
+            tts.pack_name,
+            self._voices.names,
+            self._voices.default,
+            tts.sample_rate,
+            1920,
+            self._limits.idle_timeout,
         )
         for data in self._dialect.hello(ready):
             self._outbox.put(data)
+        self._quiet_since = asyncio.get_running_loop().time()
         sender = asyncio.create_task(self._outbox.run())
         try:
             await self._receive()
@@ -111,6 +122,11 @@ class Connection:
         """Close now (going away), dropping what is left to send."""
         self._outbox.close_after(wire.CloseCode.GOING_AWAY, reason, drop=True)
 
+    def _went_quiet(self) -> None:
+        """A context went quiet: the idle time counts from now."""
+        self._quiet_since = asyncio.get_running_loop().time()
+        self._close_if_drained()
+
     def _close_if_drained(self) -> None:
         """Close (going away) when draining and nothing is left to speak; not while a
         request's handler runs (a cancel awaits its tick before it acknowledges)."""
@@ -120,16 +136,30 @@ class Connection:
             reason = "the server is shutting down: reconnect"
             self._outbox.close_after(wire.CloseCode.GOING_AWAY, reason)
 
-    async def _receive(self) -> None:
+    async def _next_message(self) -> Mapping[str, Any] | None:
+        """The client's next message; None once the connection was idle for idle_timeout."""
         idle = self._limits.idle_timeout
+        loop = asyncio.get_running_loop()
+        receiving = asyncio.ensure_future(self._transport.receive())
+        try:
+            while True:
+                quiet = self._contexts.idle
+                wait = self._quiet_since + idle - loop.time() if quiet else idle
+                if quiet and wait <= 0 and not receiving.done():
+                    return None
+                done, _ = await asyncio.wait({receiving}, timeout=max(wait, 0))
+                if done:
+                    self._quiet_since = loop.time()
+                    return receiving.result()
+        finally:
+            receiving.cancel()
+
+    async def _receive(self) -> None:
         while True:
-            # A connection with no context open says something within idle_timeout; past it,
-            # a normal close (clients reconnect quietly when they need to).
-            try:
-                waiting = self._transport.receive()
-                message = await asyncio.wait_for(waiting, None if len(self._contexts) else idle)
-            except TimeoutError:
-                reason = f"idle for {idle:g} s with no context open"
+            message = await self._next_message()
+            if message is None:
+                # A normal close: clients reconnect quietly when they need to.
+                reason = f"idle for {self._limits.idle_timeout:g} s: nothing sent, nothing to say"
                 await self._close(wire.CloseCode.NORMAL, reason, farewell=False)
                 return
             if message["type"] == "websocket.disconnect":
@@ -164,6 +194,9 @@ class Connection:
 
     # -- requests ---------------------------------------------------------------------
     async def _handle(self, request: wire.ClientMessage) -> None:
+        if isinstance(request, wire.Ping):
+            self._contexts.say(wire.Pong())
+            return
         if isinstance(request, wire.CheckVoice):
             await self._check_voice(request)
             return
@@ -235,7 +268,8 @@ class Connection:
 
     async def _queue(self, context: Context, request: wire.Text | wire.Flush) -> None:
         session = context.session
-        voice = self._voices.resolve(request.voice)
+        # A text that names no voice speaks with its context's (the start's) voice.
+        voice = None if request.voice is None else self._voices.resolve(request.voice)
         overrides: dict[str, Any] = {
             "voice": voice,
             "temperature": request.temperature,

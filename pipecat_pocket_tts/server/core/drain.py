@@ -5,7 +5,9 @@ websockets get 503 (the port stays open for probes), and what is in flight goes 
 websocket closes with 1001 (going away) once nothing is left to speak on it, each HTTP response
 ends when its audio is sent. After ``drain_timeout`` seconds whatever is still open is closed
 (1001 "drain timeout" on a websocket; an HTTP response is cut, its chunked body never ended, so
-the client sees an incomplete response, not a short one). A second signal stops at once.
+the client sees an incomplete response, not a short one), each cut said in one log line (the
+ASGI server's traceback of the cancelled request is dropped: ``quiet_drain_cuts``). A second
+signal stops at once.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_DRAIN_TIMEOUT_S = 30.0
 _FINAL_GRACE_S = 2
 """Uvicorn's own bound once the drain is over (its shutdown)."""
+CUT = "drain timeout"
+"""The message of the cancellation that cuts an HTTP request at the drain timeout."""
 
 
 class Drain:
@@ -35,18 +39,26 @@ class Drain:
     def __init__(self) -> None:
         self.draining = False
         self.connections: set[Connection] = set()
-        self.requests: set[asyncio.Task] = set()
+        self.requests: dict[asyncio.Task, str] = {}
+        """HTTP requests in flight, each with what it asked (``POST /tts``)."""
         self._changed = asyncio.Event()
 
     @property
     def in_flight(self) -> int:
         return len(self.connections) + len(self.requests)
 
-    def add(self, item: Connection | asyncio.Task) -> None:
-        (self.requests if isinstance(item, asyncio.Task) else self.connections).add(item)
+    def add(self, item: Connection | asyncio.Task, label: str = "") -> None:
+        """Track a connection, or an HTTP request's task (``label``: what it asked)."""
+        if isinstance(item, asyncio.Task):
+            self.requests[item] = label
+        else:
+            self.connections.add(item)
 
     def discard(self, item: Connection | asyncio.Task) -> None:
-        (self.requests if isinstance(item, asyncio.Task) else self.connections).discard(item)
+        if isinstance(item, asyncio.Task):
+            self.requests.pop(item, None)
+        else:
+            self.connections.discard(item)
         self._changed.set()
 
     async def run(self, timeout: float) -> bool:
@@ -70,8 +82,9 @@ class Drain:
             )
             for connection in list(self.connections):
                 connection.abort("drain timeout: the server stopped")
-            for task in list(self.requests):
-                task.cancel("drain timeout")
+            for task, label in list(self.requests.items()):
+                logger.warning("drain timeout: cut %s", label)
+                task.cancel(CUT)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(_FINAL_GRACE_S):
                     await self._until_empty()
@@ -81,6 +94,23 @@ class Drain:
         while self.in_flight:
             self._changed.clear()
             await self._changed.wait()
+
+
+class _DropCutTraceback(logging.Filter):
+    """Drops the ASGI server's error record of a request the drain cut (said once already)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(error, asyncio.CancelledError) and error.args == (CUT,))
+
+
+_DROP_CUT_TRACEBACK = _DropCutTraceback()
+
+
+def quiet_drain_cuts() -> None:
+    """Keep uvicorn's traceback of each request the drain cut out of the log (its one line is
+    the drain's). Called once uvicorn configured its logging."""
+    logging.getLogger("uvicorn.error").addFilter(_DROP_CUT_TRACEBACK)
 
 
 class DrainingServer(uvicorn.Server):
@@ -120,4 +150,4 @@ class DrainingServer(uvicorn.Server):
             self.should_exit = True
 
 
-__all__ = ["DEFAULT_DRAIN_TIMEOUT_S", "Drain", "DrainingServer"]
+__all__ = ["CUT", "DEFAULT_DRAIN_TIMEOUT_S", "Drain", "DrainingServer", "quiet_drain_cuts"]

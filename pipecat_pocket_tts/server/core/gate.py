@@ -76,7 +76,7 @@ class Gate:
         task = asyncio.current_task()
         tracked = path not in PROBES and task is not None
         if tracked:
-            self._drain.add(task)
+            self._drain.add(task, f"{method} {route} from {_client(scope)}")
         try:
             await self._app(scope, self._timed(receive), counted)
         finally:
@@ -109,6 +109,11 @@ class Gate:
 
     def _count(self, route: str, method: str, status: int) -> None:
         self._metrics.http_requests.labels(route, method, str(status)).inc()
+
+
+def _client(scope: Scope) -> str:
+    client = scope.get("client")
+    return f"{client[0]}:{client[1]}" if client else "an unknown client"
 
 
 def _response(payload: dict[str, Any]) -> tuple[Message, Message]:

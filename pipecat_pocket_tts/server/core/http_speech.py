@@ -108,7 +108,8 @@ async def speak(
         speed: The speaking rate (None: 1.0).
 
     Yields:
-        Bytes at least once: a text with nothing to say is the format's empty audio.
+        Bytes at least once: a text with nothing to say is the format's empty audio; an
+        empty item once the first frame is made when the format had nothing to send for it.
     """
     tts = state.require_model()
     session = await asyncio.to_thread(tts.session, voice=voice, speed=speed)
@@ -129,6 +130,10 @@ async def speak(
             data = await coder.encode(frame.samples)
             if data:
                 yield wrap.piece(data)
+            elif frames == 1:
+                # The reply has begun (its status is known) though its format sent nothing
+                # yet: a FLAC reply is sent whole at its end.
+                yield b""
         pacer.finish()
         yield wrap.end(await coder.finish(), frames)
     finally:

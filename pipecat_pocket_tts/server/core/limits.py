@@ -29,7 +29,7 @@ class Limits:
     max_http_text: int = 10_000
     """Characters of one HTTP synthesis request."""
     idle_timeout: float = 60.0
-    """Seconds a websocket with no context open may stay silent."""
+    """Seconds a websocket whose contexts have nothing queued may send nothing."""
     handshake_timeout: float = 10.0
     """Seconds to send a request's head (HTTP or upgrade)."""
 

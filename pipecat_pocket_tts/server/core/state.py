@@ -82,7 +82,13 @@ class ServerState:
         """Load and warm up the pack (a worker thread)."""
         config = self.config
         tts = PocketTTS.load(config.language, options=config.options)
-        voices = ServerVoices(tts, config.voices_dir, config.voice_aliases, config.default_voice)
+        voices = ServerVoices(
+            tts,
+            config.voices_dir,
+            config.voice_aliases,
+            config.default_voice,
+            pack_dir=config.options.model_dir,
+        )
         default = voices.resolve(None)
         if default is not None:
             # Checked (a recording cloned) before serving.

@@ -39,6 +39,11 @@ def default_voice_arg(text: str) -> str | Path:
     return path.resolve()
 
 
+def _packed(path: Path, pack_dir: Path | None) -> bool:
+    """Whether ``path`` is a file of the pack folder ``pack_dir``."""
+    return pack_dir is not None and path.resolve().is_relative_to(Path(pack_dir).resolve())
+
+
 class ServerVoices:
     """The voices clients may name: the pack's, the voice folder's and a default voice file."""
 
@@ -48,15 +53,19 @@ class ServerVoices:
         folder: Path | None = None,
         aliases: dict[str, str] | None = None,
         default: str | Path | None = None,
+        pack_dir: Path | None = None,
     ) -> None:
         """``aliases`` None: OpenAI's voice names are the default voice; ``default`` None:
-        the pack's."""
+        the pack's; ``pack_dir``: the local pack folder, whose own voice files are its voices
+        (a default voice file there is the pack voice of its name)."""
         self._pack = set(tts.voices)
         self._files: dict[str, Path] = {}
         if folder is not None:
             for path in sorted(Path(folder).iterdir()):
                 if path.suffix in _VOICE_FILES and _NAME.fullmatch(path.stem):
                     self._files.setdefault(path.stem, path.resolve())
+        if isinstance(default, Path) and _packed(default, pack_dir) and default.stem in self._pack:
+            default = default.stem
         if isinstance(default, Path):
             if default.stem in self._pack or self._files.get(default.stem, default) != default:
                 raise ServerConfigError(

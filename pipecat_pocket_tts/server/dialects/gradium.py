@@ -7,7 +7,8 @@ context of the connection (one engine session), on the server's one scheduler an
 
 client → server (JSON text frames)::
 
-    setup          client_req_id, voice_id (a voice of this server), output_format
+    setup          client_req_id, voice_id (a voice of this server; ``DEFAULT_VOICE_ID``,
+                   what clients send given no voice, is the server's default), output_format
                    (pcm = 48 kHz, pcm_8000 ... pcm_48000, ulaw_8000), close_ws_on_eos
                    (default true: the server closes the socket after end_of_stream),
                    json_config ({"temp": ...}), model_name (ignored: the server has one model)
@@ -55,6 +56,10 @@ FORMATS = {
     "ulaw_8000": (8000, True),
 }
 """Gradium's output formats this server makes: (sample rate, μ-law)."""
+
+DEFAULT_VOICE_ID = "_6Aslh2DxfmnRLmP"
+"""The voice id Gradium clients send when given no voice (Pipecat's ``GradiumTTSService``):
+here, the server's default voice."""
 
 SINGLE = "gradium"
 """The context of a request sent without ``client_req_id``."""
@@ -135,6 +140,8 @@ class GradiumDialect(Dialect):
         self._formats[context] = FORMATS[fmt]
         self._close_on_eos[context] = close
         self._sent_s[context] = 0.0
+        if voice == DEFAULT_VOICE_ID:
+            voice = None
         start = wire.Start(context, voice=voice, temperature=temperature, timestamps=True)
         return [start]
 
@@ -218,4 +225,4 @@ def _dump(kind: str, context: str | None, **fields: Any) -> str:
     return json.dumps(message, ensure_ascii=False)
 
 
-__all__ = ["FORMATS", "PATH", "GradiumDialect"]
+__all__ = ["DEFAULT_VOICE_ID", "FORMATS", "PATH", "GradiumDialect"]

@@ -185,17 +185,34 @@ async def models(state: ServerState, request: Request) -> JSONResponse:
     Returns:
         OpenAI's model list.
     """
-    data = [
-        {"id": name, "object": "model", "created": _STARTED, "owned_by": "pipecat-pocket-tts"}
-        for name in MODELS
-    ]
-    return JSONResponse({"object": "list", "data": data})
+    return JSONResponse({"object": "list", "data": [_model(name) for name in MODELS]})
+
+
+async def model(state: ServerState, request: Request) -> JSONResponse:
+    """``GET /v1/models/{model}`` (``models.retrieve``): a name ``MODELS`` lists, else a 404.
+
+    Args:
+        state: The server's state.
+        request: The request.
+
+    Returns:
+        OpenAI's model object.
+    """
+    name = request.path_params["model"]
+    if name not in MODELS:
+        raise RequestError(404, f"no model {shown(name)}; the models: {', '.join(MODELS)}")
+    return JSONResponse(_model(name))
+
+
+def _model(name: str) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": _STARTED, "owned_by": "pipecat-pocket-tts"}
 
 
 __all__ = [
     "MODELS",
     "SSE_EVENTS",
     "SpeechRequest",
+    "model",
     "models",
     "openai_speech",
     "parse_json_object",
