@@ -21,7 +21,7 @@ from typing import Any
 
 from .. import wire
 from ..engine import ServerKeyRefusedError, ServerUnavailableError
-from ..wire.handshake import hide_secret_headers
+from ..wire.handshake import KEEPALIVE_SUBPROTOCOL, SUBPROTOCOL, hide_secret_headers
 
 CONNECT_TIMEOUT_S = 5.0
 """How long opening a session waits for the server before ``ServerUnavailableError``."""
@@ -140,6 +140,7 @@ class ServerLink:
             try:
                 async with connect(
                     self.url,
+                    subprotocols=[SUBPROTOCOL, KEEPALIVE_SUBPROTOCOL],
                     additional_headers=headers,
                     compression=None,
                     proxy=None,

@@ -30,8 +30,8 @@ client → server::
 server → client::
 
     ready          language, voices, default_voice, sample_rate, frame_size, idle_timeout
-                   (seconds of silence before an idle connection is closed; None: never)
-                   (on connect)
+                   (seconds of silence before an idle connection is closed; sent only to a
+                   client that offered ``handshake.KEEPALIVE_SUBPROTOCOL``) (on connect)
     started        context (its session is open)
     admitted       context, waited, active (it waited for a scheduler slot, then got one)
     utterance_end  context, utterance (after the last audio of that client utterance)
@@ -326,8 +326,15 @@ _TYPES: dict[str, tuple[type, ...]] = {
 
 
 def encode(message: ClientMessage | ServerMessage) -> str:
-    """A message as the JSON text frame that carries it."""
-    return json.dumps({"type": message.type, **asdict(message)}, ensure_ascii=False)
+    """A message as the JSON text frame that carries it.
+
+    A ``ready`` with no ``idle_timeout`` leaves the field out: clients older than the field
+    refuse unknown fields (``handshake.KEEPALIVE_SUBPROTOCOL``).
+    """
+    fields = asdict(message)
+    if isinstance(message, Ready) and message.idle_timeout is None:
+        del fields["idle_timeout"]
+    return json.dumps({"type": message.type, **fields}, ensure_ascii=False)
 
 
 def decode_client(text: str | bytes) -> ClientMessage:

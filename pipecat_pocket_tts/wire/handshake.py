@@ -18,6 +18,10 @@ SUBPROTOCOL = "pocket-tts"
 """The websocket subprotocol the server answers when a client offers it."""
 KEY_SUBPROTOCOL_PREFIX = "bearer."
 """An offered subprotocol ``bearer.KEY`` carries the API key (for browsers)."""
+KEEPALIVE_SUBPROTOCOL = "pocket-tts.keepalive"
+"""Offered beside ``SUBPROTOCOL`` by a client that sends ``ping``: the server's ``ready`` then
+says its ``idle_timeout``. A client that does not offer it (an older one, which refuses
+unknown fields) gets ``ready`` without the field, as before."""
 
 SECRET_HEADERS = frozenset({"authorization", "sec-websocket-protocol", "cookie", "x-api-key"})
 """Handshake headers that may carry the key: their values never reach a log."""
@@ -51,6 +55,7 @@ def hide_secret_headers() -> None:
 
 
 __all__ = [
+    "KEEPALIVE_SUBPROTOCOL",
     "KEY_SUBPROTOCOL_PREFIX",
     "PATH",
     "SECRET_HEADERS",

@@ -84,6 +84,31 @@ async def test_silent_sockets_are_closed_then_a_fresh_client_speaks(
     assert any(isinstance(i, tuple) for i in items)
 
 
+OLD_READY_FIELDS = {"type", "language", "voices", "default_voice", "sample_rate", "frame_size"}
+
+
+async def first_message(server: ServerProcess, subprotocols: list[str] | None) -> dict:
+    async with connect(
+        server.ws_url + handshake.PATH, proxy=None, subprotocols=subprotocols
+    ) as websocket:
+        return json.loads(await asyncio.wait_for(websocket.recv(), EVENT_TIMEOUT_S))
+
+
+async def test_ready_says_the_idle_timeout_only_to_a_client_that_pings(
+    idle_server: ServerProcess,
+) -> None:
+    """A client older than ``ping`` refuses unknown fields: its ``ready`` has none. A client
+    offering ``KEEPALIVE_SUBPROTOCOL`` learns the timeout its pings must beat."""
+    old = await first_message(idle_server, None)
+    assert set(old) == OLD_READY_FIELDS
+    plain = await first_message(idle_server, [handshake.SUBPROTOCOL])
+    assert set(plain) == OLD_READY_FIELDS
+    keepalive = [handshake.SUBPROTOCOL, handshake.KEEPALIVE_SUBPROTOCOL]
+    new = await first_message(idle_server, keepalive)
+    assert set(new) == OLD_READY_FIELDS | {"idle_timeout"}
+    assert new["idle_timeout"] == float(IDLE_S)
+
+
 async def test_a_ping_keeps_a_silent_connection(idle_server: ServerProcess) -> None:
     """A keepalive is something sent: a pinging socket outlives a silent one opened after."""
     async with await open_client(idle_server.ws_url) as pinging:

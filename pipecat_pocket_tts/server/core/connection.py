@@ -54,6 +54,7 @@ class Connection:
         metrics: The server's metrics.
         dialect: How the connection's clients speak.
         public: An error's message as a client may read it (the server's paths hidden).
+        announce_idle: ``ready`` says the idle timeout (the client offered to ping).
     """
 
     def __init__(
@@ -65,8 +66,11 @@ class Connection:
         metrics: ServerMetrics,
         dialect: Dialect,
         public: Callable[[str], str] = str,
+        *,
+        announce_idle: bool = False,
     ) -> None:
         self._transport = transport
+        self._announce_idle = announce_idle
         self._dialect = dialect
         self._tts = tts
         self._voices = voices
@@ -99,7 +103,7 @@ class Connection:
             self._voices.default,
             tts.sample_rate,
             1920,
-            self._limits.idle_timeout,
+            self._limits.idle_timeout if self._announce_idle else None,
         )
         for data in self._dialect.hello(ready):
             self._outbox.put(data)

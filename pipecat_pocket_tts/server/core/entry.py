@@ -18,7 +18,7 @@ from starlette.websockets import WebSocket
 
 from ... import wire
 from ...engine import PocketTTSError
-from ...wire.handshake import SUBPROTOCOL
+from ...wire.handshake import KEEPALIVE_SUBPROTOCOL, SUBPROTOCOL
 from .connection import Connection
 from .dialect import Dialect
 from .errors import RequestError, error_response, status_of
@@ -85,7 +85,8 @@ async def _serve(state: ServerState, websocket: WebSocket, dialect: Dialect) -> 
     if refusal is not None:
         await _refuse(state, websocket, *refusal)
         return
-    await serve_connection(state, websocket, dialect)
+    keepalive = KEEPALIVE_SUBPROTOCOL in offers
+    await serve_connection(state, websocket, dialect, announce_idle=keepalive)
 
 
 async def admission_refusal(state: ServerState) -> tuple[int, str] | None:
@@ -110,20 +111,31 @@ async def admission_refusal(state: ServerState) -> tuple[int, str] | None:
     return None
 
 
-async def serve_connection(state: ServerState, transport: Transport, dialect: Dialect) -> None:
+async def serve_connection(
+    state: ServerState, transport: Transport, dialect: Dialect, *, announce_idle: bool = False
+) -> None:
     """Serve one admitted connection until it ends, counted and known to the drain meanwhile.
 
     Args:
         state: The server's state (its model loaded).
         transport: The connection's socket (a websocket, or a stream that acts as one).
         dialect: How the connection's clients speak.
+        announce_idle: The client offered ``KEEPALIVE_SUBPROTOCOL``: ``ready`` says the idle
+            timeout its pings must beat.
     """
     assert state.tts is not None
     metrics = state.metrics
     state.connections += 1
     metrics.connections.inc()
     connection = Connection(
-        transport, state.tts, state.voices, state.limits, metrics, dialect, state.public
+        transport,
+        state.tts,
+        state.voices,
+        state.limits,
+        metrics,
+        dialect,
+        state.public,
+        announce_idle=announce_idle,
     )
     state.drain.add(connection)
     try:
