@@ -180,16 +180,22 @@ SAMPLER_LEGEND = (
 
 def cmd_languages(args: argparse.Namespace) -> int:
     from .engine.model.config import get_config
+    from .engine.model.config_reference import is_config_reference
     from .engine.model.config_registry import config_names
     from .engine.model.languages import find_language, pack_name
+    from .engine.model.upstream_config import read_config
 
-    names = config_names()
-    if args.language is not None:  # the packs speaking that language
-        wanted = get_config(pack_name(args.language)).language
-        names = [name for name in names if get_config(name).language == wanted]
+    if is_config_reference(args.language):  # an upstream config: its own row
+        configs = [read_config(args.language)]
+    else:
+        names = config_names()
+        if args.language is not None:  # the packs speaking that language
+            wanted = get_config(pack_name(args.language)).language
+            names = [name for name in names if get_config(name).language == wanted]
+        configs = [get_config(name) for name in names]
     rows = [("PACK", "LANGUAGE", "SIZE", "SAMPLER", "DEFAULT")]
-    for name in names:
-        config = get_config(name)
+    for config in configs:
+        name = config.name
         tr = config.flow_lm.transformer
         info = find_language(config.language)
         default = info is not None and info.default_pack == name

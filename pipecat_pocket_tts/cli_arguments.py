@@ -152,7 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
     languages.add_argument(
         "language",
         nargs="?",
-        help="only the packs of this language (a code such as en or pt-BR, a name, a pack name)",
+        help="only the packs of this language (a code such as en or pt-BR, a name, a pack name), "
+        "or an upstream config (path, https:// URL or hf://owner/repo/file.yaml@rev): its row",
     )
 
     download = commands.add_parser(

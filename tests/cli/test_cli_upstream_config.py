@@ -33,3 +33,12 @@ def test_say_voices_and_download_take_a_config(tmp_path: Path) -> None:
     assert fetched.returncode == 0, fetched.stderr
     assert f"weights (with voice cloning): {cache}" in fetched.stdout
     assert "tokenizer.model" in fetched.stdout
+
+
+def test_languages_shows_a_configs_row(tmp_path: Path) -> None:
+    config = str(write_config(tmp_path / "czech"))
+    listed = run_cli("languages", config)
+    assert listed.returncode == 0, listed.stderr
+    header, row = listed.stdout.splitlines()
+    assert header.split()[0] == "PACK"
+    assert row.split()[0] == "czech"

@@ -90,30 +90,8 @@ def load_config_pack(
         PackFilesMissingError, GatedRepoError: a file cannot be had.
     """
     reference = reference.strip()
-    if PurePosixPath(strip_revision(url_path(reference))).suffix.lower() not in CONFIG_SUFFIXES:
-        raise ModelConfigError(
-            f"{reference!r} is not a model config: upstream's configs are YAML files (.yaml); "
-            "pass the path, https:// URL or hf://owner/repo/file.yaml@revision of one"
-        )
-    path = fetch_file(reference, token=token, what="model config")
-    raw = _read_yaml(path, reference)
+    path, raw, config = _read_config(reference, token)
     base = path.parent if not reference.startswith(SCHEMES) else None
-    name = config_pack_name(reference)
-    for section in ("flow_lm", "mimi"):
-        if raw[section].get("weights_path"):
-            raise ModelConfigError(
-                f"{reference}: {section}.weights_path (separate FlowLM and Mimi weight files) "
-                "is not supported; name one file with both as weights_path"
-            )
-    try:
-        config = ModelConfig.from_dict(name, raw)
-    except NotImplementedError as exc:
-        raise NotImplementedError(f"{reference}: {exc}") from exc
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ModelConfigError(
-            f"{reference} is not a valid PocketTTS model config ({type(exc).__name__}: {exc}); "
-            "compare it with upstream's config files"
-        ) from exc
     tokenizer_ref = str(raw["flow_lm"]["lookup_table"].get("tokenizer_path") or "")
     if not tokenizer_ref:
         raise ModelConfigError(f"{reference} names no flow_lm.lookup_table.tokenizer_path")
@@ -131,6 +109,52 @@ def load_config_pack(
         voices_dir=voices_dir,
         _fetch_voice=fetch,
     )
+
+
+def read_config(reference: str, *, token: str | bool | None = None) -> ModelConfig:
+    """The model config an upstream config YAML holds (none of the files it names fetched).
+
+    Args:
+        reference: The config's path, ``http(s)://`` URL or ``hf://owner/repo/f.yaml@rev``.
+        token: The Hugging Face token for ``hf://`` files (None: ``HF_TOKEN``).
+
+    Returns:
+        The config, named as the pack is (``config_pack_name``).
+
+    Raises:
+        ModelConfigError: The file is no upstream config.
+    """
+    return _read_config(reference.strip(), token)[2]
+
+
+def _read_config(
+    reference: str, token: str | bool | None
+) -> tuple[Path, dict[str, Any], ModelConfig]:
+    """The config file fetched, its YAML and its config (``load_config_pack``'s checks)."""
+    if PurePosixPath(strip_revision(url_path(reference))).suffix.lower() not in CONFIG_SUFFIXES:
+        raise ModelConfigError(
+            f"{reference!r} is not a model config: upstream's configs are YAML files (.yaml); "
+            "pass the path, https:// URL or hf://owner/repo/file.yaml@revision of one"
+        )
+    path = fetch_file(reference, token=token, what="model config")
+    raw = _read_yaml(path, reference)
+    name = config_pack_name(reference)
+    for section in ("flow_lm", "mimi"):
+        if raw[section].get("weights_path"):
+            raise ModelConfigError(
+                f"{reference}: {section}.weights_path (separate FlowLM and Mimi weight files) "
+                "is not supported; name one file with both as weights_path"
+            )
+    try:
+        config = ModelConfig.from_dict(name, raw)
+    except NotImplementedError as exc:
+        raise NotImplementedError(f"{reference}: {exc}") from exc
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ModelConfigError(
+            f"{reference} is not a valid PocketTTS model config ({type(exc).__name__}: {exc}); "
+            "compare it with upstream's config files"
+        ) from exc
+    return path, raw, config
 
 
 def fetch_file(
