@@ -191,6 +191,7 @@ class ChannelOutput(Generic[Item]):
 
     @property
     def is_cancelled(self) -> bool:
+        """True after ``cancel()`` (or ``stop()``)."""
         return self._cancelled
 
     def _check_open(self) -> None:
@@ -206,6 +207,11 @@ class ChannelOutput(Generic[Item]):
             )
 
     def __iter__(self) -> Iterator[Item]:
+        """Yield the frames and markers in order, blocking for each; ends after the last.
+
+        Raises:
+            Exception: The error that stopped the session, after its frames so far.
+        """
         while (item := self._frames.get()) is not END:
             yield item
 
@@ -217,8 +223,20 @@ class ChannelOutput(Generic[Item]):
         wakes_early: Callable[[Item], bool] | None = None,
         within: float | None = None,
     ) -> list[Item]:
-        """The next items, several per wake-up (``FrameChannel.aget_batch``); ``[]`` at the
-        end."""
+        """Wait for the next items, several per wake-up (``FrameChannel.aget_batch``).
+
+        Args:
+            limit: The most items to return.
+            at_least: Wait until this many are ready (or the end comes).
+            wakes_early: Returns early when an item it is true for arrives.
+            within: After this many seconds, return the items queued (at least one).
+
+        Returns:
+            The items, or ``[]`` at the end.
+
+        Raises:
+            Exception: The error that stopped the session, at the end.
+        """
         return await self._frames.aget_batch(
             limit, at_least=at_least, wakes_early=wakes_early, within=within
         )
@@ -227,6 +245,11 @@ class ChannelOutput(Generic[Item]):
         return self
 
     async def __anext__(self) -> Item:
+        """Wait for the next frame or marker without blocking the loop.
+
+        Raises:
+            StopAsyncIteration: After the last item.
+        """
         item = await self._frames.aget()
         if item is END:
             raise StopAsyncIteration
