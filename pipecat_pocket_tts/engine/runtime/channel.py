@@ -14,7 +14,8 @@ from typing import Any, Generic, TypeVar
 
 from ..errors import SessionClosedError
 
-END: Any = object()  # end of the frame stream
+# The end of the frame stream.
+END: Any = object()
 
 Item = TypeVar("Item")
 
@@ -118,7 +119,8 @@ class FrameChannel(Generic[Item]):
                 if not ready and wakes_early is not None:
                     ready = any(wakes_early(item) for item in items)
                 if ready and not items:
-                    self._take()  # at the end: raises a worker's error, if one ended it
+                    # At the end this raises a worker's error, if one ended it.
+                    self._take()
                     return []
                 if ready:
                     return [items.popleft() for _ in range(min(limit, len(items)))]
@@ -147,7 +149,8 @@ class FrameChannel(Generic[Item]):
 
 def _wake(waiters: list[_Waiter[Any]]) -> None:
     for waiter in waiters:
-        with contextlib.suppress(RuntimeError):  # the loop was closed meanwhile
+        # The loop was closed meanwhile.
+        with contextlib.suppress(RuntimeError):
             waiter.loop.call_soon_threadsafe(_resolve, waiter.future)
 
 
