@@ -23,7 +23,8 @@ Gender = Literal["m", "f", "n"]
 K = TypeVar("K")
 V = TypeVar("V")
 
-MAX_CARDINAL = 10**15  # longer integers are read digit by digit (ids, card numbers)
+# Longer integers are read digit by digit (ids, card numbers).
+MAX_CARDINAL = 10**15
 _FINAL_O = re.compile(r"o\b")
 
 
@@ -33,7 +34,8 @@ class Noun:
 
     one: str
     many: str
-    gender: Gender | None = "m"  # None: the number keeps its standalone form
+    #: None: the number keeps its standalone form.
+    gender: Gender | None = "m"
 
 
 @dataclass(frozen=True)
@@ -61,26 +63,35 @@ class Scale:
 class Words:
     """The small words the rules say aloud, in one language."""
 
-    point: str  # decimal separator
-    version_point: str  # between the parts of "3.11.7"
+    #: The decimal separator.
+    point: str
+    #: Said between the parts of "3.11.7".
+    version_point: str
     minus: str
     plus: str
     and_: str
-    to: str  # ranges "5-10"
-    times: str  # "3 × 4"
-    factor: str  # "10x" → "ten times", "diez veces"
-    by: str  # "1920x1080"
+    #: Ranges such as "5-10".
+    to: str
+    #: Products such as "3 × 4".
+    times: str
+    #: Factors: "10x" becomes "ten times", "diez veces".
+    factor: str
+    #: Sizes such as "1920x1080".
+    by: str
     equals: str
     percent: str
     per_mille: str
-    at: str  # e-mail and @mentions
+    #: E-mail addresses and @mentions.
+    at: str
     dot: str
     slash: str
     dash: str
     underscore: str
     hashtag: str
-    number: str  # "#5", "No. 5"
-    approx: str  # "~5"
+    #: Numbers such as "#5" and "No. 5".
+    number: str
+    #: Approximations such as "~5".
+    approx: str
     plus_minus: str
     less_than: str
     greater_than: str
@@ -90,8 +101,10 @@ class Words:
     power: str
     section: str
     degree: Noun
-    per: str = "per"  # "$9.99/month" → "... per month"
-    ratio: str = ""  # "16:9", a score "3:2" (empty: say ``to``)
+    #: Rates: "$9.99/month" becomes "... per month".
+    per: str = "per"
+    #: Ratios such as "16:9" and a score "3:2" (empty: say ``to``).
+    ratio: str = ""
     celsius: str = "Celsius"
     fahrenheit: str = "Fahrenheit"
 
@@ -163,43 +176,65 @@ def num2words_cached(value: int, lang: str, to: str) -> str:
 class SpokenLanguage:
     """Shared reading rules; subclasses fill in the data and override grammar."""
 
-    code: ClassVar[str]  # ISO code this language answers to ("en", "pt-BR")
+    #: The ISO code this language answers to ("en", "pt-BR").
+    code: ClassVar[str]
     num2words_lang: ClassVar[str]
     decimal_sep: ClassVar[str] = ","
-    group_sep: ClassVar[str] = "."  # besides no-break and thin spaces, which every language allows
-    space_groups: ClassVar[bool] = False  # "1 000 000" with ordinary spaces (French)
-    date_order: ClassVar[str] = "DMY"  # how an ambiguous "03/04/2026" is read
-    year_span: ClassVar[tuple[int, int] | None] = None  # bare 4-digit years read as years
-    fraction_digits_as_number: ClassVar[bool] = True  # "3,14" → "...virgule quatorze"
+    #: Besides no-break and thin spaces, which every language allows.
+    group_sep: ClassVar[str] = "."
+    #: Whether "1 000 000" groups with ordinary spaces (French).
+    space_groups: ClassVar[bool] = False
+    #: How an ambiguous "03/04/2026" is read.
+    date_order: ClassVar[str] = "DMY"
+    #: Bare 4-digit years in this span are read as years.
+    year_span: ClassVar[tuple[int, int] | None] = None
+    #: Read "3,14" as "...virgule quatorze".
+    fraction_digits_as_number: ClassVar[bool] = True
     words: ClassVar[Words]
-    months: ClassVar[tuple[str, ...]]  # twelve names as written mid-sentence
+    #: The twelve names as written mid-sentence.
+    months: ClassVar[tuple[str, ...]]
     # lowercase, without the dot
     month_abbreviations: ClassVar[Mapping[str, int]] = MappingProxyType({})
-    months_need_capital: ClassVar[bool] = False  # en/de: only "May 5", never "may 5"
-    currencies: ClassVar[Mapping[str, Currency]]  # by ISO code
-    units: ClassVar[Mapping[str, Noun]]  # by symbol as written
-    scales: ClassVar[Mapping[str, Scale]]  # by written form ("M", "bn", "Mio.")
-    percent_gender: ClassVar[Gender | None] = None  # de "ein Prozent"
-    fractions: ClassVar[Mapping[int, Noun]]  # denominator → noun
-    fraction_plural_suffix: ClassVar[str] = ""  # "three fifths": added to an ordinal denominator
-    half_after_whole: ClassVar[str | None] = None  # "one and a half" (None: "one and one half")
+    #: Only "May 5", never "may 5" (en, de).
+    months_need_capital: ClassVar[bool] = False
+    #: By ISO code.
+    currencies: ClassVar[Mapping[str, Currency]]
+    #: By symbol as written.
+    units: ClassVar[Mapping[str, Noun]]
+    #: By written form ("M", "bn", "Mio.").
+    scales: ClassVar[Mapping[str, Scale]]
+    #: As in German "ein Prozent".
+    percent_gender: ClassVar[Gender | None] = None
+    #: Denominator to noun.
+    fractions: ClassVar[Mapping[int, Noun]]
+    #: Added to an ordinal denominator: "three fifths".
+    fraction_plural_suffix: ClassVar[str] = ""
+    #: As in "one and a half" (None: "one and one half").
+    half_after_whole: ClassVar[str | None] = None
     # "½ taza" → "media taza": the half said before a feminine noun, and before any other
     half_by_gender: ClassVar[tuple[str, str] | None] = None
     # Nouns whose gender the spelling tells ("-ción" feminine, but "el día"): see noun_gender
     feminine_endings: ClassVar[tuple[str, ...]] = ()
     masculine_exceptions: ClassVar[frozenset[str]] = frozenset()
-    feminine_ordinals_in_a: ClassVar[bool] = False  # "primero" → "primera"
-    feminine_ordinal_marks: ClassVar[frozenset[str]] = frozenset()  # "1ª": a feminine ordinal
+    #: "primero" becomes "primera".
+    feminine_ordinals_in_a: ClassVar[bool] = False
+    #: Marks of a feminine ordinal, as in "1ª".
+    feminine_ordinal_marks: ClassVar[frozenset[str]] = frozenset()
     # "un millón de euros": the big-number words after which a counted noun takes ``count_of``
     big_numbers: ClassVar[re.Pattern[str] | None] = None
     count_of: ClassVar[str] = ""
-    abbreviations: ClassVar[Mapping[str, str]] = MappingProxyType({})  # anywhere (whole tokens)
+    #: Read anywhere, as whole tokens.
+    abbreviations: ClassVar[Mapping[str, str]] = MappingProxyType({})
     # only before a digit ("No. 5")
     numbered_abbreviations: ClassVar[Mapping[str, str]] = MappingProxyType({})
-    sentence_end_abbreviations: ClassVar[frozenset[str]] = frozenset()  # "etc." can end one
-    num2words_years: ClassVar[bool] = False  # num2words' year reading ("nineteen ninety")
-    date_link: ClassVar[str] = ""  # between day, month and year: "1 de mayo de 2026"
-    first_of_month: ClassVar[str | None] = None  # day 1 in a date: "primero", "premier"
+    #: Abbreviations that can end a sentence, such as "etc.".
+    sentence_end_abbreviations: ClassVar[frozenset[str]] = frozenset()
+    #: Use num2words' year reading ("nineteen ninety").
+    num2words_years: ClassVar[bool] = False
+    #: Said between day, month and year: "1 de mayo de 2026".
+    date_link: ClassVar[str] = ""
+    #: Day 1 in a date: "primero", "premier".
+    first_of_month: ClassVar[str | None] = None
     clock: ClassVar[Clock]
     phones: ClassVar[PhoneStyle] = PhoneStyle()
     ratings: ClassVar[Ratings | None] = None
@@ -211,13 +246,20 @@ class SpokenLanguage:
     # date rule (groups d, mon, y). Month first ("Nov 30, 2026") only where it is used (en).
     day_month_pattern: ClassVar[str] = r"(?P<d>\d{{1,2}})\s+{mon}(?!\w)(?:\s+{year})?"
     month_day_pattern: ClassVar[str | None] = None
-    day_dot_dates: ClassVar[bool] = False  # "am 30.11." (German)
-    clock_suffix: ClassVar[str] = ""  # a clock word after "15:45" that the reading replaces
-    h_clock: ClassVar[bool] = False  # "15h45"
-    h_only_clock: ClassVar[bool] = False  # "15h" (French)
-    meridiem_hours: ClassVar[bool] = False  # "3pm" with no minutes (English)
-    ordinal_pattern: ClassVar[str] = r"(?!x)x"  # groups: num, suf; matches nothing by default
-    decade_pattern: ClassVar[str | None] = None  # first non-empty group: the decade's digits
+    #: Dates such as "am 30.11." (German).
+    day_dot_dates: ClassVar[bool] = False
+    #: A clock word after "15:45" that the reading replaces.
+    clock_suffix: ClassVar[str] = ""
+    #: Clock times such as "15h45".
+    h_clock: ClassVar[bool] = False
+    #: Hours such as "15h" (French).
+    h_only_clock: ClassVar[bool] = False
+    #: Hours such as "3pm" with no minutes (English).
+    meridiem_hours: ClassVar[bool] = False
+    #: Groups num and suf; by default it matches nothing.
+    ordinal_pattern: ClassVar[str] = r"(?!x)x"
+    #: The first non-empty group holds the decade's digits.
+    decade_pattern: ClassVar[str | None] = None
 
     # ---- integers -------------------------------------------------------------------------
 
