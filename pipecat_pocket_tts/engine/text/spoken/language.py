@@ -30,11 +30,11 @@ _FINAL_O = re.compile(r"o\b")
 
 @dataclass(frozen=True)
 class Noun:
-    """A word said after a count: singular, plural, and the gender "one" agrees with."""
+    """A word said after a count: singular, plural, and the gender "one" agrees with (None:
+    the number keeps its standalone form)."""
 
     one: str
     many: str
-    #: None: the number keeps its standalone form.
     gender: Gender | None = "m"
 
 
@@ -61,36 +61,33 @@ class Scale:
 
 @dataclass(frozen=True)
 class Words:
-    """The small words the rules say aloud, in one language."""
+    """The small words the rules say aloud, in one language; most are named by what they read.
 
-    #: The decimal separator.
+    ``point`` is the decimal separator, ``version_point`` is said in "3.11.7", ``to`` in "5-10",
+    ``times`` in "3 × 4", ``factor`` in "10x", ``by`` in "1920x1080", ``at`` in e-mail and
+    @mentions, ``number`` in "#5", ``approx`` in "~5", ``per`` in "$9.99/month" and ``ratio``
+    in "16:9" or a score "3:2" (empty: say ``to``).
+    """
+
     point: str
-    #: Said between the parts of "3.11.7".
     version_point: str
     minus: str
     plus: str
     and_: str
-    #: Ranges such as "5-10".
     to: str
-    #: Products such as "3 × 4".
     times: str
-    #: Factors: "10x" becomes "ten times", "diez veces".
     factor: str
-    #: Sizes such as "1920x1080".
     by: str
     equals: str
     percent: str
     per_mille: str
-    #: E-mail addresses and @mentions.
     at: str
     dot: str
     slash: str
     dash: str
     underscore: str
     hashtag: str
-    #: Numbers such as "#5" and "No. 5".
     number: str
-    #: Approximations such as "~5".
     approx: str
     plus_minus: str
     less_than: str
@@ -101,9 +98,7 @@ class Words:
     power: str
     section: str
     degree: Noun
-    #: Rates: "$9.99/month" becomes "... per month".
     per: str = "per"
-    #: Ratios such as "16:9" and a score "3:2" (empty: say ``to``).
     ratio: str = ""
     celsius: str = "Celsius"
     fahrenheit: str = "Fahrenheit"
@@ -174,66 +169,55 @@ def num2words_cached(value: int, lang: str, to: str) -> str:
 
 
 class SpokenLanguage:
-    """Shared reading rules; subclasses fill in the data and override grammar."""
+    """Shared reading rules; subclasses fill in the data (``code``: the ISO code it answers to,
+    "en", "pt-BR") and override grammar."""
 
-    #: The ISO code this language answers to ("en", "pt-BR").
     code: ClassVar[str]
     num2words_lang: ClassVar[str]
     decimal_sep: ClassVar[str] = ","
-    #: Besides no-break and thin spaces, which every language allows.
     group_sep: ClassVar[str] = "."
-    #: Whether "1 000 000" groups with ordinary spaces (French).
+    # group_sep, no-break and thin spaces and, where set, ordinary spaces ("1 000 000", fr)
+    # group digits; year_span holds bare 4-digit years; "3,14" may read "...virgule quatorze".
     space_groups: ClassVar[bool] = False
-    #: How an ambiguous "03/04/2026" is read.
     date_order: ClassVar[str] = "DMY"
-    #: Bare 4-digit years in this span are read as years.
     year_span: ClassVar[tuple[int, int] | None] = None
-    #: Read "3,14" as "...virgule quatorze".
     fraction_digits_as_number: ClassVar[bool] = True
     words: ClassVar[Words]
-    #: The twelve names as written mid-sentence.
+    # The twelve names as written mid-sentence, abbreviations in lower case without the dot, and
+    # whether only "May 5" is a date, never "may 5" (en, de).
     months: ClassVar[tuple[str, ...]]
-    # lowercase, without the dot
     month_abbreviations: ClassVar[Mapping[str, int]] = MappingProxyType({})
-    #: Only "May 5", never "may 5" (en, de).
     months_need_capital: ClassVar[bool] = False
-    #: By ISO code.
+    # Tables by ISO code, by symbol as written and by written form ("M", "bn", "Mio.").
     currencies: ClassVar[Mapping[str, Currency]]
-    #: By symbol as written.
     units: ClassVar[Mapping[str, Noun]]
-    #: By written form ("M", "bn", "Mio.").
     scales: ClassVar[Mapping[str, Scale]]
-    #: As in German "ein Prozent".
+    # The gender of "ein Prozent" (de); nouns by denominator; the suffix an ordinal denominator
+    # takes ("three fifths"); "one and a half" (None: "one and one half").
     percent_gender: ClassVar[Gender | None] = None
-    #: Denominator to noun.
     fractions: ClassVar[Mapping[int, Noun]]
-    #: Added to an ordinal denominator: "three fifths".
     fraction_plural_suffix: ClassVar[str] = ""
-    #: As in "one and a half" (None: "one and one half").
     half_after_whole: ClassVar[str | None] = None
     # "½ taza" → "media taza": the half said before a feminine noun, and before any other
     half_by_gender: ClassVar[tuple[str, str] | None] = None
     # Nouns whose gender the spelling tells ("-ción" feminine, but "el día"): see noun_gender
     feminine_endings: ClassVar[tuple[str, ...]] = ()
     masculine_exceptions: ClassVar[frozenset[str]] = frozenset()
-    #: "primero" becomes "primera".
+    # Feminine ordinals end in -a ("primero" becomes "primera") and are marked as in "1ª".
     feminine_ordinals_in_a: ClassVar[bool] = False
-    #: Marks of a feminine ordinal, as in "1ª".
     feminine_ordinal_marks: ClassVar[frozenset[str]] = frozenset()
     # "un millón de euros": the big-number words after which a counted noun takes ``count_of``
     big_numbers: ClassVar[re.Pattern[str] | None] = None
     count_of: ClassVar[str] = ""
-    #: Read anywhere, as whole tokens.
+    # Abbreviations read anywhere (whole tokens), only before a digit ("No. 5"), and those that
+    # can end a sentence ("etc.").
     abbreviations: ClassVar[Mapping[str, str]] = MappingProxyType({})
-    # only before a digit ("No. 5")
     numbered_abbreviations: ClassVar[Mapping[str, str]] = MappingProxyType({})
-    #: Abbreviations that can end a sentence, such as "etc.".
     sentence_end_abbreviations: ClassVar[frozenset[str]] = frozenset()
-    #: Use num2words' year reading ("nineteen ninety").
+    # Years read by num2words ("nineteen ninety"); the word between day, month and year ("1 de
+    # mayo de 2026"); day 1 in a date ("primero", "premier").
     num2words_years: ClassVar[bool] = False
-    #: Said between day, month and year: "1 de mayo de 2026".
     date_link: ClassVar[str] = ""
-    #: Day 1 in a date: "primero", "premier".
     first_of_month: ClassVar[str | None] = None
     clock: ClassVar[Clock]
     phones: ClassVar[PhoneStyle] = PhoneStyle()
@@ -246,19 +230,16 @@ class SpokenLanguage:
     # date rule (groups d, mon, y). Month first ("Nov 30, 2026") only where it is used (en).
     day_month_pattern: ClassVar[str] = r"(?P<d>\d{{1,2}})\s+{mon}(?!\w)(?:\s+{year})?"
     month_day_pattern: ClassVar[str | None] = None
-    #: Dates such as "am 30.11." (German).
+    # Dates such as "am 30.11." (de), times "15h45", hours "15h" (fr) or "3pm" (en), and a
+    # clock word after "15:45" that the reading replaces.
     day_dot_dates: ClassVar[bool] = False
-    #: A clock word after "15:45" that the reading replaces.
     clock_suffix: ClassVar[str] = ""
-    #: Clock times such as "15h45".
     h_clock: ClassVar[bool] = False
-    #: Hours such as "15h" (French).
     h_only_clock: ClassVar[bool] = False
-    #: Hours such as "3pm" with no minutes (English).
     meridiem_hours: ClassVar[bool] = False
-    #: Groups num and suf; by default it matches nothing.
+    # Ordinals in groups num and suf (by default nothing matches); a decade's digits in the
+    # first non-empty group.
     ordinal_pattern: ClassVar[str] = r"(?!x)x"
-    #: The first non-empty group holds the decade's digits.
     decade_pattern: ClassVar[str | None] = None
 
     # ---- integers -------------------------------------------------------------------------
