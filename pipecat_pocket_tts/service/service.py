@@ -350,7 +350,7 @@ class PocketTTSService(TTSServiceHooks):
     async def _open_turn(self, context_id: str) -> Turn:
         """Bind a new audio context to a stream (the main one, or a private one)."""
         ready = await self._loader.ready(context_id, self.pack, self._voice)
-        # The pack in use stays.
+        # A failed switch leaves the pack in use: the settings name it again.
         if ready.switch_error is not None:
             stored_settings(self).language = stored_settings(self).model = ready.engine.pack_name
         # Later turns open their sessions on the new pack.

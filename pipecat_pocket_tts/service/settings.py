@@ -302,7 +302,7 @@ async def check_update(delta: PocketTTSSettings, loader: PackAndVoice) -> Checke
     try:
         pack = loader.requested_pack(delta.model, delta.language)
     except UnknownLanguageError as e:
-        # The pack in use stays.
+        # The update is refused and the pack in use stays.
         refused.append((e, ""))
         pack, delta.language, delta.model = None, NOT_GIVEN, NOT_GIVEN
     variant = None

@@ -86,7 +86,7 @@ class BlasThreads:
         finally:
             if wide:
                 with self._lock:
-                    # Still held: back to one thread.
+                    # While the limit is still held, go back to one thread.
                     if self._original is not None:
                         self._controller.limit(limits=1, user_api="blas")
 

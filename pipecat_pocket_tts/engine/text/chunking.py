@@ -251,11 +251,12 @@ class Chunker:
                     and (block[i] or self.lines.opens_a_line(words, i + 1, last_complete))
                 )
             else:
-                # A next line that begins with a dropped symbol has its first letter to come.
+                # A line ends a sentence unless the next begins with a dropped symbol: its
+                # first letter is still to come.
                 ends = (complete and self.is_sentence_end(words[i])) or (
                     self._line_end(words, breaks, i) and not words[i + 1].startswith(DROP_MARK)
                 )
-            # Otherwise it joins the next one.
+            # A sentence that says nothing joins the next one.
             if ends and self._says_something(words, breaks, i):
                 return i
         return -1
