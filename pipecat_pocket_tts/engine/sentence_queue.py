@@ -29,9 +29,17 @@ sentence."""
 
 
 def is_short(text: str) -> bool:
-    """Whether ``text`` has at most ``SHORT_SENTENCE_WORDS`` words with a letter or digit
-    (``Oui.``, ``D'accord.``); ``<break/>`` tags are not words (a malformed one: not short, so
-    its error comes at once)."""
+    """Whether ``text`` has at most ``SHORT_SENTENCE_WORDS`` words with a letter or digit.
+
+    ``<break/>`` tags are not words; a malformed one makes the text not short, so its error
+    comes at once.
+
+    Args:
+        text: A sentence, such as ``Oui.`` or ``D'accord.``.
+
+    Returns:
+        True when the sentence is short enough to wait for the next.
+    """
     try:
         text = strip_breaks(text) if has_breaks(text) else text
     except BreakTagError:
@@ -93,6 +101,9 @@ class SentenceQueue:
 
         Returns:
             The index of the utterance queued (none when nothing waited).
+
+        Raises:
+            SessionClosedError: The session takes no more text.
         """
         short, self._short = self._short, ""
         return self._queue(short, options) if short else []
