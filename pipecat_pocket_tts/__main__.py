@@ -8,6 +8,7 @@
     python -m pipecat_pocket_tts download english [--voices all|alba,jean]
     python -m pipecat_pocket_tts warmup      # compile the numba kernels now (image builds)
     python -m pipecat_pocket_tts serve [--host 127.0.0.1 --port 8000 --precision int8]
+    python -m pipecat_pocket_tts devpack OUT [--config tiny]   # a random-weight pack
 
 Exit codes: 0 success; 2 a usage error or a PocketTTS error (its message says what to do),
 including a missing or invalid input file (voice, recording, pack); 1 an output file that cannot
@@ -51,7 +52,8 @@ def cmd_say(args: argparse.Namespace) -> int:
     if args.save_voice is not None:
         check_output(args.save_voice)
     if args.timestamps is not None:
-        timestamps_text([], args.timestamps.suffix)  # a wrong extension fails before synthesis
+        # A wrong extension fails here, before any synthesis.
+        timestamps_text([], args.timestamps.suffix)
         check_output(args.timestamps)
     text = sys.stdin.read() if args.text == "-" else args.text
     started = time.perf_counter()
@@ -110,7 +112,8 @@ def cmd_voices(args: argparse.Namespace) -> int:
         print(_voices_legend(find_language(args.language)), file=sys.stderr)
         return EXIT_OK
 
-    config = get_config(pack_name(args.language))  # UnknownLanguageError: choices
+    # An unknown language raises UnknownLanguageError, which lists the choices.
+    config = get_config(pack_name(args.language))
     info = find_language(config.name)
     default = info.default_voice if info is not None else None
     for name in files.KNOWN_VOICES:
@@ -166,7 +169,8 @@ def _in_hf_cache(repo: str, path: str, revision: str | None) -> bool:
 
     try:
         found = try_to_load_from_cache(repo, path, revision=revision)
-    except Exception:  # an odd cache must not break a listing
+    except Exception:
+        # An odd cache must not break a listing.
         return False
     return isinstance(found, str)
 
@@ -185,11 +189,12 @@ def cmd_languages(args: argparse.Namespace) -> int:
     from .engine.model.languages import find_language, pack_name
     from .engine.model.upstream_config import read_config
 
-    if is_config_reference(args.language):  # an upstream config: its own row
+    # An upstream config: its own row; else the packs of a language, or every pack.
+    if is_config_reference(args.language):
         configs = [read_config(args.language)]
     else:
         names = config_names()
-        if args.language is not None:  # the packs speaking that language
+        if args.language is not None:
             wanted = get_config(pack_name(args.language)).language
             names = [name for name in names if get_config(name).language == wanted]
         configs = [get_config(name) for name in names]
@@ -224,7 +229,8 @@ def cmd_download(args: argparse.Namespace) -> int:
 
     language = pack_name(args.language)
     voices = select_voices(args.voices)
-    if is_config_reference(language):  # an upstream config: its weights and tokenizer
+    # An upstream config names its own weights and tokenizer.
+    if is_config_reference(language):
         pack = find_pack_files(language, voice_cloning=False if args.without_cloning else None)
         print(f"weights ({_cloning(pack.has_voice_cloning)}): {pack.weights}")
         print(f"tokenizer: {pack.tokenizer}")
@@ -276,8 +282,10 @@ def cmd_warmup(args: argparse.Namespace) -> int:
         return EXIT_OK
     kernel_cache.announce_first_compile(ahead=True)
     compiled.required()
-    arithmetic.bf16_kernels()  # and the kernels of the wider arithmetic this CPU has:
-    if arithmetic.int16_kernels() is not None:  # int16 on the paths a load chooses
+    # Also compile the kernels of the wider arithmetic this CPU has (bf16, and int16 with the
+    # int8 kernel on the paths a load chooses).
+    arithmetic.bf16_kernels()
+    if arithmetic.int16_kernels() is not None:
         from .engine.backends.numpy.layers.linears import choose_int8_kernel
 
         arithmetic.choose_int16_kernel()
@@ -342,7 +350,8 @@ def shell_wording(message: str, args: argparse.Namespace) -> str:
     elif isinstance(getattr(args, "language", None), str):
         message = message.replace("download <language>`", f"download {args.language}`")
     message = in_terms_of(message, _FLAG_OF_ARGUMENT)
-    if args.command == "download":  # which has no --model-dir
+    # The download command has no --model-dir.
+    if args.command == "download":
         message = message.replace("pass --model-dir", "run `say` with --model-dir")
     return message
 
@@ -368,14 +377,23 @@ def _one_line_warning(message, category, filename, lineno, file=None, line=None)
 def _quiet_broken_pipe() -> int:
     """The reader of stdout went away (``languages | head -1``): stop quietly, no error."""
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())  # the final flush at exit must not fail again
+    # The final flush at exit must not fail again.
+    os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
     return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code. Ctrl-C at any moment, imports included,
-    is one line and exit status 130."""
+    """Run the command line.
+
+    Ctrl-C at any moment, imports included, prints one line and exits with status 130.
+
+    Args:
+        argv: The arguments (default: the process's).
+
+    Returns:
+        The exit code (see the module's docstring).
+    """
     try:
         return _run(argv)
     except KeyboardInterrupt:
@@ -407,14 +425,16 @@ def _run(argv: Sequence[str] | None) -> int:
 
     try:
         code = COMMANDS[args.command](args)
-        sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit
+        # Flush here, where a closed pipe is caught, not at interpreter exit.
+        sys.stdout.flush()
         return code
     except BrokenPipeError:
         return _quiet_broken_pipe()
     except PocketTTSError as exc:
         print(f"error: {shell_wording(str(exc), args)}", file=sys.stderr)
         return EXIT_USAGE
-    except (ValueError, NotImplementedError) as exc:  # invalid option values
+    except (ValueError, NotImplementedError) as exc:
+        # Invalid option values are usage errors too.
         print(f"error: {shell_wording(str(exc), args)}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as exc:

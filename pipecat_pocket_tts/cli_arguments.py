@@ -213,7 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
             description=devpack_command.DESCRIPTION,
         )
     )
-    for command in commands.choices.values():  # -v after the verb too (``say -v``)
+    # Accept -v after the verb too (``say -v``).
+    for command in commands.choices.values():
         command.add_argument(
             "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log progress"
         )

@@ -45,7 +45,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Build the pack ``args`` describe; the exit code (2 for a bad config)."""
+    """Build the pack ``args`` describe.
+
+    Args:
+        args: The parsed options of ``add_arguments``.
+
+    Returns:
+        The exit code: 0, or 2 for a bad config.
+    """
     config: str | dict[str, Any] = (
         tiny_config_dict(_TINY[args.config]) if args.config in _TINY else args.config  # type: ignore[arg-type]
     )
@@ -69,7 +76,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m pipecat_pocket_tts.devpack``: parse ``argv`` and build the pack."""
+    """Run ``python -m pipecat_pocket_tts.devpack``: parse ``argv`` and build the pack.
+
+    Args:
+        argv: The arguments (default: the process's).
+
+    Returns:
+        The exit code.
+    """
     parser = argparse.ArgumentParser(
         prog="python -m pipecat_pocket_tts.devpack", description=DESCRIPTION
     )

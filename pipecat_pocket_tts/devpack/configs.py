@@ -14,6 +14,12 @@ def tiny_config_dict(kind: Literal["standard", "small"] = "standard") -> dict[st
     a low-rank token table, ``z_dim``, the drifting sampler and a separate, narrower Mimi
     decoder. Both keep Mimi's real framing: SEANet ratios 6·5·4 and an upsample stride of 16,
     so one latent frame is 1920 samples at 24 kHz.
+
+    Args:
+        kind: "standard" or "small".
+
+    Returns:
+        A fresh dict, safe to change.
     """
     seanet = {
         "channels": 1,

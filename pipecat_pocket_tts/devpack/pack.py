@@ -33,15 +33,31 @@ def build_pack(
     eos_logit: float = 0.0,
     voice_frames: int = 12,
 ) -> Path:
-    """Write a random-weight pack into ``folder`` and return the folder.
+    """Write a random-weight pack into ``folder``.
 
-    ``config``: a registry name (e.g. "english": no config.json is written, the pack stands for
-    that config) or an upstream-schema dict (e.g. ``tiny_config_dict()``; written as
-    config.json). ``tokenizer_format``: "model" (SentencePiece) or "json" (HF tokenizers);
-    default: what the config's ``lookup_table.tokenizer`` says. ``language`` is the config name
-    the voices are stamped with (default: the registry name, or "english" for dicts): load the
-    pack under that name. Voices are ``voice_frames`` random conditioning frames prefilled
-    through the NumPy backend.
+    Args:
+        folder: Where to write the pack; made if missing.
+        config: A registry name (e.g. "english": no config.json is written, the pack stands
+            for that config) or an upstream-schema dict (e.g. ``tiny_config_dict()``, written
+            as config.json).
+        seed: Seeds the weights, the tokenizer and the voices.
+        voices: The voice names to prefill.
+        tokenizer_format: "model" (SentencePiece) or "json" (HF tokenizers); default: what
+            the config's ``lookup_table.tokenizer`` says.
+        dtype: How the weights are stored.
+        with_cloning: Include the encoder-side weights voice cloning needs.
+        language: The config name the voices are stamped with (default: the registry name,
+            or "english" for dicts); load the pack under that name.
+        eos_logit: The constant the EOS head outputs.
+        voice_frames: Random conditioning frames per voice, prefilled through the NumPy
+            backend.
+
+    Returns:
+        The folder.
+
+    Raises:
+        UnknownLanguageError: ``config`` names no registry config.
+        ValueError: An unknown ``tokenizer_format``.
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -75,7 +91,8 @@ def build_pack(
     weights = random_weights(
         model_config, seed=seed, eos_logit=eos_logit, with_cloning=with_cloning
     )
-    if dtype == "bfloat16":  # compute voices and the calibration with what the file holds
+    # Compute the voices and the calibration with what the file holds.
+    if dtype == "bfloat16":
         weights = {k: round_to_bfloat16(v) for k, v in weights.items()}
     backend = NumpyBackend(model_config, weights)
     weights.update(calibrated_output_layer(backend, weights, seed=seed))

@@ -80,6 +80,16 @@ def train_sentencepiece(
 
     Byte fallback, split digits and identity normalization, like the real packs' tokenizers
     (every character stays representable). Deterministic for a given seed and vocab size.
+
+    Args:
+        folder: Where to write the model.
+        vocab_size: The number of pieces.
+        seed: Seeds the corpus.
+        num_lines: The corpus's length in lines.
+        model_name: The file name without its extension.
+
+    Returns:
+        The model file written.
     """
     if vocab_size < 300:
         raise ValueError(f"vocab_size={vocab_size}: needs ≥ 300 (256 byte pieces + text pieces)")
@@ -108,6 +118,16 @@ def sentencepiece_model(
     fallback and identity normalization unless asked otherwise. One thread and no shuffling:
     the same sentences and settings give the same bytes. ``options`` are further
     ``SentencePieceTrainer`` settings, e.g. ``remove_extra_whitespaces=False``.
+
+    Args:
+        sentences: The training text, one sentence per item.
+        vocab_size: The number of pieces.
+        normalization: SentencePiece's normalization rule name.
+        byte_fallback: Cover unknown characters with byte pieces.
+        **options: Further trainer settings.
+
+    Returns:
+        The serialized model.
     """
     proto = io.BytesIO()
     spm.SentencePieceTrainer.train(
@@ -134,13 +154,20 @@ def sentencepiece_to_json(model_path: str | os.PathLike[str]) -> dict[str, Any]:
     pieces as special added tokens); the normalizer mirrors SentencePiece's whitespace
     handling (strip spaces at both ends, collapse runs of spaces, prefix '▁', spaces become
     '▁'); the decoder undoes it and fuses byte pieces.
+
+    Args:
+        model_path: The SentencePiece ``.model`` file.
+
+    Returns:
+        The tokenizer.json content.
     """
     sp = spm.SentencePieceProcessor(model_file=str(model_path))
     vocab = [(sp.id_to_piece(i), float(sp.get_score(i))) for i in range(sp.vocab_size())]
     library = tokenizers.Tokenizer(models.Unigram(vocab, sp.unk_id(), True))
     library.normalizer = normalizers.Sequence(
         [
-            normalizers.Replace(Regex(r"(?<![\s\S]) +| +(?![\s\S])"), ""),  # ends only
+            # Strip spaces at the ends of the text only.
+            normalizers.Replace(Regex(r"(?<![\s\S]) +| +(?![\s\S])"), ""),
             normalizers.Replace(Regex(" {2,}"), " "),
             normalizers.Prepend("\u2581"),
             normalizers.Replace(" ", "\u2581"),

@@ -21,8 +21,19 @@ def write_random_voices(
     seed: int = 0,
     frames: int = 12,
 ) -> list[Path]:
-    """Prefill random voice conditioning [frames, d_model] through ``backend``; save each
-    as ``embeddings/<name>.safetensors`` (stamped with the backend's config name)."""
+    """Prefill random voice conditioning through ``backend`` and save each voice.
+
+    Args:
+        folder: The pack folder; voices go to ``embeddings/<name>.safetensors``, stamped with
+            the backend's config name.
+        backend: The backend that prefills them.
+        names: The voice names.
+        seed: Seeds the conditioning.
+        frames: Conditioning frames per voice ([frames, d_model]).
+
+    Returns:
+        The files written.
+    """
     config = backend.config
     d_model = config.flow_lm.transformer.d_model
     paths = []

@@ -37,7 +37,17 @@ def random_weights(
     residual-branch outputs shrunk by depth, norms near identity, positive ``emb_std``.
     Each tensor has its own generator (seeded by ``seed`` and the key), so adding keys never
     changes the others. ``with_cloning=False`` leaves out the encoder-side weights, like the
-    ungated hub checkpoints. ``prefix``: only the keys that start with it (e.g. "mimi.").
+    ungated hub checkpoints.
+
+    Args:
+        config: The model config whose keys to fill.
+        seed: Seeds every tensor's generator.
+        eos_logit: The constant the EOS head outputs.
+        with_cloning: Include the encoder-side weights voice cloning needs.
+        prefix: Only the keys that start with it (e.g. "mimi.").
+
+    Returns:
+        The tensors by key.
     """
     flow_layers = config.flow_lm.transformer.num_layers
     out: dict[str, np.ndarray] = {}
@@ -84,14 +94,18 @@ def _init_tensor(
     if name == "bias":
         return normal(0.02)
     if "adaLN_modulation" in key:
-        return normal(0.1 / math.sqrt(shape[1]))  # gentle modulation around identity
+        # Gentle modulation around the identity.
+        return normal(0.1 / math.sqrt(shape[1]))
     if key.startswith("mimi.upsample.") or key.startswith("mimi.downsample."):
         return normal(1.0 / math.sqrt(shape[1] * shape[2] / 2))
-    if ".convtr." in key:  # [in, out, kernel] with stride kernel/2: 2 taps per output
+    # Transposed conv [in, out, kernel] with stride kernel/2: 2 taps per output.
+    if ".convtr." in key:
         return normal(math.sqrt(2.0) / math.sqrt(shape[0] * 2))
-    if len(shape) == 3:  # conv [out, in, kernel]; ELU before most convs: a gain above 1
+    # Conv [out, in, kernel]; ELU comes before most convs, hence a gain above 1.
+    if len(shape) == 3:
         return normal(math.sqrt(2.0) / math.sqrt(shape[1] * shape[2]))
-    if len(shape) == 2:  # linear [out, in]
+    # Linear [out, in].
+    if len(shape) == 2:
         std = 1.0 / math.sqrt(shape[1])
         if key.startswith("flow_lm.transformer.") and ("out_proj" in key or "linear2" in key):
             std /= math.sqrt(2 * flow_layers)
@@ -109,8 +123,18 @@ def calibrated_output_layer(
 ) -> dict[str, np.ndarray]:
     """The last Mimi decoder conv rescaled so decoded audio has about ``target_rms``.
 
-    Decodes a few random latents with ``backend`` (built from ``weights``); the last conv is
-    linear, so scaling its weight and bias scales the audio exactly. Returns the two tensors.
+    Decodes a few random latents with ``backend``; the last conv is linear, so scaling its
+    weight and bias scales the audio exactly.
+
+    Args:
+        backend: A backend built from ``weights``.
+        weights: The pack's weights.
+        seed: Seeds the random latents.
+        target_rms: The audio's RMS to aim at.
+        frames: How many latent frames to decode.
+
+    Returns:
+        The last conv's weight and bias, rescaled, by key.
     """
     config = backend.config
     state = backend.new_mimi_state()
@@ -146,6 +170,15 @@ def write_safetensors(
 
     Written by the ``safetensors`` library: its NumPy API for fp32, and for bf16 (which NumPy
     has no dtype for) its raw writer given the rounded bit patterns.
+
+    Args:
+        path: The file to write.
+        tensors: The tensors by key.
+        dtype: How float tensors are stored.
+        metadata: The header's string metadata.
+
+    Returns:
+        The path written.
     """
     stored: dict[str, np.ndarray] = {}
     for key, value in tensors.items():
@@ -172,7 +205,8 @@ def write_safetensors(
                 )
                 for key, array in stored.items()
             }
-            safetensors.serialize_file(specs, tmp, metadata=header)  # `stored` keeps the data
+            # The arrays in `stored` keep the data the specs point at alive.
+            safetensors.serialize_file(specs, tmp, metadata=header)
     return Path(path)
 
 

@@ -15,7 +15,8 @@ def _read_umask() -> int:
     return mask
 
 
-_UMASK = _read_umask()  # read once at import: os.umask is process-wide, not thread-safe
+# Read once at import: os.umask is process-wide and not thread-safe.
+_UMASK = _read_umask()
 
 
 @contextmanager

@@ -109,7 +109,8 @@ def check_lexicon(value: Any) -> dict[str, str] | None:
     (or an empty one); ``LexiconError`` saying what is wrong otherwise."""
     if value is None or (isinstance(value, Mapping) and not value):
         return None
-    Lexicon(value)  # validates
+    # Constructing it validates the value.
+    Lexicon(value)
     return dict(value)
 
 

@@ -32,7 +32,8 @@ class HubUnreachableError(PackFilesMissingError):
 
     def __init__(self, message: str, reason: str) -> None:
         super().__init__(message)
-        self.reason = reason  # why the probe failed: "host:port: Connection refused"
+        # Why the probe failed, such as "host:port: Connection refused".
+        self.reason = reason
 
 
 class ModelConfigError(PocketTTSError, ValueError):

@@ -14,10 +14,14 @@ from .timing.word_timing import Word, WordStart
 class AudioFrame:
     """80 ms of 24 kHz mono audio (at speed 1) and where it sits in the output."""
 
-    samples: np.ndarray  # [n] float32: 1920, but shorter or longer at a speed ≠ 1 or in a pause
-    frame_index: int  # 0-based within its chunk
-    chunk_index: int  # 0-based within its utterance
-    utterance_index: int  # which enqueue call (0 for synthesize/stream)
+    # Float32 [n]: 1920, but shorter or longer at a speed other than 1 or in a pause.
+    samples: np.ndarray
+    # Counted from 0 within its chunk.
+    frame_index: int
+    # Counted from 0 within its utterance.
+    chunk_index: int
+    # Which enqueue call made it (0 for synthesize and stream).
+    utterance_index: int
     is_last_in_utterance: bool
     #: With timestamps on: the caller's words that start in this frame (Pipecat needs these),
     words: tuple[WordStart, ...] = ()
@@ -31,17 +35,21 @@ class GenerationSettings:
 
     temperature: float
     eos_threshold: float
-    max_frames: int | None = None  # the user's bound on frames per chunk
+    # The user's bound on frames per chunk.
+    max_frames: int | None = None
 
 
 @dataclass(frozen=True, eq=False)
 class LatentFrame:
     """One sampled latent of a chunk."""
 
-    latent: np.ndarray  # [latent_dim] float32, normalized space
+    # Float32 [latent_dim], in the normalized space.
+    latent: np.ndarray
     frame_index: int
-    is_last: bool  # last frame of its chunk
-    attention: np.ndarray | None = None  # [heads, chunk tokens] logits when heads were probed
+    # The last frame of its chunk.
+    is_last: bool
+    # Logits [heads, chunk tokens] when heads were probed.
+    attention: np.ndarray | None = None
 
 
 __all__ = ["AudioFrame", "GenerationSettings", "LatentFrame"]

@@ -29,9 +29,17 @@ sentence."""
 
 
 def is_short(text: str) -> bool:
-    """Whether ``text`` has at most ``SHORT_SENTENCE_WORDS`` words with a letter or digit
-    (``Oui.``, ``D'accord.``); ``<break/>`` tags are not words (a malformed one: not short, so
-    its error comes at once)."""
+    """Whether ``text`` has at most ``SHORT_SENTENCE_WORDS`` words with a letter or digit.
+
+    ``<break/>`` tags are not words; a malformed one makes the text not short, so its error
+    comes at once.
+
+    Args:
+        text: A sentence, such as ``Oui.`` or ``D'accord.``.
+
+    Returns:
+        True when the sentence is short enough to wait for the next.
+    """
     try:
         text = strip_breaks(text) if has_breaks(text) else text
     except BreakTagError:
@@ -50,6 +58,11 @@ class SentenceQueue:
     """
 
     def __init__(self, session: SpeechSession) -> None:
+        """Queue sentences into ``session``.
+
+        Args:
+            session: The session the utterances go to.
+        """
         self.session = session
         self._short = ""
         self._held: list[Any] = []
@@ -68,6 +81,10 @@ class SentenceQueue:
 
         Returns:
             The index of the utterance queued (none when it waits or says nothing).
+
+        Raises:
+            SessionClosedError: The session takes no more text.
+            BreakTagError: A malformed or overlong break; nothing is queued.
         """
         if self._short:
             text, self._short = f"{self._short} {text.lstrip()}", ""
@@ -84,12 +101,19 @@ class SentenceQueue:
 
         Returns:
             The index of the utterance queued (none when nothing waited).
+
+        Raises:
+            SessionClosedError: The session takes no more text.
         """
         short, self._short = self._short, ""
         return self._queue(short, options) if short else []
 
     def mark(self, payload: Any) -> None:
-        """``Session.mark(payload)``, held with a short sentence still waiting."""
+        """Place a marker as ``Session.mark`` does, held with a short sentence still waiting.
+
+        Args:
+            payload: What the marker carries back out.
+        """
         if self._short:
             self._held.append(payload)
         else:
@@ -102,7 +126,8 @@ class SentenceQueue:
 
     def _queue(self, text: str, options: UtteranceOptions | None) -> list[int]:
         held, self._held = self._held, []
-        index = self.session.enqueue(text, options)  # raises: the held markers are dropped
+        # If this raises, the held markers are dropped with the text they waited for.
+        index = self.session.enqueue(text, options)
         for payload in held:
             self.session.mark(payload)
         return [] if index is None else [index]

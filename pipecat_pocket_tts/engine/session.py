@@ -71,8 +71,19 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         timestamp_heads: Heads | None = None,
         on_admission_wait: Callable[[AdmissionWait], None] | None = None,
     ) -> None:
-        """``defaults``: every field set (voice, temperature, eos_threshold, normalize); its
-        seed seeds the session's random generator."""
+        """Make a session; callers use ``PocketTTS.session()``.
+
+        Args:
+            scheduler: The scheduler that computes the session's frames.
+            planner: Prepares the text into chunks.
+            resolve_voice: Turns a voice option into a voice state.
+            defaults: Every field set (voice, temperature, eos_threshold, normalize); its seed
+                seeds the session's random generator.
+            max_frames: At most this many frames per chunk, or None.
+            timestamps: Frames carry the caller's words (``AudioFrame.words``).
+            timestamp_heads: The attention heads that time the words (None: estimated).
+            on_admission_wait: Called when the session waited for a scheduler slot.
+        """
         self._planner = planner
         self._resolve_voice = resolve_voice
         self._defaults = replace(defaults, seed=None)
@@ -84,19 +95,22 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         self._frames: FrameChannel[AudioFrame | Marker] = FrameChannel()
         # Speed and <break/> pauses are applied on the way out (scheduler thread, in order).
         self._shaper = OutputShaper(self._frames)
-        self._pause = 0.0  # seconds of pause waiting for the next utterance (a bare break)
-        self._closed = False  # no more enqueue (finish or cancel)
+        # Seconds of pause waiting for the next utterance (after a bare break).
+        self._pause = 0.0
+        # Set by finish or cancel: no more enqueue.
+        self._closed = False
         self._cancelled = False
         self._failure: BaseException | None = None
         self._enqueued = 0
         self._feed_lock = threading.Lock()
         self._feed_stream: FedText | None = None
-        self._feed_breaks: BreakStream | None = None  # the fed text's <break/> tags
+        self._feed_breaks: BreakStream | None = None
         self._feed_form: tuple[bool, Mapping[str, str] | None] = (True, None)
-        self._timestamps = timestamps  # frames carry the caller's words (AudioFrame.words)
-        self._heads = timestamp_heads  # None: word times are estimated
+        self._timestamps = timestamps
+        self._heads = timestamp_heads
         self._feed_timed: TimedText | None = None
-        self._held: list[Marker] = []  # markers waiting for the fed text's next chunk
+        # Markers waiting for the fed text's next chunk.
+        self._held: list[Marker] = []
         # The session's word clock, fed every frame in output order by its link.
         words = SessionWords(planner.config.mimi.frame_rate) if timestamps else None
         # The link refers back to the session only weakly, so a session dropped without
@@ -111,15 +125,27 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
     def enqueue(
         self, text: str, options: UtteranceOptions | None = None, **keywords: Any
     ) -> int | None:
-        """Queue a complete text as one utterance; its index, or None when it has nothing to say.
+        """Queue a complete text as one utterance.
 
         ``options`` (or its fields as keywords: ``voice``, ``temperature``, ``eos_threshold``,
         ``seed``, ``normalize``, ``lexicon``, ``speed``) apply to this utterance only; ``seed``
         restarts the session's random generator from that seed here (later utterances continue
         from there). ``<break time="500ms"/>`` tags (``text.breaks``) are pauses of that length,
         never said; a pause with no speech after it in the text comes before the session's next
-        utterance. Raises ``SessionClosedError`` after ``finish()`` or ``cancel()``,
-        ``BreakTagError`` for a malformed or overlong break (nothing is queued).
+        utterance.
+
+        Args:
+            text: The whole text of the utterance.
+            options: This utterance's options; unset fields take the session's defaults.
+            **keywords: The options' fields, instead of ``options``.
+
+        Returns:
+            The utterance's index, or None when the text has nothing to say.
+
+        Raises:
+            SessionClosedError: After ``finish()`` or ``cancel()``.
+            BreakTagError: A malformed or overlong break; nothing is queued.
+            TypeError: ``text`` is not a str.
         """
         self._check_open()
         if not isinstance(text, str):
@@ -156,7 +182,8 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
             if isinstance(piece, Break):
                 pause += piece.seconds
                 if timed is not None:
-                    timed.add(" ", [], final=False)  # the words on either side stay apart
+                    # A space keeps the words on either side apart.
+                    timed.add(" ", [], final=False)
                 continue
             planned = self._planner.plan(piece, normalize=normalize, lexicon=lexicon)
             if timed is not None:
@@ -172,7 +199,7 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
     def feed(
         self, text: str, options: UtteranceOptions | None = None, **keywords: Any
     ) -> list[int]:
-        """Add streamed text (LLM tokens, any fragments); the indices of utterances it queued.
+        """Add streamed text (LLM tokens, any fragments).
 
         The text stream (normalized by whole sentences, the first sentence alone, an overlong
         sentence cut early, work linear in the text) releases prepared chunks as soon as they
@@ -181,6 +208,19 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         the utterances this call queues, ``seed`` to the first of them; ``normalize`` and
         ``lexicon`` to the text this call starts (ignored mid-text). A ``<break/>`` tag cuts
         the text there (what came before is queued at once, as if flushed) and pauses.
+
+        Args:
+            text: The next fragment of the text.
+            options: As in ``enqueue``.
+            **keywords: The options' fields, instead of ``options``.
+
+        Returns:
+            The indices of the utterances this call queued (often none).
+
+        Raises:
+            SessionClosedError: After ``finish()`` or ``cancel()``.
+            BreakTagError: A malformed or overlong break.
+            TypeError: ``text`` is not a str.
         """
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
@@ -194,7 +234,8 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
             try:
                 return self._feed_pieces(self._feed_breaks.push(text), run)
             except BaseException:
-                self._held.clear()  # the chunk their text waited for is never made
+                # The chunk their text waited for is never made.
+                self._held.clear()
                 raise
 
     def _feed_pieces(self, pieces: list[Piece], run: UtteranceRun) -> list[int]:
@@ -202,13 +243,15 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         indices: list[int] = []
         for piece in pieces:
             if isinstance(piece, Break):
-                chunks = self._fed_text().flush()  # the text goes on in a new one
+                # The text goes on in a new utterance.
+                chunks = self._fed_text().flush()
                 indices += self._submit_fed(chunks, run, after=piece.seconds)
                 self._feed_stream = None
             else:
                 indices += self._submit_fed(self._fed_text().push(piece), run)
             if indices:
-                run = replace(run, restart_seed=None)  # the generator restarts once
+                # The generator restarts once, at the first utterance queued.
+                run = replace(run, restart_seed=None)
         return indices
 
     def _fed_text(self) -> FedText:
@@ -221,10 +264,19 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         return self._feed_stream
 
     def flush(self, options: UtteranceOptions | None = None, **keywords: Any) -> list[int]:
-        """The fed text is complete: queue what the text stream holds; the new indices.
+        """Mark the fed text complete and queue what the text stream holds.
 
-        The options (as in ``feed``) apply to the utterances this call queues. Feeding again
-        afterwards starts a new text (its first sentence goes alone again).
+        Feeding again afterwards starts a new text (its first sentence goes alone again).
+
+        Args:
+            options: As in ``feed``; they apply to the utterances this call queues.
+            **keywords: The options' fields, instead of ``options``.
+
+        Returns:
+            The indices of the utterances this call queued.
+
+        Raises:
+            SessionClosedError: After ``finish()`` or ``cancel()``.
         """
         self._check_open()
         run = self._run(UtteranceOptions.build(options, **keywords).over(self._defaults))
@@ -236,7 +288,8 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
             stream, self._feed_stream = self._feed_stream, None
             chunks = stream.flush() if stream is not None else []
             indices += self._submit_fed(chunks, run)
-            self._held.clear()  # the fed text is all queued: what still waits followed none
+            # The fed text is all queued, so what still waits followed no text.
+            self._held.clear()
             self._feed_timed = None
             return indices
 
@@ -254,7 +307,14 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         (see the class docstring); ``after_fed_text=False`` places it after what is queued
         now instead. Thread-safe; a marker with nothing queued before it comes out at once (it
         needs no compute, so it never waits for a slot of the scheduler). Dropped by
-        ``cancel()``. Raises ``SessionClosedError`` after ``finish()`` or ``cancel()``.
+        ``cancel()``.
+
+        Args:
+            payload: What the marker carries back out.
+            after_fed_text: Wait for the fed text still held (False: after what is queued).
+
+        Raises:
+            SessionClosedError: After ``finish()`` or ``cancel()``.
         """
         marker = Marker(payload)
         with self._feed_lock, self._lock:
@@ -288,7 +348,8 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
             pause = after if i == len(chunks) - 1 else 0.0
             shape = Shape(run.speed, after=pause)
             indices.append(self._submit([chunk], run, self._feed_timed, shape))
-            run = replace(run, restart_seed=None)  # the generator restarts once, at the first
+            # The generator restarts once, at the first chunk.
+            run = replace(run, restart_seed=None)
         if not chunks and after:
             with self._lock:
                 self._pause += after
@@ -312,7 +373,8 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
             self._check_open()
             index = self._enqueued
             self._enqueued += 1
-            if self._pause:  # a pause written before this utterance
+            # A pause written before this utterance comes first.
+            if self._pause:
                 before = {**shape.before, 0: shape.before.get(0, 0.0) + self._pause}
                 shape = replace(shape, before=before)
                 self._pause = 0.0
@@ -334,8 +396,10 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
             self._link.finish()
 
     def cancel(self) -> None:
-        """Stop now: drop queued text, markers and unread frames; return once no computation
-        runs. Idempotent; iteration ends without an error.
+        """Stop now: drop queued text, markers and unread frames.
+
+        Returns once no computation runs for the session. Idempotent; iteration ends without
+        an error.
         """
         with self._lock:
             self._closed = True
@@ -350,9 +414,14 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
         await asyncio.to_thread(self.cancel)
 
     def stop(self) -> int:
-        """The first half of ``cancel()``, which never waits: the session is cancelled and no
-        scheduler tick starts for it afterwards, but one in flight may still be running (call
-        ``cancel``/``acancel`` next to wait for it). The ticks that computed for it so far."""
+        """Cancel without waiting: the first half of ``cancel()``.
+
+        No scheduler tick starts for the session afterwards, but one in flight may still be
+        running (call ``cancel``/``acancel`` next to wait for it).
+
+        Returns:
+            The scheduler ticks that computed for the session so far.
+        """
         with self._lock:
             self._closed = True
             self._cancelled = True
@@ -388,7 +457,8 @@ class Session(ChannelOutput["AudioFrame | Marker"]):
     # -- helpers ------------------------------------------------------------------------
     def _failed(self, error: BaseException) -> None:
         with self._lock:
-            self._closed = True  # a failed session takes no more text
+            # A failed session takes no more text.
+            self._closed = True
             self._failure = error
 
 

@@ -94,10 +94,13 @@ class UtteranceOptions:
 class UtteranceRun:
     """An utterance's options resolved: what its chunks start from and are sampled with."""
 
-    voice_state: FlowState  # the prefilled voice every chunk starts from
+    # The prefilled voice every chunk starts from.
+    voice_state: FlowState
     settings: GenerationSettings
-    restart_seed: int | None = None  # restart the stream's generator from it first
-    speed: float = 1.0  # speaking rate its audio is played at (the scheduler's pacing)
+    # Restart the stream's generator from this seed first.
+    restart_seed: int | None = None
+    # The speaking rate its audio is played at (the scheduler's pacing).
+    speed: float = 1.0
 
 
 __all__ = ["UtteranceOptions", "UtteranceRun"]

@@ -69,8 +69,10 @@ class TurnEngine:
     """The engine a new turn speaks with, and what changed to get it."""
 
     engine: SpeechEngine
-    switched: bool = False  # a pack requested at runtime was adopted
-    switch_error: Exception | None = None  # a requested pack failed; the engine is the old one
+    # True once a pack requested at runtime has been adopted.
+    switched: bool = False
+    # Why a requested pack failed to load; the engine in use stays the old one.
+    switch_error: Exception | None = None
 
 
 class EngineLoader:
@@ -83,14 +85,21 @@ class EngineLoader:
         emit: Callable[[str], Awaitable[None]],
     ) -> None:
         self.settings = settings
-        self._contexts = contexts  # runs the load tasks, keeps a waiting turn's context alive
-        self._emit = emit  # the service's events: on_model_loaded
-        self._started = asyncio.Event()  # a load's outcome is reported once the pipeline runs
-        self.load_error: Exception | None = None  # why the last load failed, once reported
+        # The task group runs the loads and keeps a waiting turn's context alive.
+        self._contexts = contexts
+        # The service's event emitter, for on_model_loaded.
+        self._emit = emit
+        # A load's outcome is reported only once the pipeline runs.
+        self._started = asyncio.Event()
+        # Why the last load failed, once that has been reported.
+        self.load_error: Exception | None = None
         self._engine: SpeechEngine | None = None
-        self._remote: RemoteTTS | None = None  # made at the first load (never in __init__)
-        self._load_task: asyncio.Task | None = None  # the pack of the current settings
-        self._switch_task: asyncio.Task | None = None  # a pack requested at runtime
+        # The client is made at the first load, never in __init__.
+        self._remote: RemoteTTS | None = None
+        # The load of the pack the current settings name.
+        self._load_task: asyncio.Task | None = None
+        # The load of a pack requested at runtime.
+        self._switch_task: asyncio.Task | None = None
 
     @property
     def engine(self) -> SpeechEngine | None:
@@ -196,7 +205,8 @@ class EngineLoader:
                     self._engine = engine
                     self._load_task = None
         if self._engine is None:
-            if self._load_task is None:  # the last one failed: this turn tries again
+            # The last load failed, so this turn tries again.
+            if self._load_task is None:
                 self.start_load(pack, voice)
             assert self._load_task is not None
             try:
@@ -269,7 +279,8 @@ class EngineLoader:
         options = self.settings.load_options
         model_dir = options.model_dir
         if model_dir is not None and (model_dir / pack).is_dir():
-            options = replace(options, model_dir=model_dir / pack)  # one subfolder per pack
+            # Each pack is kept in its own subfolder.
+            options = replace(options, model_dir=model_dir / pack)
         try:
             engine = await asyncio.to_thread(load_shared_engine, pack, options)
             if self.settings.warmup:
@@ -277,7 +288,8 @@ class EngineLoader:
         except Exception as e:
             return e
         if self.settings.freeze_gc:
-            freeze_heap_once()  # what is alive now (libraries, the model) lives on: not walked
+            # What is alive now (libraries, the model) lives on, so the collector stops walking it.
+            freeze_heap_once()
         return engine
 
     async def _connect(self, pack: str) -> RemoteTTS | Exception:
@@ -291,7 +303,8 @@ class EngineLoader:
             await asyncio.to_thread(remote.connect)
         except PocketTTSError as e:
             return e
-        if remote.pack_name not in (pack, served_name(pack)):  # a config: the name it serves
+        # An upstream config is served under a name of its own.
+        if remote.pack_name not in (pack, served_name(pack)):
             return UnknownLanguageError(
                 f"the TTS server at {remote.url} serves pack {remote.pack_name!r}, not {pack!r}: "
                 "set the service's language to it, or start a server with that pack"
@@ -318,7 +331,8 @@ class VoiceChoice:
     """The voice setting's meaning: chosen by the user, or following the pack's default."""
 
     def __init__(self, service: TTSService, follows_default: bool) -> None:
-        self._service = service  # whose voice setting this is (read and, to name, written)
+        # The service whose voice setting this is; it is read, and written to name the voice.
+        self._service = service
         self.follows_default = follows_default
 
     def _voice(self) -> Any:
@@ -365,7 +379,8 @@ class _HeapFreeze:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._decided = False
-        self.froze = 0  # objects frozen (0: never)
+        # How many objects were frozen (0 if never).
+        self.froze = 0
 
     def freeze_once(self) -> bool:
         """``gc.freeze()`` if nothing decided yet; True if it froze now."""

@@ -187,10 +187,12 @@ class BoundedSentenceAggregator(SimpleTextAggregator):
             sentence = await self._check_sentence_with_lookahead(char)
             if sentence is not None:
                 yield sentence
-                await asyncio.sleep(0)  # a burst of text: one piece per loop slice
+                # A burst of text is handed on one piece per loop slice.
+                await asyncio.sleep(0)
             elif ends_piece(len(self._text), previous, char):
                 piece = self._text.strip(" ")
-                await self.reset()  # the text and any lookahead pending in it
+                # This drops the text and any lookahead still pending in it.
+                await self.reset()
                 if piece.strip():
                     yield Aggregation(text=piece, type=TextType.SENTENCE)
                     await asyncio.sleep(0)

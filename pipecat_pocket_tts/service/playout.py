@@ -64,7 +64,8 @@ class Playout:
         self._now = now
         self._interruptible = interruptible
         self._end = 0
-        self._kept: list[tuple[int, int]] = []  # [start, end) of uninterruptible audio queued
+        # The [start, end) sample spans of uninterruptible audio still queued.
+        self._kept: list[tuple[int, int]] = []
 
     def note(self, frame: Frame, last_word: int) -> None:
         """A frame the service pushes downstream: audio plays after what is queued; a turn's
@@ -79,7 +80,8 @@ class Playout:
         elif (
             isinstance(frame, _TURN_FRAMES)
             and frame.pts is None
-            and not getattr(frame, "skip_tts", False)  # TTSStartedFrame has none
+            # TTSStartedFrame has no skip_tts attribute.
+            and not getattr(frame, "skip_tts", False)
         ):
             frame.pts = self.turn_start(last_word)
 
@@ -130,7 +132,8 @@ class UnspokenContexts:
 
     def __init__(self) -> None:
         self._ids: set[str] = set()
-        self._noted: str | None = None  # the turn last said to go unspoken
+        # The turn last reported as going unspoken.
+        self._noted: str | None = None
 
     def note_unusable(self, service: object, context_id: str, why: Exception | None) -> None:
         """A service with no model to speak with says so once per turn (Pipecat warns for
@@ -155,7 +158,8 @@ class UnspokenContexts:
         for slot in reversed(text_slots(sequencer)):
             tracker = slot.tracker
             if slot.context_id == context_id and slot.spoken and not slot.complete and tracker:
-                if not tracker.get_accumulated_tts_text().strip():  # no word matched yet
+                # No word has matched yet.
+                if not tracker.get_accumulated_tts_text().strip():
                     slot.complete = True
                 break
 

@@ -126,7 +126,8 @@ def initial_settings(
     if settings is not None:
         defaults.apply_update(settings)
         if is_given(settings.model) and settings.model:
-            defaults.language = settings.model  # the model is the pack
+            # Pipecat's model setting names the pack.
+            defaults.language = settings.model
     errors = defaults.refuse_invalid()
     if errors:
         raise errors[0]
@@ -145,7 +146,8 @@ def session_options(settings: PocketTTSSettings, text_language: str | None) -> d
         "seed": settings.seed if is_given(settings.seed) else None,
         "normalize": settings.normalize,
         "text_language": text_language,
-        "timestamps": True,  # frames carry their words: the context holds what was played
+        # Frames carry their words, so the context holds what was played.
+        "timestamps": True,
     }
 
 
@@ -153,9 +155,12 @@ def session_options(settings: PocketTTSSettings, text_language: str | None) -> d
 class TurnOptions:
     """The service's settings at the time a turn's text is handed over."""
 
-    utterance: UtteranceOptions  # voice, temperature, normalize, lexicon, speed (no seed)
-    seed: int | None  # the seed setting (None: random), applied when its version changes
-    seed_version: int  # bumped by every seed update
+    # Voice, temperature, normalize, lexicon and speed; the seed is apart.
+    utterance: UtteranceOptions
+    # The seed setting (None: random), applied when its version changes.
+    seed: int | None
+    # Bumped by every seed update.
+    seed_version: int
 
     @classmethod
     def of(cls, settings: PocketTTSSettings, seed_version: int) -> TurnOptions:
@@ -262,11 +267,16 @@ def pack_default_voice(pack: str) -> str | None:
 class CheckedUpdate:
     """A settings update as the service applies it."""
 
-    delta: PocketTTSSettings  # the update less its refused values
-    pack: str | None  # the pack asked for (None: the update names no language or model)
-    text_language: str | None  # the regional variant of the language asked for ("pt-BR")
-    follows_default_voice: bool  # voice=None: the pack's default voice, reported by name
-    refused: tuple[tuple[PocketTTSError, str], ...]  # (why, of what: "" or "voice 'x'")
+    # The update without its refused values.
+    delta: PocketTTSSettings
+    # The pack asked for, or None when the update names no language or model.
+    pack: str | None
+    # The regional variant of the language asked for, such as "pt-BR".
+    text_language: str | None
+    # True for voice=None: the pack's default voice, reported by name.
+    follows_default_voice: bool
+    # Each refusal as (error, what it refused: "" or "voice 'x'").
+    refused: tuple[tuple[PocketTTSError, str], ...]
 
 
 class PackAndVoice(Protocol):
@@ -291,7 +301,8 @@ async def check_update(delta: PocketTTSSettings, loader: PackAndVoice) -> Checke
     refused: list[tuple[PocketTTSError, str]] = []
     try:
         pack = loader.requested_pack(delta.model, delta.language)
-    except UnknownLanguageError as e:  # the pack in use stays
+    except UnknownLanguageError as e:
+        # The update is refused and the pack in use stays.
         refused.append((e, ""))
         pack, delta.language, delta.model = None, NOT_GIVEN, NOT_GIVEN
     variant = None
@@ -300,7 +311,8 @@ async def check_update(delta: PocketTTSSettings, loader: PackAndVoice) -> Checke
         delta.language = delta.model = pack
     refused += [(error, "") for error in delta.refuse_invalid()]
     follows_default = is_given(delta.voice) and delta.voice is None
-    if is_given(delta.voice):  # None: the pack's default voice, by its name
+    # None means the pack's default voice, reported by its name.
+    if is_given(delta.voice):
         voice, error = await loader.checked_voice(delta.voice)
         if error is None:
             delta.voice = voice
@@ -317,9 +329,12 @@ class LoadSettings:
 
     load_options: LoadOptions = field(default_factory=LoadOptions)
     warmup: bool = True
-    server_url: str | None = None  # a TTS server instead of a model in this process
-    api_key: str | None = None  # the server's bearer key
-    freeze_gc: bool = True  # freeze the process's heap once the first model is loaded
+    # A TTS server to use instead of a model in this process.
+    server_url: str | None = None
+    # The server's bearer key.
+    api_key: str | None = None
+    # Freeze the process's heap once the first model is loaded.
+    freeze_gc: bool = True
 
 
 _SETTING = "a setting here: settings=PocketTTSService.Settings({name}=...)"
@@ -351,7 +366,8 @@ def take_quantize(load: LoadOptions, kwargs: dict[str, Any]) -> LoadOptions:
     pointing at ``precision='int8'``, which is what it means here.
     """
     if "quantize" not in kwargs or kwargs["quantize"] is not False:
-        return load  # absent, or refused with advice by check_extra_arguments
+        # It is absent, or was refused with advice by check_extra_arguments.
+        return load
     del kwargs["quantize"]
     if load.precision not in (None, "fp32", "fp16"):
         raise LoadOptionError(
@@ -371,7 +387,8 @@ def take_load_options(load: LoadOptions | None, kwargs: dict[str, Any]) -> LoadO
     given = {name: kwargs.pop(name) for name in list(kwargs) if name in fields}
     options = LoadOptions.build(load, **given)
     if options.backend != "coreml" and resolve_backend_name(options.backend) == "numpy":
-        concrete_options(options, "numpy")  # a precision NumPy does not run: refused now
+        # A precision NumPy does not run is refused now rather than at load.
+        concrete_options(options, "numpy")
     return options
 
 
@@ -403,7 +420,8 @@ def check_extra_arguments(kwargs: Mapping[str, Any], known: Iterable[str] = ()) 
             continue
         message = f"PocketTTSService got an unexpected keyword argument {name!r}"
         advice = FOREIGN_ARGUMENTS.get(name)
-        if advice is None:  # a typo?
+        # Not a known foreign argument: perhaps a typo of a known one.
+        if advice is None:
             candidates = sorted({*allowed, *known, *FOREIGN_ARGUMENTS})
             close = difflib.get_close_matches(name, candidates, n=1)
             if close:

@@ -52,11 +52,15 @@ class Turn:
 
     context_id: str
     stream: SpeechStream
-    streamed: bool  # TOKEN aggregation: text goes through Session.feed
+    # With TOKEN aggregation, text goes through Session.feed.
+    streamed: bool
     closed: bool = False
-    failed_text: bool = False  # SENTENCE: the last enqueue raised; its text frame goes
-    audio_start: float | None = None  # session-clock seconds where its audio begins
-    ending: bool = False  # its end is marked: the context closes when the marker comes out
+    # With SENTENCE aggregation, set when the last enqueue raised.
+    failed_text: bool = False
+    # Session-clock seconds where the turn's audio begins.
+    audio_start: float | None = None
+    # Its end is marked; the context closes when that marker comes out.
+    ending: bool = False
 
     def close(self) -> None:
         self.closed = True
@@ -73,7 +77,8 @@ class _TurnEnd:
     turn: Turn
 
 
-_PAUSE = object()  # marked after each queueing: the audio pauses there if nothing follows
+# Marked after each queueing: the audio pauses there if nothing follows.
+_PAUSE = object()
 
 
 def _is_marker(item: object) -> bool:
@@ -134,21 +139,30 @@ class SpeechStream:
         on_closed: Callable[[SpeechStream, list[Turn]], None],
     ) -> None:
         self.session = session
-        self.sentences = SentenceQueue(session)  # SENTENCE: whole sentences, short ones wait
-        self.private = private  # owned by one uninterruptible turn
-        self.retired = False  # takes no new turns; closed once its turns are
+        # With SENTENCE aggregation, whole sentences go in and short ones wait.
+        self.sentences = SentenceQueue(session)
+        # Owned by one uninterruptible turn.
+        self.private = private
+        # A retired stream takes no new turns and closes once its turns are done.
+        self.retired = False
         self.closed = False
         self._encoder = encoder
         self._output = output
-        self._seed_version = seed_version  # the seed version this session's generator follows
+        # The seed version this session's generator follows.
+        self._seed_version = seed_version
         self._on_closed = on_closed
-        self._turns: list[Turn] = []  # open turns on this stream
-        self._owners: dict[int, Turn] = {}  # utterance index → turn, until its last frame
-        self._audio_turn: Turn | None = None  # the turn whose audio the encoder holds
-        self._feeding: Turn | None = None  # the turn whose text the engine holds
-        self._clock = 0.0  # session-clock seconds of the frames that came out
+        self._turns: list[Turn] = []
+        # Utterance index to turn, until the utterance's last frame.
+        self._owners: dict[int, Turn] = {}
+        # The turn whose audio the encoder holds.
+        self._audio_turn: Turn | None = None
+        # The turn whose text the engine holds.
+        self._feeding: Turn | None = None
+        # Session-clock seconds of the frames that came out.
+        self._clock = 0.0
         self._consumer = output.create_task(self._consume(), name="pocket_tts_consumer")
-        self._keepalive: asyncio.Task | None = None  # runs while the engine owes a turn audio
+        # Runs while the engine owes a turn audio.
+        self._keepalive: asyncio.Task | None = None
 
     @property
     def busy(self) -> bool:
@@ -165,7 +179,8 @@ class SpeechStream:
         if turn.closed or self.closed or not text.strip():
             return
         if self._feeding is not None and self._feeding is not turn:
-            self.flush(self._feeding, options)  # another turn's text ends where this begins
+            # Another turn's text ends where this one begins.
+            self.flush(self._feeding, options)
         seed = self._reseed(options)
         try:
             indices = await _off_loop_if_long(
@@ -174,21 +189,24 @@ class SpeechStream:
             )
         except Exception:
             if turn.closed or self.closed:
-                return  # interrupted while a long text was planned off the loop
+                # Interrupted while a long text was planned off the loop.
+                return
             turn.failed_text = True
             raise
         if turn.closed or self.closed:
             return
         turn.failed_text = False
         self._feeding = turn if self.sentences.holds_text else None
-        self._queued(turn, indices, options)  # none: held, or nothing speakable (seed waits)
+        # None queued means held, or nothing speakable; the seed waits.
+        self._queued(turn, indices, options)
 
     async def feed(self, turn: Turn, text: str, options: TurnOptions) -> None:
         """Add a token of ``turn`` to the session's text stream (TOKEN aggregation)."""
         if turn.closed or self.closed:
             return
         if self._feeding is not None and self._feeding is not turn:
-            self.flush(self._feeding, options)  # another turn's text ends where this begins
+            # Another turn's text ends where this one begins.
+            self.flush(self._feeding, options)
         self._feeding = turn
         seed = self._reseed(options)
 
@@ -199,7 +217,8 @@ class SpeechStream:
             indices = await _off_loop_if_long(text, feed)
         except Exception:
             if turn.closed or self.closed:
-                return  # interrupted while a long text was planned off the loop
+                # Interrupted while a long text was planned off the loop.
+                return
             raise
         if not (turn.closed or self.closed):
             self._queued(turn, indices, options)
@@ -238,9 +257,11 @@ class SpeechStream:
         if turn.closed or self.closed:
             return
         if isinstance(frame, TTSTextFrame) and turn.failed_text:
-            turn.failed_text = False  # the utterance that ends this text failed
+            # The utterance that ends this text failed.
+            turn.failed_text = False
             return
-        self.sentences.mark(_Release(turn, frame))  # held by the engine for unfinished text
+        # The engine holds this marker back while the text is unfinished.
+        self.sentences.mark(_Release(turn, frame))
 
     def end_turn(self, turn: Turn, options: TurnOptions) -> None:
         """No more text for ``turn``: its context ends after the last of its audio."""
@@ -339,7 +360,8 @@ class SpeechStream:
         if turn is None or turn.closed or not frames:
             return
         if self._audio_turn is not turn:
-            await self._flush_encoder()  # the previous turn's audio ends here
+            # The previous turn's audio ends here.
+            await self._flush_encoder()
             self._audio_turn = turn
         samples = [frame.samples for frame in frames]
         audio = samples[0] if len(samples) == 1 else np.concatenate(samples)
@@ -352,7 +374,8 @@ class SpeechStream:
         await self._output.add_words(turn.context_id, words)
 
     async def _on_marker(self, payload: Any) -> None:
-        if not self._owners:  # nothing queued after this point: the audio pauses here
+        # Nothing is queued after this point, so the audio pauses here.
+        if not self._owners:
             await self._flush_encoder()
         if isinstance(payload, _Release):
             if not payload.turn.closed:

@@ -73,13 +73,19 @@ class TextGate:
         streamed: bool,
     ) -> None:
         self._has_speech = has_speech
-        self._new_probe = new_probe  # None if no engine loaded (the turn finds out)
-        self._streamed = streamed  # TOKEN aggregation
+        # None if no engine is loaded; the turn then finds out.
+        self._new_probe = new_probe
+        # True with TOKEN aggregation.
+        self._streamed = streamed
         self._probe: AsyncProbe | None = None
-        self._reply_speaks = False  # the reply's tokens so far give the engine a chunk
-        self._held: list[Frame] = []  # the reply's token frames, held until they speak
-        self._reply_open = False  # an LLM reply started and has not ended
-        self._whole_text = False  # the frame being handled is a whole text (TTSSpeakFrame)
+        # Whether the reply's tokens so far give the engine a chunk to speak.
+        self._reply_speaks = False
+        # The reply's token frames, held until they speak.
+        self._held: list[Frame] = []
+        # An LLM reply started and has not ended.
+        self._reply_open = False
+        # The frame being handled is a whole text (TTSSpeakFrame).
+        self._whole_text = False
 
     def observe(self, frame: Frame) -> bool:
         """Follow the replies through the frames the service gets; True for an ``EndFrame``
@@ -131,7 +137,8 @@ class TextGate:
             return []
         if probe is None or await probe.flush():
             return self._release()
-        self._held = []  # all of it says nothing: no context opens for it
+        # None of it speaks, so no context opens for it.
+        self._held = []
         return []
 
     def _release(self) -> list[Frame]:

@@ -55,7 +55,8 @@ class Turns:
         stream = self._main
         if private or stream is None or stream.retired or stream.closed:
             # Opening a session prefills the voice (cached by the engine): off the loop.
-            waits = admission_reporter(self._output.service, engine.pack_name)  # max_streams
+            # The reporter of waits for a slot under max_streams.
+            waits = admission_reporter(self._output.service, engine.pack_name)
             session = await asyncio.to_thread(
                 engine.session, **session_options, on_admission_wait=waits
             )
@@ -109,7 +110,8 @@ class AdmissionWaitMetricsData(MetricsData):
     """Seconds a session of ``processor`` waited for a slot of its model's scheduler."""
 
     value: float
-    streams_speaking: int  # streams holding a slot when it got one
+    # Streams holding a slot when this one got one.
+    streams_speaking: int
 
 
 def admission_reporter(processor: FrameProcessor, model: str) -> Callable[[AdmissionWait], None]:
@@ -117,7 +119,8 @@ def admission_reporter(processor: FrameProcessor, model: str) -> Callable[[Admis
     (call it on the event loop): each admission after a wait becomes a ``MetricsFrame``."""
     loop = asyncio.get_running_loop()
 
-    def admitted(waited: float, speaking: int) -> None:  # on the event loop
+    # Runs on the event loop.
+    def admitted(waited: float, speaking: int) -> None:
         if not processor.metrics_enabled:
             return
         data = AdmissionWaitMetricsData(
@@ -126,9 +129,11 @@ def admission_reporter(processor: FrameProcessor, model: str) -> Callable[[Admis
         frame = MetricsFrame(data=[data])
         processor.create_task(processor.push_frame(frame), name=f"{processor}::admission-metrics")
 
-    def report(event: AdmissionWait) -> None:  # the scheduler's thread, under its lock
+    # Runs on the scheduler's thread, under its lock.
+    def report(event: AdmissionWait) -> None:
         if event.waited is not None:
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to tell
+            # The loop is closed, so there is nobody to tell.
+            with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(admitted, event.waited, event.active)
 
     return report

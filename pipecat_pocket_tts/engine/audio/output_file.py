@@ -32,8 +32,10 @@ AUDIO_FORMATS: dict[str, tuple[str, ...]] = {"wav": (".wav", ".wave"), "raw": ("
 
 class OutputKind(Enum):
     STDOUT = "stdout"
-    THROUGH = "through"  # a device or a FIFO: opened and written, never replaced
-    ATOMIC = "atomic"  # a regular file: a temp file beside it, renamed over it
+    # A device or a FIFO is opened and written, never replaced.
+    THROUGH = "through"
+    # A regular file gets a temp file beside it, renamed over it.
+    ATOMIC = "atomic"
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,8 @@ class Output:
 
     path: Path
     kind: OutputKind
-    target: Path  # what is opened or replaced: ``path``, or the target of a link to a file
+    # What is opened or replaced: ``path``, or the target of a link to a file.
+    target: Path
 
     @property
     def name(self) -> str:
@@ -59,8 +62,10 @@ def check_output(path: str | os.PathLike[str]) -> Output:
         return Output(Path(STDOUT), OutputKind.STDOUT, Path(STDOUT))
     path = Path(path)
     try:
-        mode: int | None = path.stat().st_mode  # through symlinks (/dev/stdout → a pipe)
-    except FileNotFoundError:  # a new file, or a link to one
+        # This follows symlinks (/dev/stdout to a pipe).
+        mode: int | None = path.stat().st_mode
+    except FileNotFoundError:
+        # A new file, or a link to one.
         mode = None
     except OSError as exc:
         raise type(exc)(exc.errno, f"cannot write {path}: {exc.strerror or exc}") from exc
@@ -84,7 +89,8 @@ def _check_folder(path: Path, folder: Path) -> None:
         )
     if not folder.is_dir():
         raise NotADirectoryError(f"cannot write {path}: {folder} is not a folder")
-    try:  # the only reliable test (root, read-only mounts, ACLs): create a file there
+    # The only reliable test (root, read-only mounts, ACLs) is to create a file there.
+    try:
         fd, probe = tempfile.mkstemp(prefix=".probe.", suffix=".tmp", dir=folder)
     except OSError as exc:
         raise type(exc)(exc.errno, f"cannot write {path}: {exc.strerror or exc}") from exc

@@ -35,7 +35,8 @@ from .tempo import TimeScaler
 if TYPE_CHECKING:
     from ..runtime.channel import FrameChannel
 
-_EPSILON = 1e-9  # seconds: a word starting where a frame's audio ends goes with the next
+# Seconds: a word starting where a frame's audio ends goes with the next frame.
+_EPSILON = 1e-9
 
 
 @dataclass(frozen=True)
@@ -43,8 +44,10 @@ class Shape:
     """How one utterance's audio is shaped: its speed and its pauses (seconds)."""
 
     speed: float = 1.0
-    before: dict[int, float] = field(default_factory=dict)  # chunk index → pause before it
-    after: float = 0.0  # pause after the utterance's last frame
+    # Chunk index to the pause before that chunk.
+    before: dict[int, float] = field(default_factory=dict)
+    # The pause after the utterance's last frame.
+    after: float = 0.0
 
     @property
     def plain(self) -> bool:
@@ -59,15 +62,22 @@ class OutputShaper:
         self._channel = channel
         self._lock = threading.Lock()
         self._shapes: dict[int, Shape] = {}
-        self._in = 0  # input samples so far (the scheduler's clock)
-        self._out = 0  # output samples so far (what is heard)
-        self._moved = False  # the two clocks differ from now on
-        self._current: int | None = None  # utterance under way
+        # Input samples so far (the scheduler's clock).
+        self._in = 0
+        # Output samples so far (what is heard).
+        self._out = 0
+        # Once set, the two clocks differ.
+        self._moved = False
+        # The utterance under way.
+        self._current: int | None = None
         self._shape = Shape()
         self._scaler: TimeScaler | None = None
-        self._utterance_out = 0  # output sample where the current utterance starts
-        self._utterance_in = 0  # input samples of the current utterance so far
-        self._segments: list[tuple[int, int]] = []  # (utterance input, utterance output) starts
+        # The output sample where the current utterance starts.
+        self._utterance_out = 0
+        # Input samples of the current utterance so far.
+        self._utterance_in = 0
+        # Where each segment starts, as (utterance input, utterance output) samples.
+        self._segments: list[tuple[int, int]] = []
         self._held: tuple[tuple[WordStart, ...], tuple[Word, ...]] = ((), ())
 
     def expect(self, utterance: int, shape: Shape) -> None:
@@ -118,7 +128,8 @@ class OutputShaper:
         starts = self._held[0] + tuple(self._word_start(w) for w in frame.words)
         words = self._held[1] + tuple(self._word(w) for w in frame.completed_words)
         self._held = ((), ())
-        if not last:  # a word whose audio is not out yet waits for the frame that has it
+        # A word whose audio is not out yet waits for the frame that has it.
+        if not last:
             heard = (self._out + samples.shape[0] - self._utterance_out) / SAMPLE_RATE
             self._held = (
                 tuple(w for w in starts if w.start >= heard - _EPSILON),

@@ -140,13 +140,16 @@ def _all_pole(v: np.ndarray, a: Sequence[float], block: int = _BLOCK) -> np.ndar
     drive = padded.reshape(blocks, block)
 
     toeplitz, from_state = _block_matrices(tuple(float(c) for c in a), block)
-    zero_state = drive @ toeplitz.T  # [blocks, block]
+    # Shape [blocks, block].
+    zero_state = drive @ toeplitz.T
 
     # State entering each block: (y[-1], y[-2], …) of the previous block's output. A scalar
     # recursion over blocks, in plain floats (numpy call overhead dominates at this size).
     last = block - 1 - np.arange(order)
-    ends = zero_state[:, last].tolist()  # zero-state (y[B-1], y[B-2], …) of each block
-    carry = from_state[last].tolist()  # [order][order]: how an entering state reaches them
+    # The zero-state ends (y[B-1], y[B-2], …) of each block.
+    ends = zero_state[:, last].tolist()
+    # Shape [order][order]: how an entering state reaches those ends.
+    carry = from_state[last].tolist()
     state = [0.0] * order
     entering = []
     for end in ends:
@@ -155,7 +158,8 @@ def _all_pole(v: np.ndarray, a: Sequence[float], block: int = _BLOCK) -> np.ndar
             e + sum(c * s for c, s in zip(row, state, strict=True))
             for e, row in zip(end, carry, strict=True)
         ]
-    states = np.array(entering)  # [blocks, order]
+    # Shape [blocks, order].
+    states = np.array(entering)
     return (zero_state + states @ from_state.T).reshape(-1)[:n]
 
 
@@ -166,7 +170,8 @@ def _block_matrices(a: tuple[float, ...], block: int) -> tuple[np.ndarray, np.nd
     order = len(a)
 
     def run(drive0: float, history: list[float]) -> np.ndarray:
-        past = list(history)  # past[k] = y[i-1-k]
+        # Here past[k] = y[i-1-k].
+        past = list(history)
         out = np.empty(block)
         for i in range(block):
             y = (drive0 if i == 0 else 0.0) - sum(c * p for c, p in zip(a, past, strict=True))

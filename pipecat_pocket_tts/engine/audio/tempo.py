@@ -20,10 +20,14 @@ import numpy as np
 
 from ..checks import check_speed
 
-WINDOW = 640  # samples: 26.7 ms at 24 kHz (two periods of an 75 Hz voice)
-HOP = WINDOW // 2  # output hop: 13.3 ms (Hann windows at half overlap sum to one)
-TOLERANCE = 160  # ±6.7 ms a window may move to fit its neighbour (half a 75 Hz period)
-LOOKAHEAD = HOP + TOLERANCE  # input samples past a window's nominal centre it may need
+# Samples: 26.7 ms at 24 kHz, two periods of a 75 Hz voice.
+WINDOW = 640
+# The output hop, 13.3 ms: Hann windows at half overlap sum to one.
+HOP = WINDOW // 2
+# How far (±6.7 ms, half a 75 Hz period) a window may move to fit its neighbour.
+TOLERANCE = 160
+# Input samples past a window's nominal centre that it may need.
+LOOKAHEAD = HOP + TOLERANCE
 
 
 _WINDOW_SHAPE = (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(WINDOW) / WINDOW)).astype(np.float32)
@@ -34,12 +38,16 @@ class TimeScaler:
 
     def __init__(self, speed: float) -> None:
         self.speed = check_speed(speed)
-        self._input = np.zeros(0, np.float32)  # input samples from ``_base`` on
+        # Input samples from ``_base`` on.
+        self._input = np.zeros(0, np.float32)
         self._base = 0
         self._received = 0
-        self._frame = 0  # next output window
-        self._previous: int | None = None  # input centre the last window was copied from
-        self._output = np.zeros(0, np.float32)  # output from ``_emitted`` on, summing
+        # The next output window.
+        self._frame = 0
+        # The input centre the last window was copied from.
+        self._previous: int | None = None
+        # Output from ``_emitted`` on, still summing.
+        self._output = np.zeros(0, np.float32)
         self._emitted = 0
 
     @property
@@ -79,7 +87,8 @@ class TimeScaler:
         """Input samples window ``frame`` needs before it can be laid."""
         need = self._centre(frame) + LOOKAHEAD
         if self._previous is not None:
-            need = max(need, self._previous + HOP + HOP)  # the natural continuation
+            # The natural continuation.
+            need = max(need, self._previous + HOP + HOP)
         return need
 
     def _final_end(self) -> int:
@@ -97,12 +106,15 @@ class TimeScaler:
     def _add_window(self) -> None:
         centre = self._centre(self._frame)
         if self._previous is not None:
-            template = self._slice(self._previous, self._previous + WINDOW)  # centred +HOP
+            # Centred HOP samples past the last window.
+            template = self._slice(self._previous, self._previous + WINDOW)
             region = self._slice(centre - TOLERANCE - HOP, centre + TOLERANCE + HOP)
-            fit = np.correlate(region, template, mode="valid")  # [2 * TOLERANCE + 1]
+            # Shape [2 * TOLERANCE + 1].
+            fit = np.correlate(region, template, mode="valid")
             centre += int(np.argmax(fit)) - TOLERANCE
         segment = self._slice(centre - HOP, centre + HOP) * _WINDOW_SHAPE
-        start = (self._frame - 1) * HOP - self._emitted  # where the window lands in _output
+        # Where the window lands in _output.
+        start = (self._frame - 1) * HOP - self._emitted
         lo = max(0, -start)
         if start + WINDOW > self._output.shape[0]:
             grown = np.zeros(start + WINDOW, np.float32)
@@ -112,7 +124,8 @@ class TimeScaler:
         self._previous = centre
         self._frame += 1
         keep = min(self._centre(self._frame) - TOLERANCE - HOP, centre)
-        if keep > self._base:  # drop input no later window can reach
+        # Drop the input no later window can reach.
+        if keep > self._base:
             self._input = self._input[keep - self._base :]
             self._base = keep
 

@@ -99,7 +99,8 @@ def read_wav(path: str | os.PathLike[str]) -> tuple[np.ndarray, int]:
         if chunk_id == b"fmt ":
             fmt = _parse_fmt(body, path)
         elif chunk_id == b"data":
-            data = body  # a truncated last chunk is read as far as it goes
+            # A truncated last chunk is read as far as it goes.
+            data = body
             if fmt is not None:
                 break
         pos += 8 + size + (size & 1)
@@ -116,7 +117,8 @@ def _parse_fmt(body: bytes, path: Path) -> tuple[int, int, int, int]:
         raise CloneAudioError(f"{path}: malformed WAV 'fmt' chunk")
     tag, channels, sample_rate, _, _, bits = struct.unpack_from("<HHIIHH", body)
     if tag == _EXTENSIBLE and len(body) >= 26:
-        tag = struct.unpack_from("<H", body, 24)[0]  # first two bytes of the subformat GUID
+        # The first two bytes of the subformat GUID.
+        tag = struct.unpack_from("<H", body, 24)[0]
     if channels < 1 or sample_rate < 1:
         raise CloneAudioError(f"{path}: WAV with {channels} channels at {sample_rate} Hz")
     return tag, channels, sample_rate, bits

@@ -52,9 +52,11 @@ class MimiState(Protocol):
 class StepOutput:
     """One autoregressive FlowLM step."""
 
-    hidden: np.ndarray  # [head_input_dim] float32: input of the sampler and EOS heads
+    #: Float32 [head_input_dim]: the input of the sampler and EOS heads.
+    hidden: np.ndarray
     eos_logit: float
-    attention: np.ndarray | None = None  # [probe heads, probe positions] logits, if probed
+    #: Logits [probe heads, probe positions], if probed.
+    attention: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -156,7 +158,8 @@ class Backend(ABC):
 
     name: str
     config: ModelConfig
-    precision: str | None = None  # the weights' precision as loaded ("fp32", "int8"…); None: one
+    #: The weights' precision as loaded ("fp32", "int8"…); None if there is only one.
+    precision: str | None = None
 
     # -- building -----------------------------------------------------------------------
     # Every backend of ``backends.BACKEND_CLASSES`` overrides both (a test checks it);

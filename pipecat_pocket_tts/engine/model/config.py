@@ -18,8 +18,10 @@ from .languages import config_language
 
 SAMPLE_RATE = 24_000
 FRAME_RATE = 12.5
-FRAME_SIZE = 1920  # samples per latent frame at 24 kHz
-FRAME_SECONDS = FRAME_SIZE / SAMPLE_RATE  # 0.08: the audio of one frame
+# Samples per latent frame at 24 kHz.
+FRAME_SIZE = 1920
+# The seconds of audio in one frame (0.08).
+FRAME_SECONDS = FRAME_SIZE / SAMPLE_RATE
 LATENT_DIM = 32
 MAX_TOKENS_PER_CHUNK = 50
 VOICES_REVISION = "a7056f505a4a8ca72d8b5fb1440071d6f1a35739"
@@ -84,18 +86,22 @@ class FlowLMTransformerConfig:
 
 @dataclass(frozen=True)
 class SamplerConfig:
-    type: str  # "lsd", "flow_matching", "drifting" or "pointwise"
+    # One of "lsd", "flow_matching", "drifting" or "pointwise".
+    type: str
     dim: int
     depth: int
 
 
 @dataclass(frozen=True)
 class LookupTableConfig:
-    n_bins: int  # vocabulary size; the table has n_bins + 1 rows (the last is padding)
+    # The vocabulary size; the table has n_bins + 1 rows, the last for padding.
+    n_bins: int
     dim: int
-    tokenizer: str  # "tokenizers" (tokenizer.json) or "sentencepiece" (tokenizer.model)
+    # "tokenizers" (tokenizer.json) or "sentencepiece" (tokenizer.model).
+    tokenizer: str
     tokenizer_file: HubFile | None
-    rank: int | None = None  # low-rank table + bias-free projection when set
+    # When set, a low-rank table and a bias-free projection.
+    rank: int | None = None
 
 
 @dataclass(frozen=True)
@@ -157,7 +163,8 @@ class MimiConfig:
     sample_rate: int
     channels: int
     frame_rate: float
-    seanet: SEANetConfig  # encoder side (and decoder side unless decoder_seanet is set)
+    # The encoder side, and the decoder side unless decoder_seanet is set.
+    seanet: SEANetConfig
     transformer: MimiTransformerConfig
     quantizer_dimension: int
     quantizer_output_dimension: int

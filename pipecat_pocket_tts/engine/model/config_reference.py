@@ -59,8 +59,10 @@ def is_config_reference(value: object) -> bool:
 class CoreMLPackReference:
     """A CoreML pack in FluidInference's v2.1 layout published by any hub repository."""
 
-    repo: str  # "owner/name"
-    pack: str  # the registry config the pack converts ("dutch", "english_2026-10")
+    # The repository as "owner/name".
+    repo: str
+    # The registry config the pack converts ("dutch", "english_2026-10").
+    pack: str
     revision: str | None
 
 

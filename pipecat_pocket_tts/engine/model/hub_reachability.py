@@ -62,16 +62,19 @@ class _ProcessProbe:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._reasons: dict[str, str | None] = {}
-        self.probes = 0  # how many were run (tests count them)
+        # How many probes were run; tests count them.
+        self.probes = 0
 
     def reason(self) -> str | None:
         """Why the hub is unreachable (probing on the first call), or None if it is not."""
         from huggingface_hub import constants
 
-        if constants.HF_HUB_OFFLINE:  # offline by choice: no probe, nothing to remember
+        # Offline by choice: no probe, nothing to remember.
+        if constants.HF_HUB_OFFLINE:
             return None
         endpoint = constants.ENDPOINT
-        with self._lock:  # concurrent first loads wait for the one probe
+        # Concurrent first loads wait for the one probe.
+        with self._lock:
             if endpoint not in self._reasons:
                 self.probes += 1
                 self._reasons[endpoint] = unreachable_reason()
@@ -118,7 +121,8 @@ def _unanswered(sock: socket.socket, scheme: str, host: str, timeout: float) -> 
             return "the connection was closed without an answer"
     except TimeoutError:
         return f"no answer within {timeout:g} s (PROBE_TIMEOUT_S)"
-    except OSError as exc:  # ssl.SSLError included
+    except OSError as exc:
+        # This includes ssl.SSLError.
         return _describe(exc)
     return None
 

@@ -54,14 +54,22 @@ LITERARY_VOICES: tuple[str, ...] = (
 class LanguageInfo:
     """The facts of one spoken language."""
 
-    code: str  # ISO 639-1: "en"
-    name: str  # English name: "English"
-    key: str  # how model config names begin: "english" (english_24l, english_7m_2026-10, …)
-    default_pack: str  # the pack used when only the language is named
-    default_voice: str  # the voice used when none is given
-    aliases: tuple[str, ...] = ()  # other names in lower case (native spellings)
-    variants: tuple[str, ...] = ()  # regional text variants the normalizer reads ("pt-BR")
-    native_voices: tuple[str, ...] = ()  # the catalogue's voices recorded in this language
+    # ISO 639-1, such as "en".
+    code: str
+    # The English name, such as "English".
+    name: str
+    # How model config names begin: "english" (english_24l, english_7m_2026-10, …).
+    key: str
+    # The pack used when only the language is named.
+    default_pack: str
+    # The voice used when none is given.
+    default_voice: str
+    # Other names in lower case, such as native spellings.
+    aliases: tuple[str, ...] = ()
+    # Regional text variants the normalizer reads ("pt-BR").
+    variants: tuple[str, ...] = ()
+    # The catalogue's voices recorded in this language.
+    native_voices: tuple[str, ...] = ()
     #: Whether the published catalogue records ``native_voices`` (False: only upstream's
     #: voice list does, unverified).
     natives_published: bool = True
@@ -144,7 +152,8 @@ _VARIANT_NAMES = {"brazilian": "pt-BR"}
 
 def _raw(value: object) -> str:
     """The text of a language value (Pipecat ``Language`` members carry it in ``.value``)."""
-    raw = value.value if hasattr(value, "value") else value  # enum members (Pipecat Language)
+    # Enum members (Pipecat's Language) give their value.
+    raw = value.value if hasattr(value, "value") else value
     if not isinstance(raw, str):
         raise UnknownLanguageError(f"a language is a name or code, not {type(value).__name__}")
     return raw.strip()
@@ -154,7 +163,8 @@ def find_language(value: object) -> LanguageInfo | None:
     """The language ``value`` names, or None (see the module docstring for the forms; an
     upstream config's path or URL names none here: ``upstream_config.config_language_code``)."""
     coreml = coreml_pack_reference(value)
-    if coreml is not None:  # a CoreML pack folder speaks its config's language
+    # A CoreML pack folder speaks its config's language.
+    if coreml is not None:
         value = coreml.pack
     elif is_config_reference(value):
         return None
@@ -216,13 +226,15 @@ def pack_name(value: object, *, custom: bool = False) -> str:
     ``config.json``; an enum member such as a Pipecat ``Language`` is never a custom name);
     otherwise an unknown name raises ``UnknownLanguageError`` listing the choices.
     """
-    raw = value.value if hasattr(value, "value") else value  # Pipecat Language members
+    # Pipecat's Language members give their value.
+    raw = value.value if hasattr(value, "value") else value
     if not isinstance(raw, str) or not raw.strip():
         raise UnknownLanguageError(
             f"a language or model config name is a non-empty string, not {raw!r}; choose a "
             f"language ({', '.join(codes())}) or a model config: {', '.join(config_names())}"
         )
-    if is_pack_reference(raw):  # an upstream config or a CoreML pack folder, as it is
+    # An upstream config or a CoreML pack folder is kept as it is.
+    if is_pack_reference(raw):
         return raw.strip()
     names = config_names()
     key = raw.strip().lower()

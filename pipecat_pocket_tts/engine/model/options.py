@@ -95,7 +95,8 @@ class LoadOptions:
                 f'max_streams must be an integer ≥ 1, "auto" or None, got {self.max_streams!r}'
             )
         if self.compute_units is not None:
-            resolve_compute_units(self.compute_units)  # ValueError/TypeError naming the choices
+            # This raises ValueError or TypeError naming the choices.
+            resolve_compute_units(self.compute_units)
 
     @classmethod
     def build(cls, options: LoadOptions | None = None, **keywords: Any) -> LoadOptions:
@@ -156,7 +157,8 @@ class LoadOptions:
             self.precision,
             units,
             self.placement,
-            self.threads,  # one scheduler per loaded model: its settings are the model's
+            # One scheduler per loaded model, so its settings are the model's.
+            self.threads,
             self.max_streams,
         )
 

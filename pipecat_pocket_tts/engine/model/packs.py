@@ -69,7 +69,8 @@ class PackFiles:
     has_voice_cloning: bool
     backend_kind: str = "numpy"
     model_dir: Path | None = None
-    voices_dir: Path | None = None  # the local folder of the voice files, if any
+    # The local folder of the voice files, if any.
+    voices_dir: Path | None = None
     _fetch_voice: Callable[[str], Path] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -209,7 +210,8 @@ def hub_download(
     rev = revision or file.revision
     at = hub_location(file, revision)
     cached = _cached_at_commit(file.repo, file.path, rev)
-    if cached is not None:  # a pinned file in the cache: no request, no probe
+    # A pinned file in the cache needs no request and no probe.
+    if cached is not None:
         return cached
     # Probed once per process before the first request; unreachable or offline by choice,
     # only the cache is read (huggingface_hub would still enter its HTTP layer).
@@ -250,7 +252,8 @@ def hub_download(
                 "voice (`python -m pipecat_pocket_tts voices`)."
             ) from exc
         raise PackFilesMissingError(f"{what} {at} does not exist on the hub.") from exc
-    except (OSError, ConnectionError) as exc:  # network failures not turned into cache lookups
+    except (OSError, ConnectionError) as exc:
+        # Network failures that were not turned into cache lookups.
         raise PackFilesMissingError(
             f"{what} {at} could not be downloaded ({type(exc).__name__}: {exc}). Check the "
             "connection (and HF_TOKEN, if set: an invalid token fails every request) and retry; "

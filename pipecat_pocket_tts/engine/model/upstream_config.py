@@ -104,7 +104,8 @@ def load_config_pack(
         weights=weights,
         tokenizer=tokenizer,
         voice_names=names,
-        has_voice_cloning=cloning,  # the backend's layout checks the file holds the encoder
+        # The backend's layout checks that the file holds the encoder.
+        has_voice_cloning=cloning,
         backend_kind="numpy",
         voices_dir=voices_dir,
         _fetch_voice=fetch,

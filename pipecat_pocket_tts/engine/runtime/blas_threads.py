@@ -30,7 +30,8 @@ def usable_cores() -> int:
     """CPU cores this process may run on (the default size of a scheduler's pool)."""
     try:
         return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not on Linux
+    except (AttributeError, OSError):
+        # Not on Linux.
         return os.cpu_count() or 1
 
 
@@ -41,7 +42,8 @@ class BlasThreads:
         self._lock = threading.Lock()
         self._holders = 0
         self._controller: Any = None
-        self._original: Any = None  # the limiter whose restore puts back the first setting
+        # The limiter whose restore puts back the first setting.
+        self._original: Any = None
         self._unavailable = False
 
     @property
@@ -58,7 +60,8 @@ class BlasThreads:
                 return
             if self._original is None:
                 self._original = controller.limit(limits=1, user_api="blas")
-            else:  # a lone call of another pool may have widened it: narrow it now
+            else:
+                # A lone call of another pool may have widened it: narrow it now.
                 controller.limit(limits=1, user_api="blas")
 
     def release(self) -> None:
@@ -83,7 +86,8 @@ class BlasThreads:
         finally:
             if wide:
                 with self._lock:
-                    if self._original is not None:  # still held: back to one thread
+                    # While the limit is still held, go back to one thread.
+                    if self._original is not None:
                         self._controller.limit(limits=1, user_api="blas")
 
     def _controller_locked(self) -> Any:

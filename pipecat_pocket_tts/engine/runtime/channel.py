@@ -14,7 +14,8 @@ from typing import Any, Generic, TypeVar
 
 from ..errors import SessionClosedError
 
-END: Any = object()  # end of the frame stream
+# The end of the frame stream.
+END: Any = object()
 
 Item = TypeVar("Item")
 
@@ -118,7 +119,8 @@ class FrameChannel(Generic[Item]):
                 if not ready and wakes_early is not None:
                     ready = any(wakes_early(item) for item in items)
                 if ready and not items:
-                    self._take()  # at the end: raises a worker's error, if one ended it
+                    # At the end this raises a worker's error, if one ended it.
+                    self._take()
                     return []
                 if ready:
                     return [items.popleft() for _ in range(min(limit, len(items)))]
@@ -147,7 +149,8 @@ class FrameChannel(Generic[Item]):
 
 def _wake(waiters: list[_Waiter[Any]]) -> None:
     for waiter in waiters:
-        with contextlib.suppress(RuntimeError):  # the loop was closed meanwhile
+        # The loop was closed meanwhile.
+        with contextlib.suppress(RuntimeError):
             waiter.loop.call_soon_threadsafe(_resolve, waiter.future)
 
 
@@ -191,6 +194,7 @@ class ChannelOutput(Generic[Item]):
 
     @property
     def is_cancelled(self) -> bool:
+        """True after ``cancel()`` (or ``stop()``)."""
         return self._cancelled
 
     def _check_open(self) -> None:
@@ -206,6 +210,11 @@ class ChannelOutput(Generic[Item]):
             )
 
     def __iter__(self) -> Iterator[Item]:
+        """Yield the frames and markers in order, blocking for each; ends after the last.
+
+        Raises:
+            Exception: The error that stopped the session, after its frames so far.
+        """
         while (item := self._frames.get()) is not END:
             yield item
 
@@ -217,8 +226,20 @@ class ChannelOutput(Generic[Item]):
         wakes_early: Callable[[Item], bool] | None = None,
         within: float | None = None,
     ) -> list[Item]:
-        """The next items, several per wake-up (``FrameChannel.aget_batch``); ``[]`` at the
-        end."""
+        """Wait for the next items, several per wake-up (``FrameChannel.aget_batch``).
+
+        Args:
+            limit: The most items to return.
+            at_least: Wait until this many are ready (or the end comes).
+            wakes_early: Returns early when an item it is true for arrives.
+            within: After this many seconds, return the items queued (at least one).
+
+        Returns:
+            The items, or ``[]`` at the end.
+
+        Raises:
+            Exception: The error that stopped the session, at the end.
+        """
         return await self._frames.aget_batch(
             limit, at_least=at_least, wakes_early=wakes_early, within=within
         )
@@ -227,6 +248,11 @@ class ChannelOutput(Generic[Item]):
         return self
 
     async def __anext__(self) -> Item:
+        """Wait for the next frame or marker without blocking the loop.
+
+        Raises:
+            StopAsyncIteration: After the last item.
+        """
         item = await self._frames.aget()
         if item is END:
             raise StopAsyncIteration

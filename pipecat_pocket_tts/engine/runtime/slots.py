@@ -43,7 +43,8 @@ class AdmissionWait:
     """A stream waiting for a slot (``waited`` None) or admitted after a wait (seconds)."""
 
     stream: str
-    position: int  # 1 = next in line (0 once admitted)
+    # 1 is next in line; 0 once admitted.
+    position: int
     active: int
     waited: float | None = None
 
@@ -70,7 +71,8 @@ class StreamSlots:
         self._frame_seconds = frame_seconds
         self._clock = clock
         self._on_wait = on_wait
-        self._admitted_at = -1  # the tick count when a stream was last admitted
+        # The tick count when a stream was last admitted.
+        self._admitted_at = -1
 
     def request(self, stream: ScheduledStream, tick: int) -> None:
         """Give ``stream`` a slot now, or put it in line (told to the hooks)."""

@@ -39,13 +39,17 @@ class ChunkJob:
     """One prepared chunk of an utterance, with what its frames are tagged with."""
 
     chunk: PreparedChunk
-    run: UtteranceRun  # the voice state it starts from and its sampling settings
+    # The voice state it starts from and its sampling settings.
+    run: UtteranceRun
     utterance_index: int
     chunk_index: int
     is_last_chunk: bool
-    restart_seed: int | None = None  # restart the stream's random generator from it first
-    timed: TimedText | None = None  # its utterance's caller words (word timestamps on)
-    heads: Heads | None = None  # attention heads the word timing reads (None: estimated)
+    # Restart the stream's random generator from this seed first.
+    restart_seed: int | None = None
+    # Its utterance's caller words, with word timestamps on.
+    timed: TimedText | None = None
+    # The attention heads the word timing reads (None: estimated).
+    heads: Heads | None = None
 
     @property
     def voice_state(self) -> FlowState:
@@ -65,11 +69,13 @@ class Notice:
 
 @dataclass(frozen=True, eq=False)
 class _PendingDecode:
-    latent: np.ndarray  # [latent_dim], normalized space
+    # Shape [latent_dim], in the normalized space.
+    latent: np.ndarray
     job: ChunkJob
     frame_index: int
     is_last_in_chunk: bool
-    words: FrameWords | None = None  # word timing input (word timestamps on)
+    # The word timing's input, with word timestamps on.
+    words: FrameWords | None = None
 
 
 class ChunkRun:
@@ -77,7 +83,8 @@ class ChunkRun:
 
     def __init__(self, backend: Backend, job: ChunkJob) -> None:
         self.job = job
-        self.embeddings = backend.embed_text(job.chunk.token_ids)  # [n, d_model]
+        # Shape [n, d_model].
+        self.embeddings = backend.embed_text(job.chunk.token_ids)
         self._prefilled = 0
         # The voice's K/V are copied by the first prefill piece, on a pool thread: the copy
         # (~8 ms for a full-size voice, mostly first touches of fresh pages) would otherwise
@@ -90,10 +97,13 @@ class ChunkRun:
         self._heads = job.heads if self._timing is not None else None
         self._text_start = job.voice_state.position
         self._backend = backend
-        self.probe: AttentionProbe | None = None  # set once prefilled (word timestamps on)
-        self._end = self._chunk_end(0)  # its limit is known once the text is prefilled
+        # Set once prefilled, with word timestamps on.
+        self.probe: AttentionProbe | None = None
+        # Its limit is known once the text is prefilled.
+        self._end = self._chunk_end(0)
         self.frame_index = 0
-        self.previous: np.ndarray | None = None  # None: the next step is BOS
+        # None means the next step is BOS.
+        self.previous: np.ndarray | None = None
         self.finished = False
 
     @property
@@ -177,27 +187,35 @@ class ScheduledStream:
         words: SessionWords | None = None,
     ) -> None:
         self.name = name
-        self._words = words  # the session's word timing, fed every frame in order
+        # The session's word timing, fed every frame in order.
+        self._words = words
         self.on_output = on_output
         self.on_error = on_error
         self._backend = backend
         self._latent_dim = backend.config.flow_lm.latent_dim
         self.rng = np.random.default_rng(seed)
         self.mimi: MimiState = backend.new_mimi_state()
-        self._fade = FadeIn()  # the start of the Mimi state's audio
+        # Fades in the start of the Mimi state's audio.
+        self._fade = FadeIn()
         self.jobs: deque[ChunkJob | Notice] = deque()
         self.run: ChunkRun | None = None
         self.decodes: deque[_PendingDecode | Notice] = deque()
-        self.stopped = False  # cancelled or failed: drop everything
-        self.delivery = threading.RLock()  # held while handing outputs over
-        self.busy = False  # part of the tick being computed
-        self.ticks = 0  # ticks that computed for it, counted as each ends
+        # Cancelled or failed: everything is dropped.
+        self.stopped = False
+        # Held while handing outputs over.
+        self.delivery = threading.RLock()
+        # Part of the tick being computed.
+        self.busy = False
+        # Ticks that computed for it, counted as each ends.
+        self.ticks = 0
         self.admitted = False
         self.waiting_since: float | None = None
-        self.on_wait: Callable[[Any], None] | None = None  # told of its admission waits
+        # Told of its admission waits.
+        self.on_wait: Callable[[Any], None] | None = None
         # Deadline: frames emitted since the consumer's clock started (at the first frame).
         self._clock_start: float | None = None
-        self._heard = 0.0  # seconds of audio those frames play for (at their speeds)
+        # Seconds of audio those frames play for, at their speeds.
+        self._heard = 0.0
 
     # -- work ---------------------------------------------------------------------------
     @property

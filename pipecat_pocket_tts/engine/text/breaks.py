@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from ..errors import BreakTagError
 
 MAX_BREAK_SECONDS = 10.0
-MAX_TAG_CHARS = 200  # an open "<break" longer than this is not a tag being streamed
+# An open "<break" longer than this is not a tag being streamed.
+MAX_TAG_CHARS = 200
 
 STRENGTHS = {
     "none": 0.0,

@@ -92,7 +92,8 @@ class TextChunk:
 class _Piece:
     words: list[str]
     mid: bool
-    ends_word: bool = True  # False for a part of a word cut at characters (not its last part)
+    # False for a part of a word cut at characters, except its last part.
+    ends_word: bool = True
 
     @property
     def text(self) -> str:
@@ -250,10 +251,13 @@ class Chunker:
                     and (block[i] or self.lines.opens_a_line(words, i + 1, last_complete))
                 )
             else:
+                # A line ends a sentence unless the next begins with a dropped symbol: its
+                # first letter is still to come.
                 ends = (complete and self.is_sentence_end(words[i])) or (
                     self._line_end(words, breaks, i) and not words[i + 1].startswith(DROP_MARK)
-                )  # a next line that begins with a dropped symbol: its first letter is to come
-            if ends and self._says_something(words, breaks, i):  # else it joins the next one
+                )
+            # A sentence that says nothing joins the next one.
+            if ends and self._says_something(words, breaks, i):
                 return i
         return -1
 
@@ -306,7 +310,8 @@ class Chunker:
         for clause in self._clauses(words):
             if packer.extend(clause) or packer.start(clause):
                 continue
-            packer.close()  # an overlong clause is cut at its own words only
+            # An overlong clause is cut at its own words only.
+            packer.close()
             for word in clause:
                 if packer.extend([word]) or packer.start([word]):
                     continue
@@ -328,7 +333,8 @@ class Chunker:
         rest = word
         mid = first_mid
         while rest:
-            low, high = 1, len(rest)  # longest prefix that fits, by bisection
+            # Find the longest prefix that fits, by bisection.
+            low, high = 1, len(rest)
             while low < high:
                 middle = (low + high + 1) // 2
                 if self._fits([rest[:middle]], mid):

@@ -25,7 +25,8 @@ def _month_starts(language: str) -> Callable[[str], bool]:
     normalizer does not know)."""
     try:
         return spoken_form(language_code(language)).markdown.month_starts
-    except Exception:  # a custom pack's language: no dates are read there either
+    except Exception:
+        # A custom pack's language: no dates are read there either.
         return lambda text: False
 
 

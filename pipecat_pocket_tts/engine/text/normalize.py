@@ -75,7 +75,8 @@ def text_normalizer(language: object, lexicon: Mapping[str, str] | None = None) 
     try:
         items = tuple(sorted(lexicon.items())) if lexicon else ()
         return _normalizer(language, items)
-    except (AttributeError, TypeError):  # not a mapping, odd keys, unhashable: validate uncached
+    except (AttributeError, TypeError):
+        # Not a mapping, odd keys, unhashable: validate it uncached.
         return TextNormalizer(language, lexicon=lexicon)
 
 

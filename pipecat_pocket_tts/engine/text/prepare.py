@@ -32,12 +32,14 @@ from .chunking import Chunker, TextChunk, ensure_terminal_punctuation
 from .streaming_chunker import StreamingChunker, complete_word_ends
 from .tokenizer import Tokenizer
 
-SHORT_INPUT_WORDS = 5  # fewer words than this count as a short input (upstream)
+# Fewer words than this count as a short input, as upstream does.
+SHORT_INPUT_WORDS = 5
 SHORT_INPUT_PADDING = " " * 8
 TOKENS_PER_SECOND_ESTIMATE = 3.0
 GENERATION_PADDING_SECONDS = 2.0
 FRAMES_AFTER_EOS_EXTRA = 2
-OPEN_SENTENCE_MARGIN_WORDS = 3  # raw words at the end of an open sentence not yet normalized
+# Raw words at the end of an open sentence not yet normalized.
+OPEN_SENTENCE_MARGIN_WORDS = 3
 
 Normalize = Callable[[str, bool], str]
 """Spoken-form normalization of (whole sentences of) raw text: ``normalize(text,
@@ -55,11 +57,16 @@ _HAS_BLANK = re.compile(r"\s")
 class PreparedChunk:
     """One chunk as the FlowLM receives it."""
 
-    text: str  # exactly the text that was tokenized
-    token_ids: np.ndarray = field(compare=False)  # int64 [n], read-only
-    frames_after_eos: int  # frames generated from the EOS step on, EOS step included
-    max_frames: int  # generation stops here if EOS never comes
-    is_mid_sentence: bool  # starts inside a sentence that an earlier chunk began
+    # Exactly the text that was tokenized.
+    text: str
+    # Int64 [n], read-only.
+    token_ids: np.ndarray = field(compare=False)
+    # Frames generated from the EOS step on, the EOS step included.
+    frames_after_eos: int
+    # Generation stops here if EOS never comes.
+    max_frames: int
+    # Starts inside a sentence that an earlier chunk began.
+    is_mid_sentence: bool
 
     @property
     def num_tokens(self) -> int:
@@ -182,7 +189,8 @@ class TextPreparer:
     ) -> PreparedChunk:
         """Step 3 and tokenizing on text that step 1 already cleaned."""
         text = " ".join(clean_text.split()).lstrip(_LEADING_CLAUSE_MARKS)
-        if not any(c.isalnum() for c in text):  # blank, or bare marks ("...", "?!")
+        # Blank, or bare marks ("...", "?!").
+        if not any(c.isalnum() for c in text):
             raise EmptyTextError(
                 "the text is empty once prepared (blank, or only characters this voice model "
                 "cannot say); pass text with words in it"
@@ -215,7 +223,8 @@ class TextPreparer:
             try:
                 out.append(self._prepared(chunk.text, chunk.is_mid_sentence))
             except EmptyTextError:
-                continue  # a chunk of bare clause marks: nothing to say
+                # A chunk of bare clause marks has nothing to say.
+                continue
         return out
 
 
@@ -238,10 +247,14 @@ class TextStream:
         self._preparer = preparer
         self._normalize = normalize
         self._chunks = StreamingChunker(preparer.chunker, self._clean)
-        self._raw = ""  # raw text of the open sentence not passed on yet (normalize only)
-        self._passed_words = 0  # normalized words of ``_raw`` already passed on
-        self._mid_line = False  # ``_raw`` starts inside a line that passed text began
-        self._block_line = False  # ... a list item, heading or table row (see certain_end)
+        # Raw text of the open sentence not passed on yet (normalize only).
+        self._raw = ""
+        # Normalized words of ``_raw`` already passed on.
+        self._passed_words = 0
+        # ``_raw`` starts inside a line that passed text began.
+        self._mid_line = False
+        # That line is a list item, heading or table row (see certain_end).
+        self._block_line = False
 
     @property
     def pending_text(self) -> str:
@@ -270,7 +283,8 @@ class TextStream:
         starts_word = not self._raw or self._raw[-1].isspace()
         self._raw += text
         if not starts_word and not _HAS_BLANK.search(text):
-            return []  # the last word grew: no sentence end or complete word is new
+            # The last word grew: no sentence end or complete word is new.
+            return []
         out: list[TextChunk] = []
         cut = self._preparer.chunker.certain_end(
             self._raw, raw=True, starts_line=not self._mid_line, in_block_line=self._block_line
@@ -309,7 +323,8 @@ class TextStream:
         if passed.strip():
             body = passed.rstrip()
             line_start = body.rfind("\n") + 1
-            if line_start or not self._mid_line:  # the last line of ``passed`` starts in it
+            # The last line of ``passed`` starts in it.
+            if line_start or not self._mid_line:
                 self._block_line = self._preparer.chunker.lines.starts_block_line(body[line_start:])
             self._mid_line = "\n" not in passed[len(body) :]
         self._raw = self._raw[cut:]
@@ -321,7 +336,8 @@ class TextStream:
         """Pass on whole sentences (``raw`` ends at a certain sentence end)."""
         assert self._normalize is not None
         words = _spoken_words(self._spoken(raw))
-        if words and raw.rstrip(" \t").endswith("\n"):  # a line end, as the chunker reads it
+        # A line end, as the chunker reads it.
+        if words and raw.rstrip(" \t").endswith("\n"):
             words[-1] = ensure_terminal_punctuation(words[-1].rstrip()) + "\n"
         out = self._pass_rest(words)
         self._passed_words = 0
@@ -337,7 +353,8 @@ class TextStream:
         complete = raw[: ends[-1]]
         chunker = self._preparer.chunker
         if chunker.measure(" ".join(complete.split()), True) <= chunker.max_tokens:
-            return []  # far from any early cut
+            # Far from any early cut.
+            return []
         head_end = ends[-1 - OPEN_SENTENCE_MARGIN_WORDS]
         head = _spoken_words(self._spoken(raw[:head_end]))
         whole = _spoken_words(self._spoken(complete))
@@ -347,7 +364,8 @@ class TextStream:
         if stable <= self._passed_words:
             return []
         out = self._pass_rest(head[:stable])
-        if stable == len(head):  # all of the head is passed on: its raw text is done with
+        # All of the head is passed on, so its raw text is done with.
+        if stable == len(head):
             self._cut_raw(head_end)
             self._passed_words = 0
         return out

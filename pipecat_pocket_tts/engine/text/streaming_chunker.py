@@ -44,7 +44,8 @@ class StreamingChunker:
         self._clean = clean
         self._pending = ""
         self._released_any = False
-        self._mid = False  # the pending text continues a sentence begun in released chunks
+        # The pending text continues a sentence begun in released chunks.
+        self._mid = False
 
     @property
     def pending_text(self) -> str:
@@ -69,7 +70,8 @@ class StreamingChunker:
             pieces = chunker.split_sentence(words[:n_complete], self._mid)
             released = pieces[:-2]
             while released and not released[-1].ends_word:
-                released.pop()  # never stop inside a word cut at characters
+                # Never stop inside a word cut at characters.
+                released.pop()
             if released:
                 out += self._emit(released)
                 self._mid = True

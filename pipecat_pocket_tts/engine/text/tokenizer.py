@@ -89,7 +89,8 @@ class Tokenizer:
         processor = spm.SentencePieceProcessor()
         try:
             processor.LoadFromSerializedProto(model_proto)
-        except Exception as exc:  # sentencepiece raises RuntimeError/OSError variants
+        except Exception as exc:
+            # Sentencepiece raises RuntimeError and OSError variants.
             raise TokenizerFileError(
                 f"{source} is neither a tokenizer.json nor a valid SentencePiece model: {exc}"
             ) from exc
@@ -122,7 +123,8 @@ class Tokenizer:
             ) from exc
         try:
             library = tokenizers.Tokenizer.from_str(text)
-        except Exception as exc:  # tokenizers raises a bare Exception on a bad layout
+        except Exception as exc:
+            # Tokenizers raises a bare Exception on a bad layout.
             raise TokenizerFileError(f"{source}: tokenizers cannot read it: {exc}") from exc
         codec = _TokenizersCodec(library, replacement)
         return cls(codec, _single_characters(pieces, replacement))
@@ -199,11 +201,13 @@ class Tokenizer:
         if char in ok or char == DROP_MARK:
             return char
         if _SURROGATE.match(char):
-            return DROP_MARK  # half an emoji, most likely: dropped like the emoji
+            # Most likely half an emoji: dropped like the emoji.
+            return DROP_MARK
         if not char.isspace():
             native = self._codec.normalize(char).replace("▁", " ").strip()
             if native and ok.issuperset(native):
-                return char  # e.g. a lowercasing or NFKC tokenizer handles it itself
+                # A lowercasing or NFKC tokenizer, for example, handles it itself.
+                return char
         if char in _LINE_BREAKS:
             return "\n"
         if char.isspace():
@@ -212,7 +216,8 @@ class Tokenizer:
             if candidate and ok.issuperset(candidate):
                 return candidate
         category = unicodedata.category(char)
-        if category[0] in "CM":  # control, format, private use, unassigned; combining marks
+        # Control, format, private use and unassigned characters; combining marks.
+        if category[0] in "CM":
             return ""
         return DROP_MARK
 

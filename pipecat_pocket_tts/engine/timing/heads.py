@@ -152,7 +152,8 @@ class SpanStart:
 class SpanTiming:
     """When one word span of a chunk is said, in (possibly fractional) frames of the chunk."""
 
-    span: int  # index in ChunkSpans.spans
+    # Its index in ChunkSpans.spans.
+    span: int
     start: float
     end: float
     estimated: bool

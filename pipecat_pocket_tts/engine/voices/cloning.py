@@ -101,7 +101,8 @@ def clone_voice(
         model_rate=mimi.sample_rate,
         frame_size=mimi.frame_size,
     )
-    conditioning = backend.encode(prompt)  # [T, d_model]
+    # Shape [T, d_model].
+    conditioning = backend.encode(prompt)
     kv = prefill_voice(backend, conditioning)
     name = config_name or backend.config.name
     return Voice(kv=kv, config_name=name, source=f"cloned from {label}")
@@ -127,7 +128,8 @@ def prefill_voice(backend: Backend, conditioning: np.ndarray) -> VoiceKV:
             )
         parts.insert(0, np.asarray(bos, dtype=np.float32).reshape(1, -1))
     state = backend.new_flow_state()
-    backend.prefill(state, np.concatenate(parts, axis=0))  # one call, as upstream does
+    # One call, as upstream does.
+    backend.prefill(state, np.concatenate(parts, axis=0))
     return backend.voice_from_flow_state(state)
 
 
@@ -219,7 +221,8 @@ def _looks_like_wav(path: Path) -> bool:
 def _soundfile() -> Any | None:
     try:
         import soundfile
-    except (ImportError, OSError):  # OSError: the libsndfile library itself is missing
+    except (ImportError, OSError):
+        # OSError: the libsndfile library itself is missing.
         return None
     return soundfile
 
@@ -229,7 +232,8 @@ def _read_with_soundfile(path: Path) -> tuple[np.ndarray, int]:
     assert soundfile is not None
     try:
         data, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
-    except Exception as exc:  # libsndfile reports every failure as its own error type
+    except Exception as exc:
+        # Libsndfile reports every failure as an error type of its own.
         reason = str(exc).rstrip(". ")
         raise CloneAudioError(
             f"cannot decode audio file {path.name}: {reason}. Use a WAV, FLAC, OGG or MP3 file."
@@ -292,7 +296,8 @@ def prepare_prompt(
             f"{MIN_PROMPT_SECONDS:g} s needed (5–15 s of clean speech works best)"
         )
 
-    limit = round(MAX_PROMPT_SECONDS * model_rate)  # in model-rate samples
+    # In model-rate samples.
+    limit = round(MAX_PROMPT_SECONDS * model_rate)
     if max_frames is not None:
         pause = round(PAUSE_SECONDS * model_rate)
         limit = min(limit, max_frames * frame_size - pause)

@@ -34,7 +34,8 @@ VOICE_STATE_SUFFIX = ".safetensors"
 class VoiceSource:
     """A parsed voice: exactly one of ``name``, ``path``, ``hub`` or ``voice`` is set."""
 
-    kind: str  # "pack" | "file" | "recording" | "hub" | "object"
+    # One of "pack", "file", "recording", "hub" or "object".
+    kind: str
     name: str | None = None
     path: Path | None = None
     hub: HubFile | None = None
@@ -74,8 +75,10 @@ def parse_voice(voice: object, pack: PackFiles) -> VoiceSource:
             )
         return VoiceSource("file", path=path)
     if isinstance(voice, str):
-        pack.voice_path(voice)  # raises UnknownVoiceError listing the valid names
-        raise UnknownVoiceError(f"unknown voice {voice!r}")  # (voice_path always raised)
+        # This raises UnknownVoiceError listing the valid names.
+        pack.voice_path(voice)
+        # Not reached: voice_path always raised.
+        raise UnknownVoiceError(f"unknown voice {voice!r}")
     raise TypeError(
         f"voice must be a voice name, a path, an hf:// URL or a Voice, got {type(voice).__name__}"
     )

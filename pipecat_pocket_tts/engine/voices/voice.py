@@ -174,7 +174,8 @@ def _same_pack(voice_config: str | None, config: ModelConfig) -> bool:
     if other.language != config.language:
         return False
     if config.weights is None and config.weights_without_voice_cloning is None:
-        return True  # custom weights of the same language: nothing more to compare
+        # Custom weights of the same language: nothing more to compare.
+        return True
     return (other.weights, other.weights_without_voice_cloning) == (
         config.weights,
         config.weights_without_voice_cloning,
@@ -195,7 +196,8 @@ def _read_safetensors(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]
             tensors = {key: f.get_tensor(key) for key in f.keys()}  # noqa: SIM118
     except VoiceFileError:
         raise
-    except Exception as exc:  # safetensors raises its own error types (and TypeError for bf16)
+    except Exception as exc:
+        # Safetensors raises its own error types, and TypeError for bf16.
         raise VoiceFileError(
             f"cannot read voice file {path}: {exc}. It must be a voice-state .safetensors file "
             "(as written by Voice.save or upstream's export-voice)."
@@ -277,7 +279,8 @@ def _offset_of(entry: dict[str, np.ndarray], where: str, *, capacity: int) -> in
             raise VoiceFileError(f"{where}: offset differs across the batch ({flat.tolist()}).")
         offset = int(flat[0])
     elif "current_end" in entry:
-        offset = int(np.asarray(entry["current_end"]).shape[0])  # older upstream layout
+        # The older upstream layout.
+        offset = int(np.asarray(entry["current_end"]).shape[0])
     else:
         raise VoiceFileError(f"{where}: the 'offset' entry is missing.")
     if not 0 < offset <= capacity:
@@ -297,6 +300,7 @@ def recorded_config(voices_dir: str | os.PathLike[str]) -> str | None:
         try:
             with safe_open(str(path), "numpy") as f:
                 names.add((f.metadata() or {}).get(CONFIG_METADATA_KEY))
-        except Exception:  # a damaged file says nothing here; loading it says what is wrong
+        except Exception:
+            # A damaged file says nothing here; loading it says what is wrong.
             return None
     return names.pop() if len(names) == 1 else None

@@ -143,7 +143,8 @@ class CoreMLBackend(Backend):
             cloning_unavailable_reason=reason,
             max_voice_frames=MAX_VOICE_FRAMES,
             sampler_steps=FUSED_FLOW_STEPS,
-            attention_probe=False,  # the CoreML models do not output attention: estimated
+            # The CoreML models do not output attention, so word times are estimated.
+            attention_probe=False,
         )
 
     @property

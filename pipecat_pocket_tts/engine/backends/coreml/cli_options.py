@@ -28,7 +28,8 @@ from .backend import PRECISIONS
 def _compute_units(text: str) -> dict[str, str]:
     try:
         spec = parse_compute_units(text)
-        resolve_compute_units(spec)  # validate now, so argparse reports the mistake
+        # Validate now, so argparse reports the mistake.
+        resolve_compute_units(spec)
     except (ValueError, TypeError) as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
     return spec

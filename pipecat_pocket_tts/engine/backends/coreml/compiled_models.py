@@ -132,7 +132,8 @@ class CompiledModel:
             self._model = ct.models.CompiledMLModel(
                 str(self.path), compute_units=getattr(ct.ComputeUnit, UNITS[units])
             )
-        except Exception as exc:  # coremltools raises bare Exceptions from its native layer
+        except Exception as exc:
+            # Coremltools raises bare Exceptions from its native layer.
             raise BackendUnavailableError(
                 f"CoreML could not load {self.path} on compute units {units!r}: {exc}. Try "
                 "compute_units='cpu-only' for this stage, re-download the pack, or use "

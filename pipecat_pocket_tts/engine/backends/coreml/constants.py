@@ -40,10 +40,14 @@ REQUIRED_FILES = (TEXT_EMBED_TABLE, BOS_EMB, TOKENIZER)
 class PackConstants:
     """The arrays the host needs besides the models."""
 
-    text_embed_table: np.ndarray  # [vocab, d_model] float32
-    bos_emb: np.ndarray  # [latent_dim] float32
-    bos_before_voice: np.ndarray | None  # [d_model] float32
-    mimi_init_state: dict[str, np.ndarray] = field(default_factory=dict)  # name → raw values
+    #: Float32 [vocab, d_model].
+    text_embed_table: np.ndarray
+    #: Float32 [latent_dim].
+    bos_emb: np.ndarray
+    #: Float32 [d_model].
+    bos_before_voice: np.ndarray | None
+    #: Raw values by state name.
+    mimi_init_state: dict[str, np.ndarray] = field(default_factory=dict)
 
     @classmethod
     def load(cls, folder: str | Path, *, d_model: int, latent_dim: int) -> PackConstants:

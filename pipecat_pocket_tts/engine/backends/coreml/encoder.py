@@ -73,8 +73,10 @@ def read_conditioning(output: np.ndarray, frames: int, d_model: int) -> np.ndarr
 class Reprojection:
     """Shared-encoder conditioning → this pack's space: cond · recover_pinv · speaker_projᵀ."""
 
-    recover_pinv: np.ndarray  # [d, latent] float32: pseudo-inverse of the encoder's projection
-    speaker_proj: np.ndarray  # [d, latent] float32: the pack's speaker projection
+    #: Float32 [d, latent]: the pseudo-inverse of the encoder's projection.
+    recover_pinv: np.ndarray
+    #: Float32 [d, latent]: the pack's speaker projection.
+    speaker_proj: np.ndarray
 
     @classmethod
     def load(
@@ -86,7 +88,8 @@ class Reprojection:
 
     def __call__(self, conditioning: np.ndarray) -> np.ndarray:
         """[P, d] → [P, d] float32 (through the [P, latent] latents)."""
-        latents = np.asarray(conditioning, dtype=np.float32) @ self.recover_pinv  # [P, latent]
+        # Shape [P, latent].
+        latents = np.asarray(conditioning, dtype=np.float32) @ self.recover_pinv
         return np.ascontiguousarray(latents @ self.speaker_proj.T, dtype=np.float32)
 
 

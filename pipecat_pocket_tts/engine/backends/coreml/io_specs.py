@@ -81,10 +81,13 @@ def _by_name(model: str, specs: Sequence[TensorSpec], name: str) -> TensorSpec:
 class KVBinding:
     """Where each layer's cache and position go in and come out of a FlowLM model."""
 
-    cache_shape: tuple[int, ...]  # [2, 1, C, kv_heads, head_dim]
-    cache_inputs: tuple[str, ...]  # layer order
+    #: Shape [2, 1, C, kv_heads, head_dim].
+    cache_shape: tuple[int, ...]
+    #: In layer order.
+    cache_inputs: tuple[str, ...]
     position_inputs: tuple[str, ...]
-    cache_outputs: tuple[str, ...]  # layer order (matched by shape and spec order)
+    #: In layer order, matched by shape and spec order.
+    cache_outputs: tuple[str, ...]
     position_outputs: tuple[str, ...]
 
     @property
@@ -176,8 +179,10 @@ class StepSpecs:
     kv: KVBinding
     latent_dim: int
     hidden_dim: int
-    hidden_output: str  # [1, 1, hidden_dim]
-    eos_output: str  # [1, 1, 1]
+    #: Shape [1, 1, hidden_dim].
+    hidden_output: str
+    #: Shape [1, 1, 1].
+    eos_output: str
 
     @classmethod
     def from_io(
@@ -258,8 +263,10 @@ class MimiSpecs:
     latent_dim: int
     frame_size: int
     audio_output: str
-    state_inputs: tuple[TensorSpec, ...]  # spec order
-    feedback: tuple[tuple[str, str], ...]  # (output name, input name) pairs
+    #: In spec order.
+    state_inputs: tuple[TensorSpec, ...]
+    #: (output name, input name) pairs.
+    feedback: tuple[tuple[str, str], ...]
 
     @classmethod
     def from_io(
@@ -276,7 +283,8 @@ class MimiSpecs:
         feedback: list[tuple[str, str]] = []
         matched_inputs: set[str] = set()
         rest: list[TensorSpec] = []
-        for out in outputs:  # 1. outputs named after their input
+        # First, the outputs named after their input.
+        for out in outputs:
             target = out.name if out.name in by_name else out.name.removesuffix("_out")
             if (
                 target in by_name
@@ -297,7 +305,8 @@ class MimiSpecs:
             )
         rest = [s for s in rest if s.name != audio[0].name]
         waiting = [s for s in states if s.name not in matched_inputs]
-        for out in rest:  # 2. by shape, in spec order
+        # Then the rest by shape, in spec order.
+        for out in rest:
             candidates = [s for s in waiting if s.shape == out.shape]
             if not candidates:
                 raise _mismatch(
@@ -367,10 +376,14 @@ def mimi_state_layout(config: ModelConfig, cache_slots: int | None = None) -> li
 class EncoderSpecs:
     """mimi_encoderv2 / mimi_encoderv3: a fixed audio window in, voice conditioning out."""
 
-    window_samples: int  # the audio input [1, 1, window_samples]
-    frames: int  # output rows
-    d_model: int  # output width
-    output: str  # the conditioning output [1, frames, d_model]
+    #: The audio input is [1, 1, window_samples].
+    window_samples: int
+    #: Output rows.
+    frames: int
+    #: Output width.
+    d_model: int
+    #: The conditioning output [1, frames, d_model].
+    output: str
 
     @classmethod
     def from_io(

@@ -14,8 +14,10 @@ class CoreMLFlowState:
     """FlowLM KV caches + positions of one sequence; implements ``base.FlowState``."""
 
     def __init__(self, caches: list[np.ndarray], positions: list[np.ndarray]) -> None:
-        self.caches = caches  # N × [2, 1, C, kv, hd] float32
-        self.positions = positions  # N × [1] float32
+        # N float32 caches of shape [2, 1, C, kv, hd].
+        self.caches = caches
+        # N float32 positions of shape [1].
+        self.positions = positions
 
     @classmethod
     def empty(cls, num_layers: int, cache_shape: tuple[int, ...]) -> CoreMLFlowState:

@@ -65,7 +65,8 @@ class NumpyBackend(Backend):
         "bf16" or "int16" (``kernels/arithmetic.py``).
         """
         check_precision(precision)
-        compiled.optional()  # the kernels imported and compiled (or read from the cache) here
+        # The kernels are imported and compiled (or read from the cache) here.
+        compiled.optional()
         arithmetic = choose_arithmetic(mimi_arithmetic, precision)
         check_weights(weights, config)
         # float32 arrays pass through uncopied (memory-mapped weights stay mapped)
@@ -118,7 +119,8 @@ class NumpyBackend(Backend):
     ) -> NumpyBackend:
         """Load ``model.safetensors`` (fp32 memory-mapped, bf16 widened) for ``config``; with
         a narrow ``precision`` the FlowLM linears are narrowed as they are read."""
-        compiled.optional()  # first: a first compile says so before the weights are read
+        # First, so that a first compile says so before the weights are read.
+        compiled.optional()
         weights = load_checkpoint(weights_path, config, precision=precision)
         backend = cls(
             config,
@@ -127,7 +129,8 @@ class NumpyBackend(Backend):
             precision=precision,
             mimi_arithmetic=mimi_arithmetic,
         )
-        drop_resident_pages(weights.values())  # what the model reads again comes back
+        # What the model reads again comes back.
+        drop_resident_pages(weights.values())
         return backend
 
     def __repr__(self) -> str:
@@ -140,7 +143,8 @@ class NumpyBackend(Backend):
     @classmethod
     def from_pack(cls, pack: PackFiles, options: LoadOptions) -> NumpyBackend:
         """Load a NumPy-layout pack; CoreML-only options are refused with what to do."""
-        options = options.for_backend("numpy")  # LoadOptionError: a precision NumPy lacks
+        # LoadOptionError for a precision NumPy lacks.
+        options = options.for_backend("numpy")
         coreml_only = [
             name
             for name, given in (
@@ -255,7 +259,8 @@ class NumpyBackend(Backend):
         reason = self.capabilities.cloning_unavailable_reason
         if reason is not None or self._speaker_proj is None:
             raise CloningUnavailableError(reason or _no_cloning_reason(self.config.name))
-        latents = self.mimi.encode(audio)  # [T, inner_dim]
+        # Shape [T, inner_dim].
+        latents = self.mimi.encode(audio)
         return latents @ self._speaker_proj.T
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 
-_WINDOW = 60  # characters looked back: enough for a cue and two words
+# Characters looked back: enough for a cue and two words.
+_WINDOW = 60
 _TOKEN = re.compile(r"[^\W\d_]+(?:[-'’][^\W\d_]+)*|\d+|[^\w\s]")
 _NEXT_WORD = re.compile(r"[ \t\u00a0]*([^\W\d_]+)")
 # Marks that may stand between a cue and the number ("Tel.: ", "call (", "llame al «")

@@ -27,8 +27,10 @@ _CLOCK = re.compile(
     rf"{_MERIDIEM}?"
 )
 _HOUR_MERIDIEM = re.compile(rf"(?<![\w:.,])(?P<h>\d{{1,2}}){_MERIDIEM}")
-_H_CLOCK = re.compile(r"(?<![\w:.,])(?P<h>\d{1,2})\s?h\s?(?P<min>\d{2})(?!\w)")  # "15h45"
-_H_ONLY = re.compile(r"(?<![\w:.,])(?P<h>\d{1,2})\s?h(?!\w)")  # "15h"
+# A clock time such as "15h45".
+_H_CLOCK = re.compile(r"(?<![\w:.,])(?P<h>\d{1,2})\s?h\s?(?P<min>\d{2})(?!\w)")
+# An hour alone, such as "15h".
+_H_ONLY = re.compile(r"(?<![\w:.,])(?P<h>\d{1,2})\s?h(?!\w)")
 
 
 def previous_word(text: str, end: int) -> str:
@@ -132,7 +134,8 @@ class Dates:
             return m[0]
         before = previous_word(m.string, m.start())
         cued = _is_cue(m.string, m.start(), before, self.lang.date_cues)
-        if not cued and (day < 13 or after[:1].islower()):  # "12/15 shots": a count, not a date
+        # In "12/15 shots" the numbers are a count, not a date.
+        if not cued and (day < 13 or after[:1].islower()):
             return m[0]
         return self.lang.date(day, month, None, before=before)
 

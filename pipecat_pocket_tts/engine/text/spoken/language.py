@@ -23,17 +23,19 @@ Gender = Literal["m", "f", "n"]
 K = TypeVar("K")
 V = TypeVar("V")
 
-MAX_CARDINAL = 10**15  # longer integers are read digit by digit (ids, card numbers)
+# Longer integers are read digit by digit (ids, card numbers).
+MAX_CARDINAL = 10**15
 _FINAL_O = re.compile(r"o\b")
 
 
 @dataclass(frozen=True)
 class Noun:
-    """A word said after a count: singular, plural, and the gender "one" agrees with."""
+    """A word said after a count: singular, plural, and the gender "one" agrees with (None:
+    the number keeps its standalone form)."""
 
     one: str
     many: str
-    gender: Gender | None = "m"  # None: the number keeps its standalone form
+    gender: Gender | None = "m"
 
 
 @dataclass(frozen=True)
@@ -59,28 +61,34 @@ class Scale:
 
 @dataclass(frozen=True)
 class Words:
-    """The small words the rules say aloud, in one language."""
+    """The small words the rules say aloud, in one language; most are named by what they read.
 
-    point: str  # decimal separator
-    version_point: str  # between the parts of "3.11.7"
+    ``point`` is the decimal separator, ``version_point`` is said in "3.11.7", ``to`` in "5-10",
+    ``times`` in "3 × 4", ``factor`` in "10x", ``by`` in "1920x1080", ``at`` in e-mail and
+    @mentions, ``number`` in "#5", ``approx`` in "~5", ``per`` in "$9.99/month" and ``ratio``
+    in "16:9" or a score "3:2" (empty: say ``to``).
+    """
+
+    point: str
+    version_point: str
     minus: str
     plus: str
     and_: str
-    to: str  # ranges "5-10"
-    times: str  # "3 × 4"
-    factor: str  # "10x" → "ten times", "diez veces"
-    by: str  # "1920x1080"
+    to: str
+    times: str
+    factor: str
+    by: str
     equals: str
     percent: str
     per_mille: str
-    at: str  # e-mail and @mentions
+    at: str
     dot: str
     slash: str
     dash: str
     underscore: str
     hashtag: str
-    number: str  # "#5", "No. 5"
-    approx: str  # "~5"
+    number: str
+    approx: str
     plus_minus: str
     less_than: str
     greater_than: str
@@ -90,8 +98,8 @@ class Words:
     power: str
     section: str
     degree: Noun
-    per: str = "per"  # "$9.99/month" → "... per month"
-    ratio: str = ""  # "16:9", a score "3:2" (empty: say ``to``)
+    per: str = "per"
+    ratio: str = ""
     celsius: str = "Celsius"
     fahrenheit: str = "Fahrenheit"
 
@@ -161,45 +169,56 @@ def num2words_cached(value: int, lang: str, to: str) -> str:
 
 
 class SpokenLanguage:
-    """Shared reading rules; subclasses fill in the data and override grammar."""
+    """Shared reading rules; subclasses fill in the data (``code``: the ISO code it answers to,
+    "en", "pt-BR") and override grammar."""
 
-    code: ClassVar[str]  # ISO code this language answers to ("en", "pt-BR")
+    code: ClassVar[str]
     num2words_lang: ClassVar[str]
     decimal_sep: ClassVar[str] = ","
-    group_sep: ClassVar[str] = "."  # besides no-break and thin spaces, which every language allows
-    space_groups: ClassVar[bool] = False  # "1 000 000" with ordinary spaces (French)
-    date_order: ClassVar[str] = "DMY"  # how an ambiguous "03/04/2026" is read
-    year_span: ClassVar[tuple[int, int] | None] = None  # bare 4-digit years read as years
-    fraction_digits_as_number: ClassVar[bool] = True  # "3,14" → "...virgule quatorze"
+    group_sep: ClassVar[str] = "."
+    # group_sep, no-break and thin spaces and, where set, ordinary spaces ("1 000 000", fr)
+    # group digits; year_span holds bare 4-digit years; "3,14" may read "...virgule quatorze".
+    space_groups: ClassVar[bool] = False
+    date_order: ClassVar[str] = "DMY"
+    year_span: ClassVar[tuple[int, int] | None] = None
+    fraction_digits_as_number: ClassVar[bool] = True
     words: ClassVar[Words]
-    months: ClassVar[tuple[str, ...]]  # twelve names as written mid-sentence
-    # lowercase, without the dot
+    # The twelve names as written mid-sentence, abbreviations in lower case without the dot, and
+    # whether only "May 5" is a date, never "may 5" (en, de).
+    months: ClassVar[tuple[str, ...]]
     month_abbreviations: ClassVar[Mapping[str, int]] = MappingProxyType({})
-    months_need_capital: ClassVar[bool] = False  # en/de: only "May 5", never "may 5"
-    currencies: ClassVar[Mapping[str, Currency]]  # by ISO code
-    units: ClassVar[Mapping[str, Noun]]  # by symbol as written
-    scales: ClassVar[Mapping[str, Scale]]  # by written form ("M", "bn", "Mio.")
-    percent_gender: ClassVar[Gender | None] = None  # de "ein Prozent"
-    fractions: ClassVar[Mapping[int, Noun]]  # denominator → noun
-    fraction_plural_suffix: ClassVar[str] = ""  # "three fifths": added to an ordinal denominator
-    half_after_whole: ClassVar[str | None] = None  # "one and a half" (None: "one and one half")
+    months_need_capital: ClassVar[bool] = False
+    # Tables by ISO code, by symbol as written and by written form ("M", "bn", "Mio.").
+    currencies: ClassVar[Mapping[str, Currency]]
+    units: ClassVar[Mapping[str, Noun]]
+    scales: ClassVar[Mapping[str, Scale]]
+    # The gender of "ein Prozent" (de); nouns by denominator; the suffix an ordinal denominator
+    # takes ("three fifths"); "one and a half" (None: "one and one half").
+    percent_gender: ClassVar[Gender | None] = None
+    fractions: ClassVar[Mapping[int, Noun]]
+    fraction_plural_suffix: ClassVar[str] = ""
+    half_after_whole: ClassVar[str | None] = None
     # "½ taza" → "media taza": the half said before a feminine noun, and before any other
     half_by_gender: ClassVar[tuple[str, str] | None] = None
     # Nouns whose gender the spelling tells ("-ción" feminine, but "el día"): see noun_gender
     feminine_endings: ClassVar[tuple[str, ...]] = ()
     masculine_exceptions: ClassVar[frozenset[str]] = frozenset()
-    feminine_ordinals_in_a: ClassVar[bool] = False  # "primero" → "primera"
-    feminine_ordinal_marks: ClassVar[frozenset[str]] = frozenset()  # "1ª": a feminine ordinal
+    # Feminine ordinals end in -a ("primero" becomes "primera") and are marked as in "1ª".
+    feminine_ordinals_in_a: ClassVar[bool] = False
+    feminine_ordinal_marks: ClassVar[frozenset[str]] = frozenset()
     # "un millón de euros": the big-number words after which a counted noun takes ``count_of``
     big_numbers: ClassVar[re.Pattern[str] | None] = None
     count_of: ClassVar[str] = ""
-    abbreviations: ClassVar[Mapping[str, str]] = MappingProxyType({})  # anywhere (whole tokens)
-    # only before a digit ("No. 5")
+    # Abbreviations read anywhere (whole tokens), only before a digit ("No. 5"), and those that
+    # can end a sentence ("etc.").
+    abbreviations: ClassVar[Mapping[str, str]] = MappingProxyType({})
     numbered_abbreviations: ClassVar[Mapping[str, str]] = MappingProxyType({})
-    sentence_end_abbreviations: ClassVar[frozenset[str]] = frozenset()  # "etc." can end one
-    num2words_years: ClassVar[bool] = False  # num2words' year reading ("nineteen ninety")
-    date_link: ClassVar[str] = ""  # between day, month and year: "1 de mayo de 2026"
-    first_of_month: ClassVar[str | None] = None  # day 1 in a date: "primero", "premier"
+    sentence_end_abbreviations: ClassVar[frozenset[str]] = frozenset()
+    # Years read by num2words ("nineteen ninety"); the word between day, month and year ("1 de
+    # mayo de 2026"); day 1 in a date ("primero", "premier").
+    num2words_years: ClassVar[bool] = False
+    date_link: ClassVar[str] = ""
+    first_of_month: ClassVar[str | None] = None
     clock: ClassVar[Clock]
     phones: ClassVar[PhoneStyle] = PhoneStyle()
     ratings: ClassVar[Ratings | None] = None
@@ -211,13 +230,17 @@ class SpokenLanguage:
     # date rule (groups d, mon, y). Month first ("Nov 30, 2026") only where it is used (en).
     day_month_pattern: ClassVar[str] = r"(?P<d>\d{{1,2}})\s+{mon}(?!\w)(?:\s+{year})?"
     month_day_pattern: ClassVar[str | None] = None
-    day_dot_dates: ClassVar[bool] = False  # "am 30.11." (German)
-    clock_suffix: ClassVar[str] = ""  # a clock word after "15:45" that the reading replaces
-    h_clock: ClassVar[bool] = False  # "15h45"
-    h_only_clock: ClassVar[bool] = False  # "15h" (French)
-    meridiem_hours: ClassVar[bool] = False  # "3pm" with no minutes (English)
-    ordinal_pattern: ClassVar[str] = r"(?!x)x"  # groups: num, suf; matches nothing by default
-    decade_pattern: ClassVar[str | None] = None  # first non-empty group: the decade's digits
+    # Dates such as "am 30.11." (de), times "15h45", hours "15h" (fr) or "3pm" (en), and a
+    # clock word after "15:45" that the reading replaces.
+    day_dot_dates: ClassVar[bool] = False
+    clock_suffix: ClassVar[str] = ""
+    h_clock: ClassVar[bool] = False
+    h_only_clock: ClassVar[bool] = False
+    meridiem_hours: ClassVar[bool] = False
+    # Ordinals in groups num and suf (by default nothing matches); a decade's digits in the
+    # first non-empty group.
+    ordinal_pattern: ClassVar[str] = r"(?!x)x"
+    decade_pattern: ClassVar[str | None] = None
 
     # ---- integers -------------------------------------------------------------------------
 

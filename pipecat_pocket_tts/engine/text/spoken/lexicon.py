@@ -111,7 +111,8 @@ class Lexicon:
         if written in self.exact:
             return self.exact[written]
         spoken = self.folded.get(written.casefold())
-        if spoken is None:  # a case-insensitive match that casefold() does not map back
+        # A case-insensitive match that casefold() does not map back.
+        if spoken is None:
             return written
         if written[:1].isupper() and written[1:] != written[1:].upper() and spoken[:1].islower():
             return spoken[0].upper() + spoken[1:]

@@ -61,10 +61,13 @@ def parse_number(token: str, lang: SpokenLanguage) -> ParsedNumber | None:
     if sep == lang.decimal_sep:
         return ParsedNumber(whole, frac)
     if len(frac) == 3 and len(whole) <= 3 and not whole.startswith("0"):
-        return ParsedNumber(whole + frac)  # "1,000" (en) / "1.000" (de)
+        # A group separator: "1,000" (en), "1.000" (de).
+        return ParsedNumber(whole + frac)
     if sep == ",":
-        return None  # an English "1,5" is more likely a list than a decimal
-    return ParsedNumber(whole, frac)  # "3.5" in German text: a decimal point all the same
+        # An English "1,5" is more likely a list than a decimal.
+        return None
+    # "3.5" in German text is a decimal point all the same.
+    return ParsedNumber(whole, frac)
 
 
 def speak_number(
@@ -96,6 +99,7 @@ def split_amount(token: str, lang: SpokenLanguage) -> ParsedNumber:
     if parsed is not None:
         return parsed
     cents = _DECIMAL_COMMA.fullmatch(token)
-    if cents:  # "12,50 €" in English text: a European amount
+    # "12,50 €" in English text is a European amount.
+    if cents:
         return ParsedNumber(cents[1].replace(".", ""), cents[2])
     return ParsedNumber(re.sub(r"\D", "", token))

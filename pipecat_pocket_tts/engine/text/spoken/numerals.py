@@ -92,7 +92,8 @@ class Cardinals:
         if not any(c.isdigit() for c in text):
             return text
         if "." in text or "," in text:
-            text = _LEADING_POINT.sub("0" + self.lang.decimal_sep, text)  # ".5" → "0.5"
+            # ".5" becomes "0.5".
+            text = _LEADING_POINT.sub("0" + self.lang.decimal_sep, text)
         return self._re.sub(self._number, text)
 
     def _number(self, m: re.Match[str]) -> str:

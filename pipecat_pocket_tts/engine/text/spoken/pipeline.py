@@ -78,10 +78,12 @@ class SpokenForm:
         if lexicon is not None:
             text = self._guard("lexicon", lambda t: lexicon.apply(t, protected), text)
         for name, rule in self.rules:
-            if rule is self.markdown:  # lines and blocks: the whole text
+            # Line and block rules read the whole text.
+            if rule is self.markdown:
                 rule = functools.partial(self.markdown, continues_line=continues_line)
                 text = self._guard(name, rule, text)
-            elif "\n" in text:  # the others one line at a time, as a stream reads them
+            elif "\n" in text:
+                # The others read one line at a time, as a stream reads them.
                 text = "\n".join(self._guard(name, rule, line) for line in text.split("\n"))
             else:
                 text = self._guard(name, rule, text)
@@ -95,7 +97,8 @@ class SpokenForm:
             return rule(text)
         try:
             return rule(text)
-        except Exception:  # a rule bug must cost one rewrite, never the utterance
+        except Exception:
+            # A rule bug must cost one rewrite, never the utterance.
             logger.warning(
                 "text normalization rule %r failed; text kept as is", name, exc_info=True
             )

@@ -15,19 +15,28 @@ from .numbers import number_pattern, speak_number, split_amount
 # are each language's ``phones`` data (see ``PhoneStyle``).
 _PHONE = re.compile(
     r"(?<![\w+.,/-])(?:"
-    r"\+\d{1,3}(?:[ .-]?\(?\d{1,4}\)?){2,6}"  # +1 555 123 4567, +33 6 12 34 56 78
-    r"|\(\d{2,5}\)[ .-]?\d{2,4}(?:[ .-]?\d{2,4}){1,3}"  # (555) 123-4567
-    r"|1-\d{3}-\d{3}-\d{4}"  # 1-800-555-1234
-    r"|\d{3}[.-]\d{3}[.-]\d{4}"  # 555-123-4567
-    r"|0\d(?:[ .]\d{2}){4}|0\d(?:-\d{2}){4}"  # 06 12 34 56 78, 06-12-34-56-78
-    r"|0\d{2,4}(?:[ /-]\d{2,8}){1,4}"  # 030 12345678, 0171/1234567, 030 12 34 56 78
-    r"|0\d(?: \d{2,4}){2,4}"  # 02 1234 5678, 06 123 456 78
-    r"|0\d[ /-]\d{6,8}"  # 02 12345678
+    # Such as +1 555 123 4567 and +33 6 12 34 56 78.
+    r"\+\d{1,3}(?:[ .-]?\(?\d{1,4}\)?){2,6}"
+    # Such as (555) 123-4567.
+    r"|\(\d{2,5}\)[ .-]?\d{2,4}(?:[ .-]?\d{2,4}){1,3}"
+    # Such as 1-800-555-1234.
+    r"|1-\d{3}-\d{3}-\d{4}"
+    # Such as 555-123-4567.
+    r"|\d{3}[.-]\d{3}[.-]\d{4}"
+    # Such as 06 12 34 56 78 and 06-12-34-56-78.
+    r"|0\d(?:[ .]\d{2}){4}|0\d(?:-\d{2}){4}"
+    # Such as 030 12345678, 0171/1234567 and 030 12 34 56 78.
+    r"|0\d{2,4}(?:[ /-]\d{2,8}){1,4}"
+    # Such as 02 1234 5678 and 06 123 456 78.
+    r"|0\d(?: \d{2,4}){2,4}"
+    # Such as 02 12345678.
+    r"|0\d[ /-]\d{6,8}"
     r")(?![\w-]|[.,]\d)"
 )
 _PHONE_END = r"(?![\w/-]|[.,]\d)"
 _RANGE = re.compile(
-    r"(?<![\w.,/:-])(?P<a>[$€£¥₹]?\d+(?:[.,:]\d+)*(?:%|\s?[ap]\.?m\.?)?)"  # "9am-5pm"
+    # The first end of a range, such as "9am" in "9am-5pm".
+    r"(?<![\w.,/:-])(?P<a>[$€£¥₹]?\d+(?:[.,:]\d+)*(?:%|\s?[ap]\.?m\.?)?)"
     r"(?P<s1>\s?)[-–—](?P<s2>\s?)"
     r"(?P<b>[$€£¥₹]?\d+(?:[.,:]\d+)*)(?![\d]|[-–—]\d|[.,:]\d)"
 )
@@ -141,7 +150,8 @@ class Scores:
 
     def _rating(self, m: re.Match[str]) -> str:
         ratings = self.ratings
-        if ratings is None:  # unreachable: __call__ checks
+        # Unreachable: __call__ checks.
+        if ratings is None:
             return m[0]
         after = next_word(m.string, m.end())
         noun = after.lower() in ratings.nouns
@@ -169,7 +179,8 @@ class Ranges:
 
     def _range(self, m: re.Match[str]) -> str:
         if m["s1"] != m["s2"]:
-            return m[0]  # "5 -3": a negative number, not a range
+            # "5 -3" is a negative number, not a range.
+            return m[0]
         return f"{m['a']} {self.to} {m['b']}"
 
 
@@ -183,7 +194,8 @@ class Money:
         sym = _alternation(self.symbols)
         num = number_pattern(lang)
         scale = rf"(?:\s?(?P<scale>{_alternation(lang.scales)})(?![\w]))?"
-        per = r"(?P<per>/(?=[^\W\d_]))?"  # "$9.99/month": a rate
+        # A rate, as in "$9.99/month".
+        per = r"(?P<per>/(?=[^\W\d_]))?"
         self._prefix = re.compile(
             rf"(?<![\w$])(?P<sign>[-−])?(?P<sym>{sym})\s?(?P<sign2>[-−])?(?P<num>{num}){scale}{per}"
         )

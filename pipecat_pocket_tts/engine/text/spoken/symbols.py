@@ -9,10 +9,14 @@ from .dates import keeps_period
 from .language import SpokenLanguage
 
 _EMOJI_BASE = (
-    "\U0001f000-\U0001faff"  # pictographs, emoticons, transport, flags, supplemental symbols
-    "\u2600-\u27bf"  # miscellaneous symbols, dingbats (☀ ✓ ❤ ✨)
-    "\u2b00-\u2bff"  # stars and arrows drawn as emoji (⭐ ⬆)
-    "\u2300-\u23ff"  # technical symbols shown as emoji (⌚ ⏰ ⏩)
+    # Pictographs, emoticons, transport, flags, supplemental symbols.
+    "\U0001f000-\U0001faff"
+    # Miscellaneous symbols and dingbats (☀ ✓ ❤ ✨).
+    "\u2600-\u27bf"
+    # Stars and arrows drawn as emoji (⭐ ⬆).
+    "\u2b00-\u2bff"
+    # Technical symbols shown as emoji (⌚ ⏰ ⏩).
+    "\u2300-\u23ff"
 )
 _EMOJI_MARKS = "\ufe0e\ufe0f\u20e3\U0001f3fb-\U0001f3ff\U000e0020-\U000e007f"
 _EMOJI = re.compile(rf"[ \t]?(?:[{_EMOJI_BASE}]|[{_EMOJI_MARKS}]|\u200d(?=[{_EMOJI_BASE}]))+")
@@ -76,7 +80,8 @@ class Abbreviations:
         starts_sentence = _SENTENCE_START.search(text, max(0, m.start() - 3), m.start())
         if token[:1].isupper() and spoken[:1].islower() and starts_sentence:
             spoken = spoken[0].upper() + spoken[1:]
-        ends_line = not text[m.end() :].strip(" \t")  # rules read one line at a time
+        # Rules read one line at a time.
+        ends_line = not text[m.end() :].strip(" \t")
         if token.endswith(".") and (
             ends_line or (token in self.sentence_end and keeps_period(text, m.end()))
         ):
@@ -151,15 +156,24 @@ class Symbols:
 
 
 _TIDY: tuple[Rewrite, ...] = (
-    (re.compile(r"\([ \t]*\)|\[[ \t]*\]"), ""),  # empty brackets
-    (re.compile(r"[ \t]{2,}"), " "),  # runs of spaces
-    (re.compile(r"(?<![.!?…])[ \t]+([,.](?!\d))"), r"\1"),  # space before a mark (not "1. ...")
-    (re.compile(r"([,;:])(?:[ \t]*[,;:])+"), r"\1"),  # doubled marks
-    (re.compile(r"[,;:][ \t]*([.!?])"), r"\1"),  # a comma, then the sentence end
-    (re.compile(r"([.!?])[ \t]*,"), r"\1"),  # the sentence end, then a comma
-    (re.compile(r"[ \t]+$|^[ \t]+", re.MULTILINE), ""),  # spaces at line edges
-    (re.compile(r"^[ \t]*[,;][ \t]*", re.MULTILINE), ""),  # a line starting with a comma
-    (re.compile(r"\n{3,}"), "\n\n"),  # blank lines
+    # Empty brackets.
+    (re.compile(r"\([ \t]*\)|\[[ \t]*\]"), ""),
+    # Runs of spaces.
+    (re.compile(r"[ \t]{2,}"), " "),
+    # A space before a mark (not "1. ...").
+    (re.compile(r"(?<![.!?…])[ \t]+([,.](?!\d))"), r"\1"),
+    # Doubled marks.
+    (re.compile(r"([,;:])(?:[ \t]*[,;:])+"), r"\1"),
+    # A comma, then the sentence end.
+    (re.compile(r"[,;:][ \t]*([.!?])"), r"\1"),
+    # The sentence end, then a comma.
+    (re.compile(r"([.!?])[ \t]*,"), r"\1"),
+    # Spaces at line edges.
+    (re.compile(r"[ \t]+$|^[ \t]+", re.MULTILINE), ""),
+    # A line starting with a comma.
+    (re.compile(r"^[ \t]*[,;][ \t]*", re.MULTILINE), ""),
+    # Blank lines.
+    (re.compile(r"\n{3,}"), "\n\n"),
 )
 
 

@@ -93,7 +93,8 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:
     out = x * x
     out *= np.float32(-2.0 * 0.044715 * SQRT_2_OVER_PI)
     out -= np.float32(2.0 * SQRT_2_OVER_PI)
-    out *= x  # -2u
+    # Now out is -2u.
+    out *= x
     with np.errstate(over="ignore"):
         np.exp(out, out=out)
     out += np.float32(1.0)

@@ -35,9 +35,11 @@ _kernels = compiled.AT_FIRST_USE
 #: Longest voice prompt upstream builds: 30 s of audio at 12.5 frames/s, plus bos_before_voice.
 MAX_VOICE_POSITIONS = 1 + 375
 #: Most frames upstream generates for one chunk: ceil((tokens / 3 + 2 s) · 12.5) at 50 tokens.
-MAX_FRAMES_PER_CHUNK = math.ceil((MAX_TOKENS_PER_CHUNK / 3.0 + 2.0) * 12.5)  # 234
+# This works out to 234 frames.
+MAX_FRAMES_PER_CHUNK = math.ceil((MAX_TOKENS_PER_CHUNK / 3.0 + 2.0) * 12.5)
 #: Positions one text chunk needs on top of the voice: its tokens and its frames.
-CHUNK_POSITIONS = MAX_TOKENS_PER_CHUNK + MAX_FRAMES_PER_CHUNK  # 284
+# This works out to 284 positions.
+CHUNK_POSITIONS = MAX_TOKENS_PER_CHUNK + MAX_FRAMES_PER_CHUNK
 #: Default KV capacity of a fresh sequence: the longest voice prompt plus one full chunk (660).
 DEFAULT_CAPACITY = MAX_VOICE_POSITIONS + CHUNK_POSITIONS
 
@@ -107,7 +109,8 @@ class KVCache:
         """Store keys and values [n, kv_heads, head_dim] f32 of positions start … start + n - 1
         of ``layer`` (rounded to nearest even bfloat16 when the cache holds bfloat16)."""
         kernels = compiled.resolve(_kernels)
-        if self.bfloat16 and kernels is not None:  # round and store in one compiled pass
+        # Round and store in one compiled pass.
+        if self.bfloat16 and kernels is not None:
             kernels.store_bfloat16(np.ascontiguousarray(keys), self.keys[layer], start)
             kernels.store_bfloat16(np.ascontiguousarray(values), self.values[layer], start)
             return
@@ -170,17 +173,21 @@ class FlowLM:
         self.precision = precision
 
         def w(name: str) -> np.ndarray:
-            return np.asarray(weights[f"flow_lm.{name}"], np.float32)  # float32: no copy
+            # Float32 weights are not copied.
+            return np.asarray(weights[f"flow_lm.{name}"], np.float32)
 
         def lin(name: str) -> Linear:
             return make_linear(weights[f"flow_lm.{name}"], precision)
 
-        self.embed_table = w("conditioner.embed.weight")  # [n_bins + 1, rank or d]
+        # Shape [n_bins + 1, rank or d].
+        self.embed_table = w("conditioner.embed.weight")
+        # Shape [d, rank].
         self.embed_proj = (
             w("conditioner.proj.weight") if flow.lookup_table.rank is not None else None
-        )  # [d, rank]
-        self.bos_emb = w("bos_emb")  # [latent]
-        self.input_linear = w("input_linear.weight")  # [d, latent]
+        )
+        self.bos_emb = w("bos_emb")
+        # Shape [d, latent].
+        self.input_linear = w("input_linear.weight")
         self.layers = [
             _Layer(
                 norm1_w=w(f"transformer.layers.{i}.norm1.weight"),
@@ -196,8 +203,10 @@ class FlowLM:
         ]
         self.out_norm_w = w("out_norm.weight")
         self.out_norm_b = w("out_norm.bias")
-        self.z_proj = w("z_proj.weight") if flow.z_dim is not None else None  # [z, d]
-        self.out_eos_w = w("out_eos.weight")[0]  # [head_input_dim]
+        # Shape [z, d].
+        self.z_proj = w("z_proj.weight") if flow.z_dim is not None else None
+        # Shape [head_input_dim].
+        self.out_eos_w = w("out_eos.weight")[0]
         self.out_eos_b = float(w("out_eos.bias")[0])
         self._rope_lock = threading.Lock()
         self._rope_cos, self._rope_sin = rope_tables(
@@ -220,7 +229,7 @@ class FlowLM:
     def embed(self, token_ids: np.ndarray) -> np.ndarray:
         """Token ids [n] → embeddings [n, d_model] (low-rank table + projection when set)."""
         ids = check_token_ids(token_ids, self.embed_table.shape[0])
-        table = self.embed_table[ids]  # [n, rank or d]
+        table = self.embed_table[ids]
         return table if self.embed_proj is None else table @ self.embed_proj.T
 
     # -- transformer ----------------------------------------------------------------------
@@ -246,7 +255,7 @@ class FlowLM:
             nan = np.isnan(vec)
             if nan.any():
                 vec = np.where(nan, self.bos_emb, vec)
-        x = (self.input_linear @ vec)[None, :]  # [1, d]
+        x = (self.input_linear @ vec)[None, :]
         probed = None if probe is None else self._probe_rows(probe)
         x = self._transformer(state, x, probe, probed)[0]
         hidden = layer_norm(x, self.out_norm_w, self.out_norm_b, LAYER_NORM_EPS)
@@ -275,13 +284,14 @@ class FlowLM:
         if not states:
             return []
         probed = [None if p is None else self._probe_rows(p) for p in probes]
-        vecs = np.stack([self._input_vector(latent) for latent in latents])  # [B, latent]
-        x = linear_rows(vecs, self.input_linear)  # [B, d]
+        vecs = np.stack([self._input_vector(latent) for latent in latents])
+        x = linear_rows(vecs, self.input_linear)
         x = self._transformer_batch(states, x, probes, probed)
         hidden = layer_norm(x, self.out_norm_w, self.out_norm_b, LAYER_NORM_EPS)
         if self.z_proj is not None:
             hidden = hidden @ self.z_proj.T
-        eos = hidden @ self.out_eos_w + self.out_eos_b  # [B]
+        # Shape [B].
+        eos = hidden @ self.out_eos_w + self.out_eos_b
         return [
             StepOutput(hidden=hidden[b], eos_logit=float(eos[b]), attention=probed[b])
             for b in range(len(states))
@@ -308,13 +318,14 @@ class FlowLM:
         where probes[b] is given, fill probed[b] with its heads' logits (as ``_transformer``)."""
         starts = [state.reserve(1)[0] for state in states]
         cos, sin = self._rope(0, max(starts) + 1)
-        cos, sin = cos[starts], sin[starts]  # [B, Dh/2]
+        cos, sin = cos[starts], sin[starts]
         batch = x.shape[0]
         q_dim, kv_dim = self.query_dim, self.kv_heads * self.head_dim
         attended = np.empty((batch, q_dim), dtype=np.float32)
         for index, layer in enumerate(self.layers):
             h = layer_norm(x, layer.norm1_w, layer.norm1_b, LAYER_NORM_EPS)
-            qkv = layer.in_proj(h)  # [B, q + 2·kv]
+            # Shape [B, q + 2·kv].
+            qkv = layer.in_proj(h)
             q, k = self._rotated_qk(qkv, cos, sin)
             v = qkv[:, q_dim + kv_dim :].reshape(batch, self.kv_heads, self.head_dim)
             for b, (state, start) in enumerate(zip(states, starts, strict=True)):
@@ -345,13 +356,13 @@ class FlowLM:
         q_dim, kv_dim = self.query_dim, self.kv_heads * self.head_dim
         for index, layer in enumerate(self.layers):
             h = layer_norm(x, layer.norm1_w, layer.norm1_b, LAYER_NORM_EPS)
-            qkv = layer.in_proj(h)  # [n, q + 2·kv]
+            qkv = layer.in_proj(h)
             q, k = self._rotated_qk(qkv, cos, sin)
             v = qkv[:, q_dim + kv_dim :].reshape(n, self.kv_heads, self.head_dim)
             state.write(index, start, k, v)
             if probe is not None:
                 self._probe(index, q[-1], state, probe, probed)
-            attended = self._attend(q, state, index, start)  # [n, q_dim]
+            attended = self._attend(q, state, index, start)
             x += layer.out_proj(attended)
             h = layer_norm(x, layer.norm2_w, layer.norm2_b, LAYER_NORM_EPS)
             x += layer.linear2(gelu_tanh(layer.linear1(h)))
@@ -389,23 +400,26 @@ class FlowLM:
                 out.reshape(self.num_heads, self.head_dim),
             )
             return out
-        keys = state.keys_f32(layer, 0, length)  # [kv_heads, P, Dh]
+        # Shape [kv_heads, P, Dh].
+        keys = state.keys_f32(layer, 0, length)
         values = state.values_f32(layer, 0, length)
         kv_heads, _, head_dim = keys.shape
         group = self.num_heads // kv_heads
         if n == 1:
             queries = q.reshape(kv_heads, group, head_dim)
-        else:  # rows ordered (head in group, query)
+        else:
+            # Rows ordered by (head in group, query).
             queries = q.transpose(1, 0, 2).reshape(kv_heads, group * n, head_dim)
-        scores = queries @ keys.transpose(0, 2, 1)  # [kv_heads, group·n, P]
+        # Shape [kv_heads, group·n, P].
+        scores = queries @ keys.transpose(0, 2, 1)
         scores *= self.scale
         if n > 1:
-            future = np.arange(length)[None, :] > (start + np.arange(n))[:, None]  # [n, P]
+            future = np.arange(length)[None, :] > (start + np.arange(n))[:, None]
             scores.reshape(kv_heads, group, n, length)[:, :, future] = -np.inf
         scores -= scores.max(axis=-1, keepdims=True)
         np.exp(scores, out=scores)
         scores /= scores.sum(axis=-1, keepdims=True)
-        out = scores @ values  # [kv_heads, group·n, Dh]
+        out = scores @ values
         if n == 1:
             return out.reshape(1, kv_heads * group * head_dim)
         out = out.reshape(kv_heads, group, n, head_dim).transpose(2, 0, 1, 3)
@@ -431,7 +445,7 @@ class FlowLM:
         for row, (probe_layer, head) in enumerate(probe.heads):
             if probe_layer == layer:
                 if keys is None:
-                    keys = state.keys_f32(layer, probe.start, probe.end)  # [kv, P, Dh]
+                    keys = state.keys_f32(layer, probe.start, probe.end)
                 out[row] = keys[head // group] @ q[head]
                 out[row] *= self.scale
 
@@ -451,16 +465,20 @@ class FlowLM:
 
 @dataclass(frozen=True, slots=True)
 class _Layer:
-    """The weights of one transformer layer; linears map [n, in] → [n, out] (``linears.py``)."""
+    """The weights of one transformer layer; linears map [n, in] → [n, out] (``linears.py``).
 
-    norm1_w: np.ndarray  # [d]
-    norm1_b: np.ndarray  # [d]
-    in_proj: Linear  # d → q + 2·kv
-    out_proj: Linear  # q → d
-    norm2_w: np.ndarray  # [d]
-    norm2_b: np.ndarray  # [d]
-    linear1: Linear  # d → ffn
-    linear2: Linear  # ffn → d
+    The norms' weights and biases are [d]; ``in_proj`` maps d → q + 2·kv, ``out_proj`` q → d,
+    ``linear1`` d → ffn and ``linear2`` ffn → d.
+    """
+
+    norm1_w: np.ndarray
+    norm1_b: np.ndarray
+    in_proj: Linear
+    out_proj: Linear
+    norm2_w: np.ndarray
+    norm2_b: np.ndarray
+    linear1: Linear
+    linear2: Linear
 
 
 def _lazy_zeros(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:

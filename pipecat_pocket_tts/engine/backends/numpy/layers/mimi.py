@@ -34,7 +34,8 @@ from .streaming_conv import StreamingConv1d, StreamingConvTranspose1d
 
 DECODE_GROUP = 4
 """Streams a batched decode runs together through the last SEANet layers (cache-sized)."""
-ENCODE_CHUNK_FRAMES = 8  # latent frames per encoder chunk: bounds memory on long clips
+# Latent frames per encoder chunk, which bounds memory on long clips.
+ENCODE_CHUNK_FRAMES = 8
 #: Names (no ``mimi.`` prefix) of the weights only the cloning encoder reads.
 ENCODER_PREFIXES = ("encoder.", "encoder_transformer.", "downsample.")
 
@@ -43,9 +44,11 @@ ENCODER_PREFIXES = ("encoder.", "encoder_transformer.", "downsample.")
 class MimiDecoderState:
     """Streaming state of one decoded sequence: every array is owned by this state."""
 
-    upsample_partial: np.ndarray  # [K - stride, outer_dim]
+    #: Shape [K - stride, outer_dim].
+    upsample_partial: np.ndarray
     attention: AttentionCache
-    seanet: list[np.ndarray]  # conv left contexts / transposed-conv partials, in layer order
+    #: Conv left contexts and transposed-conv partials, in layer order.
+    seanet: list[np.ndarray]
 
     def copy(self) -> MimiDecoderState:
         """A deep, independent copy (about 2 MB for the full-size model)."""
@@ -86,9 +89,10 @@ class Mimi:
                 f"outer_dim {outer_dim}: the config is inconsistent"
             )
         self.latent_dim = latent_dim
+        # Shape [outer_dim, latent_dim].
         self.latent_projection = fetch_weight(
             weights, "quantizer.output_proj.weight", (outer_dim, latent_dim, 1)
-        )[:, :, 0]  # [outer_dim, latent_dim]
+        )[:, :, 0]
         self.upsample: StreamingConvTranspose1d | None = None
         if self.resample_stride > 1:
             if outer_dim != decoder_seanet.dimension:
@@ -151,11 +155,15 @@ class Mimi:
             raise ValueError(
                 f"Mimi decode takes one latent [{self.latent_dim}], got {latent.shape}"
             )
-        x = (self.latent_projection @ latent)[None, :]  # [1, outer_dim]
+        # Shape [1, outer_dim].
+        x = (self.latent_projection @ latent)[None, :]
         if self.upsample is not None:
-            x, state.upsample_partial = self.upsample(x, state.upsample_partial)  # [16, D]
-        x = self.decoder_transformer(x, state.attention)  # [16, D]
-        audio = self.decoder(x, state.seanet)  # [frame_size, 1]
+            # Shape [16, D].
+            x, state.upsample_partial = self.upsample(x, state.upsample_partial)
+        # Shape [16, D].
+        x = self.decoder_transformer(x, state.attention)
+        # Shape [frame_size, 1].
+        audio = self.decoder(x, state.seanet)
         return audio.reshape(-1)
 
     def decode_batch(self, states: Sequence[MimiDecoderState], latents: np.ndarray) -> np.ndarray:
@@ -183,7 +191,8 @@ class Mimi:
             )
         frames = latents.shape[1]
         # one product per frame, as a frame alone runs it (the same sums in a block)
-        x = (latents[:, :, None, :] @ self.latent_projection.T)[:, :, 0]  # [B, K, outer_dim]
+        # Shape [B, K, outer_dim].
+        x = (latents[:, :, None, :] @ self.latent_projection.T)[:, :, 0]
         if self.upsample is not None:
             x, partials = self.upsample.call_batch(x, [s.upsample_partial for s in states])
             for state, partial in zip(states, partials, strict=True):
@@ -192,7 +201,8 @@ class Mimi:
             x, [s.attention for s in states], chunk=self.resample_stride
         )
         seanet = [s.seanet for s in states]
-        audio = self.decoder.call_batch(x, seanet, DECODE_GROUP)  # [B, K·frame_size, 1]
+        # Shape [B, K·frame_size, 1].
+        audio = self.decoder.call_batch(x, seanet, DECODE_GROUP)
         return audio.reshape(batch, frames, self.frame_size)
 
     # -- encoder ------------------------------------------------------------------------------
@@ -261,7 +271,8 @@ class MimiEncoder:
     def is_zeroed(self) -> bool:
         """True when any weight matrix is all zeros (a pack without cloning)."""
         matrices = [layer.in_proj.dense() for layer in self.transformer.layers]
-        matrices += [conv.matrix for conv in self.seanet.convs()]  # the encoder: no transposed
+        # The encoder has no transposed convs.
+        matrices += [conv.matrix for conv in self.seanet.convs()]
         if self.downsample is not None:
             matrices.append(self.downsample.matrix)
         return any(not np.any(matrix) for matrix in matrices)
@@ -274,10 +285,12 @@ class MimiEncoder:
         chunk = ENCODE_CHUNK_FRAMES * frame_size
         outputs = []
         for start in range(0, padded.size, chunk):
-            x = self.seanet(padded[start : start + chunk, None], seanet_state)  # [steps, 512]
+            # Shape [steps, 512].
+            x = self.seanet(padded[start : start + chunk, None], seanet_state)
             x = self.transformer(x, cache)
             if self.downsample is not None:
-                x, history = self.downsample(x, history, first=start == 0)  # [frames, inner]
+                # Shape [frames, inner].
+                x, history = self.downsample(x, history, first=start == 0)
             outputs.append(x)
         return np.concatenate(outputs, axis=0)
 

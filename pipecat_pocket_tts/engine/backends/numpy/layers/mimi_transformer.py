@@ -45,10 +45,14 @@ class _TransformerLayer:
 
     norm1: tuple[np.ndarray, np.ndarray]
     norm2: tuple[np.ndarray, np.ndarray]
-    in_proj: Linear  # D → 3D
-    out_proj: Linear  # D → D, layer_scale_1 folded into its rows
-    linear1: Linear  # D → F
-    linear2: Linear  # F → D, layer_scale_2 folded into its rows
+    #: D → 3D.
+    in_proj: Linear
+    #: D → D, layer_scale_1 folded into its rows.
+    out_proj: Linear
+    #: D → F.
+    linear1: Linear
+    #: F → D, layer_scale_2 folded into its rows.
+    linear2: Linear
 
 
 class MimiTransformer:
@@ -131,11 +135,11 @@ class MimiTransformer:
         d, h, dh = self.d_model, self.num_heads, self.head_dim
         pieces = range(0, t, chunk)
         views = [[self._positions(cache, chunk, start) for start in pieces] for cache in caches]
-        cos = np.concatenate([view[1] for stream in views for view in stream])  # [B·T, Dh/2]
+        # Shape [B·T, Dh/2].
+        cos = np.concatenate([view[1] for stream in views for view in stream])
         sin = np.concatenate([view[2] for stream in views for view in stream])
-        masks = [  # per chunk: [B, 1, chunk, slots]
-            np.stack([stream[i][3] for stream in views])[:, None] for i in range(len(pieces))
-        ]
+        # One mask per chunk, of shape [B, 1, chunk, slots].
+        masks = [np.stack([stream[i][3] for stream in views])[:, None] for i in range(len(pieces))]
         slots = masks[0].shape[-1]
         rows = x.reshape(batch * t, x.shape[2])
         if self.input_proj is not None:
@@ -146,17 +150,21 @@ class MimiTransformer:
         key_scores = np.empty((h, slots, chunk), dtype=np.float32)
         attended = np.empty((batch, t, h, dh), dtype=np.float32)
         for index, layer in enumerate(self.layers):
-            qkv = layer.in_proj(layer_norm(rows, *layer.norm1, LAYER_NORM_EPS))  # [B·T, 3D]
-            qk = apply_rope(qkv[:, : 2 * d].reshape(batch * t, 2 * h, dh), cos, sin)  # one pass
+            # Shape [B·T, 3D].
+            qkv = layer.in_proj(layer_norm(rows, *layer.norm1, LAYER_NORM_EPS))
+            # Rotate q and k in one pass.
+            qk = apply_rope(qkv[:, : 2 * d].reshape(batch * t, 2 * h, dh), cos, sin)
             q = qk[:, :h] * scale
-            q = q.reshape(batch, t, h, dh).transpose(0, 2, 1, 3)  # [B, H, T, Dh]
+            # Shape [B, H, T, Dh].
+            q = q.reshape(batch, t, h, dh).transpose(0, 2, 1, 3)
             k = qk[:, h:].reshape(batch, t, h, dh).transpose(0, 2, 1, 3)
             v = qkv[:, 2 * d :].reshape(batch, t, h, dh).transpose(0, 2, 1, 3)
             for i, start in enumerate(pieces):
                 span = slice(start, start + chunk)
                 for b, (cache, stream) in enumerate(zip(caches, views, strict=True)):
                     keys, values, ring = cache.keys[index], cache.values[index], stream[i][0]
-                    keys[:, ring] = k[b, :, span]  # [H, slots, Dh]
+                    # Shape [H, slots, Dh].
+                    keys[:, ring] = k[b, :, span]
                     values[:, ring] = v[b, :, span]
                     np.matmul(keys, q[b, :, span].transpose(0, 2, 1), out=key_scores)
                     scores[b] = key_scores.transpose(0, 2, 1)
@@ -188,7 +196,8 @@ class MimiTransformer:
         cos, sin = rope_tables(positions, self.head_dim, self.max_period)
         ring = positions % slots
         cache.slot_positions[ring] = positions
-        delta = positions[:, None] - cache.slot_positions[None, :]  # [T, slots]
+        # Shape [T, slots].
+        delta = positions[:, None] - cache.slot_positions[None, :]
         visible = (cache.slot_positions[None, :] >= 0) & (delta >= 0) & (delta < self.context)
         return ring, cos, sin, np.where(visible, np.float32(0.0), np.float32(-np.inf))
 

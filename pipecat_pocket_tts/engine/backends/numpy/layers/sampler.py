@@ -102,7 +102,8 @@ class Sampler:
             raise ValueError(f"hidden must be [B, {self.head_input_dim}], got {c.shape}")
         if x.shape != (c.shape[0], self.latent_dim):
             raise ValueError(f"noise must be [{c.shape[0]}, {self.latent_dim}], got {x.shape}")
-        return self._decode(self.cond(c), x)  # cond [B, width]
+        # The condition is [B, width].
+        return self._decode(self.cond(c), x)
 
     def _decode(self, cond: np.ndarray, x: np.ndarray) -> np.ndarray:
         """The decoder of this sampler type around the net (rows of [B, ...])."""
@@ -119,15 +120,18 @@ class Sampler:
         """The flow net on conditioning y [B, width] and input x [B, latent] → [B, latent]."""
         width = y.shape[1]
         act = silu(y)
-        h = self.input(x)  # [B, width]
+        # Shape [B, width].
+        h = self.input(x)
         for block in self.blocks:
-            mod = block.modulation(act)  # [B, 3 · width]: shift, scale, gate
+            # Shape [B, 3 · width]: shift, scale, gate.
+            mod = block.modulation(act)
             shift, scale, gate = mod[:, :width], mod[:, width : 2 * width], mod[:, 2 * width :]
             z = layer_norm(h, block.norm_w, block.norm_b, FLOW_LAYER_NORM_EPS)
             z = z * (1 + scale) + shift
             z = block.mlp_out(silu(block.mlp_in(z)))
             h = h + gate * z
-        mod = self.final_mod(act)  # [B, 2 · width]: shift, scale
+        # Shape [B, 2 · width]: shift, scale.
+        mod = self.final_mod(act)
         z = layer_norm(h, None, None, FLOW_LAYER_NORM_EPS)
         z = z * (1 + mod[:, width:]) + mod[:, :width]
         return self.final(z)
@@ -167,7 +171,9 @@ class _TimestepEmbedder:
 
     def __call__(self, t: float) -> np.ndarray:
         args = np.float32(t) * self.freqs.astype(np.float32)
-        emb = np.concatenate([np.cos(args), np.sin(args)])  # [2 · freqs]
-        h = self.w2 @ silu(self.w0 @ emb + self.b0) + self.b2  # [width]
+        # Shape [2 · freqs].
+        emb = np.concatenate([np.cos(args), np.sin(args)])
+        # Shape [width].
+        h = self.w2 @ silu(self.w0 @ emb + self.b0) + self.b2
         var = h.var(ddof=1) + np.float32(TIME_NORM_EPS)
         return h * (self.alpha / np.sqrt(var))

@@ -388,7 +388,8 @@ class StreamingConvTranspose1d:
         """Depthwise weights: per-block products and overlap-add (elementwise, small)."""
         batch, t = x.shape[0], x.shape[1]
         s, c_out, blocks = self.stride, self.out_channels, self.blocks
-        y = x[:, :, None, :] * self.block_weights[0][None, None]  # [B, T, stride, C]
+        # Shape [B, T, stride, C].
+        y = x[:, :, None, :] * self.block_weights[0][None, None]
         tail = np.zeros((batch, blocks - 1, s, c_out), dtype=np.float32)
         for j in range(1, blocks):
             contribution = x[:, :, None, :] * self.block_weights[j][None, None]

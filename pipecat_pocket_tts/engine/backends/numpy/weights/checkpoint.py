@@ -182,7 +182,8 @@ def _load_narrow(path: str | os.PathLike[str], precision: str) -> dict[str, np.n
         return weights
     weights = {}
     for key, array in iter_safetensors(path, unmapped=is_narrow_key):
-        if is_narrow_key(key):  # checked while its fp32 values exist (the copy holds no NaN)
+        # Checked while its fp32 values exist (the copy holds no NaN).
+        if is_narrow_key(key):
             check_finite_weights({key: array}, source=str(path))
             weights[key] = make_linear(array, precision)
         else:
@@ -190,7 +191,8 @@ def _load_narrow(path: str | os.PathLike[str], precision: str) -> dict[str, np.n
     if cache is not None and cache.store(
         {k: v for k, v in weights.items() if isinstance(v, Linear)}
     ):
-        weights.update(cache.load() or {})  # the mapped copy, shared with later processes
+        # The mapped copy, shared with later processes.
+        weights.update(cache.load() or {})
     return weights
 
 

@@ -35,7 +35,8 @@ logger = logging.getLogger(__name__)
 #: Environment variable that moves the cache root.
 CACHE_ENV = "PIPECAT_POCKET_TTS_CACHE"
 #: Bumped whenever the stored layout or the quantization rule changes.
-FORMAT_VERSION = "2"  # 2: int8 with one scale per output row (1: per 64 inputs)
+# Version 2 is int8 with one scale per output row (1: one per 64 inputs).
+FORMAT_VERSION = "2"
 _unwritable_logged: set[Path] = set()
 
 
@@ -112,7 +113,8 @@ class NarrowCache:
             os.close(handle)
             try:
                 save_file(tensors, temporary, metadata=self.identity)
-                os.chmod(temporary, 0o644)  # as readable as the Hugging Face cache's files
+                # As readable as the Hugging Face cache's files.
+                os.chmod(temporary, 0o644)
                 os.replace(temporary, self.path)
             except BaseException:
                 Path(temporary).unlink(missing_ok=True)

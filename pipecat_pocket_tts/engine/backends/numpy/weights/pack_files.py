@@ -137,7 +137,8 @@ def _file_has_cloning_weights(path: Path, config: ModelConfig) -> bool:
     try:
         keys = set(_safetensors_keys(path))
     except (OSError, ValueError):
-        return False  # unreadable: the weights loader reports it properly
+        # Unreadable: the weights loader reports it properly.
+        return False
     needed = [k for k in expected_shapes(config) if is_cloning_key(k)]
     return bool(needed) and all(k in keys for k in needed)
 

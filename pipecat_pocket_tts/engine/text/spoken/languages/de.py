@@ -304,7 +304,8 @@ class German(SpokenLanguage):
     ordinal_pattern = (
         r"(?P<det>\b(?i:der|die|das|den|dem|des|am|im|zum|zur|vom|beim|ein|eine|einer|einem|"
         r"einen|eines|jeder|jede|jedes|sein|seine|seinem|seinen|ihr|ihre|ihrem|ihren)\s+)"
-        r"(?P<num>\d{1,4})\.(?=[ \t]+\w)"  # a word after it on its line
+        # A word follows it on its line.
+        r"(?P<num>\d{1,4})\.(?=[ \t]+\w)"
     )
     decade_pattern = r"(?<![\w'])(1[1-9]\d0|20\d0|[1-9]0)er\b"
 
@@ -313,7 +314,8 @@ class German(SpokenLanguage):
 
     def noun_gender(self, word: str) -> Gender | None:
         if not word[:1].isupper():
-            return None  # an adjective or verb follows: keep "eins"
+            # An adjective or verb follows: keep "eins".
+            return None
         if word.endswith(_FEMININE_ENDINGS) and word not in _MASCULINE_E:
             return "f"
         return "m"
@@ -354,4 +356,5 @@ class German(SpokenLanguage):
         return f"{amount}{self.words.factor}" if " " not in amount else super().multiplier(amount)
 
     def day(self, day: int, *, before: str = "") -> str:
-        return self.ordinal_for(day, before)  # "am dreißigsten", "der dreißigste"
+        # As in "am dreißigsten", "der dreißigste".
+        return self.ordinal_for(day, before)

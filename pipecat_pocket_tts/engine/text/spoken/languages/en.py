@@ -384,5 +384,6 @@ class English(SpokenLanguage):
     def special_abbreviation(self, token: str, after: str) -> str | None:
         if token == "St.":
             # "St. Louis" (a name follows) vs "Main St." / "Baker St. is".
-            return "Saint" if re.match(r"\s+[A-Z]", after) else None  # None: "Street" ...
+            # None keeps "Street" as it is.
+            return "Saint" if re.match(r"\s+[A-Z]", after) else None
         return None

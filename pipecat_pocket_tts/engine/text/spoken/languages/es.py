@@ -291,12 +291,14 @@ class Spanish(SpokenLanguage):
         return last_word_sub(words, _UNO_WORD, "un")
 
     def ordinal(self, n: int, gender: Gender = "m", ending: str = "") -> str:
-        return _DECIMO.sub("decimo", super().ordinal(n, gender))  # "decimoprimero", no accent
+        # As in "decimoprimero", with no accent.
+        return _DECIMO.sub("decimo", super().ordinal(n, gender))
 
     def ordinal_suffix(self, n: int, suffix: str) -> str | None:
         words = super().ordinal_suffix(n, suffix)
         if suffix == "er" and words in {"primero", "tercero"}:
-            return words[:-1]  # "1er piso" → "primer piso"
+            # "1er piso" becomes "primer piso".
+            return words[:-1]
         if suffix in {"os", "as"}:
             return words + "s"
         return words

@@ -319,7 +319,8 @@ class French(SpokenLanguage):
 
     def ordinal_suffix(self, n: int, suffix: str) -> str | None:
         if suffix in _FIRST_ONLY and n != 1:
-            return None  # "2er" is no French ordinal
+            # "2er" is no French ordinal.
+            return None
         words = super().ordinal_suffix(n, suffix)
         return words + "s" if suffix.endswith("s") else words
 
@@ -334,5 +335,6 @@ class French(SpokenLanguage):
 
     def join_count(self, amount: str, noun: str) -> str:
         if _VOWEL.match(noun) and _BIG.search(amount):
-            return f"{amount} d'{noun}"  # "un million d'euros"
+            # As in "un million d'euros".
+            return f"{amount} d'{noun}"
         return super().join_count(amount, noun)
