@@ -405,12 +405,12 @@ def test_the_integer_kernel_passes_non_finite_input_as_the_float_kernel(bad):
 def test_the_int8_kernel_follows_the_cpu_numba_compiles_for(monkeypatch):
     import numba
 
-    from pipecat_pocket_tts.engine.backends.numpy.kernels import base
     from pipecat_pocket_tts.engine.backends.numpy.kernels import matmul as matmul_kernels
 
     kernels = linears.load_kernels()
     assert (kernels.int8_matmul is kernels.int8_matmul_int16) == kernels.AVX2
-    monkeypatch.setattr(base, "X86_TARGET", True)  # the features as an x86 CPU's (any host)
+    # The features as an x86 CPU's, on any host (the globals compiles_for reads).
+    monkeypatch.setitem(matmul_kernels.compiles_for.__globals__, "X86_TARGET", True)
     monkeypatch.setattr(numba.config, "CPU_FEATURES", "+sse2,+fma,-avx2")
     assert not matmul_kernels._host_has_avx2()
     monkeypatch.setattr(numba.config, "CPU_FEATURES", "+sse2,+avx2")
