@@ -409,6 +409,8 @@ def test_the_int8_kernel_follows_the_cpu_numba_compiles_for(monkeypatch):
 
     kernels = linears.load_kernels()
     assert (kernels.int8_matmul is kernels.int8_matmul_int16) == kernels.AVX2
+    # The features as an x86 CPU's, on any host (the globals compiles_for reads).
+    monkeypatch.setitem(matmul_kernels.compiles_for.__globals__, "X86_TARGET", True)
     monkeypatch.setattr(numba.config, "CPU_FEATURES", "+sse2,+fma,-avx2")
     assert not matmul_kernels._host_has_avx2()
     monkeypatch.setattr(numba.config, "CPU_FEATURES", "+sse2,+avx2")

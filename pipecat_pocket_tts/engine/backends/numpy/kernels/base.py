@@ -24,16 +24,41 @@ jit_nan_safe = numba.njit(fastmath=_FINITE_FAST, **_options)
 inline = numba.njit(fastmath=_FINITE_FAST, inline="always", **_options)
 
 
+def target_name() -> str:
+    """The CPU family numba compiles for, from LLVM's process triple: "aarch64" on Graviton
+    and Apple Silicon (whose triple says "arm64"), "x86_64" on Intel and AMD."""
+    family = binding.get_process_triple().split("-", 1)[0]
+    return "aarch64" if family == "arm64" else family
+
+
+X86_TARGET = target_name() in ("x86_64", "i386", "i486", "i586", "i686")
+"""Whether the x86 kernels (AVX2 ``vpmaddwd``, AVX512_VNNI ``vpdpwssd``, AVX512_BF16
+``vdpbf16ps``) can be built at all: elsewhere (aarch64) every choice takes the plain path."""
+
+
 def compiles_for(*features: str) -> bool:
-    """Whether numba compiles for a CPU with every one of ``features`` (LLVM's names, such as
-    "avx2" or "avx512vnni"): ``NUMBA_CPU_FEATURES`` / ``NUMBA_CPU_NAME`` override the host (a
-    portable cache built for a generic CPU takes the narrower kernels)."""
+    """Whether numba compiles for an x86 CPU with every one of ``features`` (LLVM's x86 names,
+    such as "avx2" or "avx512vnni"): ``NUMBA_CPU_FEATURES`` / ``NUMBA_CPU_NAME`` override the
+    host (a portable cache built for a generic CPU takes the narrower kernels).
+
+    Never on another CPU family (aarch64), whatever ``NUMBA_CPU_FEATURES`` lists: the kernels
+    these features choose call x86 intrinsics, which LLVM cannot build there (a fatal error
+    that ends the process). Nor where LLVM cannot read the host's features (as numba, which
+    then compiles for none), nor the host's AVX ones under ``NUMBA_ENABLE_AVX=0``.
+    """
+    if not X86_TARGET:
+        return False
     listed = numba.config.CPU_FEATURES
     if listed is not None:
         return all(f"+{feature}" in listed.split(",") for feature in features)
     if numba.config.CPU_NAME not in (None, "host"):
         return False
-    host = binding.get_host_cpu_features()
+    try:
+        host = binding.get_host_cpu_features()
+    except RuntimeError:  # LLVM cannot tell this host's features
+        return False
+    if not numba.config.ENABLE_AVX and any(f.startswith("avx") for f in features):
+        return False  # numba turns the host's AVX features off
     return all(bool(host.get(feature, False)) for feature in features)
 
 

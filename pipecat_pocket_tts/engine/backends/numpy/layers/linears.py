@@ -110,7 +110,10 @@ def how_linears_run(precision: str) -> str:
         return f"int8 weights, int16-rounded activations, integer dot products ({isa})"
     if kernel == "avx2":
         return "int8 weights, int16-rounded activations, integer multiply-adds (AVX2)"
-    return "int8 weights widened to float32 in numba kernels (no AVX2)"
+    from ..kernels.base import X86_TARGET, target_name
+
+    cpu = "no AVX2" if X86_TARGET else f"{target_name()}: no x86 integer kernels"
+    return f"int8 weights widened to float32 in numba kernels ({cpu})"
 
 
 def _int8_matmul(kernels: ModuleType, depth: int) -> Callable[..., None]:
