@@ -67,9 +67,9 @@ def test_off_x86_every_choice_is_the_plain_path(monkeypatch):
     assert not kernels.AVX2 and kernels.int8_matmul is kernels.int8_matmul_float
     assert arithmetic.int16_kernels() is None and arithmetic.bf16_kernels() is None
     monkeypatch.delenv(linears.INT8_KERNEL_ENV, raising=False)
-    monkeypatch.delenv(arithmetic.UNITS_ENV, raising=False)
+    monkeypatch.delenv(arithmetic.ARITHMETIC_ENV, raising=False)
     assert linears.choose_int8_kernel() == "float"
-    assert arithmetic.choose_units(None, "int8") == "fp32"
+    assert arithmetic.choose_arithmetic(None, "int8") == "fp32"
 
 
 #: A child that loads the tiny pack at each precision and speaks, printing what runs.
@@ -94,7 +94,7 @@ def test_off_x86_the_model_speaks_at_every_precision_though_x86_features_are_cla
     """A portable setting for x86 (``NUMBA_CPU_FEATURES`` listing AVX2 and AVX-512) left in an
     image built for arm64 too: the x86 kernels would end the process in LLVM."""
     env = {**os.environ, "NUMBA_CPU_FEATURES": X86_FEATURES, "NUMBA_CPU_NAME": "generic"}
-    env.pop(arithmetic.UNITS_ENV, None)
+    env.pop(arithmetic.ARITHMETIC_ENV, None)
     env.pop(linears.INT8_KERNEL_ENV, None)
     done = subprocess.run(
         [sys.executable, "-c", SPEAK, str(engine_pack_dir)],
