@@ -24,7 +24,7 @@ from typing import Any
 from ... import wire
 from ...engine import PocketTTS, PocketTTSError, UnknownVoiceError
 from ...engine.contract import OFF_LOOP_CHARS, SpeechProbe
-from .contexts import ClientMark, Context, Contexts, UtteranceEndMark
+from .contexts import ClientMark, Context, Contexts
 from .dialect import Dialect, Reply
 from .limits import Limits
 from .metrics import ServerMetrics
@@ -305,7 +305,7 @@ class Connection:
             context.pacer.text()
         for index in indices:
             context.utterances[index] = request.utterance
-        session.mark(UtteranceEndMark(request.utterance), after_fed_text=False)
+        self._contexts.mark_utterance_end(context, request.utterance)
 
     def _count_connection_text(self, text: str) -> None:
         self._text_chars += len(text)

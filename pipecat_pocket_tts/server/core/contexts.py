@@ -72,6 +72,15 @@ class Context:
         self.dropped = False
         """It ended early: nothing more of it goes out."""
         self.reader: asyncio.Task | None = None
+        self.ends_owed = 0
+        """Utterance ends marked in the session that its pump has not reached yet."""
+
+    @property
+    def owes_nothing(self) -> bool:
+        """Whether everything asked of it is in the outbox: its compute is over, its pump
+        reached its last utterance's end, and it was not ended (it would owe its ``done``)."""
+        session = self.session
+        return session.is_idle and not session.is_closed and self.ends_owed == 0
 
 
 class Contexts:
@@ -121,8 +130,9 @@ class Contexts:
 
     @property
     def idle(self) -> bool:
-        """Whether no open context has anything left to speak."""
-        return all(c.session.is_idle for c in self._open.values())
+        """Whether no open context has anything left to speak or to send: a frame its
+        session computed but its pump has not queued yet is still owed."""
+        return all(c.owes_nothing for c in self._open.values())
 
     def open(self, context_id: str, session: Session, encoder: FrameEncoder) -> Context:
         """Register a new context, tell the client, and start pumping its output.
@@ -141,6 +151,12 @@ class Contexts:
         self.say(wire.Started(context.id), context)
         context.reader = asyncio.create_task(self._pump(context))
         return context
+
+    def mark_utterance_end(self, context: Context, utterance: int) -> None:
+        """Queue ``utterance_end`` in the context's session, after its queued text; owed
+        until the pump reaches it."""
+        context.session.mark(UtteranceEndMark(utterance), after_fed_text=False)
+        context.ends_owed += 1
 
     def say(self, message: wire.ServerMessage, context: Context | None = None) -> None:
         """Send one of our messages in the dialect's words, after what is queued."""
@@ -197,6 +213,7 @@ class Contexts:
 
     def _marker(self, context: Context, payload: Any) -> None:
         if isinstance(payload, UtteranceEndMark):
+            context.ends_owed -= 1
             self.say(wire.UtteranceEnd(context.id, payload.utterance), context)
             if context.session.is_idle:
                 context.pacer.pause()
