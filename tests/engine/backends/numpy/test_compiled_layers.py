@@ -108,20 +108,56 @@ def test_decode_with_the_compiled_layers_equals_numpys(numpy_only) -> None:
     assert snr_db(run(), compiled) >= 100
 
 
-def test_attention_kernel_reads_only_the_filled_positions() -> None:
-    # Positions past ``length`` (a cache's unfilled capacity) never reach the output.
-    rng = np.random.default_rng(10)
-    q = rng.standard_normal((4, 8)).astype(np.float32)
-    keys = rng.standard_normal((2, 12, 8)).astype(np.float32)
-    values = rng.standard_normal((2, 12, 8)).astype(np.float32)
-    out = np.empty((4, 8), np.float32)
-    kernels.attend_one(q, keys, values, 5, np.float32(0.5), np.empty(5, np.float32), out)
-    keys[:, 5:], values[:, 5:] = np.nan, np.nan
-    again = np.empty_like(out)
-    kernels.attend_one(q, keys, values, 5, np.float32(0.5), np.empty(5, np.float32), again)
-    np.testing.assert_array_equal(out, again)
-    scores = np.einsum("hd,hpd->hp", q, np.repeat(keys[:, :5], 2, axis=0)) * 0.5
+def _attention(q: np.ndarray, keys: np.ndarray, values: np.ndarray, scale: float) -> np.ndarray:
+    """One position's attention in NumPy: q [H, Dh] over keys and values [kv_heads, P, Dh]."""
+    group = q.shape[0] // keys.shape[0]
+    scores = np.einsum("hd,hpd->hp", q, np.repeat(keys, group, axis=0)) * scale
     weights = np.exp(scores - scores.max(-1, keepdims=True))
     weights /= weights.sum(-1, keepdims=True)
-    expected = np.einsum("hp,hpd->hd", weights, np.repeat(values[:, :5], 2, axis=0))
+    return np.einsum("hp,hpd->hd", weights, np.repeat(values, group, axis=0))
+
+
+@pytest.mark.parametrize("length", [1, 3, 4, 5, 9, 16, 23])
+def test_attention_kernel_writes_the_entry_then_reads_only_the_filled_positions(length) -> None:
+    # Positions past the one written (a cache's unfilled capacity) never reach the output;
+    # lengths on and off the kernel's blocks of four positions; two query heads a kv head.
+    rng = np.random.default_rng(10)
+    q = rng.standard_normal((4, 8)).astype(np.float32)
+    key, value = rng.standard_normal((2, 2, 8)).astype(np.float32)
+    keys = rng.standard_normal((2, 30, 8)).astype(np.float32)
+    values = rng.standard_normal((2, 30, 8)).astype(np.float32)
+    position = length - 1
+    out = np.empty((4, 8), np.float32)
+    args = (position, np.float32(0.5), np.empty(length, np.float32))
+    kernels.store_and_attend(q, key, value, keys, values, *args, out)
+    np.testing.assert_array_equal(keys[:, position], key)
+    np.testing.assert_array_equal(values[:, position], value)
+    expected = _attention(q, keys[:, :length], values[:, :length], 0.5)
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+    keys[:, length:], values[:, length:] = np.nan, np.nan
+    again = np.empty_like(out)
+    kernels.store_and_attend(q, key, value, keys, values, *args, again)
+    np.testing.assert_array_equal(out, again)
+
+
+def test_attention_kernel_stores_a_bfloat16_entry_as_the_prefill_does() -> None:
+    # The step's write and the prefill's (``store_bfloat16``) round every value alike, NaN,
+    # infinities, -0, subnormals and ties among them; the attention reads the cache widened.
+    rng = np.random.default_rng(11)
+    key = rng.standard_normal((2, 8)).astype(np.float32)
+    key[0, :7] = [np.nan, np.inf, -np.inf, -0.0, 1e-40, 1.0 + 2**-8, 1.0 + 3 * 2**-8]
+    value = -key
+    q = rng.standard_normal((2, 8)).astype(np.float32)
+    stepped = np.zeros((2, 2, 12, 8), np.uint16)
+    prefilled = np.zeros_like(stepped)
+    out = np.empty((2, 8), np.float32)
+    kernels.store_and_attend(
+        q, key, value, stepped[0], stepped[1], 6, np.float32(0.5), np.empty(7, np.float32), out
+    )
+    kernels.store_bfloat16(key[None], prefilled[0], 6)
+    kernels.store_bfloat16(value[None], prefilled[1], 6)
+    np.testing.assert_array_equal(stepped, prefilled)
+    finite = np.abs(key).max(axis=1) < np.inf
+    widened = (stepped.astype(np.uint32) << 16).view(np.float32)
+    expected = _attention(q, widened[0, :, :7], widened[1, :, :7], 0.5)
+    np.testing.assert_allclose(out[finite], expected[finite], rtol=1e-5, atol=1e-6)
