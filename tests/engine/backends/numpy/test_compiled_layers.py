@@ -3,12 +3,17 @@ NumPy code they stand in for, and a FlowLM step and a Mimi decode with and witho
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from reference_fixtures import FAMILIES, load_family, snr_db
 
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
 from pipecat_pocket_tts.engine.backends.numpy.kernels import catalog as kernels
+from pipecat_pocket_tts.engine.backends.numpy.kernels.base import X86_TARGET
 from pipecat_pocket_tts.engine.backends.numpy.layers import blocks as layers
 from pipecat_pocket_tts.engine.backends.numpy.layers import flowlm
 from pipecat_pocket_tts.engine.backends.numpy.weights.checkpoint import load_checkpoint
@@ -161,3 +166,42 @@ def test_attention_kernel_stores_a_bfloat16_entry_as_the_prefill_does() -> None:
     widened = (stepped.astype(np.uint32) << 16).view(np.float32)
     expected = _attention(q, widened[0, :, :7], widened[1, :, :7], 0.5)
     np.testing.assert_allclose(out[finite], expected[finite], rtol=1e-5, atol=1e-6)
+
+
+AVX2_ATTENTION = """
+import numpy as np
+from pipecat_pocket_tts.engine.backends.numpy.kernels import catalog
+rng = np.random.default_rng(0)
+q = rng.standard_normal((4, 64)).astype(np.float32)
+entry = rng.standard_normal((2, 64)).astype(np.float32)
+keys, values = np.zeros((2, 2, 20, 64), np.uint16)
+keys[:, :9] = rng.integers(0x3C00, 0x4000, (2, 9, 64))
+values[:, :9] = rng.integers(0xBC00, 0xC000, (2, 9, 64))
+prefilled = keys.copy()
+catalog.store_bfloat16(entry[None], prefilled, 9)
+out, scratch = np.empty((4, 64), np.float32), np.empty(10, np.float32)
+catalog.store_and_attend(q, entry, entry, keys, values, 9, np.float32(0.125), scratch, out)
+np.testing.assert_array_equal(keys, prefilled)
+wide = lambda bits: (bits[:, :10].astype(np.uint32) << 16).view(np.float32)
+k, v = np.repeat(wide(keys), 2, 0), np.repeat(wide(values), 2, 0)
+scores = np.einsum("hd,hpd->hp", q, k) * 0.125
+weights = np.exp(scores - scores.max(-1, keepdims=True))
+weights /= weights.sum(-1, keepdims=True)
+np.testing.assert_allclose(out, np.einsum("hp,hpd->hd", weights, v), rtol=1e-5, atol=1e-6)
+"""
+
+
+@pytest.mark.skipif(not X86_TARGET, reason="Haswell is an x86 CPU: numba compiles for aarch64 here")
+def test_on_an_avx2_build_one_steps_write_and_attention_are_right():
+    """In a fresh interpreter compiling for Haswell (AVX2, no AVX-512): the step's entry is
+    stored as the prefill stores it, and the attention equals NumPy's on the widened cache."""
+    settings = {"NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": "+avx2,+fma"}
+    done = subprocess.run(
+        [sys.executable, "-c", AVX2_ATTENTION],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=900,
+        env={**os.environ, **settings},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
