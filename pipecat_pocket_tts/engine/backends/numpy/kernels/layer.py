@@ -166,12 +166,31 @@ BLOCK = 4
 """Positions ``store_and_attend`` takes together (four dot products, four values a pass)."""
 
 
-@inline
-def _prefetch_position(rows, position):  # pragma: no cover - compiled
-    """Ask for the first and last cache lines of ``rows[position]`` (rows [positions, Dh],
-    one head): all of a bfloat16 row of up to 64 (a loop over its lines ran 2.5× slower)."""
-    prefetch(rows, position, 0)
-    prefetch(rows, position, rows.shape[1] - 1)
+def _prefetch_position(rows, position):  # pragma: no cover - compiled only (the overload)
+    """Ask for the cache lines of ``rows[position]`` (rows [positions, Dh], one head)."""
+    raise NotImplementedError("compiled only")
+
+
+@overload(_prefetch_position, inline="always")
+def _prefetch_position_overload(rows, position):  # pragma: no cover - compiled
+    # Each line of a row of up to 64 entries: two of bfloat16, four of float32 (unrolled: a
+    # loop over the lines ran 2.5× slower).
+    if isinstance(rows, types.Array) and rows.dtype == types.uint16:
+
+        def two_lines(rows, position):
+            prefetch(rows, position, 0)
+            prefetch(rows, position, rows.shape[1] - 1)
+
+        return two_lines
+
+    def four_lines(rows, position):
+        width = rows.shape[1]
+        prefetch(rows, position, 0)
+        prefetch(rows, position, width >> 2)
+        prefetch(rows, position, width >> 1)
+        prefetch(rows, position, width - 1)
+
+    return four_lines
 
 
 @jit_nan_safe
