@@ -3,12 +3,17 @@ NumPy code they stand in for, and a FlowLM step and a Mimi decode with and witho
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from reference_fixtures import FAMILIES, load_family, snr_db
 
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
 from pipecat_pocket_tts.engine.backends.numpy.kernels import catalog as kernels
+from pipecat_pocket_tts.engine.backends.numpy.kernels.base import X86_TARGET
 from pipecat_pocket_tts.engine.backends.numpy.layers import blocks as layers
 from pipecat_pocket_tts.engine.backends.numpy.layers import flowlm
 from pipecat_pocket_tts.engine.backends.numpy.weights.checkpoint import load_checkpoint
@@ -108,20 +113,95 @@ def test_decode_with_the_compiled_layers_equals_numpys(numpy_only) -> None:
     assert snr_db(run(), compiled) >= 100
 
 
-def test_attention_kernel_reads_only_the_filled_positions() -> None:
-    # Positions past ``length`` (a cache's unfilled capacity) never reach the output.
-    rng = np.random.default_rng(10)
-    q = rng.standard_normal((4, 8)).astype(np.float32)
-    keys = rng.standard_normal((2, 12, 8)).astype(np.float32)
-    values = rng.standard_normal((2, 12, 8)).astype(np.float32)
-    out = np.empty((4, 8), np.float32)
-    kernels.attend_one(q, keys, values, 5, np.float32(0.5), np.empty(5, np.float32), out)
-    keys[:, 5:], values[:, 5:] = np.nan, np.nan
-    again = np.empty_like(out)
-    kernels.attend_one(q, keys, values, 5, np.float32(0.5), np.empty(5, np.float32), again)
-    np.testing.assert_array_equal(out, again)
-    scores = np.einsum("hd,hpd->hp", q, np.repeat(keys[:, :5], 2, axis=0)) * 0.5
+def _attention(q: np.ndarray, keys: np.ndarray, values: np.ndarray, scale: float) -> np.ndarray:
+    """One position's attention in NumPy: q [H, Dh] over keys and values [kv_heads, P, Dh]."""
+    group = q.shape[0] // keys.shape[0]
+    scores = np.einsum("hd,hpd->hp", q, np.repeat(keys, group, axis=0)) * scale
     weights = np.exp(scores - scores.max(-1, keepdims=True))
     weights /= weights.sum(-1, keepdims=True)
-    expected = np.einsum("hp,hpd->hd", weights, np.repeat(values[:, :5], 2, axis=0))
+    return np.einsum("hp,hpd->hd", weights, np.repeat(values, group, axis=0))
+
+
+@pytest.mark.parametrize("length", [1, 3, 4, 5, 9, 16, 23])
+def test_attention_kernel_writes_the_entry_then_reads_only_the_filled_positions(length) -> None:
+    # Positions past the one written (a cache's unfilled capacity) never reach the output;
+    # lengths on and off the kernel's blocks of four positions; two query heads a kv head.
+    rng = np.random.default_rng(10)
+    q = rng.standard_normal((4, 8)).astype(np.float32)
+    key, value = rng.standard_normal((2, 2, 8)).astype(np.float32)
+    keys = rng.standard_normal((2, 30, 8)).astype(np.float32)
+    values = rng.standard_normal((2, 30, 8)).astype(np.float32)
+    position = length - 1
+    out = np.empty((4, 8), np.float32)
+    args = (position, np.float32(0.5), np.empty(length, np.float32))
+    kernels.store_and_attend(q, key, value, keys, values, *args, out)
+    np.testing.assert_array_equal(keys[:, position], key)
+    np.testing.assert_array_equal(values[:, position], value)
+    expected = _attention(q, keys[:, :length], values[:, :length], 0.5)
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+    keys[:, length:], values[:, length:] = np.nan, np.nan
+    again = np.empty_like(out)
+    kernels.store_and_attend(q, key, value, keys, values, *args, again)
+    np.testing.assert_array_equal(out, again)
+
+
+def test_attention_kernel_stores_a_bfloat16_entry_as_the_prefill_does() -> None:
+    # The step's write and the prefill's (``store_bfloat16``) round every value alike, NaN,
+    # infinities, -0, subnormals and ties among them; the attention reads the cache widened.
+    rng = np.random.default_rng(11)
+    key = rng.standard_normal((2, 8)).astype(np.float32)
+    key[0, :7] = [np.nan, np.inf, -np.inf, -0.0, 1e-40, 1.0 + 2**-8, 1.0 + 3 * 2**-8]
+    value = -key
+    q = rng.standard_normal((2, 8)).astype(np.float32)
+    stepped = np.zeros((2, 2, 12, 8), np.uint16)
+    prefilled = np.zeros_like(stepped)
+    out = np.empty((2, 8), np.float32)
+    kernels.store_and_attend(
+        q, key, value, stepped[0], stepped[1], 6, np.float32(0.5), np.empty(7, np.float32), out
+    )
+    kernels.store_bfloat16(key[None], prefilled[0], 6)
+    kernels.store_bfloat16(value[None], prefilled[1], 6)
+    np.testing.assert_array_equal(stepped, prefilled)
+    finite = np.abs(key).max(axis=1) < np.inf
+    widened = (stepped.astype(np.uint32) << 16).view(np.float32)
+    expected = _attention(q, widened[0, :, :7], widened[1, :, :7], 0.5)
+    np.testing.assert_allclose(out[finite], expected[finite], rtol=1e-5, atol=1e-6)
+
+
+AVX2_ATTENTION = """
+import numpy as np
+from pipecat_pocket_tts.engine.backends.numpy.kernels import catalog
+rng = np.random.default_rng(0)
+q = rng.standard_normal((4, 64)).astype(np.float32)
+entry = rng.standard_normal((2, 64)).astype(np.float32)
+keys, values = np.zeros((2, 2, 20, 64), np.uint16)
+keys[:, :9] = rng.integers(0x3C00, 0x4000, (2, 9, 64))
+values[:, :9] = rng.integers(0xBC00, 0xC000, (2, 9, 64))
+prefilled = keys.copy()
+catalog.store_bfloat16(entry[None], prefilled, 9)
+out, scratch = np.empty((4, 64), np.float32), np.empty(10, np.float32)
+catalog.store_and_attend(q, entry, entry, keys, values, 9, np.float32(0.125), scratch, out)
+np.testing.assert_array_equal(keys, prefilled)
+wide = lambda bits: (bits[:, :10].astype(np.uint32) << 16).view(np.float32)
+k, v = np.repeat(wide(keys), 2, 0), np.repeat(wide(values), 2, 0)
+scores = np.einsum("hd,hpd->hp", q, k) * 0.125
+weights = np.exp(scores - scores.max(-1, keepdims=True))
+weights /= weights.sum(-1, keepdims=True)
+np.testing.assert_allclose(out, np.einsum("hp,hpd->hd", weights, v), rtol=1e-5, atol=1e-6)
+"""
+
+
+@pytest.mark.skipif(not X86_TARGET, reason="Haswell is an x86 CPU: numba compiles for aarch64 here")
+def test_on_an_avx2_build_one_steps_write_and_attention_are_right():
+    """In a fresh interpreter compiling for Haswell (AVX2, no AVX-512): the step's entry is
+    stored as the prefill stores it, and the attention equals NumPy's on the widened cache."""
+    settings = {"NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": "+avx2,+fma"}
+    done = subprocess.run(
+        [sys.executable, "-c", AVX2_ATTENTION],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=900,
+        env={**os.environ, **settings},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]

@@ -96,4 +96,29 @@ def bits_of_float32(typingctx, value):  # pragma: no cover - compiled
     return types.int32(types.float32), codegen
 
 
+@intrinsic
+def prefetch(typingctx, array, row, column):  # pragma: no cover - compiled
+    """Ask the CPU to bring the cache line of ``array[row, column]`` (a 2-D array) into its
+    caches: LLVM's generic ``llvm.prefetch``, a hint on every target (it never faults, and
+    does nothing where the CPU has no such instruction)."""
+
+    def codegen(context, builder, signature, args):
+        arr = context.make_array(signature.args[0])(context, builder, args[0])
+        place = cgutils.get_item_pointer(
+            context, builder, signature.args[0], arr, [args[1], args[2]], wraparound=False
+        )
+        pointer = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        hint = cgutils.get_or_insert_function(
+            builder.module,
+            ir.FunctionType(ir.VoidType(), [pointer, i32, i32, i32]),
+            "llvm.prefetch.p0i8",
+        )
+        # A read (0), kept in every cache level (3), of data (1).
+        builder.call(hint, [builder.bitcast(place, pointer), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return types.none(array, types.intp, types.intp), codegen
+
+
 FLOAT32_EXPONENT = np.int32(0x7F800000)

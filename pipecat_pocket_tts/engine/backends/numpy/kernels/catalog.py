@@ -4,8 +4,9 @@ Three families, each in its own file, on what they share (``kernel_base.py``: co
 float32 bit casts):
 
 - ``matmul_kernels.py``: matmuls of a few rows at fp32, bf16 and int8 (``linears.py``);
-- ``layer_kernels.py``: one-pass ELU, GELU-tanh, LayerNorm, RoPE, one step's attention and the
-  bfloat16 KV cache's rounding (``layers.py``, ``flowlm.py``, ``streaming_conv.py``);
+- ``layer_kernels.py``: one-pass ELU, GELU-tanh, LayerNorm, RoPE, one step's KV write and
+  attention in one call, and the bfloat16 KV cache's rounding (``layers.py``, ``flowlm.py``,
+  ``streaming_conv.py``);
 - ``window_kernels.py``: sliding windows times a packed weight, Mimi's convolutions
   (``streaming_conv.py``).
 
@@ -22,11 +23,11 @@ from __future__ import annotations
 import numpy as np
 
 from .layer import (
-    attend_one,
     elu_flat,
     gelu_tanh_flat,
     layer_norm_rows,
     rope_pairs,
+    store_and_attend,
     store_bfloat16,
 )
 from .matmul import (
@@ -47,7 +48,6 @@ __all__ = [
     "MADD_BLOCK",
     "WIDEN_FROM_ROWS",
     "WINDOW_ROWS",
-    "attend_one",
     "bf16_matmul",
     "elu_flat",
     "f32_matmul",
@@ -58,6 +58,7 @@ __all__ = [
     "layer_norm_rows",
     "pack_columns",
     "rope_pairs",
+    "store_and_attend",
     "store_bfloat16",
     "warm_up",
     "window_matmul",
@@ -89,8 +90,9 @@ def warm_up() -> None:
     gelu_tanh_flat(x[0], x[0])
     pairs, table = np.zeros((1, 2, 8), np.float32), np.zeros((1, 4), np.float32)
     rope_pairs(pairs, table, table, pairs)
+    entry, scores = np.zeros((1, 8), np.float32), np.empty(1, np.float32)
     cache = np.zeros((1, 4, 8), np.float32)
-    attend_one(pairs[0], cache, cache, 1, np.float32(1.0), np.empty(4, np.float32), pairs[0])
+    store_and_attend(pairs[0], entry, entry, cache, cache, 0, np.float32(1.0), scores, pairs[0])
     padded = np.zeros((1, WINDOW_ROWS + 1, COLUMN_BLOCK), np.float32)
     seq, row, item = padded.strides
     windows = np.lib.stride_tricks.as_strided(
@@ -102,6 +104,6 @@ def warm_up() -> None:
         window_matmul(view, packed, np.zeros((1, WINDOW_ROWS, COLUMN_BLOCK), np.float32))
     narrow_cache = np.zeros((1, 4, 8), np.uint16)
     store_bfloat16(np.zeros((1, 1, 8), np.float32), narrow_cache, 0)
-    attend_one(
-        pairs[0], narrow_cache, narrow_cache, 1, np.float32(1.0), np.empty(4, np.float32), pairs[0]
+    store_and_attend(
+        pairs[0], entry, entry, narrow_cache, narrow_cache, 0, np.float32(1.0), scores, pairs[0]
     )

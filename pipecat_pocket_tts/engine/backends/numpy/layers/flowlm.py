@@ -28,8 +28,8 @@ from ..kernels import compiled
 from .blocks import apply_rope, gelu_tanh, layer_norm, linear_rows, rope_tables
 from .linears import Linear, from_bfloat16_bits, make_linear, to_bfloat16_bits
 
-# The ``fast`` extra: one step's attention in one compiled pass. Imported and compiled at model
-# load (``NumpyBackend``), never at import; a test sets None to run NumPy alone.
+# The ``fast`` extra: one step's KV write and attention in one compiled pass. Imported and
+# compiled at model load (``NumpyBackend``), never at import; a test sets None to run NumPy alone.
 _kernels = compiled.AT_FIRST_USE
 
 #: Longest voice prompt upstream builds: 30 s of audio at 12.5 frames/s, plus bos_before_voice.
@@ -329,11 +329,11 @@ class FlowLM:
             q, k = self._rotated_qk(qkv, cos, sin)
             v = qkv[:, q_dim + kv_dim :].reshape(batch, self.kv_heads, self.head_dim)
             for b, (state, start) in enumerate(zip(states, starts, strict=True)):
-                state.write(index, start, k[b : b + 1], v[b : b + 1])
+                row = slice(b, b + 1)
+                attended[b] = self._store_and_attend(q[row], k[row], v[row], state, index, start)[0]
                 probe, rows = probes[b], probed[b]
                 if probe is not None and rows is not None:
                     self._probe(index, q[b], state, probe, rows)
-                attended[b] = self._attend(q[b : b + 1], state, index, start)[0]
             x += layer.out_proj(attended)
             h = layer_norm(x, layer.norm2_w, layer.norm2_b, LAYER_NORM_EPS)
             x += layer.linear2(gelu_tanh(layer.linear1(h)))
@@ -359,10 +359,9 @@ class FlowLM:
             qkv = layer.in_proj(h)
             q, k = self._rotated_qk(qkv, cos, sin)
             v = qkv[:, q_dim + kv_dim :].reshape(n, self.kv_heads, self.head_dim)
-            state.write(index, start, k, v)
+            attended = self._store_and_attend(q, k, v, state, index, start)
             if probe is not None:
                 self._probe(index, q[-1], state, probe, probed)
-            attended = self._attend(q, state, index, start)
             x += layer.out_proj(attended)
             h = layer_norm(x, layer.norm2_w, layer.norm2_b, LAYER_NORM_EPS)
             x += layer.linear2(gelu_tanh(layer.linear1(h)))
@@ -380,26 +379,43 @@ class FlowLM:
         rotated = apply_rope(pairs, cos, sin)
         return rotated[:, :heads], rotated[:, heads:]
 
+    def _store_and_attend(
+        self,
+        q: np.ndarray,
+        k: np.ndarray,
+        v: np.ndarray,
+        state: KVCache,
+        layer: int,
+        start: int,
+    ) -> np.ndarray:
+        """Store keys k and values v [n, kv_heads, Dh] at positions start… of ``layer`` in
+        ``state``, then attend with queries q [n, H, Dh] (``_attend``) → [n, H·Dh]. One
+        position with numba: one call of ``kernels.store_and_attend`` (on the cache as stored,
+        float32 or bfloat16)."""
+        kernels = compiled.resolve(_kernels)
+        if q.shape[0] != 1 or kernels is None:
+            state.write(layer, start, k, v)
+            return self._attend(q, state, layer, start)
+        out = np.empty((1, self.num_heads * self.head_dim), np.float32)
+        kernels.store_and_attend(
+            np.ascontiguousarray(q[0]),
+            np.ascontiguousarray(k[0]),
+            np.ascontiguousarray(v[0]),
+            state.keys[layer],
+            state.values[layer],
+            start,
+            self.scale,
+            np.empty(start + 1, np.float32),
+            out.reshape(self.num_heads, self.head_dim),
+        )
+        return out
+
     def _attend(self, q: np.ndarray, state: KVCache, layer: int, start: int) -> np.ndarray:
         """Causal attention of queries q [n, H, Dh] at positions start… over the first
-        P = start + n positions of ``layer`` in ``state`` → [n, H·Dh]. Query head h reads kv
-        head h // group. One position with numba: ``kernels.attend_one`` (on the cache as
-        stored, float32 or bfloat16)."""
+        P = start + n positions of ``layer`` in ``state`` → [n, H·Dh] (NumPy, on the cache
+        widened to float32). Query head h reads kv head h // group."""
         n = q.shape[0]
         length = start + n
-        kernels = compiled.resolve(_kernels)
-        if n == 1 and kernels is not None:
-            out = np.empty((1, self.num_heads * self.head_dim), np.float32)
-            kernels.attend_one(
-                np.ascontiguousarray(q[0]),
-                state.keys[layer],
-                state.values[layer],
-                length,
-                self.scale,
-                np.empty(length, np.float32),
-                out.reshape(self.num_heads, self.head_dim),
-            )
-            return out
         # Shape [kv_heads, P, Dh].
         keys = state.keys_f32(layer, 0, length)
         values = state.values_f32(layer, 0, length)
