@@ -24,18 +24,23 @@ from pipecat.frames.frames import (
     LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
     LLMTextFrame,
+    OutputAudioRawFrame,
     TTSAudioRawFrame,
     TTSSpeakFrame,
+    TTSStoppedFrame,
     TTSTextFrame,
 )
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.processors.aggregators.llm_context import LLMContext
-from pipecat.processors.aggregators.llm_response_universal import LLMAssistantAggregator
+from pipecat.processors.aggregators.llm_response_universal import (
+    LLMAssistantAggregator,
+    LLMContextAggregatorPair,
+)
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.tts_service import TextAggregationMode
 from pipecat.workers.runner import WorkerRunner
-from pipecat_playback import PlaybackClock, PlaybackOutput, timed_frames_on
+from pipecat_playback import NS, PlaybackClock, PlaybackOutput, timed_frames_on
 from polling import poll_until
 
 from pipecat_pocket_tts import PocketTTSService
@@ -615,3 +620,167 @@ async def test_a_reply_after_a_barge_in_on_an_uninterruptible_greeting_waits_for
     early = [(f.text, (greeting_end - f.pts) / 1e9) for f in reply_words if f.pts < greeting_end]
     assert early == []  # no reply word is timed inside the greeting's audio
     assert _content(messages[-1]).strip() == SHORT_REPLY
+
+
+class ChunkLog(PlaybackOutput):
+    """``PlaybackOutput`` writing ``chunk_ms`` chunks that notes where each context's audio
+    begins in the played stream and when (on the clock) each chunk starts playing."""
+
+    def __init__(self, clock: PlaybackClock, sample_rate: int, chunk_ms: int) -> None:
+        super().__init__(clock, sample_rate)
+        self._params.audio_out_10ms_chunks = chunk_ms // 10
+        self.context_offsets: dict[str, int] = {}  # samples into the stream
+        self.stream_samples = 0  # as the transport plays them: each context padded to chunks
+        self.chunks: list[tuple[int, int]] = []  # (first sample, clock at its start)
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        if isinstance(frame, TTSAudioRawFrame) and frame.context_id:
+            self.context_offsets.setdefault(frame.context_id, self.stream_samples)
+            self.stream_samples += len(frame.audio) // 2
+        if isinstance(frame, TTSStoppedFrame):  # the transport pads the last chunk
+            self.stream_samples += -self.stream_samples % (self.audio_chunk_size // 2)
+        await super().process_frame(frame, direction)
+
+    async def write_audio_frame(self, frame: OutputAudioRawFrame) -> bool:
+        self.chunks.append((self.played_samples, self.clock.get_time()))
+        return await super().write_audio_frame(frame)
+
+    def heard_at(self, context_id: str, seconds: float) -> int:
+        """The clock when ``seconds`` into a context's audio played."""
+        sample = self.context_offsets[context_id] + round(seconds * self.sample_rate)
+        first, start = max(c for c in self.chunks if c[0] <= sample)
+        return start + round((sample - first) * NS / self.sample_rate)
+
+
+STALL_AT_S = 1.2  # into the greeting's audio: the engine stalls after its words
+STALL_S = 1.0  # the clock runs on while nothing plays
+LLM_DELAY_S = 0.3  # the greeting has played this long when the reply's first token comes
+REPLY_AHEAD_S = 4.0  # audio made after the stall before the playback goes on
+
+
+@pytest.mark.parametrize("mode", [TextAggregationMode.SENTENCE, TextAggregationMode.TOKEN])
+async def test_reply_words_play_on_time_on_a_clock_that_runs_while_nothing_plays(
+    pack, monkeypatch, mode
+):
+    """Issue 48 item 11, the real-time variant the virtual playback clock does not show: the
+    clock runs on while nothing plays, as Pipecat's system clock does. A greeting queued at
+    start (``append_to_context=False``, the model still loading), its words said in its first
+    0.2 s of 3.7 s of audio; the reply's tokens come after the greeting has played 0.3 s; the
+    engine stalls 1.2 s into the greeting until the output has played all it had and the clock
+    has run on 1 s, then runs ahead again: the reply's first audio is made with 2.5 s of the
+    greeting still to play. 16 kHz output in 20 ms chunks (resampled, estimated word times), the
+    context aggregators around the service. Every reply word leaves the transport when its
+    audio plays: after the whole greeting, stall included (timed after the greeting's last
+    word, as Pipecat does, the first left 2.5 s early; on a word clock blind to the stall, 1 s)."""
+    rate = 16000
+    clock = PlaybackClock()
+    output = ChunkLog(clock, rate, chunk_ms=20)
+    tts = PocketTTSService(
+        model_dir=pack,
+        backend="numpy",
+        settings=PocketTTSService.Settings(seed=3),
+        text_aggregation_mode=mode,
+    )
+    tap = WordTap(clock)
+    departures = DepartureTap(clock)
+    context = LLMContext()
+    aggregators = LLMContextAggregatorPair(context)
+    worker = PipelineWorker(
+        Pipeline([aggregators.user(), tts, tap, output, departures, aggregators.assistant()]),
+        clock=clock,
+        params=PipelineParams(audio_out_sample_rate=rate),
+        cancel_on_idle_timeout=False,
+    )
+    stalled, resume = asyncio.Event(), asyncio.Event()
+    first_turn: list[str] = []
+    handed: dict[str, float] = {}
+    real_play = handover.SpeechStream._play
+
+    async def stalling_play(self, turn, frames):
+        """The first turn's frames from ``STALL_AT_S`` on wait for ``resume``."""
+        for frame in frames:
+            if turn is not None and not first_turn:
+                first_turn.append(turn.context_id)
+            if turn is not None and turn.context_id == first_turn[0]:
+                if handed.get(turn.context_id, 0.0) >= STALL_AT_S and not resume.is_set():
+                    stalled.set()
+                    await resume.wait()
+                handed[turn.context_id] = handed.get(turn.context_id, 0.0) + FRAME_SECONDS
+            await real_play(self, turn, [frame])
+
+    monkeypatch.setattr(handover.SpeechStream, "_play", stalling_play)
+    given: dict[str, list[tuple[str, float]]] = {}  # the engine's word times per context
+    real_add = PocketTTSService.add_word_timestamps
+
+    async def recording(self, word_times, context_id=None, **kwargs):
+        given.setdefault(context_id, []).extend(word_times)
+        await real_add(self, word_times, context_id, **kwargs)
+
+    monkeypatch.setattr(PocketTTSService, "add_word_timestamps", recording)
+    pushed = [0]  # audio samples the service pushed (some may still be on their way)
+    real_push = PocketTTSService.push_frame
+
+    async def counting(self, frame, direction=FrameDirection.DOWNSTREAM):
+        if isinstance(frame, TTSAudioRawFrame):
+            pushed[0] += len(frame.audio) // 2
+        await real_push(self, frame, direction)
+
+    monkeypatch.setattr(PocketTTSService, "push_frame", counting)
+    loaded = asyncio.Event()
+
+    @tts.event_handler("on_model_loaded")
+    async def _loaded(_tts):
+        loaded.set()
+
+    def output_dry() -> bool:
+        chunk = output.audio_chunk_size // 2
+        arrived = output.received_samples >= pushed[0]
+        return arrived and output.played_samples >= pushed[0] - chunk + 1
+
+    async def drive() -> None:
+        await asyncio.wait_for(loaded.wait(), timeout=120)
+        await poll_until(
+            lambda: output.played_seconds >= LLM_DELAY_S,
+            what="the greeting to play a while",
+            tries=100_000,
+            interval=0,
+        )
+        await worker.queue_frames(tokens(REPLY_32))
+        await stalled.wait()
+        await poll_until(
+            lambda: output_dry() and not clock.sleepers_due_by(clock.get_time()),
+            what="the output to play all it had",
+            tries=100_000,
+            interval=0,
+        )
+        clock.advance(round(STALL_S * NS))  # nothing plays: the clock runs on
+        # The engine runs ahead of the playback again: the reply's first audio is made
+        # while the rest of the greeting (2.5 s) is still to play.
+        output.start_after(output.received_samples / rate + REPLY_AHEAD_S)
+        resume.set()
+        await worker.queue_frame(EndFrame())
+
+    await worker.queue_frame(TTSSpeakFrame(TAILED_GREETING, append_to_context=False))
+    with timed_frames_on(clock):
+        runner = WorkerRunner()
+        await runner.add_workers(worker)
+        await asyncio.gather(runner.run(), drive())
+
+    greeting_id, reply_id = list(output.context_offsets)
+    greeting = [f for f in tap.words if f.context_id == greeting_id]
+    words = zip(departures.words, tap.words, strict=True)
+    reply_left = [(w, c) for (w, c), f in words if f.context_id == reply_id]
+    greeting_end = output.heard_at(reply_id, 0.0)
+    stall_start = output.heard_at(greeting_id, STALL_AT_S) - round(STALL_S * NS)
+    assert greeting_end - stall_start > 2.0 * NS  # the greeting's audio outlasts the stall
+    assert tap.context_clock[reply_id] < greeting_end - 2 * NS  # made while it is to play
+    assert [f.text for f in greeting] == TAILED_GREETING.split()
+    assert max(f.pts for f in greeting) < stall_start  # its words are said before it
+    assert [w for w, _ in reply_left] == REPLY_32.split()
+    reply_times = [t for _, t in given[reply_id]]
+    chunk_ns = round(0.02 * NS)
+    for (word, left), t in zip(reply_left, reply_times, strict=True):
+        heard = output.heard_at(reply_id, t)
+        assert heard - chunk_ns <= left <= heard + chunk_ns, (word, (left - heard) / NS)
+    messages = [m for m in context.get_messages() if m.get("role") == "assistant"]
+    assert [_content(m).strip() for m in messages] == [REPLY_32]
