@@ -102,8 +102,12 @@ def choose_tick(
     First frames first, then the stream nearest to running dry; a stream more than
     ``max_lead`` ahead sits out while another is behind. ``blocks`` (a backend whose
     ``decode_frames`` is exact in one pass): a stream far enough ahead lets its sampled frames
-    gather into a block before their decode (``_block_frames``).
+    gather into a block before their decode (``_block_frames``), while the streams are at
+    least as many as the threads. With fewer, a decode runs on a thread the steps leave idle,
+    beside the next step: a block saves CPU there but holds up the step chain, which then
+    waits for the block's longer decode every few ticks.
     """
+    blocks = blocks and len(candidates) >= threads
     leads = {stream: stream.lead(now) for stream in candidates}
     ordered = sorted(candidates, key=lambda s: (s.started, leads[s]))
     allowed = _may_compute(ordered, leads, max_lead)

@@ -724,8 +724,9 @@ def blocks_tts(tmp_path_factory):
     return tts
 
 
-def _spoken(tts, spy, texts, seed):
-    scheduler = Scheduler(spy, threads=2, clock=FrozenClock())  # every frame adds to the lead
+def _spoken(tts, spy, texts, seed, threads=1):
+    """A lone stream's frames; every frame adds to its lead (a frozen clock)."""
+    scheduler = Scheduler(spy, threads=threads, clock=FrozenClock())
     try:
         _stream, out = start(scheduler, tts, texts, seed=seed)
         assert out.ended.wait(WAIT) and not out.errors
@@ -758,3 +759,22 @@ def test_a_stream_without_lead_never_waits_for_a_block(blocks_tts):
     finally:
         scheduler.close()
     assert not spy.blocks
+
+
+def test_a_lone_stream_with_a_thread_to_spare_decodes_each_frame_beside_the_next_step(
+    blocks_tts,
+):
+    """Far ahead on two threads, a lone stream's decode runs on the thread its step leaves
+    idle: each frame is decoded as it is sampled (a block would hold up the step chain every
+    few ticks), with the same audio as on one thread, where it decodes in blocks."""
+    texts = ["A long text that goes on for a while."]
+    spare = BlockSpy(blocks_tts.backend)
+    frames = _spoken(blocks_tts, spare, texts, seed=5, threads=2)
+    assert not spare.blocks  # no block call: each frame decoded as it was sampled
+    alone = BlockSpy(blocks_tts.backend)
+    reference = _spoken(blocks_tts, alone, texts, seed=5, threads=1)
+    assert alone.blocks and max(alone.blocks) > 1
+    assert len(frames) == len(reference)
+    np.testing.assert_array_equal(
+        np.concatenate([f.samples for f in frames]), np.concatenate([f.samples for f in reference])
+    )
