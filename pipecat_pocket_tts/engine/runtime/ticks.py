@@ -74,9 +74,6 @@ class TickChoice:
     """The streams of each FlowLM step task."""
     decode_parts: list[list[ScheduledStream]]
     """The streams of each Mimi decode task, largest first."""
-    #: Streams that each step and decode in a tick with nothing else (0: another tick):
-    #: the ticks whose wall time prices admission (``StageCosts.tick_took``).
-    full_streams: int
 
     @property
     def streams(self) -> set[ScheduledStream]:
@@ -135,12 +132,6 @@ def choose_tick(
     decode_parts = cut_decodes(
         decoding, frames, first_frames, step_parts, prefills, threads, costs, spare
     )
-    full = (
-        not prefills
-        and not first_frames
-        and set(stepping) == set(decoding)
-        and all(count == 1 for count in frames.values())
-    )
     return TickChoice(
         stepping=stepping,
         decoding=decoding,
@@ -149,7 +140,6 @@ def choose_tick(
         first_frames=first_frames,
         step_parts=step_parts,
         decode_parts=decode_parts,
-        full_streams=len(stepping) if stepping and full else 0,
     )
 
 

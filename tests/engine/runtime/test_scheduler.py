@@ -316,7 +316,7 @@ class FixedCosts(StageCosts):
     def measured(self, kind: str, seconds: float, units: int) -> None:
         pass
 
-    def tick_took(self, streams: int, threads: int, seconds: float) -> None:
+    def tick_took(self, work: float, seconds: float) -> None:
         pass
 
 
@@ -778,3 +778,47 @@ def test_a_lone_stream_with_a_thread_to_spare_decodes_each_frame_beside_the_next
     np.testing.assert_array_equal(
         np.concatenate([f.samples for f in frames]), np.concatenate([f.samples for f in reference])
     )
+
+
+class SlowBlocks(BlockSpy):
+    """Frame blocks whose decode takes a wall second on ``clock`` (no CPU time): as a block
+    tick on a machine whose cores other processes hold."""
+
+    def __init__(self, backend, clock) -> None:
+        super().__init__(backend)
+        self.clock = clock
+
+    def decode_frames(self, states, latents):
+        self.clock.now += 1.0
+        return super().decode_frames(states, latents)
+
+
+class HeldClock:
+    """Time stands still but for what ``SlowBlocks`` adds."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_tick_stretch_is_learned_from_ticks_of_frame_blocks_too(blocks_tts):
+    """Admission prices a tick by the wall time ticks took per second of their threads' work.
+    Two streams far ahead decode in blocks, whose ticks are the slow ones here: the stretch
+    learns from them (it once learned only from ticks of single-frame decodes)."""
+    clock = HeldClock()
+    spy = SlowBlocks(blocks_tts.backend, clock)
+    costs = StageCosts()
+    scheduler = Scheduler(spy, threads=2, clock=clock, costs=costs)
+    try:
+        outs = [
+            start(scheduler, blocks_tts, ["A long text that goes on for a while."], seed=s)
+            for s in (1, 2)
+        ]
+        for _, out in outs:
+            assert out.ended.wait(WAIT) and not out.errors
+    finally:
+        scheduler.close()
+    assert spy.blocks and max(spy.blocks) > 1
+    assert costs.tick_stretch > 1.5

@@ -141,7 +141,7 @@ def test_a_lone_starting_stream_prefills_steps_and_decodes_in_one_first_task():
     ]
     plan = _plan([*running, new])
     assert plan.first_frames == [(new, 14)] and plan.prefills == []
-    assert new in plan.streams and plan.full_streams == 0
+    assert new in plan.streams
     assert len(plan.tasks) == 1 + len(plan.step_parts) + len(plan.decode_parts)
     # Alone, too: one task, not a prefill tick, a step tick and a decode tick.
     plan = _plan([_Stream("alone", prefill=14)])
