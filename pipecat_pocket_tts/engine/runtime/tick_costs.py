@@ -32,9 +32,9 @@ class StageCosts:
     the work of its threads (their measured CPU seconds on the kernels the load chose, spread
     over the threads) times ``tick_stretch``, plus ``tick_overhead``. The stretch is learned
     from the wall time of steady ticks (steps and decodes, frame blocks included) against the
-    CPU time their busiest thread spent: a machine whose
-    cores other processes share gives the pool's threads a fraction of their time, which
-    lengthens every tick in proportion to its work (on a quiet machine it stays near 1).
+    CPU time their busiest thread spent: a machine whose cores other processes share gives the
+    pool's threads a fraction of their time, which lengthens every tick in proportion to its
+    work (on a quiet machine it stays near 1).
 
     A FlowLM step reads every weight once per call, so its cost grows far slower than its
     batch (full-size, one thread: ~17 ms for one stream, ~40 ms for eight: about a fixed cost
