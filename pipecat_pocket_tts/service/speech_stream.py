@@ -171,6 +171,7 @@ class SpeechStream:
 
     def add(self, turn: Turn) -> None:
         self._turns.append(turn)
+        self._keep_owed_contexts_alive()
 
     # -- text in ----------------------------------------------------------------------
     async def enqueue(self, turn: Turn, text: str, options: TurnOptions) -> None:
@@ -276,8 +277,10 @@ class SpeechStream:
 
     # -- keeping contexts alive -----------------------------------------------------------
     def _owed_turns(self) -> list[Turn]:
-        """Open turns the engine still owes output: queued utterances, or their end marker."""
-        owed = [*self._owners.values(), *(t for t in self._turns if t.ending)]
+        """Turns still owed output: open ones (their text may go on, or is held: a short
+        sentence waiting for the next, a streamed sentence not yet ended, Pipecat's own
+        aggregator's last sentence) and those with utterances queued."""
+        owed = [*self._owners.values(), *self._turns]
         return [turn for turn in dict.fromkeys(owed) if not turn.closed]
 
     def _keep_owed_contexts_alive(self) -> None:
@@ -288,9 +291,10 @@ class SpeechStream:
 
     async def _keep_alive(self) -> None:
         """Pipecat ends an audio context that gets nothing for a few seconds, and counts one
-        that ended without audio as silent (three in a row write the service off). While the
-        engine still owes a turn output (a wait for a scheduler slot or a server, a slow first
-        frame on a busy machine), its context is kept alive, so the reply is not lost."""
+        that ended without audio as silent (three in a row write the service off). While a
+        turn is owed output (a wait for a scheduler slot or a server, a slow first frame on a
+        busy machine, an LLM pausing mid-reply with text held), its context is kept alive, so
+        the reply is neither lost nor its last words timed as a new context's."""
         while owed := self._owed_turns():
             for turn in owed:
                 self._output.keep_alive(turn.context_id)

@@ -321,9 +321,9 @@ class Scheduler:
             started = self._clock()
             self._run_tick(plan)
             with self._cond:
-                if plan.full_streams:
+                if plan.steady and len(plan.tasks) > 1:
                     took = self._clock() - started
-                    self._costs.tick_took(plan.full_streams, self.threads, took)
+                    self._costs.tick_took(plan.busiest_thread_cpu(self.threads), took)
                 results, tick_failures = plan.apply(self._clock())
             outputs += results
             failed.update(tick_failures)

@@ -31,7 +31,8 @@ class StageCosts:
     ``tick_seconds`` prices a whole tick in wall time, for admission (``max_streams="auto"``):
     the work of its threads (their measured CPU seconds on the kernels the load chose, spread
     over the threads) times ``tick_stretch``, plus ``tick_overhead``. The stretch is learned
-    from the wall time of whole ticks: a machine whose cores other processes share gives the
+    from the wall time of steady ticks (steps and decodes, frame blocks included) against the
+    CPU time their busiest thread spent: a machine whose cores other processes share gives the
     pool's threads a fraction of their time, which lengthens every tick in proportion to its
     work (on a quiet machine it stays near 1).
 
@@ -101,14 +102,11 @@ class StageCosts:
         each stepping and decoding: ``frame_cpu`` spread evenly, never less than the step."""
         return max(self.step(streams), self.frame_cpu(streams) / threads)
 
-    def tick_took(self, streams: int, threads: int, seconds: float) -> None:
-        """A tick in which ``streams`` streams each stepped and decoded took ``seconds`` of
-        wall time: ``tick_stretch`` moves toward its wall time beyond ``tick_overhead`` per
-        second of the work's estimate (never below 1, at most ``STRETCH_CAP``)."""
-        if streams <= 0 or seconds <= 0:
-            return
-        work = self.work_seconds(streams, threads)
-        if work <= 0:
+    def tick_took(self, work: float, seconds: float) -> None:
+        """A tick whose busiest thread spent ``work`` CPU seconds on its tasks took ``seconds``
+        of wall time: ``tick_stretch`` moves toward its wall time beyond ``tick_overhead`` per
+        second of that work (never below 1, at most ``STRETCH_CAP``)."""
+        if work <= 0 or seconds <= 0:
             return
         stretch = min(max((seconds - self.tick_overhead) / work, 1.0), STRETCH_CAP)
         self.tick_stretch += WALL_SMOOTHING * (stretch - self.tick_stretch)

@@ -53,11 +53,17 @@ class TickPlan:
         self.decode_parts = choice.decode_parts
         self.frames = choice.frames
         self.streams = choice.streams
-        self.full_streams = choice.full_streams
+        #: Only steps and decodes (frame blocks included), as most ticks of streams that
+        #: speak: the ticks whose wall time against their work prices admission. A starting
+        #: stream's tick (prefill, first frame) is not one, and neither is a lone task,
+        #: which spreads BLAS over every core (its CPU time is not its wall work).
+        self.steady = not choice.prefills and not choice.first_frames
         self._first_applied: set[ScheduledStream] = set()
         self._results: dict[str, Any] = {}
         # By key: the kind of work, its CPU seconds and its count.
         self._spent: dict[str, tuple[str, float, int]] = {}
+        # Thread CPU seconds of each task that ran, by key.
+        self._task_cpu: dict[str, float] = {}
         self.tasks = self._tasks()
 
     def _tasks(self) -> list[Callable[[], None]]:
@@ -98,6 +104,8 @@ class TickPlan:
                 self._results[key] = exc
             else:
                 self._spent[key] = (work[0], time.thread_time() - start, work[1])
+            finally:
+                self._task_cpu[key] = time.thread_time() - start
 
         return task
 
@@ -138,14 +146,14 @@ class TickPlan:
             self._spent[f"{key}-step"] = ("step", stepped - prefilled, 1)
             if self._on_first_frame is not None:
                 self._on_first_frame(self, stream)
-            if len(noises) < 2:
-                return
-            try:
-                next_out = _step_one(backend, state, latent, probe)
-                next_latent = backend.sample(next_out.hidden, noises[1])
-                self._results[f"{key}-second"] = (next_out, next_latent)
-            except Exception as exc:
-                self._results[f"{key}-second"] = exc
+            if len(noises) > 1:
+                try:
+                    next_out = _step_one(backend, state, latent, probe)
+                    next_latent = backend.sample(next_out.hidden, noises[1])
+                    self._results[f"{key}-second"] = (next_out, next_latent)
+                except Exception as exc:
+                    self._results[f"{key}-second"] = exc
+            self._task_cpu[key] = time.thread_time() - start
 
         return task
 
@@ -212,6 +220,15 @@ class TickPlan:
 
     def _prefill(self, run: ChunkRun, piece: np.ndarray) -> None:
         self._backend.prefill(run.prefill_state(), piece)
+
+    def busiest_thread_cpu(self, threads: int) -> float:
+        """Thread CPU seconds of the busiest of ``threads`` pool threads in this tick, as
+        far as its tasks' CPU times tell (each task runs whole on one thread): the dearest
+        task, or the tasks' sum spread evenly, whichever is more (0 before the tick ran)."""
+        spent = list(self._task_cpu.values())
+        if not spent:
+            return 0.0
+        return max(max(spent), sum(spent) / threads)
 
     def release(self) -> None:
         """The tick is over: drop its tasks. They are closures over this plan, so the plan

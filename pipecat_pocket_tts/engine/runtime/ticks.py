@@ -74,9 +74,6 @@ class TickChoice:
     """The streams of each FlowLM step task."""
     decode_parts: list[list[ScheduledStream]]
     """The streams of each Mimi decode task, largest first."""
-    #: Streams that each step and decode in a tick with nothing else (0: another tick):
-    #: the ticks whose wall time prices admission (``StageCosts.tick_took``).
-    full_streams: int
 
     @property
     def streams(self) -> set[ScheduledStream]:
@@ -102,8 +99,12 @@ def choose_tick(
     First frames first, then the stream nearest to running dry; a stream more than
     ``max_lead`` ahead sits out while another is behind. ``blocks`` (a backend whose
     ``decode_frames`` is exact in one pass): a stream far enough ahead lets its sampled frames
-    gather into a block before their decode (``_block_frames``).
+    gather into a block before their decode (``_block_frames``), while the streams are at
+    least as many as the threads. With fewer, a decode runs on a thread the steps leave idle,
+    beside the next step: a block saves CPU there but holds up the step chain, which then
+    waits for the block's longer decode every few ticks.
     """
+    blocks = blocks and len(candidates) >= threads
     leads = {stream: stream.lead(now) for stream in candidates}
     ordered = sorted(candidates, key=lambda s: (s.started, leads[s]))
     allowed = _may_compute(ordered, leads, max_lead)
@@ -131,12 +132,6 @@ def choose_tick(
     decode_parts = cut_decodes(
         decoding, frames, first_frames, step_parts, prefills, threads, costs, spare
     )
-    full = (
-        not prefills
-        and not first_frames
-        and set(stepping) == set(decoding)
-        and all(count == 1 for count in frames.values())
-    )
     return TickChoice(
         stepping=stepping,
         decoding=decoding,
@@ -145,7 +140,6 @@ def choose_tick(
         first_frames=first_frames,
         step_parts=step_parts,
         decode_parts=decode_parts,
-        full_streams=len(stepping) if stepping and full else 0,
     )
 
 

@@ -83,8 +83,8 @@ def test_the_avx2_case_of_issue_49_admits_the_streams_it_carries():
 def test_a_machine_shared_with_other_work_admits_in_proportion():
     quiet = measured_costs(0.006, 0.0018, 0.0065)
     shared = measured_costs(0.006, 0.0018, 0.0065)
-    for _ in range(100):  # every whole tick of 6 streams took twice its work
-        shared.tick_took(6, 2, 2 * shared.work_seconds(6, 2) + 0.005)
+    for _ in range(100):  # every tick of 6 streams took twice its work
+        shared.tick_took(shared.work_seconds(6, 2), 2 * shared.work_seconds(6, 2) + 0.005)
     assert shared.tick_stretch == pytest.approx(2.0, rel=1e-3)
     fits = [n for n in range(1, 40) if 2 * shared.work_seconds(n, 2) + 0.005 <= AUTO_LOAD * FRAME]
     assert admitted(shared, 2) == max(fits)

@@ -316,7 +316,7 @@ class FixedCosts(StageCosts):
     def measured(self, kind: str, seconds: float, units: int) -> None:
         pass
 
-    def tick_took(self, streams: int, threads: int, seconds: float) -> None:
+    def tick_took(self, work: float, seconds: float) -> None:
         pass
 
 
@@ -724,8 +724,9 @@ def blocks_tts(tmp_path_factory):
     return tts
 
 
-def _spoken(tts, spy, texts, seed):
-    scheduler = Scheduler(spy, threads=2, clock=FrozenClock())  # every frame adds to the lead
+def _spoken(tts, spy, texts, seed, threads=1):
+    """A lone stream's frames; every frame adds to its lead (a frozen clock)."""
+    scheduler = Scheduler(spy, threads=threads, clock=FrozenClock())
     try:
         _stream, out = start(scheduler, tts, texts, seed=seed)
         assert out.ended.wait(WAIT) and not out.errors
@@ -758,3 +759,66 @@ def test_a_stream_without_lead_never_waits_for_a_block(blocks_tts):
     finally:
         scheduler.close()
     assert not spy.blocks
+
+
+def test_a_lone_stream_with_a_thread_to_spare_decodes_each_frame_beside_the_next_step(
+    blocks_tts,
+):
+    """Far ahead on two threads, a lone stream's decode runs on the thread its step leaves
+    idle: each frame is decoded as it is sampled (a block would hold up the step chain every
+    few ticks), with the same audio as on one thread, where it decodes in blocks."""
+    texts = ["A long text that goes on for a while."]
+    spare = BlockSpy(blocks_tts.backend)
+    frames = _spoken(blocks_tts, spare, texts, seed=5, threads=2)
+    assert not spare.blocks  # no block call: each frame decoded as it was sampled
+    alone = BlockSpy(blocks_tts.backend)
+    reference = _spoken(blocks_tts, alone, texts, seed=5, threads=1)
+    assert alone.blocks and max(alone.blocks) > 1
+    assert len(frames) == len(reference)
+    np.testing.assert_array_equal(
+        np.concatenate([f.samples for f in frames]), np.concatenate([f.samples for f in reference])
+    )
+
+
+class SlowBlocks(BlockSpy):
+    """Frame blocks whose decode takes a wall second on ``clock`` (no CPU time): as a block
+    tick on a machine whose cores other processes hold."""
+
+    def __init__(self, backend, clock) -> None:
+        super().__init__(backend)
+        self.clock = clock
+
+    def decode_frames(self, states, latents):
+        self.clock.now += 1.0
+        return super().decode_frames(states, latents)
+
+
+class HeldClock:
+    """Time stands still but for what ``SlowBlocks`` adds."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_tick_stretch_is_learned_from_ticks_of_frame_blocks_too(blocks_tts):
+    """Admission prices a tick by the wall time ticks took per second of their threads' work.
+    Two streams far ahead decode in blocks, whose ticks are the slow ones here: the stretch
+    learns from them (it once learned only from ticks of single-frame decodes)."""
+    clock = HeldClock()
+    spy = SlowBlocks(blocks_tts.backend, clock)
+    costs = StageCosts()
+    scheduler = Scheduler(spy, threads=2, clock=clock, costs=costs)
+    try:
+        outs = [
+            start(scheduler, blocks_tts, ["A long text that goes on for a while."], seed=s)
+            for s in (1, 2)
+        ]
+        for _, out in outs:
+            assert out.ended.wait(WAIT) and not out.errors
+    finally:
+        scheduler.close()
+    assert spy.blocks and max(spy.blocks) > 1
+    assert costs.tick_stretch > 1.5

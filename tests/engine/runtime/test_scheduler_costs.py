@@ -90,16 +90,16 @@ def test_the_tick_stretch_follows_the_wall_time_per_second_of_work():
     work = costs.work_seconds(4, 2)
     assert costs.tick_seconds(4, 2) == pytest.approx(work + 0.005)  # a quiet machine: 1
     for _ in range(80):  # the cores shared: every tick twice its work, plus the overhead
-        costs.tick_took(4, 2, 2 * work + 0.005)
+        costs.tick_took(work, 2 * work + 0.005)
     assert costs.tick_stretch == pytest.approx(2.0, rel=1e-3)
     # Scaled, not added: a tick of twice the streams is priced at twice the stretched work.
     assert costs.tick_seconds(8, 2) == pytest.approx(2 * costs.work_seconds(8, 2) + 0.005, 1e-3)
     for _ in range(200):
-        costs.tick_took(4, 2, work / 2)  # quicker than the estimate: never below 1
+        costs.tick_took(work, work / 2)  # quicker than the estimate: never below 1
     assert costs.tick_stretch == pytest.approx(1.0, abs=1e-6)
-    costs.tick_took(4, 2, 60.0)  # a tick stalled by a pause counts for at most the cap
+    costs.tick_took(work, 60.0)  # a tick stalled by a pause counts for at most the cap
     assert costs.tick_stretch == pytest.approx(1.0 + 0.1 * (STRETCH_CAP - 1.0), rel=1e-3)
     before = costs.tick_stretch
-    costs.tick_took(0, 2, 1.0)
-    costs.tick_took(4, 2, 0.0)
+    costs.tick_took(0.0, 1.0)
+    costs.tick_took(work, 0.0)
     assert costs.tick_stretch == before

@@ -141,7 +141,7 @@ def test_a_lone_starting_stream_prefills_steps_and_decodes_in_one_first_task():
     ]
     plan = _plan([*running, new])
     assert plan.first_frames == [(new, 14)] and plan.prefills == []
-    assert new in plan.streams and plan.full_streams == 0
+    assert new in plan.streams
     assert len(plan.tasks) == 1 + len(plan.step_parts) + len(plan.decode_parts)
     # Alone, too: one task, not a prefill tick, a step tick and a decode tick.
     plan = _plan([_Stream("alone", prefill=14)])
@@ -277,3 +277,19 @@ def test_a_block_waits_only_for_a_stream_with_lead_and_frames_to_come():
     assert _block_frames(ahead, 2.0, tick) == BLOCK_FRAMES
     done = _Ahead("done", started=True, wants_step=False, pending=2)
     assert _block_frames(done, 2.0, tick) == 2  # no more frames to wait for
+
+
+def test_fewer_streams_than_threads_decode_each_frame_at_once():
+    """One stream far ahead, frames still coming: on one thread its decode waits to grow a
+    block; on two, the thread beside its step decodes each frame at once."""
+    costs = StageCosts(step_by_batch={1: 0.005}, decode_per_stream=0.004)
+    stream = _Ahead("s0", started=True, wants_step=True, wants_decode=True, pending=1, ahead=2.0)
+    one = choose_tick([stream], 0.0, 1, 3.0, costs, blocks=True)  # type: ignore[list-item]
+    assert one.decoding == [] and one.stepping == [stream]
+    two = choose_tick([stream], 0.0, 2, 3.0, costs, blocks=True)  # type: ignore[list-item]
+    assert two.decoding == [stream] and two.frames[stream] == 1
+    pair = [
+        _Ahead(f"s{i}", started=True, wants_step=True, wants_decode=True, pending=1, ahead=2.0)
+        for i in range(2)
+    ]
+    assert choose_tick(pair, 0.0, 2, 3.0, costs, blocks=True).decoding == []  # type: ignore[arg-type]
