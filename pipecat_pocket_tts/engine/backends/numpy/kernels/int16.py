@@ -315,68 +315,19 @@ def int16_window_matmul(
     numba.literally(path)
     total = windows.shape[0] * windows.shape[1]
     whole = total - total % INT16_ROWS
+    whole_tiles = whole // INT16_ROWS
+    tiles = whole_tiles + total - whole  # the whole tiles, then the rows after them alone
     blocks = packed.shape[0]
-    if packed.size * 4 > INT16_CACHED_WEIGHT_BYTES:
-        for b in range(blocks):  # large weights: each block read once a call
-            for first in range(0, whole, INT16_ROWS):
-                _int16_tile(
-                    windows,
-                    packed,
-                    out,
-                    first,
-                    b,
-                    row_scales,
-                    column_scales,
-                    step,
-                    channels,
-                    path,
-                    INT16_ROWS,
-                )
-            for first in range(whole, total):
-                _int16_tile(
-                    windows,
-                    packed,
-                    out,
-                    first,
-                    b,
-                    row_scales,
-                    column_scales,
-                    step,
-                    channels,
-                    path,
-                    1,
-                )
-    else:
-        for first in range(0, whole, INT16_ROWS):  # small weights: windows read once a call
-            for b in range(blocks):
-                _int16_tile(
-                    windows,
-                    packed,
-                    out,
-                    first,
-                    b,
-                    row_scales,
-                    column_scales,
-                    step,
-                    channels,
-                    path,
-                    INT16_ROWS,
-                )
-        for first in range(whole, total):
-            for b in range(blocks):
-                _int16_tile(
-                    windows,
-                    packed,
-                    out,
-                    first,
-                    b,
-                    row_scales,
-                    column_scales,
-                    step,
-                    channels,
-                    path,
-                    1,
-                )
+    # Large weights: each block read once a call; small ones: the windows read once a call.
+    large = packed.size * 4 > INT16_CACHED_WEIGHT_BYTES
+    rs, cs = row_scales, column_scales
+    for index in range(blocks * tiles):
+        b, tile = (index // tiles, index % tiles) if large else (index % blocks, index // blocks)
+        first = tile * INT16_ROWS if tile < whole_tiles else whole + tile - whole_tiles
+        if first < whole:
+            _int16_tile(windows, packed, out, first, b, rs, cs, step, channels, path, INT16_ROWS)
+        else:
+            _int16_tile(windows, packed, out, first, b, rs, cs, step, channels, path, 1)
 
 
 # One entry point a path, called from Python (a literal path given from Python would be
