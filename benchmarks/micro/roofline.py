@@ -31,13 +31,7 @@ def stage_macs(backend, kv_length: int) -> dict[str, int]:
     step = flow.input_linear.size + flow.out_eos_w.size + _linear_macs(flow.layers)
     step += flow.num_layers * 2 * kv_length * flow.num_heads * flow.head_dim  # q·k and p·v
 
-    sampler = backend.sampler
-    per_net = _affine_macs(sampler.input) + _affine_macs(sampler.final_mod)
-    per_net += _affine_macs(sampler.final)
-    for block in sampler.blocks:
-        per_net += sum(_affine_macs(a) for a in (block.mlp_in, block.mlp_out, block.modulation))
-    sample = _affine_macs(sampler.cond) + sampler.steps * per_net
-
+    sample = backend.sampler.multiply_adds()
     return {"step": step, "sample": sample, "decode": _mimi_decode_macs(backend.mimi)}
 
 
@@ -45,11 +39,6 @@ def _linear_macs(layers) -> int:
     """Multiply-adds of one row through the linears of transformer layers."""
     linears = [(l.in_proj, l.out_proj, l.linear1, l.linear2) for l in layers]  # noqa: E741
     return sum(linear.shape[0] * linear.shape[1] for group in linears for linear in group)
-
-
-def _affine_macs(affine) -> int:
-    out, inp = affine.linear.shape
-    return out * inp
 
 
 def _mimi_decode_macs(mimi) -> int:

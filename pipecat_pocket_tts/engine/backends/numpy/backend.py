@@ -27,7 +27,12 @@ from ..base import (
     check_voice_kv,
 )
 from .kernels import compiled
-from .kernels.arithmetic import choose_arithmetic, describe_arithmetic
+from .kernels.arithmetic import (
+    choose_arithmetic,
+    choose_sampler_arithmetic,
+    describe_arithmetic,
+    describe_sampler,
+)
 from .layers.flowlm import CHUNK_POSITIONS, DEFAULT_CAPACITY, FlowLM, KVCache
 from .layers.linears import Linear, check_precision, how_linears_run
 from .layers.mimi import Mimi, MimiDecoderState
@@ -57,7 +62,9 @@ class NumpyBackend(Backend):
         """``weights``: upstream state-dict keys → arrays (checked against ``config``).
 
         ``precision``: "fp32", "bf16" or "int8" for the FlowLM attention and feed-forward
-        linears (the rest stays fp32); narrow ones need numba (``PrecisionUnavailableError``).
+        linears (the rest stays fp32, but the sampler's linears, which a narrow ``precision``
+        runs in int16 where the CPU can: ``choose_sampler_arithmetic``); narrow ones need
+        numba (``PrecisionUnavailableError``).
         ``mimi_arithmetic``: what Mimi's decoder multiplies in, "auto" (None: the
         environment's ``POCKET_TTS_MIMI_ARITHMETIC``, else "auto": with a narrow
         ``precision``, "int16" on a CPU with AVX2 (on AVX512_VNNI, AVX-VNNI or AVX2 dot
@@ -68,6 +75,7 @@ class NumpyBackend(Backend):
         # The kernels are imported and compiled (or read from the cache) here.
         compiled.optional()
         arithmetic = choose_arithmetic(mimi_arithmetic, precision)
+        sampler_arithmetic = choose_sampler_arithmetic(precision)
         check_weights(weights, config)
         # float32 arrays pass through uncopied (memory-mapped weights stay mapped)
         weights = {
@@ -78,7 +86,8 @@ class NumpyBackend(Backend):
         self.precision = precision
         self.flow_lm = FlowLM(config, weights, precision=precision)
         self._kernels = {
-            "flow_lm": f"{precision}: {how_linears_run(precision)}",
+            "flow_lm": f"{precision}: {how_linears_run(precision)}; "
+            + describe_sampler(sampler_arithmetic),
             "mimi": describe_arithmetic(arithmetic),
         }
         logger.info(
@@ -87,7 +96,7 @@ class NumpyBackend(Backend):
             self._kernels["flow_lm"],
             self._kernels["mimi"],
         )
-        self.sampler = Sampler(config, weights, steps=sampler_steps)
+        self.sampler = Sampler(config, weights, steps=sampler_steps, arithmetic=sampler_arithmetic)
         mimi_weights = {k[len("mimi.") :]: v for k, v in weights.items() if k.startswith("mimi.")}
         self.mimi = Mimi(config.mimi, mimi_weights, arithmetic=arithmetic)
         self._emb_std = np.asarray(weights["flow_lm.emb_std"], np.float32)

@@ -40,11 +40,13 @@ SYNTHESIS_SNR_DB = {
 
 @pytest.fixture(scope="module", autouse=True)
 def _private_narrow_cache(tmp_path_factory):
-    """Cached narrow copies go to a temporary folder, not the user's cache; Mimi stays fp32
-    (these tests measure the FlowLM's precision; ``test_wide_arithmetic.py`` Mimi's arithmetic)."""
+    """Cached narrow copies go to a temporary folder, not the user's cache; Mimi and the sampler
+    stay fp32 (these tests measure the FlowLM's precision; ``test_wide_arithmetic.py`` Mimi's
+    arithmetic, ``test_sampler_arithmetic.py`` the sampler's)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(narrow_cache.CACHE_ENV, str(tmp_path_factory.mktemp("narrow_cache")))
         patch.setenv(arithmetic.ARITHMETIC_ENV, "fp32")
+        patch.setenv(arithmetic.SAMPLER_ARITHMETIC_ENV, "fp32")
         yield
 
 

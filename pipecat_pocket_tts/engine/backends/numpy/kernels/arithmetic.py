@@ -21,6 +21,10 @@ speed) the best this CPU has (numba installed), else ``"fp32"`` (precision "fp32
 end to end: parity with upstream): "int16" first (any CPU with AVX2 and FMA), then "bf16".
 Asking for arithmetic or an instruction path the CPU lacks is a ``LoadOptionError`` saying so
 (never a silent fallback).
+
+``choose_sampler_arithmetic(precision)``: the same choice for the sampler's flow net, "int16"
+or "fp32" (``layers/sampler.py``), from ``POCKET_TTS_SAMPLER_ARITHMETIC``; "auto" follows the
+FlowLM's precision as Mimi's does.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ _BEST_FIRST = ("int16", "bf16", "fp32")
 MIMI_ARITHMETIC = ("auto", *_BEST_FIRST)
 #: What each arithmetic needs beyond numba, as /proc/cpuinfo spells it (int16: its least path).
 _NEEDS = {"bf16": "avx512_bf16", "int16": "avx2"}
+SAMPLER_ARITHMETIC_ENV = "POCKET_TTS_SAMPLER_ARITHMETIC"
+SAMPLER_ARITHMETIC = ("auto", "int16", "fp32")
 INT16_KERNEL_ENV = "POCKET_TTS_INT16_KERNEL"
 #: The CPU flag each path needs, as /proc/cpuinfo spells it (for the errors).
 INT16_FLAGS = {"vnni": "avx512_vnni", "avx-vnni": "avx_vnni", "avx2": "avx2"}
@@ -146,6 +152,19 @@ def choose_arithmetic(requested: str | None = None, precision: str = "fp32") -> 
     return choose_among("mimi_arithmetic", arithmetic, _BEST_FIRST, _available, _NEEDS)
 
 
+def choose_sampler_arithmetic(precision: str = "fp32") -> str:
+    """The arithmetic the sampler's flow net runs in, "int16" or "fp32":
+    ``POCKET_TTS_SAMPLER_ARITHMETIC`` ("auto" when unset: with a narrow ``precision`` "int16"
+    where this CPU runs it, else "fp32"; precision "fp32" stays float32: parity with upstream).
+    Asking for "int16" where the CPU cannot run it is a ``LoadOptionError``."""
+    arithmetic = os.environ.get(SAMPLER_ARITHMETIC_ENV) or "auto"
+    if arithmetic == "auto" and precision == "fp32":
+        return "fp32"
+    return choose_among(
+        SAMPLER_ARITHMETIC_ENV, arithmetic, SAMPLER_ARITHMETIC[1:], _available, _NEEDS
+    )
+
+
 def choose_int16_kernel() -> str:
     """The instruction path of the int16 kernels: ``POCKET_TTS_INT16_KERNEL`` ("auto" when
     unset): "vnni" (AVX512_VNNI ``vpdpwssd`` on zmm), "avx-vnni" (the VEX ``vpdpwssd`` on ymm),
@@ -183,6 +202,18 @@ def describe_arithmetic(arithmetic: str) -> str:
             "the transformer and the SEANet convs; frame blocks bit for bit"
         )
     return "Mimi decoder: float32 (window kernels and BLAS)"
+
+
+def describe_sampler(arithmetic: str) -> str:
+    """A phrase for ``PocketTTS.kernels["flow_lm"]``: what the sampler's flow net runs on."""
+    if arithmetic == "int16":
+        return (
+            f"sampler: int16 dot products ({INT16_INSTRUCTIONS[choose_int16_kernel()]}), "
+            "the adaLN modulations as one product"
+        )
+    if compiled.optional() is None:
+        return "sampler: float32 (BLAS)"
+    return "sampler: float32 (window kernels)"
 
 
 def fits_bf16(depth: int, columns: int) -> bool:

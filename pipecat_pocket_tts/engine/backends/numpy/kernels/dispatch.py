@@ -61,8 +61,9 @@ def window_product(
     Row r of stream b is the window of ``width`` frames of ``padded[b]`` from frame r·step
     (one run of memory, read where it lies). The kernels take the B · rows windows four at a
     time, across streams: where B · rows is not a multiple of four, rows past the input's end
-    read zero frames (a copy extended with them) and are dropped. Each row's sums are its own,
-    so a row gives the same bits in any batch.
+    read zero frames (a copy extended with them) and are dropped (int16: its kernel takes the
+    last rows one by one instead). Each row's sums are its own, so a row gives the same bits
+    in any batch.
 
     Args:
         padded: The input, float32 [B, L, C].
@@ -81,7 +82,7 @@ def window_product(
     batch, length, channels = padded.shape
     if arithmetic == "int16":
         kernels = int16_kernels(packed.path)
-        tile = kernels.INT16_ROWS
+        tile = 1
     elif arithmetic == "bf16":
         kernels = bf16_kernels()
         tile = kernels.BF16_ROWS

@@ -175,9 +175,21 @@ def multiply_add(builder, path: int, lanes: int):
 
 @intrinsic
 def _int16_tile(
-    typingctx, windows, packed, out, first, block, row_scales, column_scales, step, channels, path
+    typingctx,
+    windows,
+    packed,
+    out,
+    first,
+    block,
+    row_scales,
+    column_scales,
+    step,
+    channels,
+    path,
+    rows,
 ):  # pragma: no cover - compiled
-    """Rows ``first … first + 3`` of the flattened windows (``TileAddresses``):
+    """Rows ``first … first + rows - 1`` of the flattened windows (``TileAddresses``; ``rows``
+    a literal, ``INT16_ROWS`` or 1 for the rows after the last whole tile):
     out[row, 32·block : 32·block + 32] += Σ_taps (windows[row, tap] · packed[block, tap]) ·
     row scale · column scales (windows [B, R, K] int16, tap t of window r being input row
     r·step + t of ``row_scales`` [B, L]; packed [blocks, K/2, 32] uint32; column_scales [N]
@@ -194,6 +206,7 @@ def _int16_tile(
         and row_scales.dtype == types.float32
         and column_scales.dtype == types.float32
         and isinstance(path, types.IntegerLiteral)
+        and isinstance(rows, types.IntegerLiteral)
     )
     if not fits:
         return None
@@ -202,11 +215,11 @@ def _int16_tile(
     vectors = TILE_VECTORS
     passes = INT16_COLUMN_BLOCK // (vectors * lanes)
     signature = types.none(
-        windows, packed, out, first, block, row_scales, column_scales, step, channels, path
+        windows, packed, out, first, block, row_scales, column_scales, step, channels, path, rows
     )
 
     def codegen(context, builder, sig, args):
-        tile = TileAddresses(context, builder, sig, args, INT16_ROWS)
+        tile = TileAddresses(context, builder, sig, args, rows.literal_value)
         i32, f32 = ir.IntType(32), ir.FloatType()
         ivec, fvec = ir.VectorType(i32, lanes), ir.VectorType(f32, lanes)
         wvec = ir.VectorType(ir.IntType(16), 2 * lanes)
@@ -294,24 +307,27 @@ def int16_window_matmul(
 ):  # pragma: no cover - compiled
     """out [B, R, N] += windows [B, R, K] · W: windows of int16 codes (a strided view of the
     codes ``quantize_rows`` wrote, window r starting at row r·step, K = taps · ``channels``),
-    W [K, N] packed by ``pack_int16_columns``; B · R a multiple of ``INT16_ROWS``; out holds
-    the bias (or zeros) on entry; ``path`` a ``path_code`` (each compiled apart, only when
-    called). Each row's sums are its own: the same in any batch, on any path."""
+    W [K, N] packed by ``pack_int16_columns``; tiles of ``INT16_ROWS`` rows of the B · R, the
+    rows after the last whole tile one by one (a lone row reads the weight once, as a tile
+    does, without three idle rows); out holds the bias (or zeros) on entry; ``path`` a
+    ``path_code`` (each compiled apart, only when called). Each row's sums are its own, in
+    the same order in a tile or alone: the same in any batch, on any path."""
     numba.literally(path)
     total = windows.shape[0] * windows.shape[1]
+    whole = total - total % INT16_ROWS
+    whole_tiles = whole // INT16_ROWS
+    tiles = whole_tiles + total - whole  # the whole tiles, then the rows after them alone
     blocks = packed.shape[0]
-    if packed.size * 4 > INT16_CACHED_WEIGHT_BYTES:
-        for b in range(blocks):  # large weights: each block read once a call
-            for first in range(0, total, INT16_ROWS):
-                _int16_tile(
-                    windows, packed, out, first, b, row_scales, column_scales, step, channels, path
-                )
-    else:
-        for first in range(0, total, INT16_ROWS):  # small weights: windows read once a call
-            for b in range(blocks):
-                _int16_tile(
-                    windows, packed, out, first, b, row_scales, column_scales, step, channels, path
-                )
+    # Large weights: each block read once a call; small ones: the windows read once a call.
+    large = packed.size * 4 > INT16_CACHED_WEIGHT_BYTES
+    rs, cs = row_scales, column_scales
+    for index in range(blocks * tiles):
+        b, tile = (index // tiles, index % tiles) if large else (index % blocks, index // blocks)
+        first = tile * INT16_ROWS if tile < whole_tiles else whole + tile - whole_tiles
+        if first < whole:
+            _int16_tile(windows, packed, out, first, b, rs, cs, step, channels, path, INT16_ROWS)
+        else:
+            _int16_tile(windows, packed, out, first, b, rs, cs, step, channels, path, 1)
 
 
 # One entry point a path, called from Python (a literal path given from Python would be

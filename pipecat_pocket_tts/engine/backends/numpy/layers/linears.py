@@ -4,7 +4,8 @@
 (bias-free). Every attention and feed-forward linear of the FlowLM transformer (in_proj,
 out_proj, linear1, linear2) is applied through one, so a solo step, a batched step and the
 prefill all compute it the same way; the sampler head's and Mimi's transformer's
-linears are fp32 ones.
+linears are fp32 ones, or run a wider arithmetic's window kernel (``DotLinear``,
+``Int16Linear``).
 
 - ``"fp32"``: the float32 weight (memory-mapped from the file when it is fp32 there).
 - ``"bf16"``: bfloat16 weights (round to nearest even; exact for bf16 checkpoints), half the bytes.
@@ -25,7 +26,7 @@ AVX512_VNNI hosts, which round each row of x to int16 for integer products
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import TypeAlias
 
@@ -356,6 +357,54 @@ class DotLinear(Linear):
 
     def arrays(self) -> dict[str, np.ndarray]:
         return {"weight": self.weight}
+
+
+class Int16Linear(Linear):
+    """Float32 weights stacked along their outputs and packed once for the int16 window kernel,
+    only the packed codes kept: x [n, in] → [n, out], each row of x quantized to 13 bits with
+    its own scale, each column of the weight to 16 bits, exact int32 sums; each row summed
+    alone (the same bits at any batch size, on every int16 instruction path). A stack gives
+    the same bits as its parts one by one (each column has its own scale and sums)."""
+
+    precision = "int16-dot"
+
+    def __init__(self, packed: Int16Weight) -> None:
+        """``packed``: codes [out / 32, in / 2, 32] and scales [out] (``pack_int16``)."""
+        blocks, pairs, block = packed.codes.shape
+        super().__init__((blocks * block, 2 * pairs))
+        self.packed = packed
+
+    @classmethod
+    def stacked(cls, weights: Sequence[np.ndarray]) -> Int16Linear | None:
+        """The product by ``weights`` [out_i, in] stacked along the outputs (one weight walk
+        for all), or None where one of them does not pack (``DotLinear.fits``)."""
+        if not all(DotLinear.fits("int16", weight.shape) for weight in weights):
+            return None
+        parts = [
+            pack_int16(np.ascontiguousarray(np.asarray(w, np.float32).T), w.shape[1])
+            for w in weights
+        ]
+        codes = np.concatenate([part.codes for part in parts])
+        scales = np.concatenate([part.scales for part in parts])
+        return cls(Int16Weight(codes, scales, parts[0].path))
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        x = np.ascontiguousarray(x, np.float32)
+        return window_product(x[None], x.shape[0], 1, 1, self.packed, None, "int16")[0]
+
+    @property
+    def nbytes(self) -> int:
+        return self.packed.codes.nbytes + self.packed.scales.nbytes
+
+    def dense_rows(self, start: int, stop: int) -> np.ndarray:
+        # Lane c of pair p holds (row 2p, row 2p + 1) of column c, low half first.
+        blocks, pairs, block = self.packed.codes.shape
+        codes = self.packed.codes.view(np.int16).reshape(blocks, pairs, block, 2)
+        columns = codes.transpose(0, 2, 1, 3).reshape(self.shape)[start:stop]
+        return columns.astype(np.float32) * self.packed.scales[start:stop, None]
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {"codes": self.packed.codes, "scales": self.packed.scales}
 
 
 def make_linear(weight: np.ndarray | Linear, precision: str = "fp32") -> Linear:
