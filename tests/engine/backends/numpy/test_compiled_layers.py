@@ -3,12 +3,9 @@ NumPy code they stand in for, and a FlowLM step and a Mimi decode with and witho
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
+from fresh_python import run_python
 from reference_fixtures import FAMILIES, load_family, snr_db
 
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
@@ -196,12 +193,4 @@ def test_on_an_avx2_build_one_steps_write_and_attention_are_right():
     """In a fresh interpreter compiling for Haswell (AVX2, no AVX-512): the step's entry is
     stored as the prefill stores it, and the attention equals NumPy's on the widened cache."""
     settings = {"NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": "+avx2,+fma"}
-    done = subprocess.run(
-        [sys.executable, "-c", AVX2_ATTENTION],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=900,
-        env={**os.environ, **settings},
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_python(AVX2_ATTENTION, settings)

@@ -13,14 +13,13 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import mimi_decoding
 import numba
 import numpy as np
 import pytest
+from fresh_python import run_python
 from mimi_decoding import (
     MIN_SNR_DB,
     frame_by_frame,
@@ -353,18 +352,7 @@ for each in (linear, restore_linear("int8", arrays)):
 added = [set(k.signatures) - before for k, before in zip(kernels, at_load)]
 assert not any(added), added
 """
-    env = dict(os.environ)
-    env[arithmetic.INT16_KERNEL_ENV] = path
-    env[linears.INT8_KERNEL_ENV] = path
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-        env=env,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    run_python(script, {arithmetic.INT16_KERNEL_ENV: path, linears.INT8_KERNEL_ENV: path}, 600)
 
 
 # -- the same bits on every path, and fidelity against fp32 frame by frame -----------------------
