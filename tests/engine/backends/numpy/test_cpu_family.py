@@ -94,7 +94,8 @@ def test_off_x86_the_model_speaks_at_every_precision_though_x86_features_are_cla
     """A portable setting for x86 (``NUMBA_CPU_FEATURES`` listing AVX2 and AVX-512) left in an
     image built for arm64 too: the x86 kernels would end the process in LLVM."""
     env = {**os.environ, "NUMBA_CPU_FEATURES": X86_FEATURES, "NUMBA_CPU_NAME": "generic"}
-    env.pop(arithmetic.ARITHMETIC_ENV, None)
+    for name in (arithmetic.ARITHMETIC_ENV, arithmetic.SAMPLER_ARITHMETIC_ENV):
+        env.pop(name, None)
     env.pop(linears.INT8_KERNEL_ENV, None)
     done = subprocess.run(
         [sys.executable, "-c", SPEAK, str(engine_pack_dir)],
@@ -105,8 +106,10 @@ def test_off_x86_the_model_speaks_at_every_precision_though_x86_features_are_cla
     )
     assert done.returncode == 0, done.stderr[-3000:]
     said = json.loads(done.stdout.strip().splitlines()[-1])
-    assert said["int8"]["flow_lm"].endswith(
+    flow_lm, _, sampler = said["int8"]["flow_lm"].partition("; ")
+    assert flow_lm.endswith(
         f"widened to float32 in numba kernels ({base.target_name()}: no x86 integer kernels)"
     )
+    assert sampler == "sampler: float32 (window kernels)"  # no x86 int16 kernel either
     for precision in ("fp32", "bf16", "int8"):
         assert said[precision]["mimi"] == "Mimi decoder: float32 (window kernels and BLAS)"
