@@ -40,7 +40,7 @@ from pipecat_pocket_tts.engine.backends.coreml.constants import write_floats
 from pipecat_pocket_tts.engine.backends.coreml.files import FLOWLM_MODELS, stage_folders
 from pipecat_pocket_tts.engine.backends.coreml.io_specs import TensorSpec, mimi_state_layout
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
-from pipecat_pocket_tts.engine.backends.numpy.layers.flowlm import KVCache
+from pipecat_pocket_tts.engine.backends.numpy.layers.kv_cache import KVCache
 from pipecat_pocket_tts.engine.backends.numpy.layers.streaming_conv import StreamingConvTranspose1d
 from pipecat_pocket_tts.engine.text.tokenizer import Tokenizer
 from pipecat_pocket_tts.engine.tts import PocketTTS

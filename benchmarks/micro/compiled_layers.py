@@ -2,7 +2,7 @@
 
 Full-size configs, random weights, one BLAS thread, numba installed. In one process, the same
 FlowLM step (solo and batched) and Mimi decode run with the kernels and with NumPy's code for
-those layers (the module switches ``layers._kernels`` / ``flowlm._kernels``), alternating
+those layers (the module switches ``layers._kernels`` / ``kv_cache._kernels``), alternating
 every round so a shared machine's drift falls on both alike. The linears run the same way in
 both (compiled or BLAS as ``linears.py`` decides), except in the row ``mimi linears``: the
 same decode with the Mimi transformer's linears through the compiled fp32 kernel (what
@@ -43,7 +43,7 @@ import numpy as np  # noqa: E402
 from pipecat_pocket_tts.devpack import random_weights  # noqa: E402
 from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend  # noqa: E402
 from pipecat_pocket_tts.engine.backends.numpy.layers import blocks as layers  # noqa: E402
-from pipecat_pocket_tts.engine.backends.numpy.layers import flowlm  # noqa: E402
+from pipecat_pocket_tts.engine.backends.numpy.layers import kv_cache  # noqa: E402
 from pipecat_pocket_tts.engine.model.config import get_config  # noqa: E402
 
 KERNELS = layers._kernels
@@ -51,7 +51,7 @@ CALLS_PER_ROUND = 3
 
 
 def switch(on: bool) -> None:
-    layers._kernels = flowlm._kernels = KERNELS if on else None
+    layers._kernels = kv_cache._kernels = KERNELS if on else None
 
 
 def mimi_linears_switch(backend: NumpyBackend) -> Callable[[bool], None]:

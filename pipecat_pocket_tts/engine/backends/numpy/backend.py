@@ -33,7 +33,8 @@ from .kernels.arithmetic import (
     describe_arithmetic,
     describe_sampler,
 )
-from .layers.flowlm import CHUNK_POSITIONS, DEFAULT_CAPACITY, FlowLM, KVCache
+from .layers.flowlm import FlowLM
+from .layers.kv_cache import CHUNK_POSITIONS, DEFAULT_CAPACITY, KVCache
 from .layers.linears import Linear, check_precision, how_linears_run
 from .layers.mimi import Mimi, MimiDecoderState
 from .layers.sampler import Sampler

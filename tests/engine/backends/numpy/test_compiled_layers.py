@@ -12,18 +12,18 @@ from pipecat_pocket_tts.engine.backends.numpy.backend import NumpyBackend
 from pipecat_pocket_tts.engine.backends.numpy.kernels import catalog as kernels
 from pipecat_pocket_tts.engine.backends.numpy.kernels.base import X86_TARGET
 from pipecat_pocket_tts.engine.backends.numpy.layers import blocks as layers
-from pipecat_pocket_tts.engine.backends.numpy.layers import flowlm
+from pipecat_pocket_tts.engine.backends.numpy.layers import kv_cache
 from pipecat_pocket_tts.engine.backends.numpy.weights.checkpoint import load_checkpoint
 
 
 @pytest.fixture
 def numpy_only(monkeypatch: pytest.MonkeyPatch):
     """Call ``numpy_only()`` to run the rest of a test with the NumPy layers."""
-    assert layers._kernels is not None and flowlm._kernels is not None, "numba is installed here"
+    assert layers._kernels is not None and kv_cache._kernels is not None, "numba is installed here"
 
     def switch() -> None:
         monkeypatch.setattr(layers, "_kernels", None)
-        monkeypatch.setattr(flowlm, "_kernels", None)
+        monkeypatch.setattr(kv_cache, "_kernels", None)
 
     return switch
 

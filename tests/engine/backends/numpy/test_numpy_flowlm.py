@@ -10,10 +10,10 @@ import pytest
 from reference_fixtures import FAMILIES, MAX_ABS_TOLERANCE, load_family, max_abs_error
 
 from pipecat_pocket_tts.engine.backends.base import FlowState
-from pipecat_pocket_tts.engine.backends.numpy.layers.flowlm import (
+from pipecat_pocket_tts.engine.backends.numpy.layers.flowlm import FlowLM
+from pipecat_pocket_tts.engine.backends.numpy.layers.kv_cache import (
     CHUNK_POSITIONS,
     DEFAULT_CAPACITY,
-    FlowLM,
     KVCache,
 )
 from pipecat_pocket_tts.engine.backends.numpy.layers.sampler import Sampler

@@ -10,8 +10,8 @@ from reference_fixtures import FAMILIES, snr_db
 from pipecat_pocket_tts.engine import PocketTTS, PrecisionUnavailableError
 from pipecat_pocket_tts.engine.backends.numpy.kernels import arithmetic
 from pipecat_pocket_tts.engine.backends.numpy.kernels.catalog import WIDEN_FROM_ROWS
-from pipecat_pocket_tts.engine.backends.numpy.layers import flowlm, linears
-from pipecat_pocket_tts.engine.backends.numpy.layers.flowlm import KVCache
+from pipecat_pocket_tts.engine.backends.numpy.layers import kv_cache, linears
+from pipecat_pocket_tts.engine.backends.numpy.layers.kv_cache import KVCache
 from pipecat_pocket_tts.engine.backends.numpy.layers.linears import (
     KERNEL_MAX_ROWS,
     Bf16Linear,
@@ -292,7 +292,7 @@ def _awkward_entries() -> np.ndarray:
 @pytest.mark.parametrize("compiled", (True, False))
 def test_a_bfloat16_cache_stores_entries_rounded_to_nearest_even(monkeypatch, compiled):
     if not compiled:  # the NumPy rounding, as without numba
-        monkeypatch.setattr(flowlm, "_kernels", None)
+        monkeypatch.setattr(kv_cache, "_kernels", None)
     keys, values = _awkward_entries(), -_awkward_entries()
     state = KVCache(2, 2, 8, 10, bfloat16=True)
     state.write(1, 4, keys, values)
@@ -318,7 +318,7 @@ def test_a_step_attends_over_a_bfloat16_cache_as_over_its_float32_widening(packs
     assert compiled_state.bfloat16
     latent = np.full(flow.latent_dim, 0.1, np.float32)
     compiled_out = [flow.step(compiled_state, latent).hidden for _ in range(3)]
-    monkeypatch.setattr(flowlm, "_kernels", None)
+    monkeypatch.setattr(kv_cache, "_kernels", None)
     numpy_out = [flow.step(numpy_state, latent).hidden for _ in range(3)]
     for a, b in zip(compiled_out, numpy_out, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)

@@ -5,7 +5,7 @@ float32 bit casts):
 
 - ``matmul_kernels.py``: matmuls of a few rows at fp32, bf16 and int8 (``linears.py``);
 - ``layer_kernels.py``: one-pass ELU, GELU-tanh, LayerNorm, RoPE, one step's KV write and
-  attention in one call, and the bfloat16 KV cache's rounding (``layers.py``, ``flowlm.py``,
+  attention in one call, and the bfloat16 KV cache's rounding (``layers.py``, ``kv_cache.py``,
   ``streaming_conv.py``);
 - ``window_kernels.py``: sliding windows times a packed weight, Mimi's convolutions
   (``streaming_conv.py``).

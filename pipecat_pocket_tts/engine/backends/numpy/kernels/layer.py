@@ -7,7 +7,7 @@ Mimi decode runs it whenever numba is installed, at any precision (``streaming_c
 ``gelu_tanh_flat``, ``layer_norm_rows`` and ``rope_pairs`` are the one-pass forms of
 ``layers.py``; ``store_and_attend`` is one step's KV write and attention over a float32 or
 bfloat16 KV cache in one call, and ``store_bfloat16`` that cache's rounding for a prefill
-(``flowlm.py``).
+(``kv_cache.py``).
 """
 
 from __future__ import annotations
