@@ -321,7 +321,7 @@ class Scheduler:
             started = self._clock()
             self._run_tick(plan)
             with self._cond:
-                if plan.steady and len(plan.tasks) > 1:
+                if plan.steady:
                     took = self._clock() - started
                     self._costs.tick_took(plan.busiest_thread_cpu(self.threads), took)
                 results, tick_failures = plan.apply(self._clock())

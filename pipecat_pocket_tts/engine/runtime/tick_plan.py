@@ -53,11 +53,6 @@ class TickPlan:
         self.decode_parts = choice.decode_parts
         self.frames = choice.frames
         self.streams = choice.streams
-        #: Only steps and decodes (frame blocks included), as most ticks of streams that
-        #: speak: the ticks whose wall time against their work prices admission. A starting
-        #: stream's tick (prefill, first frame) is not one, and neither is a lone task,
-        #: which spreads BLAS over every core (its CPU time is not its wall work).
-        self.steady = not choice.prefills and not choice.first_frames
         self._first_applied: set[ScheduledStream] = set()
         self._results: dict[str, Any] = {}
         # By key: the kind of work, its CPU seconds and its count.
@@ -65,6 +60,11 @@ class TickPlan:
         # Thread CPU seconds of each task that ran, by key.
         self._task_cpu: dict[str, float] = {}
         self.tasks = self._tasks()
+        #: Only steps and decodes (frame blocks included), as most ticks of streams that
+        #: speak: the ticks whose wall time against their work prices admission. A starting
+        #: stream's tick (prefill, first frame) is not one, and neither is a lone task,
+        #: which spreads BLAS over every core (its CPU time is not its wall work).
+        self.steady = not choice.prefills and not choice.first_frames and len(self.tasks) > 1
 
     def _tasks(self) -> list[Callable[[], None]]:
         tasks: list[Callable[[], None]] = []
