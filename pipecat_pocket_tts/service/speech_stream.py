@@ -59,8 +59,6 @@ class Turn:
     failed_text: bool = False
     # Session-clock seconds where the turn's audio begins.
     audio_start: float | None = None
-    # Its end is marked; the context closes when that marker comes out.
-    ending: bool = False
 
     def close(self) -> None:
         self.closed = True
@@ -161,7 +159,7 @@ class SpeechStream:
         # Session-clock seconds of the frames that came out.
         self._clock = 0.0
         self._consumer = output.create_task(self._consume(), name="pocket_tts_consumer")
-        # Runs while the engine owes a turn audio.
+        # Runs while a turn is open (``_keep_alive``).
         self._keepalive: asyncio.Task | None = None
 
     @property
@@ -171,7 +169,7 @@ class SpeechStream:
 
     def add(self, turn: Turn) -> None:
         self._turns.append(turn)
-        self._keep_owed_contexts_alive()
+        self._keep_open_contexts_alive()
 
     # -- text in ----------------------------------------------------------------------
     async def enqueue(self, turn: Turn, text: str, options: TurnOptions) -> None:
@@ -250,7 +248,6 @@ class SpeechStream:
         for index in indices:
             self._owners[index] = turn
         self.session.mark(_PAUSE, after_fed_text=False)
-        self._keep_owed_contexts_alive()
 
     # -- frames of the context ---------------------------------------------------------
     def follow_audio(self, turn: Turn, frame: Frame) -> None:
@@ -272,18 +269,9 @@ class SpeechStream:
             self.flush(turn, options)
         finally:
             self.session.mark(_TurnEnd(turn))
-            turn.ending = True
-            self._keep_owed_contexts_alive()
 
     # -- keeping contexts alive -----------------------------------------------------------
-    def _owed_turns(self) -> list[Turn]:
-        """Turns still owed output: open ones (their text may go on, or is held: a short
-        sentence waiting for the next, a streamed sentence not yet ended, Pipecat's own
-        aggregator's last sentence) and those with utterances queued."""
-        owed = [*self._owners.values(), *self._turns]
-        return [turn for turn in dict.fromkeys(owed) if not turn.closed]
-
-    def _keep_owed_contexts_alive(self) -> None:
+    def _keep_open_contexts_alive(self) -> None:
         if self._keepalive is None and not self.closed:
             self._keepalive = self._output.create_task(
                 self._keep_alive(), name="pocket_tts_keepalive"
@@ -291,12 +279,14 @@ class SpeechStream:
 
     async def _keep_alive(self) -> None:
         """Pipecat ends an audio context that gets nothing for a few seconds, and counts one
-        that ended without audio as silent (three in a row write the service off). While a
-        turn is owed output (a wait for a scheduler slot or a server, a slow first frame on a
-        busy machine, an LLM pausing mid-reply with text held), its context is kept alive, so
-        the reply is neither lost nor its last words timed as a new context's."""
-        while owed := self._owed_turns():
-            for turn in owed:
+        that ended without audio as silent (three in a row write the service off). Every open
+        turn's context is kept alive until the turn ends: its audio may be owed (a wait for a
+        scheduler slot or a server, a slow first frame on a busy machine) or its text held
+        while the LLM pauses mid-reply (a short sentence waiting for the next, a streamed
+        sentence not yet ended, Pipecat's own aggregator's last sentence), and the reply must
+        be neither lost nor its last words timed as a new context's."""
+        while self._turns:
+            for turn in list(self._turns):
                 self._output.keep_alive(turn.context_id)
             await asyncio.sleep(self._output.keepalive_interval)
         self._keepalive = None
