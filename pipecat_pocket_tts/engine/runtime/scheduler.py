@@ -10,7 +10,10 @@ Each tick the scheduler takes every stream that needs work and runs each stage o
 The three kinds of work are independent, so they run side by side on the pool's threads (BLAS
 single-threaded in each: no BLAS thread spins once the work ends). Streams join and leave at
 tick boundaries; ``ScheduledStream.cancel`` returns once the tick holding the stream is over (≤ one
-frame) and never delays the others.
+frame) and never delays the others. With fewer streams than threads, a tick's decodes are
+carried: they run on the threads the steps leave idle and the next tick starts without waiting
+for them (each hands its frames over as it ends), so a lone stream's step chain never waits on
+Mimi.
 
 Deadlines: each stream's lead is the audio it has out ahead of a consumer playing in real time
 from its first frame. A stream more than ``max_lead`` seconds ahead, of real time and of the
@@ -123,6 +126,8 @@ class Scheduler:
         )
         self._ticks = 0
         self._busy = 0
+        # Carried decode tasks queued or running.
+        self._carried = 0
         self._in_tick = False
         self._closed = False
         self._pool: list[threading.Thread] = []
@@ -182,7 +187,7 @@ class Scheduler:
         with self._cond:
             self._stop(stream)
             if threading.current_thread() not in self._pool:
-                while stream.busy:
+                while stream.busy or stream.decoding:
                     self._cond.wait()
         # An output being handed over finishes first; no more follow.
         with stream.delivery:
@@ -209,7 +214,13 @@ class Scheduler:
         """Wait until no stream has work and every pool thread is parked (True), or timeout."""
         with self._cond:
             return self._cond.wait_for(
-                lambda: not self._slots.active and not self._in_tick and self._busy == 0, timeout
+                lambda: (
+                    not self._slots.active
+                    and not self._in_tick
+                    and self._busy == 0
+                    and self._carried == 0
+                ),
+                timeout,
             )
 
     def close(self) -> None:
@@ -286,7 +297,7 @@ class Scheduler:
             while (
                 not self._closed
                 and not self._idle_notices
-                and not any(s.has_work for s in self._slots.active)
+                and not any(s.ready for s in self._slots.active)
             ):
                 self._cond.wait()
             if self._closed:
@@ -298,7 +309,7 @@ class Scheduler:
     def _round(self) -> None:
         """Plan one tick, run it on the pool, apply and deliver its results."""
         with self._cond:
-            if not any(s.has_work for s in self._slots.active):
+            if not any(s.ready for s in self._slots.active):
                 return
             candidates, due_outputs, failed = start_next_runs(self._slots.active)
             choice = choose_tick(
@@ -312,7 +323,14 @@ class Scheduler:
             for stream in choice.streams:
                 # Busy until the tick ends; ``cancel`` waits for it.
                 stream.busy = True
-            plan = TickPlan(self.backend, choice, self._costs, self._first_frame_done)
+            if choice.carried:
+                for stream in choice.decoding:
+                    # Decoding until its carried decode is handed over.
+                    stream.decoding = True
+            plan = TickPlan(
+                self.backend, choice, self._costs, self._first_frame_done, self._carried_done
+            )
+            self._carried += len(plan.carried)
             self._in_tick = True
         # Outputs due now go out before any first frame of the tick.
         _deliver(due_outputs)
@@ -341,15 +359,42 @@ class Scheduler:
             for stream in plan.streams:
                 stream.busy = False
                 stream.ticks += 1
-            for stream in list(self._slots.active):
-                if not stream.has_work:
-                    stream.went_idle()
-                    self._slots.release(stream, self._ticks)
-            # Under "auto" the estimates moved, so waiting streams may now fit.
-            self._slots.admit_waiting(self._ticks)
+            self._release_idle(list(self._slots.active))
             self._in_tick = False
             self._cond.notify_all()
         _deliver(outputs)
+
+    def _release_idle(self, streams: list[ScheduledStream]) -> None:
+        """Free the slots of those ``streams`` left without work (under the lock); under
+        "auto" the estimates moved, so waiting streams may now fit."""
+        for stream in streams:
+            if stream.admitted and not stream.has_work:
+                stream.went_idle()
+                self._slots.release(stream, self._ticks)
+        self._slots.admit_waiting(self._ticks)
+
+    def _carried_done(self, plan: TickPlan, part: int) -> None:
+        """Carried decode part ``part`` ended (on the pool thread that ran it): its frames go
+        out now, then its streams may decode again."""
+        streams = plan.carried_streams(part)
+        with self._cond:
+            try:
+                outputs, failed = plan.apply_carried(part, self._clock())
+            except Exception as exc:
+                logger.exception("a carried decode failed to apply")
+                outputs, failed = [], dict.fromkeys(streams, exc)
+            for stream, error in failed.items():
+                if not stream.stopped:
+                    self._stop(stream)
+                    outputs.append((stream, [error]))
+        _deliver(outputs)
+        with self._cond:
+            for stream in streams:
+                stream.decoding = False
+            self._carried -= 1
+            if not self._in_tick:
+                self._release_idle(streams)
+            self._cond.notify_all()
 
     def _first_frame_done(self, plan: TickPlan, stream: ScheduledStream) -> None:
         """A stream's first-frame task succeeded (on the pool thread that ran it): its frame
@@ -365,8 +410,15 @@ class Scheduler:
         _deliver([(stream, items)])
 
     def _run_tick(self, plan: TickPlan) -> None:
-        """Run the plan's tasks on the pool (this thread included); return when all are done."""
-        if len(plan.tasks) == 1 and self.threads > 1:
+        """Run the plan's tasks on the pool (this thread included); return when all are done,
+        leaving its carried decodes to the other threads, unwaited."""
+        if plan.carried:
+            carried = _Tick(plan.carried)
+            for _ in range(min(len(plan.carried), len(self._pool) - 1)):
+                self._tasks.put(carried)
+        with self._cond:
+            carrying = self._carried > 0
+        if len(plan.tasks) == 1 and self.threads > 1 and not carrying:
             # A lone task gets every core.
             with BLAS_THREADS.widened(self.threads):
                 self._run_tasks(_Tick(plan.tasks))

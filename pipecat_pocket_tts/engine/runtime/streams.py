@@ -206,6 +206,8 @@ class ScheduledStream:
         self.delivery = threading.RLock()
         # Part of the tick being computed.
         self.busy = False
+        # A carried decode of its first frames runs (beyond its tick; ``ticks.choose_tick``).
+        self.decoding = False
         # Ticks that computed for it, counted as each ends.
         self.ticks = 0
         self.admitted = False
@@ -220,7 +222,15 @@ class ScheduledStream:
     # -- work ---------------------------------------------------------------------------
     @property
     def has_work(self) -> bool:
-        return not self.stopped and bool(self.jobs or self.run is not None or self.decodes)
+        """Work queued or running: it holds a slot."""
+        return not self.stopped and bool(
+            self.jobs or self.run is not None or self.decodes or self.decoding
+        )
+
+    @property
+    def ready(self) -> bool:
+        """Work a tick can take now (frames whose decode is running wait for it to end)."""
+        return not self.stopped and bool(self.jobs or self.run is not None or self.wants_decode)
 
     def next_run(self) -> list[Any]:
         """Start the next chunk if none runs; the notices that became due (to emit now)."""
@@ -253,7 +263,9 @@ class ScheduledStream:
 
     @property
     def wants_decode(self) -> bool:
-        return bool(self.decodes) and isinstance(self.decodes[0], _PendingDecode)
+        return (
+            not self.decoding and bool(self.decodes) and isinstance(self.decodes[0], _PendingDecode)
+        )
 
     def noise(self) -> np.ndarray:
         """Noise [latent_dim] for this frame's sampler (drawn after its step, as alone)."""

@@ -12,7 +12,9 @@ stage), so they run side by side:
 
 A first-frame task's first frame is applied and handed over as soon as it is decoded (the
 ``on_first_frame`` hook), so a starting stream's first audio comes out of one task of one tick,
-not at the end of its third tick.
+not at the end of its third tick. A carried tick's decodes (``TickChoice.carried``) are tasks
+apart, ``carried``, that the tick does not wait for: each is applied and handed over as it
+ends (the ``on_carried`` hook), while the next ticks step on.
 """
 
 from __future__ import annotations
@@ -41,16 +43,21 @@ class TickPlan:
         choice: TickChoice,
         costs: StageCosts,
         on_first_frame: Callable[[TickPlan, ScheduledStream], None] | None = None,
+        on_carried: Callable[[TickPlan, int], None] | None = None,
     ) -> None:
         """``on_first_frame(plan, stream)``: called on the pool thread that ran a stream's
-        first-frame task, once it succeeded (the scheduler applies and delivers it then)."""
+        first-frame task, once it succeeded (the scheduler applies and delivers it then);
+        ``on_carried(plan, i)``: called on the pool thread that ran carried decode part ``i``,
+        once it ended (the scheduler applies it with ``apply_carried``)."""
         self._backend = backend
         self._on_first_frame = on_first_frame
+        self._on_carried = on_carried
         self._costs = costs
         self.prefills = choice.prefills
         self.first_frames = choice.first_frames
         self.step_parts = choice.step_parts
         self.decode_parts = choice.decode_parts
+        self.is_carried = choice.carried
         self.frames = choice.frames
         self.streams = choice.streams
         self._first_applied: set[ScheduledStream] = set()
@@ -59,12 +66,22 @@ class TickPlan:
         self._spent: dict[str, tuple[str, float, int]] = {}
         # Thread CPU seconds of each task that ran, by key.
         self._task_cpu: dict[str, float] = {}
+        # Each carried decode part's frames (or error) and CPU seconds, by part.
+        self._carried: dict[int, tuple[Any, float]] = {}
+        #: The carried decode tasks (none unless ``is_carried``), apart from ``tasks``.
+        self.carried: list[Callable[[], None]] = []
         self.tasks = self._tasks()
         #: Only steps and decodes (frame blocks included), as most ticks of streams that
         #: speak: the ticks whose wall time against their work prices admission. A starting
-        #: stream's tick (prefill, first frame) is not one, and neither is a lone task,
-        #: which spreads BLAS over every core (its CPU time is not its wall work).
-        self.steady = not choice.prefills and not choice.first_frames and len(self.tasks) > 1
+        #: stream's tick (prefill, first frame) is not one, nor one whose decodes run on
+        #: beyond it, nor a lone task, which spreads BLAS over every core (its CPU time is not
+        #: its wall work).
+        self.steady = (
+            not choice.prefills
+            and not choice.first_frames
+            and not choice.carried
+            and len(self.tasks) > 1
+        )
 
     def _tasks(self) -> list[Callable[[], None]]:
         tasks: list[Callable[[], None]] = []
@@ -84,8 +101,11 @@ class TickPlan:
                 s.next_decodes(count) if count > 1 else s.next_decode()[None]
                 for s, count in zip(part, counts, strict=True)
             ]
-            work = ("decode", sum(counts))
             mimi = [s.mimi for s in part]
+            if self.is_carried:
+                self.carried.append(self._carried_task(i, mimi, latents))
+                continue
+            work = ("decode", sum(counts))
             tasks.append(self._task(f"decode{i}", work, self._decode, mimi, latents))
         # First in line: a thread takes each at once. Beside other work, each also samples
         # its stream's second frame; alone, the next tick comes at once and does it.
@@ -108,6 +128,63 @@ class TickPlan:
                 self._task_cpu[key] = time.thread_time() - start
 
         return task
+
+    def _carried_task(
+        self, part: int, states: list[Any], latents: list[np.ndarray]
+    ) -> Callable[[], None]:
+        """Decode part ``part`` beyond the tick, then tell ``on_carried``."""
+
+        def task() -> None:
+            start = time.thread_time()
+            try:
+                result: Any = self._decode(states, latents)
+            except Exception as exc:
+                result = exc
+            self._carried[part] = (result, time.thread_time() - start)
+            if self._on_carried is not None:
+                self._on_carried(self, part)
+
+        return task
+
+    def carried_streams(self, part: int) -> list[ScheduledStream]:
+        """The streams of carried decode part ``part``."""
+        return self.decode_parts[part]
+
+    def apply_carried(
+        self, part: int, now: float
+    ) -> tuple[list[tuple[ScheduledStream, list[Any]]], dict[ScheduledStream, BaseException]]:
+        """Hand carried decode part ``part``'s frames to its streams, once it ended (under the
+        scheduler's lock) → (outputs to deliver, streams that failed with their error)."""
+        result, seconds = self._carried[part]
+        if not isinstance(result, BaseException):
+            frames = sum(self.frames[s] for s in self.decode_parts[part])
+            self._costs.measured("decode", seconds, frames)
+        out: dict[ScheduledStream, list[Any]] = {}
+        failed: dict[ScheduledStream, BaseException] = {}
+        self._apply_decode(self.decode_parts[part], result, now, out, failed)
+        return list(out.items()), failed
+
+    def _apply_decode(
+        self,
+        part: list[ScheduledStream],
+        result: Any,
+        now: float,
+        out: dict[ScheduledStream, list[Any]],
+        failed: dict[ScheduledStream, BaseException],
+    ) -> None:
+        """One decode part's ``result`` (samples per stream, or the error) to its streams:
+        their frames and the notices then due into ``out``, failures into ``failed``."""
+        for j, stream in enumerate(part):
+            if isinstance(result, BaseException):
+                failed[stream] = result
+            elif not stream.stopped:
+                try:
+                    frames = [stream.decoded(samples, now) for samples in result[j]]
+                except Exception as exc:
+                    failed[stream] = exc
+                    continue
+                out.setdefault(stream, []).extend(frames)
+                out[stream] += stream.due_notices()
 
     def _first_frame_task(
         self, stream: ScheduledStream, tokens: int, second: bool
@@ -234,6 +311,7 @@ class TickPlan:
         """The tick is over: drop its tasks. They are closures over this plan, so the plan
         (its results: the frames' arrays) would otherwise wait for a garbage collection."""
         self.tasks = []
+        self.carried = []
 
     def apply(
         self, now: float
@@ -243,8 +321,9 @@ class TickPlan:
         out: dict[ScheduledStream, list[Any]] = {}
         failed: dict[ScheduledStream, BaseException] = {}
         # Costs are measured only when several tasks ran: a lone task runs BLAS on every
-        # core, so its CPU time counts only part of its work.
-        if len(self.tasks) > 1:
+        # core (unless decodes are carried beside it), so its CPU time counts only part of
+        # its work.
+        if len(self.tasks) > 1 or self.is_carried:
             for kind, seconds, count in self._spent.values():
                 self._costs.measured(kind, seconds, count)
         for i, part in enumerate(self.step_parts):
@@ -259,19 +338,8 @@ class TickPlan:
                         stream.stepped(*item)
                     except Exception as exc:
                         failed[stream] = exc
-        for i, part in enumerate(self.decode_parts):
-            result = self._results.get(f"decode{i}")
-            for j, stream in enumerate(part):
-                if isinstance(result, BaseException):
-                    failed[stream] = result
-                elif not stream.stopped:
-                    try:
-                        frames = [stream.decoded(samples, now) for samples in result[j]]
-                    except Exception as exc:
-                        failed[stream] = exc
-                        continue
-                    out.setdefault(stream, []).extend(frames)
-                    out[stream] += stream.due_notices()
+        for i, part in enumerate(self.decode_parts if not self.is_carried else []):
+            self._apply_decode(part, self._results.get(f"decode{i}"), now, out, failed)
         for stream, _ in self.first_frames:
             key = f"first-{stream.name}"
             if isinstance(self._results.get(key), BaseException):

@@ -53,7 +53,7 @@ def start_next_runs(
             continue
         if due:
             due_outputs.append((stream, due))
-        if stream.has_work:
+        if stream.ready:
             candidates.append(stream)
     return candidates, due_outputs, failures
 
@@ -74,6 +74,9 @@ class TickChoice:
     """The streams of each FlowLM step task."""
     decode_parts: list[list[ScheduledStream]]
     """The streams of each Mimi decode task, largest first."""
+    carried: bool = False
+    """The decode tasks run on beyond the tick: its other work does not wait for them, and
+    their frames come out as each ends (fewer streams than threads: ``choose_tick``)."""
 
     @property
     def streams(self) -> set[ScheduledStream]:
@@ -100,18 +103,24 @@ def choose_tick(
     ``max_lead`` ahead sits out while another is behind. ``blocks`` (a backend whose
     ``decode_frames`` is exact in one pass): a stream far enough ahead lets its sampled frames
     gather into a block before their decode (``_block_frames``), while the streams are at
-    least as many as the threads. With fewer, a decode runs on a thread the steps leave idle,
-    beside the next step: a block saves CPU there but holds up the step chain, which then
-    waits for the block's longer decode every few ticks.
+    least as many as the threads. With fewer, a decode is *carried*: it runs on a thread the
+    steps leave idle and the tick does not wait for it, so the step chain never waits on a
+    decode; a stream whose decode is still running steps on, and its next decode takes
+    every frame sampled meanwhile (a block, with ``blocks``).
     """
-    blocks = blocks and len(candidates) >= threads
+    spare_threads = threads > 1 and len(candidates) < threads
+    carry_blocks = blocks and spare_threads
+    blocks = blocks and not spare_threads
     leads = {stream: stream.lead(now) for stream in candidates}
     ordered = sorted(candidates, key=lambda s: (s.started, leads[s]))
     allowed = _may_compute(ordered, leads, max_lead)
     tick = costs.tick_seconds(len(candidates), threads)
-    frames = {
-        s: _block_frames(s, leads[s], tick) if blocks else 1 for s in allowed if s.wants_decode
-    }
+    if blocks:
+        frames = {s: _block_frames(s, leads[s], tick) for s in allowed if s.wants_decode}
+    else:
+        # A carried decode takes every frame its stream sampled while the last one ran.
+        most = BLOCK_FRAMES if carry_blocks else 1
+        frames = {s: min(s.pending_frames, most) for s in allowed if s.wants_decode}
     decoding = [s for s in allowed if frames.get(s)]
     stepping = _stepping(allowed)
     prefills = _prefills([s for s in allowed if s.wants_prefill], stepping, leads)
@@ -127,8 +136,12 @@ def choose_tick(
         )
     step_parts = split_streams(stepping, step_groups(threads, len(stepping), other, costs))
     frames = {s: frames[s] for s in decoding}
-    # frames a block may leave for the next tick: those its lead covers beyond the block lead
-    spare = {s: int((leads[s] - BLOCK_LEAD_SECONDS) / FRAME_SECONDS) for s in decoding}
+    carried = spare_threads and bool(decoding and (step_parts or prefills or first_frames))
+    # Frames a block may leave for the next tick: those its lead covers beyond the block lead
+    # (with threads to spare, a decode takes them all: no step waits for it).
+    spare = {}
+    if not spare_threads:
+        spare = {s: int((leads[s] - BLOCK_LEAD_SECONDS) / FRAME_SECONDS) for s in decoding}
     decode_parts = cut_decodes(
         decoding, frames, first_frames, step_parts, prefills, threads, costs, spare
     )
@@ -140,6 +153,7 @@ def choose_tick(
         first_frames=first_frames,
         step_parts=step_parts,
         decode_parts=decode_parts,
+        carried=carried,
     )
 
 
@@ -206,13 +220,15 @@ def _prefills(
 def _first_frames(
     prefills: list[tuple[ScheduledStream, int]], *, starting: int, threads: int
 ) -> list[tuple[ScheduledStream, int]]:
-    """Starting streams whose prefill ends this tick: they also step, sample and decode their
-    first frame in the same task, while no more streams start than there are threads (each is
-    a lone step and decode; a crowd starting together batches them instead)."""
+    """Starting streams whose prefill ends this tick, no frame of theirs waiting for its
+    decode nor in one: they also step, sample and decode their first frame in the same task,
+    while no more streams start than there are threads (each is a lone step and decode; a
+    crowd starting together batches them instead)."""
     if starting > threads:
         return []
     return [
         (stream, tokens)
         for stream, tokens in prefills
-        if not (stream.started or stream.wants_decode) and tokens == stream.run.prefill_left  # type: ignore[union-attr]
+        if not (stream.started or stream.wants_decode or stream.decoding)
+        and tokens == stream.run.prefill_left  # type: ignore[union-attr]
     ]

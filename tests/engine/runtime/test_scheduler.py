@@ -752,7 +752,8 @@ def test_a_stream_far_ahead_decodes_in_blocks_with_the_same_audio(blocks_tts):
 
 def test_a_stream_without_lead_never_waits_for_a_block(blocks_tts):
     spy = BlockSpy(blocks_tts.backend)
-    scheduler = Scheduler(spy, threads=2, clock=StepClock())  # never ahead
+    # Never ahead, on one thread (with a thread to spare, decodes are carried instead).
+    scheduler = Scheduler(spy, threads=1, clock=StepClock())
     try:
         _, out = start(scheduler, blocks_tts, ["A long text that goes on for a while."], seed=1)
         assert out.ended.wait(WAIT) and not out.errors
@@ -761,23 +762,140 @@ def test_a_stream_without_lead_never_waits_for_a_block(blocks_tts):
     assert not spy.blocks
 
 
-def test_a_lone_stream_with_a_thread_to_spare_decodes_each_frame_beside_the_next_step(
-    blocks_tts,
-):
-    """Far ahead on two threads, a lone stream's decode runs on the thread its step leaves
-    idle: each frame is decoded as it is sampled (a block would hold up the step chain every
-    few ticks), with the same audio as on one thread, where it decodes in blocks."""
+class HeldDecode(BlockSpy):
+    """The backend, holding its first carried decode (its second decode call: the first is the
+    first-frame task's) until two more FlowLM steps have run, or ``WAIT`` went by."""
+
+    def __init__(self, backend) -> None:
+        super().__init__(backend)
+        self.steps = 0
+        self.decodes = 0
+        self.stepped_on: bool | None = None  # whether the steps came while it was held
+        self._changed = threading.Condition()
+
+    def _stepped(self) -> None:
+        with self._changed:
+            self.steps += 1
+            self._changed.notify_all()
+
+    def step(self, *args, **kwargs):
+        out = self._backend.step(*args, **kwargs)
+        self._stepped()
+        return out
+
+    def step_batch(self, *args, **kwargs):
+        out = self._backend.step_batch(*args, **kwargs)
+        self._stepped()
+        return out
+
+    def _hold(self) -> None:
+        with self._changed:
+            self.decodes += 1
+            if self.decodes == 2:
+                held_at = self.steps
+                self.stepped_on = self._changed.wait_for(lambda: self.steps >= held_at + 2, WAIT)
+
+    def decode_batch(self, states, latents):
+        self._hold()
+        return self._backend.decode_batch(states, latents)
+
+    def decode_frames(self, states, latents):
+        self._hold()
+        return super().decode_frames(states, latents)
+
+
+def test_a_lone_stream_with_a_thread_to_spare_steps_on_while_its_frame_decodes(blocks_tts):
+    """On two threads, a lone stream's decode runs on the thread its step leaves idle and
+    its tick does not wait for it: with its first such decode held, two more steps run (a
+    tick that waited would never get to them); the frames sampled meanwhile are decoded in
+    one block as the decode ends, and the audio is the same, bit for bit, as on one thread."""
     texts = ["A long text that goes on for a while."]
-    spare = BlockSpy(blocks_tts.backend)
-    frames = _spoken(blocks_tts, spare, texts, seed=5, threads=2)
-    assert not spare.blocks  # no block call: each frame decoded as it was sampled
+    held = HeldDecode(blocks_tts.backend)
+    frames = _spoken(blocks_tts, held, texts, seed=5, threads=2)
+    assert held.stepped_on is True
+    assert held.blocks and max(held.blocks) >= 2  # the frames sampled while it was held
     alone = BlockSpy(blocks_tts.backend)
     reference = _spoken(blocks_tts, alone, texts, seed=5, threads=1)
-    assert alone.blocks and max(alone.blocks) > 1
     assert len(frames) == len(reference)
+    assert [f.frame_index for f in frames] == [f.frame_index for f in reference]
     np.testing.assert_array_equal(
         np.concatenate([f.samples for f in frames]), np.concatenate([f.samples for f in reference])
     )
+
+
+class GateDecode(BlockSpy):
+    """The backend, its first carried decode (its second decode call) held until ``go`` is set
+    (``held`` says it is), then failing with ``fail`` when given."""
+
+    def __init__(self, backend, fail: BaseException | None = None) -> None:
+        super().__init__(backend)
+        self.held, self.go = threading.Event(), threading.Event()
+        self.fail = fail
+        self.events: list[str] = []
+        self._calls = 0
+
+    def _gate(self) -> None:
+        self._calls += 1
+        if self._calls == 2:
+            self.held.set()
+            assert self.go.wait(WAIT)
+            self.events.append("decode ended")
+            if self.fail is not None:
+                raise self.fail
+
+    def decode_batch(self, states, latents):
+        self._gate()
+        return self._backend.decode_batch(states, latents)
+
+    def decode_frames(self, states, latents):
+        self._gate()
+        return super().decode_frames(states, latents)
+
+
+def test_cancel_waits_for_a_carried_decode_and_drops_its_frames(blocks_tts):
+    """Cancelled while its carried decode runs, a lone stream's cancel returns only once that
+    decode ended, and the frame it decoded never comes out."""
+    spy = GateDecode(blocks_tts.backend)
+    scheduler = Scheduler(spy, threads=2, clock=FrozenClock())
+    try:
+        stream, out = start(scheduler, blocks_tts, ["A long text that goes on for a while."])
+        assert spy.held.wait(WAIT)
+        frames_then = len(out.frames)  # the first frame: the rest wait for the held decode
+        stopping = threading.Event()
+        stop = stream.stop
+
+        def stop_and_say() -> None:
+            stop()
+            stopping.set()
+
+        stream.stop = stop_and_say
+        canceller = threading.Thread(
+            target=lambda: (scheduler.cancel(stream), spy.events.append("cancel returned"))
+        )
+        canceller.start()
+        assert stopping.wait(WAIT)  # cancel is under way, the decode still held
+        spy.go.set()
+        canceller.join(WAIT)
+        assert spy.events == ["decode ended", "cancel returned"]
+        assert len(out.frames) == frames_then and not out.errors
+        assert scheduler.wait_parked(WAIT)
+    finally:
+        scheduler.close()
+
+
+def test_a_carried_decode_that_fails_stops_its_stream_alone(blocks_tts):
+    """A carried decode's failure is its stream's error; the scheduler serves on."""
+    spy = GateDecode(blocks_tts.backend, fail=RuntimeError("decode broke"))
+    spy.go.set()
+    scheduler = Scheduler(spy, threads=2, clock=FrozenClock())
+    try:
+        _, broken = start(scheduler, blocks_tts, ["A long text that goes on for a while."])
+        assert broken.ended.wait(WAIT)
+        assert [str(e) for e in broken.errors] == ["decode broke"]
+        _, after = start(scheduler, blocks_tts, ["And then a second one."], seed=2)
+        assert after.ended.wait(WAIT) and not after.errors and after.frames
+    finally:
+        scheduler.close()
 
 
 class SlowBlocks(BlockSpy):

@@ -43,6 +43,8 @@ class _Stream:
     busy: bool = False
     mimi: object = field(default_factory=object)
     ahead: float = 0.0  # its lead, seconds
+    pending: int = 1  # frames sampled, waiting for their decode
+    decoding: bool = False  # a carried decode of its frames runs
 
     def __post_init__(self) -> None:
         self.run = _Run(prefill_left=self.prefill)
@@ -55,6 +57,14 @@ class _Stream:
     def has_work(self) -> bool:
         return self.wants_step or self.wants_decode or self.wants_prefill
 
+    @property
+    def ready(self) -> bool:
+        return self.has_work
+
+    @property
+    def pending_frames(self) -> int:
+        return self.pending
+
     def next_run(self) -> list:
         return []
 
@@ -66,6 +76,9 @@ class _Stream:
 
     def next_decode(self) -> np.ndarray:
         return np.zeros(4, np.float32)
+
+    def next_decodes(self, frames: int) -> np.ndarray:
+        return np.zeros((frames, 4), np.float32)
 
 
 def _plan(streams: list[_Stream], threads: int = 2, costs: StageCosts | None = None) -> TickPlan:
@@ -148,6 +161,17 @@ def test_a_lone_starting_stream_prefills_steps_and_decodes_in_one_first_task():
     assert len(plan.first_frames) == 1 and len(plan.tasks) == 1
 
 
+def test_a_stream_whose_frame_is_still_decoding_starts_no_first_frame_task():
+    """A chunk of one frame, its decode carried: the next chunk's prefill ends while that
+    decode runs. Its first frame must not be decoded beside it (the same Mimi state, and out
+    of order): the prefill goes as a plain piece and the frame comes by a step and a decode."""
+    stream = _Stream("short", prefill=14, decoding=True, pending=0)
+    plan = _plan([stream])
+    assert plan.first_frames == [] and plan.prefills == [(stream, 14)]
+    stream.decoding = False
+    assert _plan([stream]).first_frames == [(stream, 14)]
+
+
 def test_a_crowd_starting_together_prefills_then_steps_and_decodes_in_batches():
     crowd = [_Stream(f"new{i}", prefill=14) for i in range(3)]  # more than the 2 threads
     plan = _plan(crowd)
@@ -207,7 +231,7 @@ def test_block_decodes_go_in_parts_of_a_stream_or_two_so_threads_finish_together
     assert all(part <= BLOCK_PART_FRAMES for part in _finer([13, 1]))
     costs = StageCosts(step_by_batch={4: 0.039, 2: 0.030}, decode_per_stream=0.010)
     streams = [
-        _Ahead(f"s{i}", started=True, wants_step=True, wants_decode=True, pending=4)
+        _Stream(f"s{i}", started=True, wants_step=True, wants_decode=True, pending=4)
         for i in range(4)
     ]
     choice = choose_tick(streams, 0.0, 2, 1.0, costs, blocks=False)  # type: ignore[arg-type]
@@ -227,7 +251,7 @@ def test_the_last_block_is_shortened_to_level_the_threads_only_with_lead_to_spar
 
     costs = StageCosts(step_by_batch={3: 0.036, 2: 0.034}, decode_per_stream=0.004)
     streams = [
-        _Ahead(f"s{i}", started=True, wants_step=True, wants_decode=True, pending=4, ahead=2.0)
+        _Stream(f"s{i}", started=True, wants_step=True, wants_decode=True, pending=4, ahead=2.0)
         for i in range(3)
     ]
     choice = choose_tick(streams, 0.0, 2, 3.0, costs, blocks=True)  # type: ignore[arg-type]
@@ -254,42 +278,60 @@ def test_a_step_splits_when_the_other_work_cannot_fill_the_other_thread():
     assert [len(part) for part in choice.step_parts] == [16]
 
 
-@dataclass(eq=False)
-class _Ahead(_Stream):
-    pending: int = 1
-
-    @property
-    def pending_frames(self) -> int:
-        return self.pending
-
-
 def test_a_block_waits_only_for_a_stream_with_lead_and_frames_to_come():
     from pipecat_pocket_tts.engine.runtime.ticks import BLOCK_FRAMES, _block_frames
 
     tick = 0.05
-    behind = _Ahead("behind", started=True, wants_step=True, pending=1)
+    behind = _Stream("behind", started=True, wants_step=True, pending=1)
     assert _block_frames(behind, 0.1, tick) == 1  # near its deadline: at once
-    starting = _Ahead("starting", wants_step=True, pending=1)
+    starting = _Stream("starting", wants_step=True, pending=1)
     assert _block_frames(starting, 2.0, tick) == 1  # a first frame: at once
-    ahead = _Ahead("ahead", started=True, wants_step=True, pending=1)
+    ahead = _Stream("ahead", started=True, wants_step=True, pending=1)
     assert _block_frames(ahead, 2.0, tick) == 0  # far ahead, frames still coming: waits
     ahead.pending = BLOCK_FRAMES
     assert _block_frames(ahead, 2.0, tick) == BLOCK_FRAMES
-    done = _Ahead("done", started=True, wants_step=False, pending=2)
+    done = _Stream("done", started=True, wants_step=False, pending=2)
     assert _block_frames(done, 2.0, tick) == 2  # no more frames to wait for
 
 
-def test_fewer_streams_than_threads_decode_each_frame_at_once():
+def test_fewer_streams_than_threads_carry_their_decodes_beside_the_steps():
     """One stream far ahead, frames still coming: on one thread its decode waits to grow a
-    block; on two, the thread beside its step decodes each frame at once."""
+    block; on two, the thread beside its step decodes what it has at once, carried (the tick
+    does not wait for it), a block of every frame sampled while its last decode ran."""
     costs = StageCosts(step_by_batch={1: 0.005}, decode_per_stream=0.004)
-    stream = _Ahead("s0", started=True, wants_step=True, wants_decode=True, pending=1, ahead=2.0)
+    stream = _Stream("s0", started=True, wants_step=True, wants_decode=True, ahead=2.0)
     one = choose_tick([stream], 0.0, 1, 3.0, costs, blocks=True)  # type: ignore[list-item]
-    assert one.decoding == [] and one.stepping == [stream]
+    assert one.decoding == [] and one.stepping == [stream] and not one.carried
     two = choose_tick([stream], 0.0, 2, 3.0, costs, blocks=True)  # type: ignore[list-item]
-    assert two.decoding == [stream] and two.frames[stream] == 1
+    assert two.decoding == [stream] and two.frames[stream] == 1 and two.carried
+    stream.pending = 3
+    three = choose_tick([stream], 0.0, 2, 3.0, costs, blocks=True)  # type: ignore[list-item]
+    assert three.frames[stream] == 3 and three.carried
+    exact = choose_tick([stream], 0.0, 2, 3.0, costs, blocks=False)  # type: ignore[list-item]
+    assert exact.frames[stream] == 1 and exact.carried  # no exact blocks: a frame at a time
     pair = [
-        _Ahead(f"s{i}", started=True, wants_step=True, wants_decode=True, pending=1, ahead=2.0)
+        _Stream(f"s{i}", started=True, wants_step=True, wants_decode=True, ahead=2.0)
         for i in range(2)
     ]
-    assert choose_tick(pair, 0.0, 2, 3.0, costs, blocks=True).decoding == []  # type: ignore[arg-type]
+    both = choose_tick(pair, 0.0, 2, 3.0, costs, blocks=True)  # type: ignore[arg-type]
+    assert both.decoding == [] and not both.carried  # as many as threads: blocks, waited for
+
+
+def test_a_tick_of_nothing_but_decodes_carries_none():
+    """Carrying lets the next tick's steps start at once; with no steps, prefills or first
+    frames in the tick, its decodes are its work, run as ever."""
+    stream = _Stream("done", started=True, wants_decode=True, pending=2, ahead=2.0)
+    choice = choose_tick([stream], 0.0, 2, 3.0, StageCosts(), blocks=True)  # type: ignore[list-item]
+    assert choice.decoding == [stream] and choice.frames[stream] == 2 and not choice.carried
+    plan = TickPlan(None, choice, StageCosts())  # type: ignore[arg-type]
+    assert len(plan.tasks) == 1 and plan.carried == []
+
+
+def test_a_carried_tick_keeps_its_decodes_apart_and_prices_no_admission():
+    """Its decode tasks are the plan's ``carried``, not its ``tasks`` (which the tick waits
+    for); such a tick is no steady tick for the admission's stretch."""
+    stream = _Stream("s0", started=True, wants_step=True, wants_decode=True, ahead=2.0)
+    choice = choose_tick([stream], 0.0, 2, 3.0, StageCosts(), blocks=True)  # type: ignore[list-item]
+    plan = TickPlan(None, choice, StageCosts())  # type: ignore[arg-type]
+    assert len(plan.tasks) == 1 and len(plan.carried) == 1 and not plan.steady
+    assert plan.carried_streams(0) == [stream]
