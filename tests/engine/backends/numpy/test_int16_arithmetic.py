@@ -310,8 +310,8 @@ def test_the_compiled_kernels_run_the_paths_instruction(path):
 @each_path
 def test_the_warm_up_compiled_every_int16_kernel_a_decode_runs(path):
     """In a fresh interpreter on ``path``: convs and a transposed conv on int16, batched and
-    solo, and int8 linears on weights writable and read-only, compile nothing after the
-    warm-up at load."""
+    solo, int8 linears on weights writable and read-only, and the sampler's two-pass int16
+    linears compile nothing after the warm-up at load."""
     script = """
 import numpy as np
 from pipecat_pocket_tts.engine.backends.numpy.kernels import arithmetic, compiled
@@ -320,10 +320,11 @@ from pipecat_pocket_tts.engine.backends.numpy.kernels import int16 as int16_kern
 from pipecat_pocket_tts.engine.backends.numpy.layers.streaming_conv import (
     StreamingConv1d, StreamingConvTranspose1d)
 from pipecat_pocket_tts.engine.backends.numpy.layers.linears import (
-    choose_int8_kernel, make_linear, restore_linear)
+    Int16Linear, choose_int8_kernel, make_linear, restore_linear)
 path = arithmetic.choose_int16_kernel()  # what a load does
 choose_int8_kernel()
 kernels = [int16_kernels.WINDOW_MATMULS[path], int16_kernels.quantize_rows]
+kernels.append(int16_kernels.quantize_two_passes)
 if path != "avx2":
     from pipecat_pocket_tts.engine.backends.numpy.kernels import int8_vnni
     kernels.append(int8_vnni.INT8_MATMULS[path])
@@ -349,6 +350,9 @@ for array in arrays.values():
 for each in (linear, restore_linear("int8", arrays)):
     for rows in (1, 6, 16):
         each(np.ones((rows, 1024), np.float32))
+two_passes = Int16Linear.stacked([rng.standard_normal((64, 128)).astype(np.float32)], passes=2)
+for rows in (1, 3, 16):
+    two_passes(np.ones((rows, 128), np.float32))
 added = [set(k.signatures) - before for k, before in zip(kernels, at_load)]
 assert not any(added), added
 """

@@ -208,8 +208,9 @@ def describe_sampler(arithmetic: str) -> str:
     """A phrase for ``PocketTTS.kernels["flow_lm"]``: what the sampler's flow net runs on."""
     if arithmetic == "int16":
         return (
-            f"sampler: int16 dot products ({INT16_INSTRUCTIONS[choose_int16_kernel()]}), "
-            "the adaLN modulations as one product"
+            f"sampler: int16 dot products ({INT16_INSTRUCTIONS[choose_int16_kernel()]}) on "
+            "inputs in two passes (~26 bits), the adaLN modulations as one product, "
+            "input_proj and the final linear float32"
         )
     if compiled.optional() is None:
         return "sampler: float32 (BLAS)"

@@ -124,6 +124,31 @@ def window_product(
     return out if tiles == rows else out[:, :rows]
 
 
+def two_pass_product(x: np.ndarray, packed: Int16Weight) -> np.ndarray:
+    """x · W on the int16 kernel with each row of x held to about 26 bits: its 13-bit codes
+    and those of its residual (``int16.quantize_two_passes``) run as two rows each, and the
+    two products are added; each row summed alone (the same bits in any batch).
+
+    Args:
+        x: The input, float32 [n, C].
+        packed: The weight [C, N], an ``Int16Weight`` packed with taps ``C`` deep.
+
+    Returns:
+        float32 [n, N].
+    """
+    kernels = int16_kernels(packed.path)
+    rows, channels = x.shape
+    codes = np.empty((2, rows, channels), np.int16)
+    scales = np.empty((2, rows), np.float32)
+    kernels.quantize_two_passes(np.ascontiguousarray(x, np.float32), codes, scales)
+    blocks, _, block = packed.codes.shape
+    out = np.zeros((2, rows, blocks * block), np.float32)
+    matmul = kernels.WINDOW_MATMULS[packed.path]
+    matmul(codes, packed.codes, out, scales, packed.scales, 1, channels)
+    out[0] += out[1]
+    return out[0]
+
+
 def elu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """ELU (alpha 1) of a float32 array, compiled where numba is installed.
 

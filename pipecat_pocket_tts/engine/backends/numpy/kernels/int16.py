@@ -24,7 +24,8 @@ scale, so the int32 sums are turned into float32 every ``FLUSH_PAIRS`` pairs (a 
 whole number of flushes) and multiplied by the row's scale as they are added to float32
 accumulators; the tile ends by adding those times the columns' scales to the output (the bias).
 Each row is quantized alone and each window summed alone, so a block of frames gives the same
-bits as its frames one by one.
+bits as its frames one by one. The sampler's linears hold their inputs to ~26 bits in two passes
+(``quantize_two_passes``: a row's codes, then its residual's, as two rows of the same product).
 
 No int32 sum can wrap: a row's codes are at most ``INPUT_LIMIT`` in size, and each column's
 weight scale is chosen at packing so that ``INPUT_LIMIT`` times the column's absolute codes over
@@ -153,6 +154,23 @@ def quantize_rows(x, codes, scales):  # pragma: no cover - compiled
             scales[b, t] = largest / limit
             for c in range(x.shape[2]):
                 codes[b, t, c] = np.int16(np.rint(x[b, t, c] * factor))
+
+
+@jit_nan_safe
+def quantize_two_passes(x, codes, scales):  # pragma: no cover - compiled
+    """x [n, C] f32 → codes [2, n, C] int16 and scales [2, n] f32: pass 0 is x by
+    ``quantize_rows``, pass 1 its residual x − code · scale (computed in float64, rounded once
+    to float32) the same way, so a row's two passes hold it to about 26 bits, each row alone.
+    A row holding NaN or infinity has NaN scales in both passes."""
+    rows, channels = x.shape
+    quantize_rows(x.reshape((1, rows, channels)), codes[0:1], scales[0:1])
+    residual = np.empty((1, rows, channels), np.float32)
+    for t in range(rows):
+        scale = np.float64(scales[0, t])
+        for c in range(channels):
+            kept = np.float64(codes[0, t, c]) * scale
+            residual[0, t, c] = np.float32(np.float64(x[t, c]) - kept)
+    quantize_rows(residual, codes[1:2], scales[1:2])
 
 
 def multiply_add(builder, path: int, lanes: int):
@@ -367,12 +385,14 @@ WINDOW_MATMULS = {
 def warm_up(path: str) -> None:
     """Compile (or load from the disk cache) the int16 window kernels of ``path`` now, at
     model load: the window product on a conv's overlapping windows and on plain rows, and the
-    row quantization."""
+    row quantizations (one pass and two)."""
     channels = 2 * FLUSH_PAIRS
     x = np.zeros((1, INT16_ROWS + 1, channels), np.float32)
     codes = np.zeros(x.shape, np.int16)
     scales = np.zeros(x.shape[:2], np.float32)
     quantize_rows(x, codes, scales)
+    two_passes = np.zeros((2, *x.shape[1:]), np.int16)
+    quantize_two_passes(x[0], two_passes, np.zeros(two_passes.shape[:2], np.float32))
     out = np.zeros((1, INT16_ROWS, INT16_COLUMN_BLOCK), np.float32)
     seq, row, item = codes.strides
     overlapping = np.lib.stride_tricks.as_strided(

@@ -40,7 +40,7 @@ from ..kernels.arithmetic import (
     int8_vnni_kernels,
     pack_int16,
 )
-from ..kernels.dispatch import window_product
+from ..kernels.dispatch import two_pass_product, window_product
 from .blocks import linear_rows
 
 Shape: TypeAlias = tuple[int, ...]
@@ -362,22 +362,27 @@ class DotLinear(Linear):
 class Int16Linear(Linear):
     """Float32 weights stacked along their outputs and packed once for the int16 window kernel,
     only the packed codes kept: x [n, in] → [n, out], each row of x quantized to 13 bits with
-    its own scale, each column of the weight to 16 bits, exact int32 sums; each row summed
-    alone (the same bits at any batch size, on every int16 instruction path). A stack gives
-    the same bits as its parts one by one (each column has its own scale and sums)."""
+    its own scale (or, in two passes, to about 26: its codes and its residual's, two products
+    added, ``two_pass_product``), each column of the weight to 16 bits, exact int32 sums; each
+    row summed alone (the same bits at any batch size, on every int16 instruction path). A
+    stack gives the same bits as its parts one by one (each column has its own scale and
+    sums)."""
 
     precision = "int16-dot"
 
-    def __init__(self, packed: Int16Weight) -> None:
-        """``packed``: codes [out / 32, in / 2, 32] and scales [out] (``pack_int16``)."""
+    def __init__(self, packed: Int16Weight, passes: int = 1) -> None:
+        """``packed``: codes [out / 32, in / 2, 32] and scales [out] (``pack_int16``);
+        ``passes``: 1 (13-bit inputs) or 2 (about 26-bit inputs, twice the products)."""
+        if passes not in (1, 2):
+            raise ValueError(f"an int16 linear runs in 1 or 2 passes, got {passes}")
         blocks, pairs, block = packed.codes.shape
         super().__init__((blocks * block, 2 * pairs))
-        self.packed = packed
+        self.packed, self.passes = packed, passes
 
     @classmethod
-    def stacked(cls, weights: Sequence[np.ndarray]) -> Int16Linear | None:
+    def stacked(cls, weights: Sequence[np.ndarray], passes: int = 1) -> Int16Linear | None:
         """The product by ``weights`` [out_i, in] stacked along the outputs (one weight walk
-        for all), or None where one of them does not pack (``DotLinear.fits``)."""
+        for all) in ``passes``, or None where one of them does not pack (``DotLinear.fits``)."""
         if not all(DotLinear.fits("int16", weight.shape) for weight in weights):
             return None
         parts = [
@@ -386,10 +391,12 @@ class Int16Linear(Linear):
         ]
         codes = np.concatenate([part.codes for part in parts])
         scales = np.concatenate([part.scales for part in parts])
-        return cls(Int16Weight(codes, scales, parts[0].path))
+        return cls(Int16Weight(codes, scales, parts[0].path), passes)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         x = np.ascontiguousarray(x, np.float32)
+        if self.passes == 2:
+            return two_pass_product(x, self.packed)
         return window_product(x[None], x.shape[0], 1, 1, self.packed, None, "int16")[0]
 
     @property
