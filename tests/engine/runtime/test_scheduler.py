@@ -700,7 +700,15 @@ class BlockSpy:
     def __getattr__(self, name):
         return getattr(self._backend, name)
 
+    def before_decode(self) -> None:
+        """Called before every decode call (a subclass holds or fails it there)."""
+
+    def decode_batch(self, states, latents):
+        self.before_decode()
+        return self._backend.decode_batch(states, latents)
+
     def decode_frames(self, states, latents):
+        self.before_decode()
         self.blocks.append(latents.shape[1])
         return self._backend.decode_frames(states, latents)
 
@@ -788,20 +796,12 @@ class HeldDecode(BlockSpy):
         self._stepped()
         return out
 
-    def _hold(self) -> None:
+    def before_decode(self) -> None:
         with self._changed:
             self.decodes += 1
             if self.decodes == 2:
                 held_at = self.steps
                 self.stepped_on = self._changed.wait_for(lambda: self.steps >= held_at + 2, WAIT)
-
-    def decode_batch(self, states, latents):
-        self._hold()
-        return self._backend.decode_batch(states, latents)
-
-    def decode_frames(self, states, latents):
-        self._hold()
-        return super().decode_frames(states, latents)
 
 
 def test_a_lone_stream_with_a_thread_to_spare_steps_on_while_its_frame_decodes(blocks_tts):
@@ -834,7 +834,7 @@ class GateDecode(BlockSpy):
         self.events: list[str] = []
         self._calls = 0
 
-    def _gate(self) -> None:
+    def before_decode(self) -> None:
         self._calls += 1
         if self._calls == 2:
             self.held.set()
@@ -842,14 +842,6 @@ class GateDecode(BlockSpy):
             self.events.append("decode ended")
             if self.fail is not None:
                 raise self.fail
-
-    def decode_batch(self, states, latents):
-        self._gate()
-        return self._backend.decode_batch(states, latents)
-
-    def decode_frames(self, states, latents):
-        self._gate()
-        return super().decode_frames(states, latents)
 
 
 def test_cancel_waits_for_a_carried_decode_and_drops_its_frames(blocks_tts):
