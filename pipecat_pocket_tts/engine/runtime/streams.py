@@ -229,12 +229,19 @@ class ScheduledStream:
 
     @property
     def ready(self) -> bool:
-        """Work a tick can take now (frames whose decode is running wait for it to end)."""
-        return not self.stopped and bool(self.jobs or self.run is not None or self.wants_decode)
+        """Work a tick can take now (frames whose decode is running wait for it to end), or
+        notices to hand over."""
+        return not self.stopped and bool(
+            self.jobs or self.run is not None or self.wants_decode or self._notice_due
+        )
+
+    @property
+    def _notice_due(self) -> bool:
+        return not self.decoding and bool(self.decodes) and isinstance(self.decodes[0], Notice)
 
     def next_run(self) -> list[Any]:
-        """Start the next chunk if none runs; the notices that became due (to emit now)."""
-        due: list[Any] = []
+        """Start the next chunk if none runs; the notices that became due (to emit now; none
+        while a carried decode runs: its frames go first, and it hands over what follows)."""
         while self.run is None and self.jobs:
             job = self.jobs.popleft()
             if isinstance(job, Notice):
@@ -243,8 +250,7 @@ class ScheduledStream:
             if job.restart_seed is not None:
                 self.rng = np.random.default_rng(job.restart_seed)
             self.run = ChunkRun(self._backend, job)
-        due.extend(self.due_notices())
-        return due
+        return [] if self.decoding else self.due_notices()
 
     def due_notices(self) -> list[Any]:
         """Notices at the head of the decode queue: every frame before them is out."""

@@ -875,6 +875,22 @@ def test_cancel_waits_for_a_carried_decode_and_drops_its_frames(blocks_tts):
         scheduler.close()
 
 
+def test_no_notice_overtakes_the_frames_of_a_carried_decode(engine_tts):
+    """A notice that reaches the head of a stream's queue while a carried decode of its
+    frames runs (those frames already taken off the queue, not yet handed over) waits: the
+    decode's own thread hands over its frames, then the scheduler the notice."""
+    scheduler = Scheduler(engine_tts.backend, threads=2)
+    try:
+        stream = scheduler.open_stream(lambda item: None, lambda error: None)
+        stream.decoding = True
+        stream.jobs.append(Notice("marker"))
+        assert stream.next_run() == [] and not stream.ready
+        stream.decoding = False
+        assert stream.ready and stream.next_run() == ["marker"]
+    finally:
+        scheduler.close()
+
+
 def test_a_carried_decode_that_fails_stops_its_stream_alone(blocks_tts):
     """A carried decode's failure is its stream's error; the scheduler serves on."""
     spy = GateDecode(blocks_tts.backend, fail=RuntimeError("decode broke"))
