@@ -126,8 +126,8 @@ class Scheduler:
         )
         self._ticks = 0
         self._busy = 0
-        # Carried decode tasks queued or running.
-        self._carried = 0
+        # Streams whose carried decode is queued or running (one at most each).
+        self._carrying: set[ScheduledStream] = set()
         self._in_tick = False
         self._closed = False
         self._pool: list[threading.Thread] = []
@@ -218,7 +218,7 @@ class Scheduler:
                     not self._slots.active
                     and not self._in_tick
                     and self._busy == 0
-                    and self._carried == 0
+                    and not self._carrying
                 ),
                 timeout,
             )
@@ -237,6 +237,13 @@ class Scheduler:
         for thread in pool:
             if thread is not threading.current_thread():
                 thread.join()
+        with self._cond:
+            # A carried decode queued after the threads' stop never runs: its streams (all
+            # stopped) wait for nothing.
+            for stream in self._carrying:
+                stream.decoding = False
+            self._carrying.clear()
+            self._cond.notify_all()
         # After the joins, no BLAS call of this pool is left.
         if holds_blas:
             BLAS_THREADS.release()
@@ -327,10 +334,10 @@ class Scheduler:
                 for stream in choice.decoding:
                     # Decoding until its carried decode is handed over.
                     stream.decoding = True
+                    self._carrying.add(stream)
             plan = TickPlan(
                 self.backend, choice, self._costs, self._first_frame_done, self._carried_done
             )
-            self._carried += len(plan.carried)
             self._in_tick = True
         # Outputs due now go out before any first frame of the tick.
         _deliver(due_outputs)
@@ -391,7 +398,7 @@ class Scheduler:
         with self._cond:
             for stream in streams:
                 stream.decoding = False
-            self._carried -= 1
+                self._carrying.discard(stream)
             if not self._in_tick:
                 self._release_idle(streams)
             self._cond.notify_all()
@@ -417,7 +424,7 @@ class Scheduler:
             for _ in range(min(len(plan.carried), len(self._pool) - 1)):
                 self._tasks.put(carried)
         with self._cond:
-            carrying = self._carried > 0
+            carrying = bool(self._carrying)
         if len(plan.tasks) == 1 and self.threads > 1 and not carrying:
             # A lone task gets every core.
             with BLAS_THREADS.widened(self.threads):

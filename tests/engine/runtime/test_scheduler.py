@@ -875,6 +875,21 @@ def test_cancel_waits_for_a_carried_decode_and_drops_its_frames(blocks_tts):
         scheduler.close()
 
 
+def test_close_waits_for_a_carried_decode_and_leaves_nothing_decoding(blocks_tts):
+    """Closed while a carried decode runs, the scheduler's close returns once it ended; no
+    stream is left decoding, so a cancel afterwards returns at once."""
+    spy = GateDecode(blocks_tts.backend)
+    scheduler = Scheduler(spy, threads=2, clock=FrozenClock())
+    stream, _ = start(scheduler, blocks_tts, ["A long text that goes on for a while."])
+    assert spy.held.wait(WAIT) and stream.decoding
+    closer = threading.Thread(target=scheduler.close)
+    closer.start()
+    spy.go.set()
+    closer.join(WAIT)
+    assert not closer.is_alive() and not stream.decoding and stream.stopped
+    scheduler.cancel(stream)
+
+
 def test_no_notice_overtakes_the_frames_of_a_carried_decode(engine_tts):
     """A notice that reaches the head of a stream's queue while a carried decode of its
     frames runs (those frames already taken off the queue, not yet handed over) waits: the
