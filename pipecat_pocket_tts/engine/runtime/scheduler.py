@@ -383,7 +383,7 @@ class Scheduler:
     def _carried_done(self, plan: TickPlan, part: int) -> None:
         """Carried decode part ``part`` ended (on the pool thread that ran it): its frames go
         out now, then its streams may decode again."""
-        streams = plan.carried_streams(part)
+        streams = plan.decode_parts[part]
         with self._cond:
             try:
                 outputs, failed = plan.apply_carried(part, self._clock())

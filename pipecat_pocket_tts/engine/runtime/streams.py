@@ -206,7 +206,8 @@ class ScheduledStream:
         self.delivery = threading.RLock()
         # Part of the tick being computed.
         self.busy = False
-        # A carried decode of its first frames runs (beyond its tick; ``ticks.choose_tick``).
+        # A carried decode of the frames at the head of ``decodes`` runs (beyond its tick:
+        # ``ticks.choose_tick``); they stay queued until it hands them over.
         self.decoding = False
         # Ticks that computed for it, counted as each ends.
         self.ticks = 0

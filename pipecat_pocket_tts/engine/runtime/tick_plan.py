@@ -146,10 +146,6 @@ class TickPlan:
 
         return task
 
-    def carried_streams(self, part: int) -> list[ScheduledStream]:
-        """The streams of carried decode part ``part``."""
-        return self.decode_parts[part]
-
     def apply_carried(
         self, part: int, now: float
     ) -> tuple[list[tuple[ScheduledStream, list[Any]]], dict[ScheduledStream, BaseException]]:
@@ -338,8 +334,9 @@ class TickPlan:
                         stream.stepped(*item)
                     except Exception as exc:
                         failed[stream] = exc
-        for i, part in enumerate(self.decode_parts if not self.is_carried else []):
-            self._apply_decode(part, self._results.get(f"decode{i}"), now, out, failed)
+        if not self.is_carried:  # carried decodes are applied as each ends (apply_carried)
+            for i, part in enumerate(self.decode_parts):
+                self._apply_decode(part, self._results.get(f"decode{i}"), now, out, failed)
         for stream, _ in self.first_frames:
             key = f"first-{stream.name}"
             if isinstance(self._results.get(key), BaseException):

@@ -334,4 +334,4 @@ def test_a_carried_tick_keeps_its_decodes_apart_and_prices_no_admission():
     choice = choose_tick([stream], 0.0, 2, 3.0, StageCosts(), blocks=True)  # type: ignore[list-item]
     plan = TickPlan(None, choice, StageCosts())  # type: ignore[arg-type]
     assert len(plan.tasks) == 1 and len(plan.carried) == 1 and not plan.steady
-    assert plan.carried_streams(0) == [stream]
+    assert plan.decode_parts == [[stream]]
