@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from pipecat.frames.frames import Frame
+from pipecat.frames.frames import EndFrame, Frame, StartFrame
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
 EVENT_TIMEOUT_S = 60.0  # a failure bound only: the tests wait on events
@@ -13,25 +15,31 @@ MAX_WAKES = 100_000  # frames a wait looks at before it fails (a count, not a ti
 
 
 class Recorder(FrameProcessor):
-    """Records frames passing (both directions) and signals what the test waits for."""
+    """Records frames passing (both directions, or only ``direction``) and signals what the
+    test waits for."""
 
-    def __init__(self) -> None:
+    def __init__(self, direction: FrameDirection | None = None) -> None:
         super().__init__()
         self.frames: list[Frame] = []
         self.changed = asyncio.Event()
+        self._direction = direction
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
-        self.frames.append(frame)
-        self.changed.set()
+        if self._direction in (None, direction):
+            self.frames.append(frame)
+            self.changed.set()
         await self.push_frame(frame, direction)
 
-    async def wait_for(self, test: Callable[[Frame], bool], after: int = 0) -> Frame:
-        """The first frame recorded from index ``after`` on that passes ``test``."""
+    async def wait_for(
+        self, test: Callable[[Frame], bool], after: int = 0, count: int = 1
+    ) -> Frame:
+        """The ``count``-th frame recorded from index ``after`` on that passes ``test``."""
         for _ in range(MAX_WAKES):
-            for frame in self.frames[after:]:
-                if test(frame):
-                    return frame
+            passed = (frame for frame in self.frames[after:] if test(frame))
+            found = next(itertools.islice(passed, count - 1, None), None)
+            if found is not None:
+                return found
             self.changed.clear()
             await asyncio.wait_for(self.changed.wait(), EVENT_TIMEOUT_S)
         raise AssertionError(f"no frame passed the test in {MAX_WAKES} frames")
@@ -63,3 +71,72 @@ class RecordedPipeline:
 
         await self.worker.queue_frame(EndFrame())
         await asyncio.wait_for(self._running, EVENT_TIMEOUT_S)
+
+
+@dataclass(frozen=True)
+class Until:
+    """A pause in a script: the frames after it are queued once ``count`` frames passing
+    ``test`` have come out downstream since the previous pause."""
+
+    test: Callable[[Frame], bool]
+    count: int = 1
+
+
+async def run_script(
+    processor: FrameProcessor,
+    script: Sequence[Frame | Until],
+    *,
+    start_timeout: float,
+    pipeline_params: object | None = None,
+    send_end_frame: bool = True,
+) -> list[Frame]:
+    """Pipecat's ``run_test`` with pauses that wait on frames instead of on the clock.
+
+    Args:
+        processor: The processor under test, the pipeline's first.
+        script: Frames to queue downstream in order, and ``Until`` pauses between them.
+        start_timeout: How long the pipeline may take to start (a failure bound only).
+        pipeline_params: The worker's ``PipelineParams`` (Pipecat's defaults if None).
+        send_end_frame: Queue an ``EndFrame`` after the script and wait for the pipeline to end;
+            otherwise the script's last frame must end it (a ``CancelFrame``).
+
+    Returns:
+        The frames that came out downstream, without the ``StartFrame`` nor the ``EndFrame``
+        the script's end queued, as ``run_test`` returns them.
+    """
+    from pipecat.pipeline.pipeline import Pipeline
+    from pipecat.pipeline.worker import PipelineParams, PipelineWorker
+    from pipecat.workers.runner import WorkerRunner
+
+    down = Recorder(FrameDirection.DOWNSTREAM)
+    worker = PipelineWorker(
+        Pipeline([processor, down]),
+        params=pipeline_params or PipelineParams(),
+        cancel_on_idle_timeout=False,
+        enable_rtvi=False,
+    )
+    started = asyncio.Event()
+
+    @worker.event_handler("on_pipeline_started")
+    async def _started(*_args) -> None:
+        started.set()
+
+    async def drive() -> None:
+        await asyncio.wait_for(started.wait(), start_timeout)
+        seen = 0
+        for step in script:
+            if isinstance(step, Until):
+                await down.wait_for(step.test, after=seen, count=step.count)
+                seen = len(down.frames)
+            else:
+                await worker.queue_frame(step)
+        if send_end_frame:
+            await worker.queue_frame(EndFrame())
+
+    runner = WorkerRunner(handle_sigint=False)
+    await runner.add_workers(worker)
+    await asyncio.gather(runner.run(), drive())
+    out = [f for f in down.frames if not isinstance(f, StartFrame)]
+    if send_end_frame and out and isinstance(out[-1], EndFrame):
+        out.pop()
+    return out

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from frame_recorder import Until, run_script
 from pipecat.frames.frames import (
     ErrorFrame,
     Frame,
@@ -28,7 +29,7 @@ from pipecat.frames.frames import (
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.worker import PipelineParams
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
-from pipecat.tests.utils import SleepFrame, run_test
+from pipecat.tests.utils import run_test
 from test_service import assert_no_stale_audio
 
 from pipecat_pocket_tts import PocketTTSService
@@ -63,13 +64,18 @@ def _llm_turn(text: str) -> list[Frame]:
     return [LLMFullResponseStartFrame(), *map(LLMTextFrame, tokens), LLMFullResponseEndFrame()]
 
 
-def _script(rng: random.Random, last: str) -> list[Frame]:
-    """Two or three replies cut by barge-ins at random moments, then one spoken to the end."""
-    frames: list[Frame] = []
+def _script(rng: random.Random, last: str) -> list[Frame | Until]:
+    """Two or three replies cut by barge-ins at random moments (after 1 to 6 of their audio
+    frames), then one spoken to the end."""
+    script: list[Frame | Until] = []
     for n in range(rng.randint(2, 3)):
-        frames += [*_llm_turn(f"Reply {n}. {LONG_REPLY}")[:-1], SleepFrame(rng.uniform(0.05, 0.4))]
-        frames += [InterruptionFrame(), SleepFrame(rng.uniform(0.0, 0.1))]
-    return [*frames, TTSSpeakFrame(last)]
+        script += [*_llm_turn(f"Reply {n}. {LONG_REPLY}")[:-1], Until(_is_audio, rng.randint(1, 6))]
+        script += [InterruptionFrame(), Until(lambda f: isinstance(f, InterruptionFrame))]
+    return [*script, TTSSpeakFrame(last)]
+
+
+def _is_audio(frame: Frame) -> bool:
+    return isinstance(frame, TTSAudioRawFrame)
 
 
 def _final_turn_audio(frames: list[Frame]) -> tuple[list[str], np.ndarray]:
@@ -87,7 +93,7 @@ async def test_eight_services_with_barge_ins_share_one_scheduler(long_pack: Path
     scripts = [_script(random.Random(i), finals[i]) for i in range(SERVICES)]
     results = await asyncio.gather(
         *(
-            run_test(service, frames_to_send=script, start_timeout=START)
+            run_script(service, script, start_timeout=START)
             for service, script in zip(services, scripts, strict=True)
         )
     )
@@ -95,7 +101,7 @@ async def test_eight_services_with_barge_ins_share_one_scheduler(long_pack: Path
     planner = TextPlanner(model.config, model.tokenizer)
     # EOS never fires in this pack: a reply spoken to its end fills every chunk's frame limit.
     expected = [sum(p.max_frames for p in planner.plan(text)) * FRAME_SIZE for text in finals]
-    for (down, _up), final, samples in zip(results, finals, expected, strict=True):
+    for down, final, samples in zip(results, finals, expected, strict=True):
         assert_no_stale_audio(down)
         texts, audio = _final_turn_audio(down)
         assert " ".join(texts) == final  # its own reply's words, nobody else's

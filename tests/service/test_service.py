@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from frame_recorder import Until, run_script
 from loguru import logger
 from pipecat.frames.frames import (
     AggregatedTextFrame,
@@ -116,6 +117,14 @@ def kinds(frames: list[Frame]) -> list[type]:
 def audio_of(frames: list[Frame]) -> np.ndarray:
     pcm = b"".join(f.audio for f in frames if isinstance(f, TTSAudioRawFrame))
     return np.frombuffer(pcm, dtype="<i2")
+
+
+def is_audio(frame: Frame) -> bool:
+    return isinstance(frame, TTSAudioRawFrame)
+
+
+def is_stop(frame: Frame) -> bool:
+    return isinstance(frame, TTSStoppedFrame)
 
 
 def assert_no_stale_audio(frames: list[Frame]) -> None:
@@ -452,14 +461,14 @@ async def test_output_rate_keeps_the_whole_utterance(packs: dict[str, Path], rat
 async def test_interruption_mid_turn(packs: dict[str, Path], opened: list[dict]) -> None:
     tts = service(packs["long"])
     threads_at_interruption = watch_interruptions(tts)
-    frames = [
+    script = [
         *llm_turn(LONG_REPLY)[:-1],  # the LLM is still streaming...
-        SleepFrame(0.4),
+        Until(is_audio),  # ...the reply speaks...
         InterruptionFrame(),  # ...when the user speaks
-        SleepFrame(0.2),
+        Until(lambda f: isinstance(f, InterruptionFrame)),
         TTSSpeakFrame("Sorry, go ahead."),
     ]
-    down, _ = await run_test(tts, frames_to_send=frames, start_timeout=START)
+    down = await run_script(tts, script, start_timeout=START)
     assert_no_stale_audio(down)
     cut = next(i for i, f in enumerate(down) if isinstance(f, InterruptionFrame))
     before, after = down[:cut], down[cut + 1 :]
@@ -516,8 +525,8 @@ async def test_uninterruptible_speech_survives_an_interruption(packs: dict[str, 
     text = " ".join(["Please hold.", *LONG_SENTENCES[:2]])
     speak = TTSSpeakFrame(text)
     speak.interruptible = False
-    frames = [speak, SleepFrame(0.2), InterruptionFrame(), SleepFrame(0.2)]
-    down, _ = await run_test(tts, frames_to_send=frames, start_timeout=START)
+    script = [speak, Until(is_audio), InterruptionFrame(), Until(is_stop)]
+    down = await run_script(tts, script, start_timeout=START)
     assert kinds(down).count(TTSStoppedFrame) == 1
     reference = engine_of(packs["long"]).synthesize(text, seed=7)
     assert audio_of(down).size == reference.size  # all of it, not cut by the interruption
@@ -855,8 +864,8 @@ async def test_end_frame_drains_queued_audio(packs: dict[str, Path]) -> None:
 
 async def test_cancel_frame_stops_at_once(packs: dict[str, Path]) -> None:
     tts = service(packs["long"])
-    frames = [TTSSpeakFrame(LONG_REPLY), SleepFrame(0.3), CancelFrame()]
-    down, _ = await run_test(tts, frames_to_send=frames, send_end_frame=False, start_timeout=START)
+    script = [TTSSpeakFrame(LONG_REPLY), Until(is_audio), CancelFrame()]
+    down = await run_script(tts, script, send_end_frame=False, start_timeout=START)
     engine = engine_of(packs["long"])
     plan = TextPlanner(engine.config, engine.tokenizer).plan(LONG_REPLY)  # never EOS: all frames
     full = sum(chunk.max_frames for chunk in plan) * 1920
