@@ -6,9 +6,13 @@ import asyncio
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pipecat.frames.frames import EndFrame, Frame, StartFrame
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+
+if TYPE_CHECKING:
+    from pipecat.pipeline.worker import PipelineParams
 
 EVENT_TIMEOUT_S = 60.0  # a failure bound only: the tests wait on events
 MAX_WAKES = 100_000  # frames a wait looks at before it fails (a count, not a time budget)
@@ -46,31 +50,53 @@ class Recorder(FrameProcessor):
 
 
 class RecordedPipeline:
-    """``[upstream Recorder, processor, downstream Recorder]`` running (24 kHz output) until
-    ``end``; for tests that queue frames and wait on what comes out."""
+    """``[upstream Recorder, processor, downstream Recorder]`` running (24 kHz output unless
+    ``params`` say otherwise; no RTVI, as Pipecat's ``run_test``) until ``end``; for tests that
+    queue frames and wait on what comes out. The downstream Recorder keeps only the frames
+    going downstream."""
 
-    def __init__(self, processor: FrameProcessor) -> None:
+    def __init__(self, processor: FrameProcessor, params: PipelineParams | None = None) -> None:
         from pipecat.pipeline.pipeline import Pipeline
         from pipecat.pipeline.worker import PipelineParams, PipelineWorker
-        from pipecat.workers.runner import WorkerRunner
 
-        self.upstream, self.downstream = Recorder(), Recorder()
+        self.upstream, self.downstream = Recorder(), Recorder(FrameDirection.DOWNSTREAM)
         self.worker = PipelineWorker(
             Pipeline([self.upstream, processor, self.downstream]),
-            params=PipelineParams(audio_out_sample_rate=24000),
+            params=params or PipelineParams(audio_out_sample_rate=24000),
             cancel_on_idle_timeout=False,
+            enable_rtvi=False,
         )
-        self._running = asyncio.create_task(WorkerRunner(handle_sigint=False).run(self.worker))
+        self._started = asyncio.Event()
+
+        @self.worker.event_handler("on_pipeline_started")
+        async def _started(*_args) -> None:
+            self._started.set()
+
+        self._running = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        from pipecat.workers.runner import WorkerRunner
+
+        runner = WorkerRunner(handle_sigint=False)
+        await runner.add_workers(self.worker)
+        await runner.run()
+
+    async def started(self, timeout: float) -> None:
+        """Wait until the StartFrame went through (the processor's setup done), at most
+        ``timeout`` seconds (a failure bound)."""
+        await asyncio.wait_for(self._started.wait(), timeout)
 
     async def queue(self, frame: Frame) -> None:
         await self.worker.queue_frame(frame)
 
-    async def end(self) -> None:
+    async def end(self, timeout: float | None = EVENT_TIMEOUT_S) -> None:
         """End the pipeline (an EndFrame) and wait until it stopped."""
-        from pipecat.frames.frames import EndFrame
-
         await self.worker.queue_frame(EndFrame())
-        await asyncio.wait_for(self._running, EVENT_TIMEOUT_S)
+        await self.stopped(timeout)
+
+    async def stopped(self, timeout: float | None = EVENT_TIMEOUT_S) -> None:
+        """Wait until the pipeline stopped (ended by a frame queued before)."""
+        await asyncio.wait_for(self._running, timeout)
 
 
 @dataclass(frozen=True)
@@ -87,16 +113,16 @@ async def run_script(
     script: Sequence[Frame | Until],
     *,
     start_timeout: float,
-    pipeline_params: object | None = None,
+    pipeline_params: PipelineParams | None = None,
     send_end_frame: bool = True,
 ) -> list[Frame]:
     """Pipecat's ``run_test`` with pauses that wait on frames instead of on the clock.
 
     Args:
-        processor: The processor under test, the pipeline's first.
+        processor: The processor under test (in a ``RecordedPipeline``).
         script: Frames to queue downstream in order, and ``Until`` pauses between them.
         start_timeout: How long the pipeline may take to start (a failure bound only).
-        pipeline_params: The worker's ``PipelineParams`` (Pipecat's defaults if None).
+        pipeline_params: The worker's ``PipelineParams`` (24 kHz output if None).
         send_end_frame: Queue an ``EndFrame`` after the script and wait for the pipeline to end;
             otherwise the script's last frame must end it (a ``CancelFrame``).
 
@@ -104,38 +130,20 @@ async def run_script(
         The frames that came out downstream, without the ``StartFrame`` nor the ``EndFrame``
         the script's end queued, as ``run_test`` returns them.
     """
-    from pipecat.pipeline.pipeline import Pipeline
-    from pipecat.pipeline.worker import PipelineParams, PipelineWorker
-    from pipecat.workers.runner import WorkerRunner
-
-    down = Recorder(FrameDirection.DOWNSTREAM)
-    worker = PipelineWorker(
-        Pipeline([processor, down]),
-        params=pipeline_params or PipelineParams(),
-        cancel_on_idle_timeout=False,
-        enable_rtvi=False,
-    )
-    started = asyncio.Event()
-
-    @worker.event_handler("on_pipeline_started")
-    async def _started(*_args) -> None:
-        started.set()
-
-    async def drive() -> None:
-        await asyncio.wait_for(started.wait(), start_timeout)
-        seen = 0
-        for step in script:
-            if isinstance(step, Until):
-                await down.wait_for(step.test, after=seen, count=step.count)
-                seen = len(down.frames)
-            else:
-                await worker.queue_frame(step)
-        if send_end_frame:
-            await worker.queue_frame(EndFrame())
-
-    runner = WorkerRunner(handle_sigint=False)
-    await runner.add_workers(worker)
-    await asyncio.gather(runner.run(), drive())
+    pipeline = RecordedPipeline(processor, pipeline_params)
+    down = pipeline.downstream
+    await pipeline.started(start_timeout)
+    seen = 0
+    for step in script:
+        if isinstance(step, Until):
+            await down.wait_for(step.test, after=seen, count=step.count)
+            seen = len(down.frames)
+        else:
+            await pipeline.queue(step)
+    if send_end_frame:
+        await pipeline.end(timeout=None)
+    else:
+        await pipeline.stopped(timeout=None)
     out = [f for f in down.frames if not isinstance(f, StartFrame)]
     if send_end_frame and out and isinstance(out[-1], EndFrame):
         out.pop()

@@ -358,10 +358,7 @@ class Scheduler:
             failed.update((stream, exc) for stream in plan.streams)
         plan.release()
         with self._cond:
-            for stream, error in failed.items():
-                if not stream.stopped:
-                    self._stop(stream)
-                    outputs.append((stream, [error]))
+            outputs += self._stop_failed(failed)
             self._ticks += 1
             for stream in plan.streams:
                 stream.busy = False
@@ -370,6 +367,18 @@ class Scheduler:
             self._in_tick = False
             self._cond.notify_all()
         _deliver(outputs)
+
+    def _stop_failed(
+        self, failed: dict[ScheduledStream, BaseException]
+    ) -> list[tuple[ScheduledStream, list[Any]]]:
+        """Stop the ``failed`` streams not stopped yet (under the lock) → their errors, to
+        deliver."""
+        errors = []
+        for stream, error in failed.items():
+            if not stream.stopped:
+                self._stop(stream)
+                errors.append((stream, [error]))
+        return errors
 
     def _release_idle(self, streams: list[ScheduledStream]) -> None:
         """Free the slots of those ``streams`` left without work (under the lock); under
@@ -390,10 +399,7 @@ class Scheduler:
             except Exception as exc:
                 logger.exception("a carried decode failed to apply")
                 outputs, failed = [], dict.fromkeys(streams, exc)
-            for stream, error in failed.items():
-                if not stream.stopped:
-                    self._stop(stream)
-                    outputs.append((stream, [error]))
+            outputs += self._stop_failed(failed)
         _deliver(outputs)
         with self._cond:
             for stream in streams:
