@@ -1,11 +1,12 @@
-"""int16 dot products (``kernels/int16.py``, ``kernels/int8_vnni.py``): Mimi's decoder in
+"""int16 dot products (``kernels/int16.py``, ``kernels/int8_tiles.py``): Mimi's decoder in
 ``"int16"`` arithmetic (its transformer's linears and its convs) on each instruction path
-(AVX512_VNNI, AVX-VNNI, AVX2), the FlowLM's int8 linears on ``vpdpwssd`` (zmm and ymm), the
-choice of either at load, the same bits on every path, and their fidelity against fp32 frame
-by frame.
+(AVX512_VNNI, AVX-VNNI, AVX2, and the portable one every CPU runs), the FlowLM's int8 linears
+in whole-sum tiles (``vpdpwssd`` on zmm and ymm, and portable), the choice of either at load,
+the same bits on every path, and their fidelity against fp32 frame by frame.
 
 Every path this CPU supports runs; the others are skipped, saying why, and the fallback (the
-choice and the errors) is tested always.
+choice and the errors) is tested always. ``.ci/aarch64`` runs this file on arm64 under
+emulation, where the portable path is the one that runs.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import functools
 import logging
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import mimi_decoding
 import numba
@@ -52,24 +54,36 @@ HERE = tuple(path for path in PATHS if arithmetic.int16_kernels(path) is not Non
 """The int16 paths this process runs, best first."""
 
 
+PORTABLE = arithmetic.PORTABLE
+
+
 def _path(path: str):
     """``path`` as a test parameter, skipped (saying why) where this CPU lacks it."""
-    flag = arithmetic.INT16_FLAGS[path].upper()
+    flag = arithmetic.INT16_FLAGS[path]
+    missing = f"this CPU has no {flag.upper()} (or numba is missing)" if flag else "no numba"
     return pytest.param(
         path,
         marks=pytest.mark.skipif(
             path not in HERE,
-            reason=f"this CPU has no {flag} (or numba is missing): the {path} path cannot run "
-            "here; the fallback is tested by the tests without this mark",
+            reason=f"{missing}: the {path} path cannot run here; the fallback is tested by the "
+            "tests without this mark",
         ),
     )
 
 
 each_path = pytest.mark.parametrize("path", [_path(path) for path in PATHS])
 each_vnni_path = pytest.mark.parametrize("path", [_path(path) for path in PATHS[:2]])
-needs_int16 = pytest.mark.skipif(
-    not HERE, reason="this CPU has no AVX2 (or numba is missing): int16 cannot run here"
+each_tile_path = pytest.mark.parametrize(
+    "path", [_path(path) for path in ("vnni", "avx-vnni", PORTABLE)]
 )
+needs_int16 = pytest.mark.skipif(not HERE, reason="numba is missing: int16 cannot run here")
+
+
+def _int16_module(*paths: str) -> SimpleNamespace:
+    """A stand-in for the int16 kernels module on a CPU that runs ``paths``, best first."""
+    return SimpleNamespace(INT16_PATHS=paths)
+
+
 needs_two_paths = pytest.mark.skipif(
     len(HERE) < 2, reason="this CPU runs fewer than two int16 paths: nothing to compare"
 )
@@ -117,11 +131,28 @@ def _decoded(path: str, which: str) -> np.ndarray:
     [(True, True, "int16"), (True, False, "bf16"), (False, True, "int16"), (False, False, "fp32")],
 )
 def test_auto_takes_the_best_arithmetic_the_cpu_has(monkeypatch, bf16, int16, best):
+    module = _int16_module("avx2", PORTABLE)
     monkeypatch.setattr(arithmetic, "bf16_kernels", lambda: object() if bf16 else None)
-    monkeypatch.setattr(arithmetic, "int16_kernels", lambda path=None: object() if int16 else None)
+    monkeypatch.setattr(arithmetic, "int16_kernels", lambda path=None: module if int16 else None)
     monkeypatch.delenv(arithmetic.ARITHMETIC_ENV, raising=False)
     assert arithmetic.choose_arithmetic(None, "int8") == best
     assert arithmetic.choose_arithmetic(None, "fp32") == "fp32"  # parity with upstream untouched
+
+
+@pytest.mark.parametrize("bf16", [True, False])
+def test_auto_never_takes_the_portable_path_but_a_request_runs_it(monkeypatch, bf16):
+    """No ARM CPU was at hand to time the portable path against float32: "auto" keeps what
+    was measured there (float32), and asking for int16 runs it."""
+    module = _int16_module(PORTABLE)
+    monkeypatch.setattr(arithmetic, "bf16_kernels", lambda: object() if bf16 else None)
+    monkeypatch.setattr(arithmetic, "int16_kernels", lambda path=None: module)
+    for name in (arithmetic.ARITHMETIC_ENV, arithmetic.SAMPLER_ARITHMETIC_ENV):
+        monkeypatch.delenv(name, raising=False)
+    assert arithmetic.choose_arithmetic(None, "int8") == ("bf16" if bf16 else "fp32")
+    assert arithmetic.choose_sampler_arithmetic("int8") == "fp32"
+    assert arithmetic.choose_arithmetic("int16", "int8") == "int16"
+    monkeypatch.setenv(arithmetic.SAMPLER_ARITHMETIC_ENV, "int16")
+    assert arithmetic.choose_sampler_arithmetic("int8") == "int16"
 
 
 @pytest.mark.parametrize(
@@ -130,6 +161,7 @@ def test_auto_takes_the_best_arithmetic_the_cpu_has(monkeypatch, bf16, int16, be
         (("vnni", "avx-vnni", "avx2"), "vnni"),
         (("avx-vnni", "avx2"), "avx-vnni"),  # Intel from 12th gen
         (("avx2",), "avx2"),  # AMD Zen 2/3, older Intel
+        ((PORTABLE,), PORTABLE),  # aarch64
     ],
 )
 def test_auto_takes_the_best_int16_path_the_cpu_has(monkeypatch, has, best):
@@ -138,17 +170,20 @@ def test_auto_takes_the_best_int16_path_the_cpu_has(monkeypatch, has, best):
     )
     monkeypatch.delenv(arithmetic.INT16_KERNEL_ENV, raising=False)
     assert arithmetic.choose_int16_kernel() == best
-    monkeypatch.setenv(arithmetic.INT16_KERNEL_ENV, "avx2")
-    assert arithmetic.choose_int16_kernel() == "avx2"
+    monkeypatch.setenv(arithmetic.INT16_KERNEL_ENV, has[-1])
+    assert arithmetic.choose_int16_kernel() == has[-1]
 
 
-def test_asking_for_int16_without_avx2_names_the_flag(monkeypatch):
-    monkeypatch.setattr(arithmetic, "int16_kernels", lambda path=None: None)  # no AVX2
-    with pytest.raises(LoadOptionError, match="AVX2"):
+def test_asking_for_int16_without_numba_says_so(monkeypatch):
+    monkeypatch.setattr(arithmetic, "int16_kernels", lambda path=None: None)  # no numba
+    with pytest.raises(LoadOptionError, match=r"needs numba \(the fast extra\)"):
         arithmetic.choose_arithmetic("int16", "int8")
     monkeypatch.setenv(arithmetic.ARITHMETIC_ENV, "int16")
-    with pytest.raises(LoadOptionError, match="AVX2"):
+    with pytest.raises(LoadOptionError, match="numba"):
         arithmetic.choose_arithmetic(None, "int8")
+    monkeypatch.setenv(arithmetic.SAMPLER_ARITHMETIC_ENV, "int16")
+    with pytest.raises(LoadOptionError, match="numba"):
+        arithmetic.choose_sampler_arithmetic("int8")
 
 
 @pytest.mark.parametrize(("path", "flag"), [("vnni", "AVX512_VNNI"), ("avx-vnni", "AVX_VNNI")])
@@ -166,7 +201,12 @@ def test_asking_for_a_path_the_cpu_lacks_names_its_flag(monkeypatch, path, flag)
 
 @pytest.mark.parametrize(
     ("path", "said"),
-    [("vnni", "AVX512_VNNI vpdpwssd"), ("avx-vnni", "AVX-VNNI vpdpwssd"), ("avx2", "vpmaddwd")],
+    [
+        ("vnni", "AVX512_VNNI vpdpwssd"),
+        ("avx-vnni", "AVX-VNNI vpdpwssd"),
+        ("avx2", "vpmaddwd"),
+        (PORTABLE, "portable vector code"),
+    ],
 )
 def test_int16_arithmetic_says_what_runs(monkeypatch, path, said):
     monkeypatch.setattr(arithmetic, "choose_int16_kernel", lambda: path)
@@ -180,6 +220,8 @@ def test_an_int8_model_runs_int16_arithmetic_and_says_so(
 ):
     on_path(path)
     monkeypatch.delenv(arithmetic.ARITHMETIC_ENV, raising=False)
+    if path == PORTABLE and not kernel_base.X86_TARGET:  # "auto" keeps float32 there
+        monkeypatch.setenv(arithmetic.ARITHMETIC_ENV, "int16")
     with caplog.at_level(logging.INFO):
         tts = PocketTTS.load(backend="numpy", model_dir=engine_pack_dir, precision="int8")
     assert tts.backend.mimi.arithmetic == "int16"
@@ -297,7 +339,13 @@ def test_the_compiled_kernels_run_the_paths_instruction(path):
         int16_kernels.path_code(path),
     )
     assembly = "".join(fresh.inspect_asm(signature) for signature in fresh.signatures)
+    if not kernel_base.X86_TARGET:  # NEON's widening multiply (measured: smull, uzp1/2, add)
+        assert path == PORTABLE and "smull" in assembly.split()
+        return
     dots = [line for line in assembly.splitlines() if "vpmaddwd" in line or "vpdpwssd" in line]
+    if path == PORTABLE:  # LLVM finds the x86 instruction in the plain vector code
+        assert dots
+        return
     register = "zmm" if path == "vnni" else "ymm"
     assert dots and all(register in line for line in dots)
     if path == "avx2":  # LLVM fuses vpmaddwd and vpaddd into vpdpwssd where the CPU has VNNI
@@ -326,8 +374,8 @@ choose_int8_kernel()
 kernels = [int16_kernels.WINDOW_MATMULS[path], int16_kernels.quantize_rows]
 kernels.append(int16_kernels.quantize_two_passes)
 if path != "avx2":
-    from pipecat_pocket_tts.engine.backends.numpy.kernels import int8_vnni
-    kernels.append(int8_vnni.INT8_MATMULS[path])
+    from pipecat_pocket_tts.engine.backends.numpy.kernels import int8_tiles
+    kernels.append(int8_tiles.INT8_MATMULS[path])
 else:
     kernels.append(compiled.required().int8_matmul)
 at_load = [set(k.signatures) for k in kernels]
@@ -451,31 +499,33 @@ def test_convs_that_do_not_pack_stay_float32():
     assert not any(layer.use_int16() for layer in (last, dilated, depthwise))
 
 
-# -- the FlowLM's int8 linears on vpdpwssd ------------------------------------------------------
-@each_vnni_path
+# -- the FlowLM's int8 linears in tiles ---------------------------------------------------------
+@each_tile_path
 @pytest.mark.parametrize("rows", [1, 3, 4, 6, 16])
 @pytest.mark.parametrize("depth", [512, 4096])
-def test_the_vnni_int8_matmul_matches_the_avx2_one(path, rows, depth):
-    """The same integer products; up to 512 inputs the same float32 bits as AVX2 (one int32
-    sum either way), beyond that within float32 rounding (AVX2 adds its 512-input sums in
-    float32); zmm and ymm the same bits at any depth."""
-    from pipecat_pocket_tts.engine.backends.numpy.kernels import int8_vnni
+def test_the_tiled_int8_matmul_matches_the_two_row_one(path, rows, depth):
+    """The same integer products; up to 512 inputs the same float32 bits as the two-row kernel
+    (AVX2's, or the portable one where there is no AVX2: one int32 sum either way), beyond that
+    within float32 rounding (it adds its 512-input sums in float32); every tile path the same
+    bits at any depth."""
+    from pipecat_pocket_tts.engine.backends.numpy.kernels import int8_tiles
 
     kernels = compiled.required()
+    two_rows = kernels.int8_matmul_int16 if "avx2" in HERE else kernels.int8_matmul_portable
     rng = np.random.default_rng(rows + depth)
     codes, scales = linears.quantize_int8(rng.standard_normal((64, depth)).astype(np.float32))
     x = rng.standard_normal((rows, depth)).astype(np.float32)
     avx2, vnni = np.empty((rows, 64), np.float32), np.empty((rows, 64), np.float32)
-    kernels.int8_matmul_int16(x, codes, scales, avx2)
-    matmul = int8_vnni.INT8_MATMULS[path]
+    two_rows(x, codes, scales, avx2)
+    matmul = int8_tiles.INT8_MATMULS[path]
     matmul(x, codes, scales, vnni)
     if depth <= 512:
         np.testing.assert_array_equal(vnni, avx2)
     else:
         assert np.abs(vnni - avx2).max() <= 1e-6 * np.abs(avx2).max()
-    for other in (p for p in HERE if p in int8_vnni.INT8_MATMULS):
+    for other in (p for p in HERE if p in int8_tiles.INT8_MATMULS):
         again = np.empty_like(vnni)
-        int8_vnni.INT8_MATMULS[other](x, codes, scales, again)
+        int8_tiles.INT8_MATMULS[other](x, codes, scales, again)
         np.testing.assert_array_equal(again, vnni)
     x[rows - 1, 5] = np.nan  # NaN stays NaN (the float kernel), in its row only
     matmul(x, codes, scales, vnni)
@@ -484,22 +534,69 @@ def test_the_vnni_int8_matmul_matches_the_avx2_one(path, rows, depth):
 
 @each_vnni_path
 def test_int8_linears_take_the_chosen_vnni_path_and_the_environment_overrides(monkeypatch, path):
-    from pipecat_pocket_tts.engine.backends.numpy.kernels import int8_vnni
+    from pipecat_pocket_tts.engine.backends.numpy.kernels import int8_tiles
 
     weight = np.random.default_rng(0).standard_normal((64, 1024)).astype(np.float32)
     monkeypatch.delenv(linears.INT8_KERNEL_ENV, raising=False)
-    assert linears.make_linear(weight, "int8")._matmul is int8_vnni.INT8_MATMULS[HERE[0]]
+    assert linears.make_linear(weight, "int8")._matmul is int8_tiles.INT8_MATMULS[HERE[0]]
     monkeypatch.setenv(linears.INT8_KERNEL_ENV, path)
-    assert linears.make_linear(weight, "int8")._matmul is int8_vnni.INT8_MATMULS[path]
+    assert linears.make_linear(weight, "int8")._matmul is int8_tiles.INT8_MATMULS[path]
     assert ("AVX512_VNNI" if path == "vnni" else "AVX-VNNI") in linears.how_linears_run("int8")
     monkeypatch.setenv(linears.INT8_KERNEL_ENV, "avx2")
     assert linears.make_linear(weight, "int8")._matmul is compiled.required().int8_matmul
     assert "(AVX2)" in linears.how_linears_run("int8")
 
 
+@needs_int16
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 7])
+@pytest.mark.parametrize("depth", [48, 512, 1056])
+def test_the_portable_int8_kernels_sum_the_integer_products_exactly(rows, depth):
+    """On integer inputs whose largest is 32767 (each row's int16 codes are the inputs, its
+    scale 1) and weight scales of 1, every sum stays below 2^24: each output is the exact
+    integer dot product, on the two-row kernel and on the tiles (depths that are a multiple of
+    32), whatever CPU compiles them (aarch64 under emulation too)."""
+    from pipecat_pocket_tts.engine.backends.numpy.kernels import int8_tiles
+
+    kernels = compiled.required()
+    rng = np.random.default_rng(rows * depth)
+    weight = rng.integers(-3, 4, (8, depth), dtype=np.int8)
+    x = rng.integers(-99, 100, (rows, depth)).astype(np.float32)
+    x[:, depth // 2] = 32767.0
+    exact = (x.astype(np.int64) @ weight.astype(np.int64).T).astype(np.float32)
+    ones = np.ones(8, np.float32)
+    matmuls = [kernels.int8_matmul_portable]
+    if int8_tiles.fits_tiles(depth):
+        matmuls.append(int8_tiles.INT8_MATMULS[PORTABLE])
+    for matmul in matmuls:
+        out = np.full((rows, 8), np.nan, np.float32)
+        matmul(x, weight, ones, out)
+        np.testing.assert_array_equal(out, exact)
+
+
+@needs_int16
+def test_int8_linears_run_the_portable_path_where_asked_and_auto_never_takes_it(monkeypatch):
+    from pipecat_pocket_tts.engine.backends.numpy.kernels import int8_tiles
+
+    kernels = compiled.required()
+    rng = np.random.default_rng(0)
+    tiled = rng.standard_normal((64, 1024)).astype(np.float32)
+    odd = rng.standard_normal((64, 1000)).astype(np.float32)  # not a multiple of 32
+    monkeypatch.setenv(linears.INT8_KERNEL_ENV, PORTABLE)
+    assert linears.make_linear(tiled, "int8")._matmul is int8_tiles.INT8_MATMULS[PORTABLE]
+    assert linears.make_linear(odd, "int8")._matmul is kernels.int8_matmul_portable
+    assert "portable vector code" in linears.how_linears_run("int8")
+    monkeypatch.setenv(linears.INT8_KERNEL_ENV, "auto")
+    assert linears.choose_int8_kernel() != PORTABLE
+    monkeypatch.setattr(kernels, "AVX2", False)  # a CPU with no x86 kernel (aarch64)
+    monkeypatch.setattr(
+        linears, "int8_tile_kernels", lambda k: int8_tiles if k == PORTABLE else None
+    )
+    assert linears.choose_int8_kernel() == "float"
+
+
 @pytest.mark.parametrize(("path", "flag"), [("vnni", "AVX512_VNNI"), ("avx-vnni", "AVX_VNNI")])
 def test_the_int8_kernel_choice_names_what_is_missing(monkeypatch, path, flag):
-    monkeypatch.setattr(linears, "int8_vnni_kernels", lambda kernel: None)  # no VNNI of any kind
+    monkeypatch.setattr(linears, "int8_tile_kernels", lambda kernel: None)  # no VNNI of any kind
     monkeypatch.setenv(linears.INT8_KERNEL_ENV, path)
     with pytest.raises(LoadOptionError, match=flag):
         linears.choose_int8_kernel()
@@ -514,7 +611,10 @@ def test_this_file_runs_every_path_the_cpu_supports():
     """The marks above skip only what this CPU lacks (the flags the machine reports; on
     aarch64 under qemu, /proc/cpuinfo is the x86 host's)."""
     flags = Path("/proc/cpuinfo").read_text().split() if Path("/proc/cpuinfo").exists() else []
-    if compiled.optional() is None or not kernel_base.X86_TARGET:
+    if compiled.optional() is None:
+        return
+    assert PORTABLE in HERE  # on any CPU
+    if not kernel_base.X86_TARGET:
         return
     for path, flag in arithmetic.INT16_FLAGS.items():
         if flag in flags and (path != "vnni" or "avx512bw" in flags):

@@ -179,7 +179,7 @@ def test_the_float_int8_kernel_multiplies_by_the_dense_weight(monkeypatch, shape
     # What hosts without AVX2 (nor AVX512_VNNI) run (ARM64, older x86): activations stay float32.
     kernels = linears.load_kernels()
     monkeypatch.setattr(kernels, "int8_matmul", kernels.int8_matmul_float)
-    monkeypatch.setattr(linears, "int8_vnni_kernels", lambda kernel: None)
+    monkeypatch.setattr(linears, "int8_tile_kernels", lambda kernel: None)
     rng = np.random.default_rng(shape[0])
     linear = make_linear(rng.standard_normal(shape).astype(np.float32), "int8")
     for rows in (1, 2, 3, *WIDENED, KERNEL_MAX_ROWS):

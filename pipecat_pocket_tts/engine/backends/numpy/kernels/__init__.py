@@ -5,4 +5,4 @@ The names of the int16 kernels' instruction paths live here, where both the choi
 """
 
 #: The int16 kernels' instruction paths, best first (``int16.py``).
-INT16_KERNELS = ("vnni", "avx-vnni", "avx2")
+INT16_KERNELS = ("vnni", "avx-vnni", "avx2", "portable")

@@ -10,17 +10,20 @@ the CPU reports.
 - ``"int16"``: int16 dot products (``int16.py``) for the transformer's linears and every SEANet
   conv and transposed conv that packs (all but the last, one channel wide): 16-bit weights a
   column, 13-bit inputs scaled row by row, exact int32 sums; ~62–63 dB against fp32 on the
-  full-size random pack where "bf16" gave 46–50. It runs on the best of three instruction
+  full-size random pack where "bf16" gave 46–50. It runs on the best of three x86 instruction
   paths the CPU has (``choose_int16_kernel``: AVX512_VNNI, AVX-VNNI, AVX2), each giving the
-  same bits.
+  same bits; elsewhere (aarch64) on the portable path, the same sums in plain vector code that
+  LLVM turns into the CPU's own instructions (NEON), again the same bits.
 
 ``choose_arithmetic(requested, precision)``: the arithmetic a load runs — ``requested`` (the
 ``mimi_arithmetic`` argument), else the ``POCKET_TTS_MIMI_ARITHMETIC`` environment variable,
 else ``"auto"``: with a narrow ``precision`` ("int8", "bf16": the caller traded exactness for
 speed) the best this CPU has (numba installed), else ``"fp32"`` (precision "fp32" stays float32
 end to end: parity with upstream): "int16" first (any CPU with AVX2 and FMA), then "bf16".
-Asking for arithmetic or an instruction path the CPU lacks is a ``LoadOptionError`` saying so
-(never a silent fallback).
+"auto" takes only what was measured faster than float32: "int16" on the portable path runs
+where it is asked for (``mimi_arithmetic="int16"``) but is never chosen by "auto", as no ARM
+CPU was at hand to time it. Asking for arithmetic or an instruction path the CPU lacks is a
+``LoadOptionError`` saying so (never a silent fallback).
 
 ``choose_sampler_arithmetic(precision)``: the same choice for the sampler's flow net, "int16"
 or "fp32" (``layers/sampler.py``), from ``POCKET_TTS_SAMPLER_ARITHMETIC``; "auto" follows the
@@ -46,18 +49,22 @@ ARITHMETIC_ENV = "POCKET_TTS_MIMI_ARITHMETIC"
 RENAMED_ENV = "POCKET_TTS_MIMI_UNITS"
 _BEST_FIRST = ("int16", "bf16", "fp32")
 MIMI_ARITHMETIC = ("auto", *_BEST_FIRST)
-#: What each arithmetic needs beyond numba, as /proc/cpuinfo spells it (int16: its least path).
-_NEEDS = {"bf16": "avx512_bf16", "int16": "avx2"}
+#: What each arithmetic needs beyond numba, as /proc/cpuinfo spells it ("": numba alone; int16
+#: runs on the portable path anywhere).
+_NEEDS = {"bf16": "avx512_bf16", "int16": ""}
 SAMPLER_ARITHMETIC_ENV = "POCKET_TTS_SAMPLER_ARITHMETIC"
 SAMPLER_ARITHMETIC = ("auto", "int16", "fp32")
 INT16_KERNEL_ENV = "POCKET_TTS_INT16_KERNEL"
-#: The CPU flag each path needs, as /proc/cpuinfo spells it (for the errors).
-INT16_FLAGS = {"vnni": "avx512_vnni", "avx-vnni": "avx_vnni", "avx2": "avx2"}
+#: The path that is not an x86 instruction set: plain vector code, built for any CPU.
+PORTABLE = "portable"
+#: The CPU flag each path needs, as /proc/cpuinfo spells it (for the errors; "": numba alone).
+INT16_FLAGS = {"vnni": "avx512_vnni", "avx-vnni": "avx_vnni", "avx2": "avx2", PORTABLE: ""}
 #: How the load log names each path.
 INT16_INSTRUCTIONS = {
     "vnni": "AVX512_VNNI vpdpwssd",
     "avx-vnni": "AVX-VNNI vpdpwssd on ymm",
     "avx2": "AVX2 vpmaddwd",
+    PORTABLE: "portable vector code",
 }
 
 
@@ -93,12 +100,12 @@ def int16_kernels(path: str | None = None) -> ModuleType | None:
     return _warm(module, path) if path in module.INT16_PATHS else None
 
 
-def int8_vnni_kernels(path: str) -> ModuleType | None:
-    """The int8 VNNI kernels module warmed up on ``path`` ("vnni" or "avx-vnni") when numba
-    compiles for a CPU with that path, else None."""
-    if int16_kernels(path) is None or path not in ("vnni", "avx-vnni"):
+def int8_tile_kernels(path: str) -> ModuleType | None:
+    """The int8 tiles module (``int8_tiles.py``) warmed up on ``path`` ("vnni", "avx-vnni" or
+    "portable") when numba compiles for a CPU with that path, else None."""
+    if int16_kernels(path) is None or path not in ("vnni", "avx-vnni", PORTABLE):
         return None
-    from . import int8_vnni as module
+    from . import int8_tiles as module
 
     return _warm(module, path)
 
@@ -115,6 +122,15 @@ def _available(arithmetic: str) -> bool:
     return kernels is None or kernels() is not None
 
 
+def _measured(arithmetic: str) -> bool:
+    """Whether "auto" takes ``arithmetic`` here: it runs, on a path timed faster than float32
+    (int16: an x86 path, not the portable one)."""
+    if arithmetic != "int16":
+        return _available(arithmetic)
+    kernels = int16_kernels()
+    return kernels is not None and kernels.INT16_PATHS[0] != PORTABLE
+
+
 def choose_among(
     setting: str,
     value: str,
@@ -122,21 +138,28 @@ def choose_among(
     available: Callable[[str], bool],
     needs: Mapping[str, str],
     fallback: str | None = None,
+    auto_takes: Callable[[str], bool] | None = None,
 ) -> str:
     """``value`` of a kernel ``setting`` (as its errors name it): "auto" is the first of
-    ``best_first`` that is ``available`` (else ``fallback``, which nobody may ask for); a value
-    ``needs`` names a CPU flag for must be available, or it is a ``LoadOptionError`` naming the
-    flag (never a silent fallback); the others of ``best_first`` stand."""
+    ``best_first`` that ``auto_takes`` (by default: that is ``available``; else ``fallback``,
+    which nobody may ask for); a value ``needs`` names a CPU flag for ("": numba alone) must be
+    available, or it is a ``LoadOptionError`` naming what is missing (never a silent fallback);
+    the others of ``best_first`` stand."""
     choices = ("auto", *best_first)
     if value not in choices:
         raise LoadOptionError(f"{setting} must be one of {', '.join(choices)}, got {value!r}")
     if value == "auto":
-        return next((choice for choice in best_first if available(choice)), fallback)
+        takes = auto_takes or available
+        return next((choice for choice in best_first if takes(choice)), fallback)
     if value in needs and not available(value):
         flag = needs[value]
+        missing = (
+            f"numba and a CPU with {flag.upper()} ({flag} in /proc/cpuinfo)"
+            if flag
+            else "numba (the fast extra)"
+        )
         raise LoadOptionError(
-            f"{setting}={value!r} needs numba and a CPU with {flag.upper()} ({flag} in "
-            "/proc/cpuinfo), which this process does not have: use 'auto'"
+            f"{setting}={value!r} needs {missing}, which this process does not have: use 'auto'"
         )
     return value
 
@@ -149,27 +172,36 @@ def choose_arithmetic(requested: str | None = None, precision: str = "fp32") -> 
     arithmetic = requested or os.environ.get(ARITHMETIC_ENV) or "auto"
     if arithmetic == "auto" and precision == "fp32":
         return "fp32"
-    return choose_among("mimi_arithmetic", arithmetic, _BEST_FIRST, _available, _NEEDS)
+    return choose_among(
+        "mimi_arithmetic", arithmetic, _BEST_FIRST, _available, _NEEDS, auto_takes=_measured
+    )
 
 
 def choose_sampler_arithmetic(precision: str = "fp32") -> str:
     """The arithmetic the sampler's flow net runs in, "int16" or "fp32":
     ``POCKET_TTS_SAMPLER_ARITHMETIC`` ("auto" when unset: with a narrow ``precision`` "int16"
     where this CPU runs it, else "fp32"; precision "fp32" stays float32: parity with upstream).
-    Asking for "int16" where the CPU cannot run it is a ``LoadOptionError``."""
+    "auto" takes the portable path's "int16" nowhere (``choose_arithmetic``). Asking for "int16"
+    without numba is a ``LoadOptionError``."""
     arithmetic = os.environ.get(SAMPLER_ARITHMETIC_ENV) or "auto"
     if arithmetic == "auto" and precision == "fp32":
         return "fp32"
     return choose_among(
-        SAMPLER_ARITHMETIC_ENV, arithmetic, SAMPLER_ARITHMETIC[1:], _available, _NEEDS
+        SAMPLER_ARITHMETIC_ENV,
+        arithmetic,
+        SAMPLER_ARITHMETIC[1:],
+        _available,
+        _NEEDS,
+        auto_takes=_measured,
     )
 
 
 def choose_int16_kernel() -> str:
     """The instruction path of the int16 kernels: ``POCKET_TTS_INT16_KERNEL`` ("auto" when
     unset): "vnni" (AVX512_VNNI ``vpdpwssd`` on zmm), "avx-vnni" (the VEX ``vpdpwssd`` on ymm),
-    "avx2" (``vpmaddwd`` and ``vpaddd``), or on "auto" the best this CPU has. Asking for one
-    the CPU lacks is a ``LoadOptionError`` naming its flag."""
+    "avx2" (``vpmaddwd`` and ``vpaddd``), "portable" (plain vector code, any CPU), or on "auto"
+    the best this CPU has. Asking for one the CPU lacks is a ``LoadOptionError`` naming its
+    flag."""
     return choose_among(
         INT16_KERNEL_ENV,
         os.environ.get(INT16_KERNEL_ENV) or "auto",

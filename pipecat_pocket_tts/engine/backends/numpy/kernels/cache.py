@@ -40,7 +40,7 @@ SOURCES = (
     "window.py",
     "bf16.py",
     "int16.py",
-    "int8_vnni.py",
+    "int8_tiles.py",
 )
 #: How long the first compile takes on two cores (measured here: 12 s in a fresh clone on a
 #: quiet machine, 15–35 s as the shared cores were busy; the issue's runs: 16–21 s).

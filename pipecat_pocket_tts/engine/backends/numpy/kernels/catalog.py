@@ -1,14 +1,18 @@
 """The compiled kernels (numba: the optional ``fast`` extra), as one module.
 
-Three families, each in its own file, on what they share (``kernel_base.py``: compile options,
+Three families, each in its own file, on what they share (``base.py``: compile options,
 float32 bit casts):
 
-- ``matmul_kernels.py``: matmuls of a few rows at fp32, bf16 and int8 (``linears.py``);
-- ``layer_kernels.py``: one-pass ELU, GELU-tanh, LayerNorm, RoPE, one step's KV write and
-  attention in one call, and the bfloat16 KV cache's rounding (``layers.py``, ``kv_cache.py``,
-  ``streaming_conv.py``);
-- ``window_kernels.py``: sliding windows times a packed weight, Mimi's convolutions
-  (``streaming_conv.py``).
+- ``matmul.py``: matmuls of a few rows at fp32, bf16 and int8 (``layers/linears.py``);
+- ``layer.py``: one-pass ELU, GELU-tanh, LayerNorm, RoPE, one step's KV write and attention in
+  one call, and the bfloat16 KV cache's rounding (``layers/blocks.py``, ``layers/kv_cache.py``,
+  ``layers/streaming_conv.py``);
+- ``window.py``: sliding windows times a packed weight, Mimi's convolutions
+  (``layers/streaming_conv.py``).
+
+The narrower arithmetic's kernels load apart, at their first use (``arithmetic.py``):
+``int16.py`` (Mimi's and the sampler's int16 window product), ``int8_tiles.py`` (the FlowLM's
+int8 tiles) and ``bf16.py``.
 
 Callers reach every kernel as an attribute of this module, the one ``compiled.optional()`` /
 ``required()`` hands out after ``warm_up``. The kernels release the GIL and are serial:
@@ -39,6 +43,7 @@ from .matmul import (
     int8_matmul,
     int8_matmul_float,
     int8_matmul_int16,
+    int8_matmul_portable,
 )
 from .window import COLUMN_BLOCK, WINDOW_ROWS, pack_columns, window_matmul
 
@@ -55,6 +60,7 @@ __all__ = [
     "int8_matmul",
     "int8_matmul_float",
     "int8_matmul_int16",
+    "int8_matmul_portable",
     "layer_norm_rows",
     "pack_columns",
     "rope_pairs",

@@ -71,10 +71,12 @@ PATH_FEATURES = {
     "vnni": ("avx512vnni", "avx512bw"),
     "avx-vnni": ("avxvnni",),
     "avx2": ("avx2", "fma"),
+    "portable": (),
 }
-"""What numba must compile for (LLVM's feature names) to build each path."""
-_PATH_CODES = {"vnni": 0, "avx-vnni": 1, "avx2": 2}
-PATH_LANES = (16, 8, 8)
+"""What numba must compile for (LLVM's x86 feature names) to build each path: the portable
+path builds for any CPU."""
+_PATH_CODES = {"vnni": 0, "avx-vnni": 1, "avx2": 2, "portable": 3}
+PATH_LANES = (16, 8, 8, 8)
 """int32 / float32 lanes of one register, by path code."""
 TILE_VECTORS = 2
 """Registers of columns a tile's pass holds per row: 8 int32 and 8 float32 accumulators, which
@@ -84,8 +86,10 @@ AVX-512's 32 registers, and lost with 16: measured with the CPU forced to ``hasw
 
 
 def compiles_path(path: str) -> bool:
-    """Whether numba compiles for a CPU that runs ``path`` (``kernel_base.compiles_for``)."""
-    return compiles_for(*PATH_FEATURES[path])
+    """Whether numba compiles for a CPU that runs ``path`` (``base.compiles_for``; the
+    portable path: any)."""
+    features = PATH_FEATURES[path]
+    return not features or compiles_for(*features)
 
 
 INT16_PATHS = tuple(path for path in INT16_KERNELS if compiles_path(path))
@@ -95,7 +99,7 @@ INT16_DOT = bool(INT16_PATHS)
 
 
 def path_code(path: str) -> int:
-    """The number ``int16_window_matmul`` and ``int8_vnni`` take for ``path``."""
+    """The number ``int16_window_matmul`` and ``int8_tiles`` take for ``path``."""
     return _PATH_CODES[path]
 
 
@@ -176,9 +180,13 @@ def quantize_two_passes(x, codes, scales):  # pragma: no cover - compiled
 def multiply_add(builder, path: int, lanes: int):
     """LLVM IR: a function (sums, inputs, weights) → sums + the pairwise products of ``lanes``
     · 2 int16 ``inputs`` and ``weights`` summed two by two into the ``lanes`` int32 ``sums``
-    (``vpdpwssd``; on AVX2 ``vpmaddwd`` then ``vpaddd``): the same integers on every path."""
+    (``vpdpwssd``; on AVX2 ``vpmaddwd`` then ``vpaddd``; on the portable path the same sums
+    in plain vector IR, which LLVM lowers to the target's own instructions): the same integers
+    on every path."""
     ivec = ir.VectorType(ir.IntType(32), lanes)
     wvec = ir.VectorType(ir.IntType(16), 2 * lanes)
+    if path == _PATH_CODES["portable"]:
+        return _portable_multiply_add(builder, lanes)
     if path == _PATH_CODES["avx2"]:
         madd = cgutils.get_or_insert_function(
             builder.module, ir.FunctionType(ivec, [wvec, wvec]), "llvm.x86.avx2.pmadd.wd"
@@ -189,6 +197,25 @@ def multiply_add(builder, path: int, lanes: int):
         builder.module, ir.FunctionType(ivec, [ivec, wvec, wvec]), name
     )
     return lambda sums, x, w: builder.call(dot, [sums, x, w])
+
+
+def _portable_multiply_add(builder, lanes: int):
+    """``multiply_add`` in target-independent IR: widen both int16 vectors to int32, multiply
+    lane by lane, add the even lanes' products to the odd lanes' and both to the sums."""
+    i32 = ir.IntType(32)
+    wide = ir.VectorType(i32, 2 * lanes)
+    even = ir.Constant(ir.VectorType(i32, lanes), [2 * i for i in range(lanes)])
+    odd = ir.Constant(ir.VectorType(i32, lanes), [2 * i + 1 for i in range(lanes)])
+
+    def add_products(sums, x, w):
+        products = builder.mul(builder.sext(x, wide), builder.sext(w, wide))
+        pairs = builder.add(
+            builder.shuffle_vector(products, products, even),
+            builder.shuffle_vector(products, products, odd),
+        )
+        return builder.add(sums, pairs)
+
+    return add_products
 
 
 @intrinsic
@@ -374,10 +401,19 @@ def int16_window_matmul_avx2(
     int16_window_matmul(windows, packed, out, row_scales, column_scales, step, channels, 2)
 
 
+@jit
+def int16_window_matmul_portable(
+    windows, packed, out, row_scales, column_scales, step, channels
+):  # pragma: no cover - compiled
+    """``int16_window_matmul`` in portable vector code (NEON on aarch64)."""
+    int16_window_matmul(windows, packed, out, row_scales, column_scales, step, channels, 3)
+
+
 WINDOW_MATMULS = {
     "vnni": int16_window_matmul_vnni,
     "avx-vnni": int16_window_matmul_avx_vnni,
     "avx2": int16_window_matmul_avx2,
+    "portable": int16_window_matmul_portable,
 }
 """The window product of each path (``INT16_KERNELS``)."""
 

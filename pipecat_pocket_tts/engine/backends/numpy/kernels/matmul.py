@@ -26,16 +26,23 @@ stay in L1 while the n rows of x pass over them, so one call streams every weigh
 - ``int8_matmul_float`` (other CPUs, and input holding NaN or infinity): int8 widened to
   float32 in registers; from ``WIDEN_FROM_ROWS`` rows of x (a batched step), the four rows are
   widened once and the rows of x go two at a time, as ``f32_matmul`` walks its rows.
+
+``int8_matmul_rounded`` is the integer kernel on a path (``int16.path_code``):
+``int8_matmul_int16`` is it on AVX2, ``int8_matmul_portable`` on the portable path (the same
+sums in plain vector IR: any CPU, NEON on aarch64; taken only where asked for,
+``linears.choose_int8_kernel``).
 """
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from .base import FLOAT32_EXPONENT, bits_of_float32, compiles_for, jit, jit_nan_safe, row_pointers
+from .int16 import multiply_add, path_code
 
 WIDEN_FROM_ROWS = 10
 """From this many rows of x, ``int8_matmul_float`` widens each group of four weight rows to float32
@@ -160,11 +167,14 @@ X16_PEAK = np.float32(32767.0)
 
 
 @intrinsic
-def _madd_rows(typingctx, xq, x_rows, weight, rows, start, stop):  # pragma: no cover - compiled
+def _madd_rows(
+    typingctx, xq, x_rows, weight, rows, start, stop, path
+):  # pragma: no cover - compiled
     """Σ_i xq[x_rows[p], i] · weight[rows[j], i] over i in [start, stop) for every pair (p, j)
-    → len(x_rows) · 4 int32 (x row p's four, then the next row's), by ``vpmaddwd`` on 16
-    inputs at a time: xq [n, k] int16, weight [m, k] int8, both C-contiguous, rows a tuple of
-    four, ``stop - start`` a multiple of 16 and at most ``MADD_BLOCK``."""
+    → len(x_rows) · 4 int32 (x row p's four, then the next row's), 16 inputs at a time: by
+    ``vpmaddwd`` on the x86 paths, in portable vector code on the portable one (``path``, a
+    literal ``int16.path_code``): xq [n, k] int16, weight [m, k] int8, both C-contiguous, rows
+    a tuple of four, ``stop - start`` a multiple of 16 and at most ``MADD_BLOCK``."""
     arrays_fit = (
         isinstance(xq, types.Array)
         and xq.dtype == types.int16
@@ -177,11 +187,14 @@ def _madd_rows(typingctx, xq, x_rows, weight, rows, start, stop):  # pragma: no 
         and isinstance(x_rows, types.UniTuple)
         and isinstance(rows, types.UniTuple)
         and len(rows) == 4
+        and isinstance(path, types.IntegerLiteral)
     )
     if not arrays_fit:
         return None
     pairs = len(x_rows) * 4
-    signature = types.UniTuple(types.int32, pairs)(xq, x_rows, weight, rows, start, stop)
+    portable = path.literal_value == path_code("portable")
+    code = path_code("portable" if portable else "avx2")
+    signature = types.UniTuple(types.int32, pairs)(xq, x_rows, weight, rows, start, stop, path)
 
     def codegen(context, builder, sig, args):
         x_arr = context.make_array(sig.args[0])(context, builder, args[0])
@@ -194,9 +207,7 @@ def _madd_rows(typingctx, xq, x_rows, weight, rows, start, stop):  # pragma: no 
             ir.VectorType(i32, 8),
         )
         intp = context.get_value_type(types.intp)
-        madd = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(acc_vec, [x_vec, x_vec]), "llvm.x86.avx2.pmadd.wd"
-        )
+        add_products = multiply_add(builder, code, 8)
         total = cgutils.get_or_insert_function(
             builder.module, ir.FunctionType(i32, [acc_vec]), "llvm.vector.reduce.add.v8i32"
         )
@@ -217,8 +228,7 @@ def _madd_rows(typingctx, xq, x_rows, weight, rows, start, stop):  # pragma: no 
                 x_val = builder.load(x_ptr, align=2)
                 for j, w_val in enumerate(w_vals):
                     acc = sums[4 * p + j]
-                    product = builder.call(madd, [w_val, x_val])
-                    builder.store(builder.add(builder.load(acc), product), acc)
+                    builder.store(add_products(builder.load(acc), x_val, w_val), acc)
         reduced = [builder.call(total, [builder.load(acc)]) for acc in sums]
         return context.make_tuple(builder, sig.return_type, reduced)
 
@@ -249,14 +259,14 @@ def _quantize_rows_int16(x, xq, xscale):  # pragma: no cover - compiled
 
 
 @jit
-def _int_dots(xq, x_rows, weight, rows, out):  # pragma: no cover - compiled
+def _int_dots(xq, x_rows, weight, rows, out, path):  # pragma: no cover - compiled
     """out [P, 4] f32 = xq[x_rows] · weight[rows]ᵀ (P = len(x_rows), rows four), exact int32 sums
-    per ``MADD_BLOCK`` inputs added in float32."""
+    per ``MADD_BLOCK`` inputs added in float32, on ``_madd_rows``'s ``path``."""
     k = xq.shape[1]
     whole = k - k % MADD_LANES
     out[:] = np.float32(0.0)
     for start in range(0, whole, MADD_BLOCK):
-        sums = _madd_rows(xq, x_rows, weight, rows, start, min(start + MADD_BLOCK, whole))
+        sums = _madd_rows(xq, x_rows, weight, rows, start, min(start + MADD_BLOCK, whole), path)
         for p in range(len(x_rows)):
             for j in range(4):
                 out[p, j] += np.float32(sums[4 * p + j])
@@ -269,11 +279,13 @@ def _int_dots(xq, x_rows, weight, rows, out):  # pragma: no cover - compiled
 
 
 @jit
-def int8_matmul_int16(x, weight, scale, out):  # pragma: no cover - compiled
+def int8_matmul_rounded(x, weight, scale, out, path):  # pragma: no cover - compiled
     """x [n, k] f32 · (weight [m, k] int8 × scale [m] f32)ᵀ → out [n, m] f32 by integer
-    multiply-adds (AVX2): each row of x quantized to int16 with its own scale (max |x| / 32767:
-    ~90 dB, far below the int8 weights' own error), four distant weight rows at a time against
-    two rows of x. Input holding NaN or infinity runs ``int8_matmul_float`` (NaN stays NaN)."""
+    multiply-adds on ``_madd_rows``'s ``path`` (a literal ``int16.path_code``): each row of x
+    quantized to int16 with its own scale (max |x| / 32767: ~90 dB, far below the int8 weights'
+    own error), four distant weight rows at a time against two rows of x. Input holding NaN or
+    infinity runs ``int8_matmul_float`` (NaN stays NaN)."""
+    numba.literally(path)
     n, k = x.shape
     m = weight.shape[0]
     xq = np.empty((n, k), np.int16)
@@ -286,12 +298,12 @@ def int8_matmul_int16(x, weight, scale, out):  # pragma: no cover - compiled
     for o in range(quarter):
         rows = (o, o + quarter, o + 2 * quarter, o + 3 * quarter)
         for b in range(0, n - 1, 2):
-            _int_dots(xq, (b, b + 1), weight, rows, sums)
+            _int_dots(xq, (b, b + 1), weight, rows, sums, path)
             for p in range(2):
                 for j in range(4):
                     out[b + p, rows[j]] = sums[p, j] * (scale[rows[j]] * xscale[b + p])
         if n % 2:
-            _int_dots(xq, (n - 1,), weight, rows, sums)
+            _int_dots(xq, (n - 1,), weight, rows, sums, path)
             for j in range(4):
                 out[n - 1, rows[j]] = sums[0, j] * (scale[rows[j]] * xscale[n - 1])
     for o in range(4 * quarter, m):  # the rows left over when m is not a multiple of four
@@ -300,6 +312,20 @@ def int8_matmul_int16(x, weight, scale, out):  # pragma: no cover - compiled
             for i in range(k):
                 acc += np.int64(weight[o, i]) * np.int64(xq[b, i])
             out[b, o] = np.float32(acc) * (scale[o] * xscale[b])
+
+
+# One entry point a path, called from Python (a literal path given from Python would be
+# dispatched again at every call).
+@jit
+def int8_matmul_int16(x, weight, scale, out):  # pragma: no cover - compiled
+    """``int8_matmul_rounded`` by ``vpmaddwd`` (AVX2)."""
+    int8_matmul_rounded(x, weight, scale, out, 2)
+
+
+@jit
+def int8_matmul_portable(x, weight, scale, out):  # pragma: no cover - compiled
+    """``int8_matmul_rounded`` in portable vector code (NEON on aarch64): any CPU, opt-in."""
+    int8_matmul_rounded(x, weight, scale, out, 3)
 
 
 int8_matmul = int8_matmul_int16 if AVX2 else int8_matmul_float

@@ -19,8 +19,9 @@ BLAS; the kernel reads the weight once where OpenBLAS packs it for every product
 rows); int8 takes prefills up to ``INT8_CHUNKED_MAX_ROWS`` through its kernel too, in blocks.
 Longer inputs use BLAS, narrow weights widened ``WIDEN_ROWS`` rows at a time (never a whole
 fp32 copy). Activations are float32, except in the int8 kernels on AVX2, AVX-VNNI and
-AVX512_VNNI hosts, which round each row of x to int16 for integer products
-(``kernels.int8_matmul_int16``, ``int8_vnni.INT8_MATMULS``: ``choose_int8_kernel``).
+AVX512_VNNI hosts (and on the portable path where asked for), which round each row of x to
+int16 for integer products (``kernels.int8_matmul_int16``, ``int8_tiles.INT8_MATMULS``:
+``choose_int8_kernel``).
 """
 
 from __future__ import annotations
@@ -35,9 +36,11 @@ import numpy as np
 from ....model.options import NUMPY_PRECISIONS
 from ..kernels import compiled
 from ..kernels.arithmetic import (
+    INT16_FLAGS,
+    PORTABLE,
     Int16Weight,
     choose_among,
-    int8_vnni_kernels,
+    int8_tile_kernels,
     pack_int16,
 )
 from ..kernels.dispatch import two_pass_product, window_product
@@ -76,26 +79,29 @@ def int8_chunked_max_rows(kernels: ModuleType) -> int:
 
 
 INT8_KERNEL_ENV = "POCKET_TTS_INT8_KERNEL"
-INT8_KERNELS = ("auto", "vnni", "avx-vnni", "avx2")
+INT8_KERNELS = ("auto", "vnni", "avx-vnni", "avx2", PORTABLE)
 
 
 def choose_int8_kernel() -> str:
     """The int8 linears' kernel: ``POCKET_TTS_INT8_KERNEL`` ("auto" when unset): "vnni"
-    (``int8_vnni.int8_matmul_vnni``: AVX512_VNNI ``vpdpwssd``), "avx-vnni"
+    (``int8_tiles.int8_matmul_vnni``: AVX512_VNNI ``vpdpwssd``), "avx-vnni"
     (``int8_matmul_avx_vnni``: the VEX ``vpdpwssd`` on ymm), "avx2" (``int8_matmul_int16``:
-    ``vpmaddwd``), or on "auto" the widest this CPU has, else "float" (int8 widened to
-    float32). Asking for one the CPU lacks is a ``LoadOptionError``."""
+    ``vpmaddwd``), "portable" (the same integer sums in plain vector code, any CPU: NEON on
+    aarch64), or on "auto" the widest x86 kernel this CPU has, else "float" (int8 widened to
+    float32; "auto" never takes "portable", as no ARM CPU was at hand to time it). Asking for
+    one the CPU lacks is a ``LoadOptionError``."""
 
     def has(kernel: str) -> bool:
-        return bool(load_kernels().AVX2) if kernel == "avx2" else bool(int8_vnni_kernels(kernel))
+        return bool(load_kernels().AVX2) if kernel == "avx2" else bool(int8_tile_kernels(kernel))
 
     return choose_among(
         INT8_KERNEL_ENV,
         os.environ.get(INT8_KERNEL_ENV) or "auto",
         INT8_KERNELS[1:],
         has,
-        {"vnni": "avx512_vnni", "avx-vnni": "avx_vnni", "avx2": "avx2"},
+        INT16_FLAGS,
         fallback="float",
+        auto_takes=lambda kernel: kernel != PORTABLE and has(kernel),
     )
 
 
@@ -111,6 +117,10 @@ def how_linears_run(precision: str) -> str:
         return f"int8 weights, int16-rounded activations, integer dot products ({isa})"
     if kernel == "avx2":
         return "int8 weights, int16-rounded activations, integer multiply-adds (AVX2)"
+    if kernel == PORTABLE:
+        return (
+            "int8 weights, int16-rounded activations, integer dot products (portable vector code)"
+        )
     from ..kernels.base import X86_TARGET, target_name
 
     cpu = "no AVX2" if X86_TARGET else f"{target_name()}: no x86 integer kernels"
@@ -120,10 +130,10 @@ def how_linears_run(precision: str) -> str:
 def _int8_matmul(kernels: ModuleType, depth: int) -> Callable[..., None]:
     """The kernel an int8 linear of ``depth`` inputs runs (``choose_int8_kernel``)."""
     kernel = choose_int8_kernel()
-    vnni = int8_vnni_kernels(kernel) if kernel != "avx2" else None
-    if vnni is not None and vnni.fits_vnni(depth):
-        return vnni.INT8_MATMULS[kernel]
-    return kernels.int8_matmul
+    tiles = int8_tile_kernels(kernel) if kernel != "avx2" else None
+    if tiles is not None and tiles.fits_tiles(depth):
+        return tiles.INT8_MATMULS[kernel]
+    return kernels.int8_matmul_portable if kernel == PORTABLE else kernels.int8_matmul
 
 
 class Linear:
