@@ -26,6 +26,13 @@ X86_FEATURES = "+avx2,+fma,+avx512f,+avx512bw,+avx512vnni,+avx512bf16,+avxvnni"
 CHOICES = (("avx2",), ("avx512vnni", "avx512bw"), ("avx512bf16", "avx512f"))
 
 off_x86 = pytest.mark.skipif(base.X86_TARGET, reason="runs where numba compiles for aarch64")
+#: What asks for the portable integer paths everywhere: "auto" never takes them.
+PORTABLE_ENV = {
+    linears.INT8_KERNEL_ENV: arithmetic.PORTABLE,
+    arithmetic.INT16_KERNEL_ENV: arithmetic.PORTABLE,
+    arithmetic.ARITHMETIC_ENV: "int16",
+    arithmetic.SAMPLER_ARITHMETIC_ENV: "int16",
+}
 
 
 @pytest.mark.parametrize("features", CHOICES)
@@ -83,14 +90,6 @@ def test_off_x86_every_choice_is_the_plain_path_unless_the_portable_one_is_asked
     assert arithmetic.choose_arithmetic(None, "int8") == "int16"
     assert arithmetic.choose_sampler_arithmetic("int8") == "int16"
 
-
-#: What asks for the portable integer paths everywhere: "auto" never takes them.
-PORTABLE_ENV = {
-    linears.INT8_KERNEL_ENV: arithmetic.PORTABLE,
-    arithmetic.INT16_KERNEL_ENV: arithmetic.PORTABLE,
-    arithmetic.ARITHMETIC_ENV: "int16",
-    arithmetic.SAMPLER_ARITHMETIC_ENV: "int16",
-}
 
 #: A child that loads the tiny pack at each precision and speaks, printing what runs.
 SPEAK = """
