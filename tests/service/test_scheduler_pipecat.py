@@ -30,7 +30,7 @@ from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.worker import PipelineParams
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.tests.utils import run_test
-from test_service import assert_no_stale_audio
+from test_service import assert_no_stale_audio, is_audio, is_interruption
 
 from pipecat_pocket_tts import PocketTTSService
 from pipecat_pocket_tts.devpack import build_pack, tiny_config_dict
@@ -69,13 +69,9 @@ def _script(rng: random.Random, last: str) -> list[Frame | Until]:
     frames), then one spoken to the end."""
     script: list[Frame | Until] = []
     for n in range(rng.randint(2, 3)):
-        script += [*_llm_turn(f"Reply {n}. {LONG_REPLY}")[:-1], Until(_is_audio, rng.randint(1, 6))]
-        script += [InterruptionFrame(), Until(lambda f: isinstance(f, InterruptionFrame))]
+        script += [*_llm_turn(f"Reply {n}. {LONG_REPLY}")[:-1], Until(is_audio, rng.randint(1, 6))]
+        script += [InterruptionFrame(), Until(is_interruption)]
     return [*script, TTSSpeakFrame(last)]
-
-
-def _is_audio(frame: Frame) -> bool:
-    return isinstance(frame, TTSAudioRawFrame)
 
 
 def _final_turn_audio(frames: list[Frame]) -> tuple[list[str], np.ndarray]:

@@ -127,6 +127,10 @@ def is_stop(frame: Frame) -> bool:
     return isinstance(frame, TTSStoppedFrame)
 
 
+def is_interruption(frame: Frame) -> bool:
+    return isinstance(frame, InterruptionFrame)
+
+
 def assert_no_stale_audio(frames: list[Frame]) -> None:
     """No audio of a context started before the latest InterruptionFrame."""
     live: set[str | None] = set()
@@ -465,7 +469,7 @@ async def test_interruption_mid_turn(packs: dict[str, Path], opened: list[dict])
         *llm_turn(LONG_REPLY)[:-1],  # the LLM is still streaming...
         Until(is_audio),  # ...the reply speaks...
         InterruptionFrame(),  # ...when the user speaks
-        Until(lambda f: isinstance(f, InterruptionFrame)),
+        Until(is_interruption),
         TTSSpeakFrame("Sorry, go ahead."),
     ]
     down = await run_script(tts, script, start_timeout=START)
