@@ -286,10 +286,8 @@ def cmd_warmup(args: argparse.Namespace) -> int:
     # int8 kernel on the paths a load chooses).
     arithmetic.bf16_kernels()
     if arithmetic.int16_kernels() is not None:
-        from .engine.backends.numpy.layers.linears import choose_int8_kernel
-
         arithmetic.choose_int16_kernel()
-        choose_int8_kernel()
+        arithmetic.choose_int8_kernel()
     folder = kernel_cache.cache_folder()
     print(f"numba kernels compiled and cached in {folder or 'numba’s cache'}", file=sys.stderr)
     return EXIT_OK

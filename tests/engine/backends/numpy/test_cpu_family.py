@@ -28,7 +28,7 @@ CHOICES = (("avx2",), ("avx512vnni", "avx512bw"), ("avx512bf16", "avx512f"))
 off_x86 = pytest.mark.skipif(base.X86_TARGET, reason="runs where numba compiles for aarch64")
 #: What asks for the portable integer paths everywhere: "auto" never takes them.
 PORTABLE_ENV = {
-    linears.INT8_KERNEL_ENV: arithmetic.PORTABLE,
+    arithmetic.INT8_KERNEL_ENV: arithmetic.PORTABLE,
     arithmetic.INT16_KERNEL_ENV: arithmetic.PORTABLE,
     arithmetic.ARITHMETIC_ENV: "int16",
     arithmetic.SAMPLER_ARITHMETIC_ENV: "int16",
@@ -80,13 +80,13 @@ def test_off_x86_every_choice_is_the_plain_path_unless_the_portable_one_is_asked
     assert arithmetic.int16_kernels().INT16_PATHS == (arithmetic.PORTABLE,)
     for name in PORTABLE_ENV:
         monkeypatch.delenv(name, raising=False)
-    assert linears.choose_int8_kernel() == "float"
+    assert arithmetic.choose_int8_kernel() == "float"
     assert arithmetic.choose_arithmetic(None, "int8") == "fp32"
     assert arithmetic.choose_sampler_arithmetic("int8") == "fp32"
     assert arithmetic.choose_int16_kernel() == arithmetic.PORTABLE
     for name, value in PORTABLE_ENV.items():
         monkeypatch.setenv(name, value)
-    assert linears.choose_int8_kernel() == arithmetic.PORTABLE
+    assert arithmetic.choose_int8_kernel() == arithmetic.PORTABLE
     assert arithmetic.choose_arithmetic(None, "int8") == "int16"
     assert arithmetic.choose_sampler_arithmetic("int8") == "int16"
 
@@ -115,7 +115,7 @@ def test_off_x86_the_model_speaks_at_every_precision_though_x86_features_are_cla
     env = {**os.environ, "NUMBA_CPU_FEATURES": X86_FEATURES, "NUMBA_CPU_NAME": "generic"}
     for name in (arithmetic.ARITHMETIC_ENV, arithmetic.SAMPLER_ARITHMETIC_ENV):
         env.pop(name, None)
-    env.pop(linears.INT8_KERNEL_ENV, None)
+    env.pop(arithmetic.INT8_KERNEL_ENV, None)
     done = subprocess.run(
         [sys.executable, "-c", SPEAK, str(engine_pack_dir)],
         env=env,
@@ -159,7 +159,7 @@ def test_the_portable_paths_speak_as_the_x86_ones_bit_for_bit(engine_pack_dir, m
     assert "portable vector code" in flow_lm and "portable vector code" in sampler
     auto, _ = _speak_int8(engine_pack_dir, monkeypatch, {})
     assert portable.size and np.isfinite(portable).all()
-    if base.X86_TARGET and linears.choose_int8_kernel() in ("vnni", "avx-vnni"):
+    if base.X86_TARGET and arithmetic.choose_int8_kernel() in ("vnni", "avx-vnni"):
         np.testing.assert_array_equal(portable, auto)
     else:
         assert portable.shape == auto.shape

@@ -227,7 +227,7 @@ def test_an_int8_model_runs_int16_arithmetic_and_says_so(
     assert tts.backend.mimi.arithmetic == "int16"
     said = arithmetic.INT16_INSTRUCTIONS[path]
     assert said in tts.kernels["mimi"] and said in caplog.text
-    if path in ("vnni", "avx-vnni") and linears.choose_int8_kernel() == path:
+    if path in ("vnni", "avx-vnni") and arithmetic.choose_int8_kernel() == path:
         assert ("AVX512_VNNI" if path == "vnni" else "AVX-VNNI") in tts.kernels["flow_lm"]
 
 
@@ -368,9 +368,9 @@ from pipecat_pocket_tts.engine.backends.numpy.kernels import int16 as int16_kern
 from pipecat_pocket_tts.engine.backends.numpy.layers.streaming_conv import (
     StreamingConv1d, StreamingConvTranspose1d)
 from pipecat_pocket_tts.engine.backends.numpy.layers.linears import (
-    Int16Linear, choose_int8_kernel, make_linear, restore_linear)
+    Int16Linear, make_linear, restore_linear)
 path = arithmetic.choose_int16_kernel()  # what a load does
-choose_int8_kernel()
+arithmetic.choose_int8_kernel()
 kernels = [int16_kernels.WINDOW_MATMULS[path], int16_kernels.quantize_rows]
 kernels.append(int16_kernels.quantize_two_passes)
 if path != "avx2":
@@ -404,7 +404,7 @@ for rows in (1, 3, 16):
 added = [set(k.signatures) - before for k, before in zip(kernels, at_load)]
 assert not any(added), added
 """
-    run_python(script, {arithmetic.INT16_KERNEL_ENV: path, linears.INT8_KERNEL_ENV: path}, 600)
+    run_python(script, {arithmetic.INT16_KERNEL_ENV: path, arithmetic.INT8_KERNEL_ENV: path}, 600)
 
 
 # -- the same bits on every path, and fidelity against fp32 frame by frame -----------------------
@@ -537,12 +537,12 @@ def test_int8_linears_take_the_chosen_vnni_path_and_the_environment_overrides(mo
     from pipecat_pocket_tts.engine.backends.numpy.kernels import int8_tiles
 
     weight = np.random.default_rng(0).standard_normal((64, 1024)).astype(np.float32)
-    monkeypatch.delenv(linears.INT8_KERNEL_ENV, raising=False)
+    monkeypatch.delenv(arithmetic.INT8_KERNEL_ENV, raising=False)
     assert linears.make_linear(weight, "int8")._matmul is int8_tiles.INT8_MATMULS[HERE[0]]
-    monkeypatch.setenv(linears.INT8_KERNEL_ENV, path)
+    monkeypatch.setenv(arithmetic.INT8_KERNEL_ENV, path)
     assert linears.make_linear(weight, "int8")._matmul is int8_tiles.INT8_MATMULS[path]
     assert ("AVX512_VNNI" if path == "vnni" else "AVX-VNNI") in linears.how_linears_run("int8")
-    monkeypatch.setenv(linears.INT8_KERNEL_ENV, "avx2")
+    monkeypatch.setenv(arithmetic.INT8_KERNEL_ENV, "avx2")
     assert linears.make_linear(weight, "int8")._matmul is compiled.required().int8_matmul
     assert "(AVX2)" in linears.how_linears_run("int8")
 
@@ -581,30 +581,30 @@ def test_int8_linears_run_the_portable_path_where_asked_and_auto_never_takes_it(
     rng = np.random.default_rng(0)
     tiled = rng.standard_normal((64, 1024)).astype(np.float32)
     odd = rng.standard_normal((64, 1000)).astype(np.float32)  # not a multiple of 32
-    monkeypatch.setenv(linears.INT8_KERNEL_ENV, PORTABLE)
+    monkeypatch.setenv(arithmetic.INT8_KERNEL_ENV, PORTABLE)
     assert linears.make_linear(tiled, "int8")._matmul is int8_tiles.INT8_MATMULS[PORTABLE]
     assert linears.make_linear(odd, "int8")._matmul is kernels.int8_matmul_portable
     assert "portable vector code" in linears.how_linears_run("int8")
-    monkeypatch.setenv(linears.INT8_KERNEL_ENV, "auto")
-    assert linears.choose_int8_kernel() != PORTABLE
+    monkeypatch.setenv(arithmetic.INT8_KERNEL_ENV, "auto")
+    assert arithmetic.choose_int8_kernel() != PORTABLE
     monkeypatch.setattr(kernels, "AVX2", False)  # a CPU with no x86 kernel (aarch64)
     monkeypatch.setattr(
-        linears, "int8_tile_kernels", lambda k: int8_tiles if k == PORTABLE else None
+        arithmetic, "int8_tile_kernels", lambda k: int8_tiles if k == PORTABLE else None
     )
-    assert linears.choose_int8_kernel() == "float"
+    assert arithmetic.choose_int8_kernel() == "float"
 
 
 @pytest.mark.parametrize(("path", "flag"), [("vnni", "AVX512_VNNI"), ("avx-vnni", "AVX_VNNI")])
 def test_the_int8_kernel_choice_names_what_is_missing(monkeypatch, path, flag):
-    monkeypatch.setattr(linears, "int8_tile_kernels", lambda kernel: None)  # no VNNI of any kind
-    monkeypatch.setenv(linears.INT8_KERNEL_ENV, path)
+    monkeypatch.setattr(arithmetic, "int8_tile_kernels", lambda kernel: None)  # no VNNI at all
+    monkeypatch.setenv(arithmetic.INT8_KERNEL_ENV, path)
     with pytest.raises(LoadOptionError, match=flag):
-        linears.choose_int8_kernel()
-    monkeypatch.setenv(linears.INT8_KERNEL_ENV, "auto")
-    assert linears.choose_int8_kernel() in ("avx2", "float")
-    monkeypatch.setenv(linears.INT8_KERNEL_ENV, "sse")
-    with pytest.raises(LoadOptionError, match=linears.INT8_KERNEL_ENV):
-        linears.choose_int8_kernel()
+        arithmetic.choose_int8_kernel()
+    monkeypatch.setenv(arithmetic.INT8_KERNEL_ENV, "auto")
+    assert arithmetic.choose_int8_kernel() in ("avx2", "float")
+    monkeypatch.setenv(arithmetic.INT8_KERNEL_ENV, "sse")
+    with pytest.raises(LoadOptionError, match=arithmetic.INT8_KERNEL_ENV):
+        arithmetic.choose_int8_kernel()
 
 
 def test_this_file_runs_every_path_the_cpu_supports():

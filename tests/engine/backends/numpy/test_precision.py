@@ -431,7 +431,7 @@ def test_the_load_log_says_how_the_linears_run(packs, caplog, precision):
             "vnni": "integer dot products (AVX512_VNNI)",
             "avx2": "integer multiply-adds (AVX2)",
             "float": "widened to float32",
-        }[linears.choose_int8_kernel()],
+        }[arithmetic.choose_int8_kernel()],
     }[precision]
     with caplog.at_level("INFO", logger="pipecat_pocket_tts.engine.backends.numpy.backend"):
         PocketTTS.load(backend="numpy", model_dir=packs["standard"], precision=precision)

@@ -1,5 +1,5 @@
-"""Which arithmetic Mimi's decoder runs in, and on which instructions, chosen at load from what
-the CPU reports.
+"""Which arithmetic Mimi's decoder and the sampler run in, and on which instructions they and
+the FlowLM's int8 linears run, chosen at load from what the CPU reports.
 
 - ``"fp32"``: today's kernels (float32 window products, BLAS): any CPU, the fallback.
 - ``"bf16"``: bfloat16 dot products (``vdpbf16ps``, AVX512_BF16; ``bf16.py``) for the
@@ -28,6 +28,9 @@ CPU was at hand to time it. Asking for arithmetic or an instruction path the CPU
 ``choose_sampler_arithmetic(precision)``: the same choice for the sampler's flow net, "int16"
 or "fp32" (``layers/sampler.py``), from ``POCKET_TTS_SAMPLER_ARITHMETIC``; "auto" follows the
 FlowLM's precision as Mimi's does.
+
+``choose_int16_kernel()`` and ``choose_int8_kernel()``: the instruction path of the int16 window
+product and of the FlowLM's int8 linears (``POCKET_TTS_INT16_KERNEL``, ``POCKET_TTS_INT8_KERNEL``).
 """
 
 from __future__ import annotations
@@ -208,6 +211,34 @@ def choose_int16_kernel() -> str:
         INT16_KERNELS,
         lambda path: int16_kernels(path) is not None,
         INT16_FLAGS,
+    )
+
+
+INT8_KERNEL_ENV = "POCKET_TTS_INT8_KERNEL"
+
+
+def choose_int8_kernel() -> str:
+    """The int8 linears' kernel: ``POCKET_TTS_INT8_KERNEL`` ("auto" when unset): "vnni"
+    (``int8_tiles.int8_matmul_vnni``: AVX512_VNNI ``vpdpwssd``), "avx-vnni"
+    (``int8_matmul_avx_vnni``: the VEX ``vpdpwssd`` on ymm), "avx2" (``int8_matmul_int16``:
+    ``vpmaddwd``), "portable" (the same integer sums in plain vector code, any CPU: NEON on
+    aarch64), or on "auto" the widest x86 kernel this CPU has, else "float" (int8 widened to
+    float32; "auto" never takes "portable", as no ARM CPU was at hand to time it). Asking for
+    one the CPU lacks is a ``LoadOptionError``."""
+
+    def has(kernel: str) -> bool:
+        if kernel == "avx2":
+            return bool(compiled.required().AVX2)
+        return int8_tile_kernels(kernel) is not None
+
+    return choose_among(
+        INT8_KERNEL_ENV,
+        os.environ.get(INT8_KERNEL_ENV) or "auto",
+        INT16_KERNELS,  # the int8 kernels run on the int16 kernels' paths
+        has,
+        INT16_FLAGS,
+        fallback="float",
+        auto_takes=lambda kernel: kernel != PORTABLE and has(kernel),
     )
 
 

@@ -30,7 +30,7 @@ stay in L1 while the n rows of x pass over them, so one call streams every weigh
 ``int8_matmul_rounded`` is the integer kernel on a path (``int16.path_code``):
 ``int8_matmul_int16`` is it on AVX2, ``int8_matmul_portable`` on the portable path (the same
 sums in plain vector IR: any CPU, NEON on aarch64; taken only where asked for,
-``linears.choose_int8_kernel``).
+``arithmetic.choose_int8_kernel``).
 """
 
 from __future__ import annotations

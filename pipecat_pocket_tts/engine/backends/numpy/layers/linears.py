@@ -26,7 +26,6 @@ int16 for integer products (``kernels.int8_matmul_int16``, ``int8_tiles.INT8_MAT
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import TypeAlias
@@ -36,10 +35,9 @@ import numpy as np
 from ....model.options import NUMPY_PRECISIONS
 from ..kernels import compiled
 from ..kernels.arithmetic import (
-    INT16_FLAGS,
     PORTABLE,
     Int16Weight,
-    choose_among,
+    choose_int8_kernel,
     int8_tile_kernels,
     pack_int16,
 )
@@ -76,33 +74,6 @@ def load_kernels() -> ModuleType:
 def int8_chunked_max_rows(kernels: ModuleType) -> int:
     """Longest input [n, in] an int8 linear runs through ``kernels`` (longer: BLAS)."""
     return INT8_CHUNKED_MAX_ROWS["int16" if kernels.AVX2 else "float"]
-
-
-INT8_KERNEL_ENV = "POCKET_TTS_INT8_KERNEL"
-INT8_KERNELS = ("auto", "vnni", "avx-vnni", "avx2", PORTABLE)
-
-
-def choose_int8_kernel() -> str:
-    """The int8 linears' kernel: ``POCKET_TTS_INT8_KERNEL`` ("auto" when unset): "vnni"
-    (``int8_tiles.int8_matmul_vnni``: AVX512_VNNI ``vpdpwssd``), "avx-vnni"
-    (``int8_matmul_avx_vnni``: the VEX ``vpdpwssd`` on ymm), "avx2" (``int8_matmul_int16``:
-    ``vpmaddwd``), "portable" (the same integer sums in plain vector code, any CPU: NEON on
-    aarch64), or on "auto" the widest x86 kernel this CPU has, else "float" (int8 widened to
-    float32; "auto" never takes "portable", as no ARM CPU was at hand to time it). Asking for
-    one the CPU lacks is a ``LoadOptionError``."""
-
-    def has(kernel: str) -> bool:
-        return bool(load_kernels().AVX2) if kernel == "avx2" else bool(int8_tile_kernels(kernel))
-
-    return choose_among(
-        INT8_KERNEL_ENV,
-        os.environ.get(INT8_KERNEL_ENV) or "auto",
-        INT8_KERNELS[1:],
-        has,
-        INT16_FLAGS,
-        fallback="float",
-        auto_takes=lambda kernel: kernel != PORTABLE and has(kernel),
-    )
 
 
 def how_linears_run(precision: str) -> str:
